@@ -1,0 +1,2 @@
+export * from './hash.js';
+export * from './names.js';
