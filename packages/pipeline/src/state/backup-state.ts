@@ -1,0 +1,459 @@
+import type { Redis } from 'ioredis';
+import { BACKUP_STATE_SCRIPTS } from './scripts.js';
+
+/**
+ * The one module that reads and writes a backup's state in Redis. Every key of a backup
+ * carries the backup name as a hash tag, so multi-key scripts stay on one slot on Redis
+ * Cluster. Writes are safe to repeat (BullMQ is at-least-once): counters move once per
+ * key, phases move by compare-and-set, records are overwritten with the same content.
+ *
+ * Keys (K = `<prefix>:bk:{<name>}`):
+ * - `K:rec`     hash   the backup record (name, uid, spec JSON, phase, timestamps, ...)
+ * - `K:cnt`     hash   counters (items, hooks, PVBs by phase, errors, warnings, blocks)
+ * - `K:once`    set    counter keys already counted
+ * - `K:events`  stream the append-only event stream (SSE ids are stream ids)
+ * - `K:logs`    list   log lines as JSON (bounded)
+ * - `K:border`  list   block ids in plan order
+ * - `K:plan`    hash   blockId → block plan JSON (pods, items, hooks, volume decisions)
+ * - `K:items`   hash   blockId → the block's item manifests JSON (dropped after finalize)
+ * - `K:b:<id>`  hash   the block's live state (state, timestamps, failed pods, PVB names)
+ * - `K:pvb:<n>` hash   one PVB's live state (block, pod, node, volume, phase, bytes, ...)
+ * - `K:hooks`   list   every hook run as JSON, in order of completion
+ * - `<prefix>:backups` zset of backup names by creation time (the index for listing)
+ */
+
+export interface BackupRecord {
+  name: string;
+  uid: string;
+  spec: unknown;
+  phase: string;
+  requestId?: string;
+  createdAt: number;
+  startedAt?: number;
+  completedAt?: number;
+  fsDeadlineAt?: number;
+  cancelRequestedAt?: number;
+  failureReason?: string;
+  planSummary?: unknown;
+}
+
+export interface BackupEvent {
+  id: string;
+  type: string;
+  at: number;
+  data: Record<string, unknown>;
+}
+
+export interface LogLine {
+  at: number;
+  level: 'debug' | 'info' | 'warn' | 'error';
+  msg: string;
+  [field: string]: unknown;
+}
+
+export interface BlockStateRecord {
+  id: string;
+  state: string;
+  startedAt?: number;
+  itemsDoneAt?: number;
+  completedAt?: number;
+  failedPods?: string[];
+  pvbs?: string[];
+  itemsWritten?: number;
+  error?: string;
+  [field: string]: unknown;
+}
+
+export interface PvbStateRecord {
+  name: string;
+  blockId: string;
+  podNamespace: string;
+  podName: string;
+  podUid: string;
+  volume: string;
+  node: string;
+  phase: string;
+  message?: string;
+  snapshotID?: string;
+  totalBytes?: number;
+  bytesDone?: number;
+  startTimestamp?: string;
+  completionTimestamp?: string;
+  timedOut?: boolean;
+  [field: string]: unknown;
+}
+
+export interface HookRunRecord {
+  blockId: string;
+  podNamespace: string;
+  podName: string;
+  container: string;
+  phase: 'pre' | 'post';
+  source: string;
+  index: number;
+  command: string[];
+  /** exited | timeout | error | skipped | invalid */
+  outcome: string;
+  exitCode?: number;
+  startedAt?: number;
+  endedAt?: number;
+  stdoutTail?: string;
+  stderrTail?: string;
+  message?: string;
+  attempt?: number;
+}
+
+export interface BackupStateOptions {
+  redis: Redis;
+  /** Key prefix, e.g. `stowage` in production or a unique one per test. */
+  prefix: string;
+  now?: () => number;
+  /** Bound of the event stream and log list per backup. */
+  maxEvents?: number;
+  maxLogLines?: number;
+}
+
+const MAX_EVENTS = 200_000;
+const MAX_LOG_LINES = 100_000;
+
+export class BackupState {
+  readonly redis: Redis;
+  readonly prefix: string;
+  private readonly now: () => number;
+  private readonly maxEvents: number;
+  private readonly maxLogLines: number;
+
+  constructor(opts: BackupStateOptions) {
+    this.redis = opts.redis;
+    this.prefix = opts.prefix;
+    this.now = opts.now ?? Date.now;
+    this.maxEvents = opts.maxEvents ?? MAX_EVENTS;
+    this.maxLogLines = opts.maxLogLines ?? MAX_LOG_LINES;
+    for (const [name, def] of Object.entries(BACKUP_STATE_SCRIPTS)) {
+      if (!(name in this.redis)) this.redis.defineCommand(name, def);
+    }
+  }
+
+  key(name: string, suffix: string): string {
+    return `${this.prefix}:bk:{${name}}:${suffix}`;
+  }
+
+  private get indexKey(): string {
+    return `${this.prefix}:backups`;
+  }
+
+  // ---- backup record -------------------------------------------------------------------
+
+  /** Records a new backup; a second call with the same name changes nothing and says so. */
+  async createBackup(record: BackupRecord): Promise<{ created: boolean }> {
+    const fields = encodeRecord(record);
+    const created = (await this.cmd().stowageCreateBackup(this.key(record.name, 'rec'), ...fields)) as number;
+    // Always (re)index: a crash between the two writes must not leave a record nobody lists.
+    await this.redis.zadd(this.indexKey, 'NX', record.createdAt, record.name);
+    if (created === 1) await this.appendEvent(record.name, 'backup.created', { phase: record.phase });
+    return { created: created === 1 };
+  }
+
+  async getBackup(name: string): Promise<BackupRecord | undefined> {
+    const raw = await this.redis.hgetall(this.key(name, 'rec'));
+    if (!raw.name) return undefined;
+    return decodeRecord(raw);
+  }
+
+  async updateBackup(name: string, patch: Partial<BackupRecord>): Promise<void> {
+    const fields = encodeRecord(patch);
+    if (fields.length > 0) await this.redis.hset(this.key(name, 'rec'), ...fields);
+  }
+
+  /**
+   * Moves the backup's phase to `to` only when the current phase is one of `from`
+   * (compare-and-set, so a duplicate delivery cannot move it twice or backwards).
+   */
+  async transitionPhase(
+    name: string,
+    from: readonly string[],
+    to: string,
+    patch: Partial<BackupRecord> = {},
+  ): Promise<{ moved: boolean; phase: string | undefined }> {
+    const fields = encodeRecord(patch);
+    const res = (await this.cmd().stowageTransitionPhase(this.key(name, 'rec'), to, JSON.stringify(from), ...fields)) as [
+      number,
+      string | null,
+    ];
+    const moved = res[0] === 1;
+    if (moved) await this.appendEvent(name, 'backup.phase', { from: res[1], to });
+    return { moved, phase: moved ? to : (res[1] ?? undefined) };
+  }
+
+  async listBackups(opts: { limit: number; cursor?: string; phase?: string }): Promise<{ items: BackupRecord[]; nextCursor?: string }> {
+    // Cursor = the offset into the index, newest first; filtering by phase reads on until the page fills.
+    let offset = opts.cursor ? Number.parseInt(opts.cursor, 10) : 0;
+    if (!Number.isFinite(offset) || offset < 0) offset = 0;
+    const items: BackupRecord[] = [];
+    const chunk = Math.max(opts.limit, 50);
+    for (;;) {
+      const names = await this.redis.zrevrange(this.indexKey, offset, offset + chunk - 1);
+      if (names.length === 0) return { items };
+      const pipe = this.redis.pipeline();
+      for (const n of names) pipe.hgetall(this.key(n, 'rec'));
+      const rows = (await pipe.exec()) ?? [];
+      for (let i = 0; i < names.length; i++) {
+        offset++;
+        const raw = rows[i]?.[1] as Record<string, string> | undefined;
+        if (!raw?.name) continue;
+        const rec = decodeRecord(raw);
+        if (opts.phase && rec.phase !== opts.phase) continue;
+        items.push(rec);
+        if (items.length === opts.limit) {
+          const more = (await this.redis.zcard(this.indexKey)) > offset;
+          return more ? { items, nextCursor: String(offset) } : { items };
+        }
+      }
+    }
+  }
+
+  /** Removes every key of the backup and its index entry. */
+  async deleteBackup(name: string): Promise<void> {
+    const [blockIds, pvbNames] = await Promise.all([this.redis.lrange(this.key(name, 'border'), 0, -1), this.allPvbNames(name)]);
+    const keys = [
+      ...['rec', 'cnt', 'once', 'events', 'logs', 'border', 'plan', 'items', 'hooks', 'pvbset'].map((s) => this.key(name, s)),
+      ...blockIds.map((id) => this.key(name, `b:${id}`)),
+      ...pvbNames.map((p) => this.key(name, `pvb:${p}`)),
+    ];
+    for (let i = 0; i < keys.length; i += 500) await this.redis.del(...keys.slice(i, i + 500));
+    await this.redis.zrem(this.indexKey, name);
+  }
+
+  // ---- counters ------------------------------------------------------------------------
+
+  /** Adds `by` to counter `field` unless `onceKey` was counted before. Returns whether it counted. */
+  async countOnce(name: string, onceKey: string, field: string, by = 1): Promise<boolean> {
+    const res = (await this.cmd().stowageCountOnce(this.key(name, 'once'), this.key(name, 'cnt'), onceKey, field, by)) as number;
+    return res === 1;
+  }
+
+  /** Adds to a counter unconditionally (for totals set by the planner). */
+  async setCounter(name: string, field: string, value: number): Promise<void> {
+    await this.redis.hset(this.key(name, 'cnt'), field, value);
+  }
+
+  async counters(name: string): Promise<Record<string, number>> {
+    const raw = await this.redis.hgetall(this.key(name, 'cnt'));
+    const out: Record<string, number> = {};
+    for (const [k, v] of Object.entries(raw)) out[k] = Number(v);
+    return out;
+  }
+
+  // ---- events and logs -----------------------------------------------------------------
+
+  async appendEvent(name: string, type: string, data: Record<string, unknown>): Promise<string> {
+    const at = this.now();
+    const id = await this.redis.xadd(
+      this.key(name, 'events'),
+      'MAXLEN',
+      '~',
+      String(this.maxEvents),
+      '*',
+      'type',
+      type,
+      'at',
+      String(at),
+      'data',
+      JSON.stringify(data),
+    );
+    return id ?? '';
+  }
+
+  /** Events after `afterId` (exclusive; `0` = from the start). With `blockMs`, waits for new ones. */
+  async readEvents(name: string, afterId: string, opts: { count?: number; blockMs?: number; client?: Redis } = {}): Promise<BackupEvent[]> {
+    const client = opts.client ?? this.redis;
+    const count = String(opts.count ?? 500);
+    const key = this.key(name, 'events');
+    const res =
+      opts.blockMs !== undefined
+        ? await client.xread('COUNT', count, 'BLOCK', String(opts.blockMs), 'STREAMS', key, afterId)
+        : await client.xread('COUNT', count, 'STREAMS', key, afterId);
+    if (!res) return [];
+    const entries = res[0]?.[1] ?? [];
+    return entries.map(([id, flat]) => decodeEvent(id, flat));
+  }
+
+  async log(name: string, line: Omit<LogLine, 'at'> & { at?: number }): Promise<void> {
+    const key = this.key(name, 'logs');
+    const full = { at: this.now(), ...line };
+    await this.redis.multi().rpush(key, JSON.stringify(full)).ltrim(key, -this.maxLogLines, -1).exec();
+  }
+
+  async readLogs(name: string, start = 0, stop = -1): Promise<LogLine[]> {
+    const rows = await this.redis.lrange(this.key(name, 'logs'), start, stop);
+    return rows.map((r) => JSON.parse(r) as LogLine);
+  }
+
+  // ---- plan ----------------------------------------------------------------------------
+
+  /** Stores a batch of block plans (and their item manifests) in plan order. Idempotent per block. */
+  async putBlockPlans(name: string, blocks: ReadonlyArray<{ id: string; plan: unknown; items: unknown }>): Promise<void> {
+    if (blocks.length === 0) return;
+    const planArgs: string[] = [];
+    const itemArgs: string[] = [];
+    const ids: string[] = [];
+    for (const b of blocks) {
+      planArgs.push(b.id, JSON.stringify(b.plan));
+      itemArgs.push(b.id, JSON.stringify(b.items));
+      ids.push(b.id);
+    }
+    await this.cmd().stowagePutPlans(
+      this.key(name, 'plan'),
+      this.key(name, 'items'),
+      this.key(name, 'border'),
+      JSON.stringify(ids),
+      ...planArgs,
+      ...itemArgs,
+    );
+  }
+
+  async getBlockPlan<T = unknown>(name: string, blockId: string): Promise<T | undefined> {
+    const raw = await this.redis.hget(this.key(name, 'plan'), blockId);
+    return raw ? (JSON.parse(raw) as T) : undefined;
+  }
+
+  async getBlockItems<T = unknown>(name: string, blockId: string): Promise<T | undefined> {
+    const raw = await this.redis.hget(this.key(name, 'items'), blockId);
+    return raw ? (JSON.parse(raw) as T) : undefined;
+  }
+
+  /** Drops the stored item manifests once they are in storage (the plan and state stay). */
+  async dropItems(name: string): Promise<void> {
+    await this.redis.unlink(this.key(name, 'items'));
+  }
+
+  async blockCount(name: string): Promise<number> {
+    return await this.redis.llen(this.key(name, 'border'));
+  }
+
+  async blockIds(name: string, start = 0, stop = -1): Promise<string[]> {
+    return await this.redis.lrange(this.key(name, 'border'), start, stop);
+  }
+
+  // ---- blocks --------------------------------------------------------------------------
+
+  /** Sets fields of a block's live state (a hash, so concurrent writers of other fields never clash). */
+  async updateBlock(name: string, blockId: string, patch: Partial<BlockStateRecord>): Promise<void> {
+    const fields: string[] = ['id', JSON.stringify(blockId)];
+    for (const [k, v] of Object.entries(patch)) {
+      if (v === undefined) continue;
+      fields.push(k, JSON.stringify(v));
+    }
+    await this.redis.hset(this.key(name, `b:${blockId}`), ...fields);
+  }
+
+  async getBlock(name: string, blockId: string): Promise<BlockStateRecord | undefined> {
+    const raw = await this.redis.hgetall(this.key(name, `b:${blockId}`));
+    return raw.id ? decodeJsonHash<BlockStateRecord>(raw) : undefined;
+  }
+
+  async getBlocks(name: string, blockIds: readonly string[]): Promise<Array<BlockStateRecord | undefined>> {
+    if (blockIds.length === 0) return [];
+    const pipe = this.redis.pipeline();
+    for (const id of blockIds) pipe.hgetall(this.key(name, `b:${id}`));
+    const rows = (await pipe.exec()) ?? [];
+    return rows.map((r) => {
+      const raw = r[1] as Record<string, string> | undefined;
+      return raw?.id ? decodeJsonHash<BlockStateRecord>(raw) : undefined;
+    });
+  }
+
+  // ---- PVBs ----------------------------------------------------------------------------
+
+  /** Records or updates a PVB's state. The first write registers it in the backup's PVB set. */
+  async updatePvb(name: string, pvbName: string, patch: Partial<PvbStateRecord>): Promise<void> {
+    const fields: string[] = ['name', JSON.stringify(pvbName)];
+    for (const [k, v] of Object.entries(patch)) {
+      if (v === undefined) continue;
+      fields.push(k, JSON.stringify(v));
+    }
+    await this.redis
+      .multi()
+      .hset(this.key(name, `pvb:${pvbName}`), ...fields)
+      .sadd(this.key(name, 'pvbset'), pvbName)
+      .exec();
+  }
+
+  async getPvb(name: string, pvbName: string): Promise<PvbStateRecord | undefined> {
+    const raw = await this.redis.hgetall(this.key(name, `pvb:${pvbName}`));
+    return raw.name ? decodeJsonHash<PvbStateRecord>(raw) : undefined;
+  }
+
+  async getPvbs(name: string, pvbNames: readonly string[]): Promise<Array<PvbStateRecord | undefined>> {
+    if (pvbNames.length === 0) return [];
+    const pipe = this.redis.pipeline();
+    for (const p of pvbNames) pipe.hgetall(this.key(name, `pvb:${p}`));
+    const rows = (await pipe.exec()) ?? [];
+    return rows.map((r) => {
+      const raw = r[1] as Record<string, string> | undefined;
+      return raw?.name ? decodeJsonHash<PvbStateRecord>(raw) : undefined;
+    });
+  }
+
+  async allPvbNames(name: string): Promise<string[]> {
+    return (await this.redis.smembers(this.key(name, 'pvbset'))).sort();
+  }
+
+  // ---- hook runs -----------------------------------------------------------------------
+
+  async recordHookRun(name: string, run: HookRunRecord): Promise<void> {
+    await this.redis.rpush(this.key(name, 'hooks'), JSON.stringify(run));
+  }
+
+  async hookRuns(name: string): Promise<HookRunRecord[]> {
+    const rows = await this.redis.lrange(this.key(name, 'hooks'), 0, -1);
+    return rows.map((r) => JSON.parse(r) as HookRunRecord);
+  }
+
+  // ---------------------------------------------------------------------------------------
+
+  // ioredis adds the commands defined with defineCommand at run time.
+  private cmd(): Redis & Record<string, (...args: Array<string | number>) => Promise<unknown>> {
+    return this.redis as Redis & Record<string, (...args: Array<string | number>) => Promise<unknown>>;
+  }
+}
+
+const JSON_RECORD_FIELDS = new Set(['spec', 'planSummary']);
+const NUMBER_RECORD_FIELDS = new Set(['createdAt', 'startedAt', 'completedAt', 'fsDeadlineAt', 'cancelRequestedAt']);
+
+function encodeRecord(rec: Partial<BackupRecord>): string[] {
+  const out: string[] = [];
+  for (const [k, v] of Object.entries(rec)) {
+    if (v === undefined) continue;
+    out.push(k, JSON_RECORD_FIELDS.has(k) ? JSON.stringify(v) : String(v));
+  }
+  return out;
+}
+
+function decodeRecord(raw: Record<string, string>): BackupRecord {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(raw)) {
+    if (JSON_RECORD_FIELDS.has(k)) out[k] = JSON.parse(v);
+    else if (NUMBER_RECORD_FIELDS.has(k)) out[k] = Number(v);
+    else out[k] = v;
+  }
+  return out as unknown as BackupRecord;
+}
+
+function decodeJsonHash<T>(raw: Record<string, string>): T {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(raw)) {
+    try {
+      out[k] = JSON.parse(v);
+    } catch {
+      out[k] = v;
+    }
+  }
+  return out as T;
+}
+
+function decodeEvent(id: string, flat: string[]): BackupEvent {
+  const f: Record<string, string> = {};
+  for (let i = 0; i + 1 < flat.length; i += 2) f[flat[i] as string] = flat[i + 1] as string;
+  return { id, type: f.type ?? 'unknown', at: Number(f.at ?? 0), data: f.data ? (JSON.parse(f.data) as Record<string, unknown>) : {} };
+}

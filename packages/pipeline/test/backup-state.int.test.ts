@@ -1,0 +1,144 @@
+import { BackupState } from '@stowage/pipeline';
+import { uniquePrefix, useTestRedis } from '@stowage/testing';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+
+describe('BackupState', () => {
+  let redisHandle: { url: string; stop: () => Promise<void> };
+  let redis: Redis;
+  let state: BackupState;
+  let clock = 1_000;
+
+  beforeAll(async () => {
+    redisHandle = await useTestRedis();
+    redis = new Redis(redisHandle.url, { maxRetriesPerRequest: null });
+  });
+  afterAll(async () => {
+    redis.disconnect();
+    await redisHandle.stop();
+  });
+  beforeEach(() => {
+    state = new BackupState({ redis, prefix: uniquePrefix(), now: () => clock++ });
+  });
+
+  const record = (name: string, createdAt = 1) => ({
+    name,
+    uid: `uid-${name}`,
+    spec: { includedNamespaces: ['shop'] },
+    phase: 'New',
+    createdAt,
+  });
+
+  it('records a backup once; a repeated create changes nothing', async () => {
+    expect(await state.createBackup(record('b1'))).toEqual({ created: true });
+    expect(await state.createBackup({ ...record('b1'), phase: 'Completed' })).toEqual({ created: false });
+    const got = await state.getBackup('b1');
+    expect(got).toMatchObject({ name: 'b1', uid: 'uid-b1', phase: 'New', spec: { includedNamespaces: ['shop'] }, createdAt: 1 });
+    expect(await state.getBackup('missing')).toBeUndefined();
+  });
+
+  it('moves the phase only from an allowed phase, once', async () => {
+    await state.createBackup(record('b1'));
+    expect(await state.transitionPhase('b1', ['New'], 'InProgress', { startedAt: 5 })).toEqual({ moved: true, phase: 'InProgress' });
+    expect(await state.transitionPhase('b1', ['New'], 'InProgress')).toEqual({ moved: false, phase: 'InProgress' });
+    expect(await state.transitionPhase('b1', ['Finalizing'], 'Completed')).toEqual({ moved: false, phase: 'InProgress' });
+    expect((await state.getBackup('b1'))?.startedAt).toBe(5);
+    const events = await state.readEvents('b1', '0');
+    expect(events.map((e) => e.type)).toEqual(['backup.created', 'backup.phase']);
+    expect(events[1]?.data).toEqual({ from: 'New', to: 'InProgress' });
+  });
+
+  it('counts each key once however often it is reported', async () => {
+    await state.createBackup(record('b1'));
+    expect(await state.countOnce('b1', 'item:pods/shop/db-0', 'itemsBackedUp')).toBe(true);
+    expect(await state.countOnce('b1', 'item:pods/shop/db-0', 'itemsBackedUp')).toBe(false);
+    expect(await state.countOnce('b1', 'item:pods/shop/web-1', 'itemsBackedUp')).toBe(true);
+    expect(await state.counters('b1')).toEqual({ itemsBackedUp: 2 });
+  });
+
+  it('lists backups newest first with a phase filter and a cursor', async () => {
+    for (let i = 0; i < 5; i++) {
+      await state.createBackup(record(`b${i}`, 100 + i));
+      if (i % 2 === 0) await state.transitionPhase(`b${i}`, ['New'], 'Completed');
+    }
+    const page1 = await state.listBackups({ limit: 2 });
+    expect(page1.items.map((b) => b.name)).toEqual(['b4', 'b3']);
+    const page2 = await state.listBackups({ limit: 2, cursor: page1.nextCursor });
+    expect(page2.items.map((b) => b.name)).toEqual(['b2', 'b1']);
+    const page3 = await state.listBackups({ limit: 2, cursor: page2.nextCursor });
+    expect(page3).toEqual({ items: [expect.objectContaining({ name: 'b0' })] });
+    const completed = await state.listBackups({ limit: 10, phase: 'Completed' });
+    expect(completed.items.map((b) => b.name)).toEqual(['b4', 'b2', 'b0']);
+  });
+
+  it('keeps block plans in order and idempotent, with live block and PVB state', async () => {
+    await state.createBackup(record('b1'));
+    await state.putBlockPlans('b1', [
+      { id: 'blk-2', plan: { pods: ['shop/db-0'] }, items: [{ kind: 'Pod' }] },
+      { id: 'blk-1', plan: { pods: [] }, items: [] },
+    ]);
+    await state.putBlockPlans('b1', [{ id: 'blk-2', plan: { pods: ['changed'] }, items: [{ kind: 'Pod' }] }]);
+    expect(await state.blockIds('b1')).toEqual(['blk-2', 'blk-1']);
+    expect(await state.getBlockPlan('b1', 'blk-2')).toEqual({ pods: ['shop/db-0'] });
+    expect(await state.getBlockItems('b1', 'blk-2')).toEqual([{ kind: 'Pod' }]);
+
+    await state.updateBlock('b1', 'blk-2', { state: 'InProgress', startedAt: 7 });
+    await state.updateBlock('b1', 'blk-2', { pvbs: ['pvb-a'], failedPods: [] });
+    expect(await state.getBlock('b1', 'blk-2')).toEqual({
+      id: 'blk-2',
+      state: 'InProgress',
+      startedAt: 7,
+      pvbs: ['pvb-a'],
+      failedPods: [],
+    });
+
+    await state.updatePvb('b1', 'pvb-a', { blockId: 'blk-2', phase: 'New', node: 'node-a' });
+    await state.updatePvb('b1', 'pvb-a', { phase: 'Completed', bytesDone: 10 });
+    expect(await state.getPvb('b1', 'pvb-a')).toMatchObject({
+      name: 'pvb-a',
+      blockId: 'blk-2',
+      phase: 'Completed',
+      bytesDone: 10,
+      node: 'node-a',
+    });
+    expect(await state.allPvbNames('b1')).toEqual(['pvb-a']);
+
+    await state.dropItems('b1');
+    expect(await state.getBlockItems('b1', 'blk-2')).toBeUndefined();
+    expect(await state.getBlockPlan('b1', 'blk-2')).toEqual({ pods: ['shop/db-0'] });
+  });
+
+  it('streams events resumably and waits for new ones', async () => {
+    await state.createBackup(record('b1'));
+    const first = await state.readEvents('b1', '0');
+    const lastId = first.at(-1)?.id ?? '0';
+    const reader = redis.duplicate();
+    const waiting = state.readEvents('b1', lastId, { blockMs: 5_000, client: reader });
+    await state.appendEvent('b1', 'block.started', { blockId: 'blk-1' });
+    const got = await waiting;
+    reader.disconnect();
+    expect(got).toEqual([expect.objectContaining({ type: 'block.started', data: { blockId: 'blk-1' } })]);
+  });
+
+  it('deletes every key of a backup', async () => {
+    await state.createBackup(record('b1'));
+    await state.putBlockPlans('b1', [{ id: 'blk-1', plan: {}, items: [] }]);
+    await state.updateBlock('b1', 'blk-1', { state: 'Completed' });
+    await state.updatePvb('b1', 'p1', { phase: 'Completed' });
+    await state.recordHookRun('b1', {
+      blockId: 'blk-1',
+      podNamespace: 'ns',
+      podName: 'p',
+      container: 'c',
+      phase: 'post',
+      source: 'annotation',
+      index: 0,
+      command: ['true'],
+      outcome: 'exited',
+      exitCode: 0,
+    });
+    await state.log('b1', { level: 'info', msg: 'hello' });
+    await state.deleteBackup('b1');
+    expect(await redis.keys(`${state.prefix}:*`)).toEqual([]);
+  });
+});
