@@ -22,6 +22,14 @@ import { BACKUP_STATE_SCRIPTS } from './scripts.js';
  * - `<prefix>:backups` zset of backup names by creation time (the index for listing)
  */
 
+type ScriptArg = string | number;
+interface StateScriptCommands {
+  stowageCreateBackup(key: string, ...args: ScriptArg[]): Promise<number>;
+  stowageTransitionPhase(key: string, ...args: ScriptArg[]): Promise<[number, string | null]>;
+  stowageCountOnce(onceKey: string, countersKey: string, ...args: ScriptArg[]): Promise<number>;
+  stowagePutPlans(planKey: string, itemsKey: string, orderKey: string, ...args: ScriptArg[]): Promise<number>;
+}
+
 export interface BackupRecord {
   name: string;
   uid: string;
@@ -147,7 +155,7 @@ export class BackupState {
   /** Records a new backup; a second call with the same name changes nothing and says so. */
   async createBackup(record: BackupRecord): Promise<{ created: boolean }> {
     const fields = encodeRecord(record);
-    const created = (await this.cmd().stowageCreateBackup(this.key(record.name, 'rec'), ...fields)) as number;
+    const created = await this.cmd().stowageCreateBackup(this.key(record.name, 'rec'), ...fields);
     // Always (re)index: a crash between the two writes must not leave a record nobody lists.
     await this.redis.zadd(this.indexKey, 'NX', record.createdAt, record.name);
     if (created === 1) await this.appendEvent(record.name, 'backup.created', { phase: record.phase });
@@ -413,8 +421,8 @@ export class BackupState {
   // ---------------------------------------------------------------------------------------
 
   // ioredis adds the commands defined with defineCommand at run time.
-  private cmd(): Redis & Record<string, (...args: Array<string | number>) => Promise<unknown>> {
-    return this.redis as Redis & Record<string, (...args: Array<string | number>) => Promise<unknown>>;
+  private cmd(): Redis & StateScriptCommands {
+    return this.redis as Redis & StateScriptCommands;
   }
 }
 
