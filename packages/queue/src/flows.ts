@@ -1,0 +1,163 @@
+import { blockJobId, finalizeJobId, planJobId, postHooksJobId, pvbWatchJobId } from '@stowage/core';
+import { DelayedError, type FlowJob, type FlowJobNode, type FlowProducer, type Job, type Queue } from 'bullmq';
+import { JobName, QueueName, qualifiedQueueName } from './constants.js';
+import { QueueError, QueueErrorCode } from './errors.js';
+import { childJobOptions, DEFAULT_JOB_OPTIONS } from './job-options.js';
+import type { FinalizeJobData, ItemBlockJobData, PlanJobData, PostHooksJobData, PvbWatchJobData } from './payloads.js';
+import { pvbWatchJobSchema } from './payloads.js';
+
+/** `{ id, queue }` of a parent job, as BullMQ's `parent` job option wants it. */
+export interface ParentRef {
+  id: string;
+  /** Qualified queue name `<prefix>:<queue>` (a job's `parent.queueKey`). */
+  queue: string;
+}
+
+function prefixOf(flowProducer: FlowProducer): string {
+  // BullMQ's own default when no prefix is configured.
+  return flowProducer.opts.prefix ?? 'bull';
+}
+
+export interface BackupFlowInput {
+  backupName: string;
+  backupUid: string;
+  requestId?: string | undefined;
+}
+
+export interface BackupFlowIds {
+  finalizeJobId: string;
+  planJobId: string;
+}
+
+/**
+ * Adds `finalize ← plan` for a backup (queue `backups`). Deterministic ids: adding it again
+ * (a retried POST) is a no-op while the jobs exist. `plan` carries `ignoreDependencyOnFailure`,
+ * so a failed plan still lets `finalize` run; finalize reads it from getIgnoredChildrenFailures().
+ */
+export async function addBackupFlow(flowProducer: FlowProducer, input: BackupFlowInput): Promise<BackupFlowIds> {
+  const ids = { finalizeJobId: finalizeJobId(input.backupName), planJobId: planJobId(input.backupName) };
+  const data: PlanJobData & FinalizeJobData = {
+    backupName: input.backupName,
+    backupUid: input.backupUid,
+    ...(input.requestId ? { requestId: input.requestId } : {}),
+  };
+  await flowProducer.add({
+    name: JobName.finalize,
+    queueName: QueueName.backups,
+    data,
+    opts: { ...DEFAULT_JOB_OPTIONS[QueueName.backups], jobId: ids.finalizeJobId },
+    children: [{ name: JobName.plan, queueName: QueueName.backups, data, opts: childJobOptions(QueueName.backups, ids.planJobId) }],
+  });
+  return ids;
+}
+
+export interface BlockFlowsInput {
+  backupName: string;
+  backupUid: string;
+  /** The backup's finalize job (parent of every block's post-hooks job). */
+  finalizeJobId: string;
+  blocks: readonly string[];
+  /** Blocks per `FlowProducer.addBulk` (one Redis transaction each). Default 1,000. */
+  batchSize?: number;
+  requestId?: string | undefined;
+}
+
+export interface BlockFlowsResult {
+  blocks: number;
+  batches: number;
+}
+
+/** Default blocks per addBulk: ~175 ms of Redis per batch (DESIGN §2), short enough not to stall other clients. */
+export const DEFAULT_BLOCK_BATCH_SIZE = 1_000;
+
+/**
+ * Adds, under the existing `finalize` job, one `post-hooks ← item-block` sub-flow per block, in
+ * `addBulk` batches (never one huge transaction). Every child has `ignoreDependencyOnFailure`.
+ * Deterministic ids make re-adding a no-op while the jobs exist.
+ */
+export async function addBlockFlows(flowProducer: FlowProducer, input: BlockFlowsInput): Promise<BlockFlowsResult> {
+  const batchSize = input.batchSize ?? DEFAULT_BLOCK_BATCH_SIZE;
+  if (!Number.isInteger(batchSize) || batchSize < 1) {
+    throw new QueueError(QueueErrorCode.badArgument, `addBlockFlows: batchSize must be a positive integer, got ${batchSize}`);
+  }
+  if (input.blocks.length === 0) return { blocks: 0, batches: 0 };
+  const prefix = prefixOf(flowProducer);
+  // addBulk does not report a missing parent (its per-entry errors are dropped), so check once.
+  const parentNode = await flowProducer.getFlow({ id: input.finalizeJobId, queueName: QueueName.backups, depth: 0, maxChildren: 1 });
+  if (!parentNode?.job) {
+    throw new QueueError(
+      QueueErrorCode.parentMissing,
+      `finalize job ${input.finalizeJobId} does not exist in ${qualifiedQueueName(prefix, QueueName.backups)}`,
+    );
+  }
+  const parent: ParentRef = { id: input.finalizeJobId, queue: qualifiedQueueName(prefix, QueueName.backups) };
+  const base = { backupName: input.backupName, backupUid: input.backupUid, ...(input.requestId ? { requestId: input.requestId } : {}) };
+  let batches = 0;
+  for (let start = 0; start < input.blocks.length; start += batchSize) {
+    const flows = input.blocks.slice(start, start + batchSize).map((blockId) => {
+      const postHooks: PostHooksJobData = { ...base, blockId };
+      const itemBlock: ItemBlockJobData = { ...base, blockId };
+      const child: FlowJobNode = {
+        name: JobName.backupItemBlock,
+        queueName: QueueName.itemBlocks,
+        data: itemBlock,
+        opts: childJobOptions(QueueName.itemBlocks, blockJobId(input.backupName, blockId)),
+      };
+      const flow: FlowJob = {
+        name: JobName.runPostHooks,
+        queueName: QueueName.hooks,
+        data: postHooks,
+        opts: { ...childJobOptions(QueueName.hooks, postHooksJobId(input.backupName, blockId)), parent },
+        children: [child],
+      };
+      return flow;
+    });
+    await flowProducer.addBulk(flows);
+    batches++;
+  }
+  return { blocks: input.blocks.length, batches };
+}
+
+/**
+ * The post-hooks parent of an item-block job, ready for `addPvbWatch`. Throws
+ * QUEUE_JOB_HAS_NO_PARENT when the job was not added as part of a block flow.
+ */
+export function postHooksParentOf(job: Pick<Job, 'id' | 'parent'>): ParentRef {
+  const id = job.parent?.id;
+  if (!job.parent || !id) {
+    throw new QueueError(
+      QueueErrorCode.jobHasNoParent,
+      `job ${job.id ?? '(no id)'} has no parent: item-block jobs are added by addBlockFlows`,
+    );
+  }
+  return { id, queue: job.parent.queueKey };
+}
+
+/**
+ * Attaches one `pvb-watch` job under a block's post-hooks parent (called by the item-block
+ * processor before it returns, so the parent cannot run in between). Idempotent: the same PVB
+ * under the same parent is re-linked, not added twice.
+ */
+export async function addPvbWatch(queue: Queue, parent: ParentRef, payload: PvbWatchJobData): Promise<string> {
+  if (queue.name !== QueueName.pvbWatch) {
+    throw new QueueError(QueueErrorCode.badArgument, `addPvbWatch needs the ${QueueName.pvbWatch} queue, got ${queue.name}`);
+  }
+  const data = pvbWatchJobSchema.parse(payload);
+  const jobId = pvbWatchJobId(data.backupName, data.pvbName);
+  await queue.add(JobName.watchPvb, data, { ...childJobOptions(QueueName.pvbWatch, jobId), parent });
+  return jobId;
+}
+
+/**
+ * Re-parks the running job: moves it to delayed for `delayMs` (releasing its lock and worker
+ * slot) and throws `DelayedError` so the worker neither completes nor fails it. Call it as
+ * `return repark(job, token, ms)` from a processor. It does not use up an attempt.
+ */
+export async function repark(job: Pick<Job, 'id' | 'moveToDelayed'>, token: string | undefined, delayMs: number): Promise<never> {
+  if (!token) throw new QueueError(QueueErrorCode.missingToken, `repark(${job.id ?? '?'}): the worker's lock token is required`);
+  if (!Number.isFinite(delayMs) || delayMs < 0) {
+    throw new QueueError(QueueErrorCode.badArgument, `repark: delayMs must be a finite number >= 0, got ${delayMs}`);
+  }
+  await job.moveToDelayed(Date.now() + delayMs, token);
+  throw new DelayedError();
+}

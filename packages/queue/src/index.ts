@@ -1,0 +1,36 @@
+export { type CappedBackoffOptions, cappedBackoffMs } from './backoff.js';
+export { createProducerConnection, createWorkerConnection, type RedisConnectionOptions, reconnectStrategy } from './connections.js';
+export { JobName, QUEUE_NAMES, QUEUE_OF_JOB, QUEUE_PREFIX, QueueName, qualifiedQueueName } from './constants.js';
+export { JobPayloadError, QueueError, QueueErrorCode } from './errors.js';
+export { createFlowProducer, createQueue, type QueueFactoryOptions } from './factories.js';
+export {
+  addBackupFlow,
+  addBlockFlows,
+  addPvbWatch,
+  type BackupFlowIds,
+  type BackupFlowInput,
+  type BlockFlowsInput,
+  type BlockFlowsResult,
+  DEFAULT_BLOCK_BATCH_SIZE,
+  type ParentRef,
+  postHooksParentOf,
+  repark,
+} from './flows.js';
+export { childJobOptions, DEFAULT_JOB_OPTIONS } from './job-options.js';
+export {
+  type FinalizeJobData,
+  finalizeJobSchema,
+  type ItemBlockJobData,
+  itemBlockJobSchema,
+  type PlanJobData,
+  type PostHooksJobData,
+  type PvbWatchJobData,
+  parseFinalizeJobData,
+  parseItemBlockJobData,
+  parsePlanJobData,
+  parsePostHooksJobData,
+  parsePvbWatchJobData,
+  planJobSchema,
+  postHooksJobSchema,
+  pvbWatchJobSchema,
+} from './payloads.js';

@@ -1,0 +1,54 @@
+import { z } from 'zod';
+import { JobPayloadError } from './errors.js';
+
+/*
+ * Job payloads outlive deploys: fields are only ever added, and only as optional. Jobs carry
+ * ids, never blobs (the plan, items and PVB results live in backup state / storage).
+ * Objects are non-strict: an older worker ignores fields a newer producer added.
+ */
+
+const name = z.string().min(1);
+const requestId = z.string().min(1).optional();
+
+export const planJobSchema = z.object({ backupName: name, backupUid: name, requestId });
+export type PlanJobData = z.infer<typeof planJobSchema>;
+
+export const finalizeJobSchema = z.object({ backupName: name, backupUid: name, requestId });
+export type FinalizeJobData = z.infer<typeof finalizeJobSchema>;
+
+export const itemBlockJobSchema = z.object({ backupName: name, backupUid: name, blockId: name, requestId });
+export type ItemBlockJobData = z.infer<typeof itemBlockJobSchema>;
+
+export const pvbWatchJobSchema = z.object({
+  backupName: name,
+  backupUid: name,
+  blockId: name,
+  pvbName: name,
+  /** Namespace of the PVB object (Stowage's namespace). */
+  namespace: name,
+  /** The backup's fs-backup deadline, epoch milliseconds. */
+  deadlineAt: z.number().int().nonnegative(),
+  requestId,
+});
+export type PvbWatchJobData = z.infer<typeof pvbWatchJobSchema>;
+
+export const postHooksJobSchema = z.object({ backupName: name, backupUid: name, blockId: name, requestId });
+export type PostHooksJobData = z.infer<typeof postHooksJobSchema>;
+
+function parseWith<T>(schema: z.ZodType<T>, jobName: string, data: unknown): T {
+  const result = schema.safeParse(data);
+  if (result.success) return result.data;
+  const problems = result.error.issues.map((issue) => `${issue.path.length > 0 ? issue.path.join('.') : '(data)'}: ${issue.message}`);
+  throw new JobPayloadError(jobName, problems, { cause: result.error });
+}
+
+/** Parses `plan` job data; throws `JobPayloadError` (unrecoverable, QUEUE_BAD_PAYLOAD). */
+export const parsePlanJobData = (data: unknown): PlanJobData => parseWith(planJobSchema, 'plan', data);
+/** Parses `finalize` job data; throws `JobPayloadError`. */
+export const parseFinalizeJobData = (data: unknown): FinalizeJobData => parseWith(finalizeJobSchema, 'finalize', data);
+/** Parses `backup-item-block` job data; throws `JobPayloadError`. */
+export const parseItemBlockJobData = (data: unknown): ItemBlockJobData => parseWith(itemBlockJobSchema, 'backup-item-block', data);
+/** Parses `watch-pvb` job data; throws `JobPayloadError`. */
+export const parsePvbWatchJobData = (data: unknown): PvbWatchJobData => parseWith(pvbWatchJobSchema, 'watch-pvb', data);
+/** Parses `run-post-hooks` job data; throws `JobPayloadError`. */
+export const parsePostHooksJobData = (data: unknown): PostHooksJobData => parseWith(postHooksJobSchema, 'run-post-hooks', data);
