@@ -1,0 +1,575 @@
+/*
+ * The backup request: Velero's field names, validated strictly (unknown fields rejected), every
+ * problem reported at once with its JSON path and a reason a person can act on.
+ */
+import { z } from 'zod';
+import { formatDuration, parseDuration } from './duration.js';
+import { checkGlob } from './glob.js';
+import { checkLabelSelector, explainLabelKey, explainLabelValue, type LabelSelector } from './label-selector.js';
+import { explainDns1123Label } from './names.js';
+import { parseCapacityRange, VOLUME_POLICY_ACTIONS, VOLUME_TYPES, type VolumePolicy } from './volume-policy.js';
+
+export type HookOnError = 'Continue' | 'Fail';
+
+export interface BackupHookExec {
+  /** null = the pod's first container. */
+  container: string | null;
+  command: string[];
+  onError: HookOnError;
+  timeoutMs: number;
+}
+
+export interface BackupResourceHookSpec {
+  name: string;
+  includedNamespaces: string[];
+  excludedNamespaces: string[];
+  includedResources: string[];
+  excludedResources: string[];
+  labelSelector: LabelSelector | null;
+  pre: { exec: BackupHookExec }[];
+  post: { exec: BackupHookExec }[];
+}
+
+export type ResourcePolicyRef =
+  | { kind: 'Inline'; volumePolicies: VolumePolicy[] }
+  /** A ConfigMap in Stowage's namespace; the caller loads and validates it (`validateResourcePolicyDocument`). */
+  | { kind: 'ConfigMap'; name: string };
+
+/** A validated backup spec with every default applied and durations in milliseconds. */
+export interface BackupSpec {
+  /** Empty = all namespaces (same as `['*']`). */
+  includedNamespaces: string[];
+  excludedNamespaces: string[];
+  /** Empty = all resources (same as `['*']`). */
+  includedResources: string[];
+  excludedResources: string[];
+  /** null = auto: cluster-scoped items are listed only when the backup covers all namespaces. */
+  includeClusterResources: boolean | null;
+  labelSelector: LabelSelector | null;
+  orLabelSelectors: LabelSelector[];
+  defaultVolumesToFsBackup: boolean;
+  hooks: { resources: BackupResourceHookSpec[] };
+  resourcePolicy: ResourcePolicyRef | null;
+  fsBackupTimeoutMs: number;
+  ttlMs: number;
+  storageLocation: string;
+}
+
+export interface ValidationProblem {
+  /** JSON path, e.g. `spec.hooks.resources[0].pre[0].exec.command`. */
+  path: string;
+  message: string;
+}
+
+export type BackupRequestValidation = { ok: true; name: string | null; value: BackupSpec } | { ok: false; problems: ValidationProblem[] };
+
+/** Server-side defaults (Velero's server flags); each has Velero's default when not given. */
+export interface BackupSpecDefaults {
+  defaultVolumesToFsBackup?: boolean;
+  fsBackupTimeoutMs?: number;
+  ttlMs?: number;
+  storageLocation?: string;
+}
+
+export const DEFAULT_FS_BACKUP_TIMEOUT_MS = 4 * 3_600_000;
+export const DEFAULT_TTL_MS = 720 * 3_600_000;
+export const DEFAULT_STORAGE_LOCATION = 'default';
+export const DEFAULT_HOOK_TIMEOUT_MS = 30_000;
+/** Velero (main, #10125) caps a hook's timeout at 4 h. */
+export const MAX_HOOK_TIMEOUT_MS = 4 * 3_600_000;
+
+/** Velero spec fields Stowage knows but does not support, so the user hears why, not just "unknown". */
+const UNSUPPORTED_VELERO_FIELDS: Record<string, string> = {
+  snapshotVolumes: 'Stowage backs up volume data with fs-backup only; native snapshots are not supported',
+  volumeSnapshotLocations: 'Stowage backs up volume data with fs-backup only; native snapshots are not supported',
+  snapshotMoveData: 'Stowage has no CSI data mover',
+  datamover: 'Stowage has no CSI data mover',
+  csiSnapshotTimeout: 'Stowage does not take CSI snapshots',
+  itemOperationTimeout: 'Stowage has no asynchronous item operations',
+  orderedResources: 'not supported; items are grouped into ItemBlocks instead',
+  defaultVolumesToRestic: 'use defaultVolumesToFsBackup',
+  includedClusterScopedResources: 'use includedResources with includeClusterResources',
+  excludedClusterScopedResources: 'use excludedResources with includeClusterResources',
+  includedNamespaceScopedResources: 'use includedResources',
+  excludedNamespaceScopedResources: 'use excludedResources',
+  uploaderConfig: 'not supported',
+  volumeGroupSnapshotLabelKey: 'not supported',
+  metadata: 'put the backup name in the top-level "name" field',
+};
+
+const UNKNOWN_KEYS_MARK = '\u0000allowed:';
+
+/** A strict object whose unknown-field issue remembers the allowed fields, for a helpful message. */
+function strictObject<S extends z.ZodRawShape>(shape: S, what: string) {
+  const allowed = Object.keys(shape).join(',');
+  return z.strictObject(shape, {
+    error: (issue) => {
+      if (issue.code === 'unrecognized_keys') return `${UNKNOWN_KEYS_MARK}${allowed}`;
+      return issue.input === undefined ? `is required (${what})` : `must be an object (${what})`;
+    },
+  });
+}
+
+const namespacePattern = z.string().superRefine((value, ctx) => {
+  if (value === '*') return;
+  if (value.length === 0) {
+    ctx.addIssue({ code: 'custom', message: 'must not be empty; use "*" for all namespaces' });
+    return;
+  }
+  if (!/^[a-z0-9*?[\]!-]+$/.test(value)) {
+    ctx.addIssue({
+      code: 'custom',
+      message: `${JSON.stringify(value)} is not a namespace name or glob; use lowercase letters, digits, '-' and the wildcards *, ?, [...]`,
+    });
+    return;
+  }
+  const glob = checkGlob(value);
+  if (!glob.ok) ctx.addIssue({ code: 'custom', message: glob.message });
+  else if (value.length > 63) ctx.addIssue({ code: 'custom', message: `${JSON.stringify(value)} is longer than 63 characters` });
+});
+
+const RESOURCE_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+const resourceName = z.string().superRefine((value, ctx) => {
+  if (value === '*' || RESOURCE_NAME.test(value)) return;
+  const hint = /[A-Z]/.test(value) ? ' (resource names are lowercase)' : '';
+  ctx.addIssue({
+    code: 'custom',
+    message: `${JSON.stringify(value)} is not a resource name${hint}; use the plural resource with its group, e.g. "pods", "persistentvolumeclaims", "deployments.apps", or "*"`,
+  });
+});
+
+const durationString = (what: string, opts: { min: number; max?: number }) =>
+  z.string().superRefine((value, ctx) => {
+    const parsed = parseDuration(value);
+    if (!parsed.ok) {
+      ctx.addIssue({ code: 'custom', message: parsed.message });
+    } else if (parsed.ms < opts.min) {
+      ctx.addIssue({ code: 'custom', message: `${what} must be at least ${formatDuration(opts.min)} (got ${JSON.stringify(value)})` });
+    } else if (opts.max !== undefined && parsed.ms > opts.max) {
+      ctx.addIssue({ code: 'custom', message: `${what} must be at most ${formatDuration(opts.max)} (got ${JSON.stringify(value)})` });
+    }
+  });
+
+const labelSelectorInput = z.unknown().superRefine((value, ctx) => {
+  for (const problem of checkLabelSelector(value, [])) ctx.addIssue({ code: 'custom', message: problem.message, path: problem.path });
+});
+
+const labelMap = z.record(z.string(), z.string()).superRefine((labels, ctx) => {
+  for (const [key, value] of Object.entries(labels)) {
+    const keyProblem = explainLabelKey(key);
+    if (keyProblem) ctx.addIssue({ code: 'custom', message: keyProblem, path: [key] });
+    const valueProblem = explainLabelValue(value);
+    if (valueProblem) ctx.addIssue({ code: 'custom', message: valueProblem, path: [key] });
+  }
+});
+
+const hookExecInput = strictObject(
+  {
+    container: z
+      .string()
+      .superRefine((value, ctx) => {
+        const problems = explainDns1123Label(value);
+        if (problems.length > 0)
+          ctx.addIssue({ code: 'custom', message: `container name ${JSON.stringify(value)} ${problems.join('; ')}` });
+      })
+      .optional(),
+    command: z.array(z.string(), { error: 'must be a non-empty array of strings' }).superRefine((command, ctx) => {
+      if (command.length === 0) ctx.addIssue({ code: 'custom', message: 'must be a non-empty array of strings' });
+      else if (command[0] === '')
+        ctx.addIssue({ code: 'custom', message: 'the first element (the program to run) must not be empty', path: [0] });
+    }),
+    onError: z
+      .enum(['Continue', 'Fail'], { error: (issue) => `must be "Continue" or "Fail" (got ${JSON.stringify(issue.input)})` })
+      .optional(),
+    timeout: durationString('a hook timeout', { min: 0, max: MAX_HOOK_TIMEOUT_MS }).optional(),
+  },
+  'exec: {container, command, onError, timeout}',
+);
+
+const hookInput = strictObject({ exec: hookExecInput }, 'a hook: {exec: {...}}');
+
+const resourceHookInput = strictObject(
+  {
+    name: z.string({ error: 'is required: a name for this hook set, shown in hook results' }).min(1, 'must not be empty'),
+    includedNamespaces: z.array(namespacePattern).optional(),
+    excludedNamespaces: z.array(namespacePattern).optional(),
+    includedResources: z.array(resourceName).optional(),
+    excludedResources: z.array(resourceName).optional(),
+    labelSelector: labelSelectorInput.optional(),
+    pre: z.array(hookInput).optional(),
+    post: z.array(hookInput).optional(),
+  },
+  'a hook spec',
+);
+
+const csiCondition = strictObject(
+  { driver: z.string().min(1).optional(), volumeAttributes: z.record(z.string(), z.string()).optional() },
+  'csi: {driver, volumeAttributes}',
+);
+
+export const volumePolicyInputSchema = strictObject(
+  {
+    conditions: strictObject(
+      {
+        capacity: z
+          .string()
+          .superRefine((value, ctx) => {
+            const parsed = parseCapacityRange(value);
+            if (!parsed.ok) ctx.addIssue({ code: 'custom', message: parsed.message });
+          })
+          .optional(),
+        storageClass: z.array(z.string()).optional(),
+        nfs: strictObject({ server: z.string().optional(), path: z.string().optional() }, 'nfs: {server, path}').optional(),
+        csi: csiCondition.optional(),
+        volumeTypes: z
+          .array(
+            z.enum(VOLUME_TYPES, {
+              error: (issue) => `${JSON.stringify(issue.input)} is not a volume type; use one of ${VOLUME_TYPES.join(', ')}`,
+            }),
+          )
+          .optional(),
+        pvcLabels: labelMap.optional(),
+        pvcPhase: z
+          .array(
+            z.enum(['Pending', 'Bound', 'Lost'], {
+              error: (issue) => `must be Pending, Bound or Lost (got ${JSON.stringify(issue.input)})`,
+            }),
+          )
+          .optional(),
+      },
+      'conditions',
+    ),
+    action: strictObject(
+      {
+        type: z.enum(VOLUME_POLICY_ACTIONS, {
+          error: (issue) => `must be one of ${VOLUME_POLICY_ACTIONS.join(', ')} (got ${JSON.stringify(issue.input)})`,
+        }),
+        parameters: z.record(z.string(), z.unknown()).optional(),
+      },
+      'action: {type, parameters}',
+    ),
+  },
+  'a volume policy: {conditions, action}',
+);
+
+const resourcePolicyInput = strictObject(
+  {
+    kind: z
+      .string()
+      .refine((kind) => kind.toLowerCase() === 'configmap', { message: 'must be "ConfigMap" (or give volumePolicies inline instead)' })
+      .optional(),
+    name: z.string().min(1, 'must not be empty').optional(),
+    apiGroup: z.string().optional(),
+    volumePolicies: z.array(volumePolicyInputSchema).optional(),
+  },
+  'resourcePolicy: either {volumePolicies: [...]} or {kind: ConfigMap, name}',
+);
+
+const backupSpecInput = strictObject(
+  {
+    includedNamespaces: z.array(namespacePattern).optional(),
+    excludedNamespaces: z.array(namespacePattern).optional(),
+    includedResources: z.array(resourceName).optional(),
+    excludedResources: z.array(resourceName).optional(),
+    includeClusterResources: z
+      .boolean({ error: 'must be true, false or null (null = only when all namespaces are backed up)' })
+      .nullable()
+      .optional(),
+    labelSelector: labelSelectorInput.nullable().optional(),
+    orLabelSelectors: z.array(labelSelectorInput).optional(),
+    defaultVolumesToFsBackup: z.boolean().optional(),
+    hooks: strictObject({ resources: z.array(resourceHookInput).optional() }, 'hooks: {resources: [...]}').optional(),
+    resourcePolicy: resourcePolicyInput.nullable().optional(),
+    fsBackupTimeout: durationString('fsBackupTimeout', { min: 1000 }).optional(),
+    ttl: durationString('ttl', { min: 0 }).optional(),
+    storageLocation: z
+      .string()
+      .regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/, 'must be a backup storage location name (lowercase letters, digits, "-" and ".")')
+      .optional(),
+  },
+  'the backup spec',
+);
+
+const backupRequestInput = strictObject(
+  {
+    name: z
+      .string()
+      .superRefine((name, ctx) => {
+        const problems = explainDns1123Label(name);
+        if (problems.length > 0) {
+          ctx.addIssue({
+            code: 'custom',
+            message: `backup name ${JSON.stringify(name)} ${problems.join('; ')} (names are DNS-1123 labels)`,
+          });
+        }
+      })
+      .optional(),
+    spec: backupSpecInput,
+  },
+  'a backup request: {name, spec}',
+);
+
+type BackupRequestInput = z.infer<typeof backupRequestInput>;
+type BackupSpecInput = z.infer<typeof backupSpecInput>;
+
+/** `spec.hooks.resources[0].pre[0]` from zod's path segments; odd keys in brackets. */
+export function formatPath(segments: readonly PropertyKey[]): string {
+  let out = '';
+  for (const segment of segments) {
+    if (typeof segment === 'number') out += `[${segment}]`;
+    else if (typeof segment === 'string' && /^[A-Za-z_$][\w$]*$/.test(segment)) out += out ? `.${segment}` : segment;
+    else out += `[${JSON.stringify(String(segment))}]`;
+  }
+  return out;
+}
+
+function editDistance(a: string, b: string): number {
+  const row = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    let previous = row[0] ?? 0;
+    row[0] = i;
+    for (let j = 1; j <= b.length; j++) {
+      const current = row[j] ?? 0;
+      row[j] = Math.min((row[j] ?? 0) + 1, (row[j - 1] ?? 0) + 1, previous + (a[i - 1]?.toLowerCase() === b[j - 1]?.toLowerCase() ? 0 : 1));
+      previous = current;
+    }
+  }
+  return row[b.length] ?? 0;
+}
+
+function unknownFieldMessage(key: string, allowed: string[], atSpecLevel: boolean): string {
+  const unsupported = atSpecLevel ? UNSUPPORTED_VELERO_FIELDS[key] : undefined;
+  if (unsupported) return `unknown field: ${unsupported}`;
+  const suggestion = allowed
+    .map((candidate) => ({ candidate, distance: editDistance(key, candidate) }))
+    .filter(({ distance }) => distance <= Math.max(2, Math.floor(key.length / 4)))
+    .sort((x, y) => x.distance - y.distance)[0];
+  const hint = suggestion ? `did you mean ${JSON.stringify(suggestion.candidate)}? ` : '';
+  return `unknown field; ${hint}allowed here: ${allowed.join(', ')}`;
+}
+
+function describeType(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  return typeof value === 'object' ? 'an object' : `${typeof value} ${JSON.stringify(value)}`;
+}
+
+/** Turns zod issues into problems: one per unknown key, plain-language type messages. */
+function toProblems(issues: readonly z.core.$ZodIssue[]): ValidationProblem[] {
+  const problems: ValidationProblem[] = [];
+  for (const issue of issues) {
+    if (issue.code === 'unrecognized_keys' && issue.message.startsWith(UNKNOWN_KEYS_MARK)) {
+      const allowed = issue.message.slice(UNKNOWN_KEYS_MARK.length).split(',');
+      const atSpecLevel = issue.path.length === 1 && issue.path[0] === 'spec';
+      for (const key of issue.keys) {
+        problems.push({ path: formatPath([...issue.path, key]), message: unknownFieldMessage(key, allowed, atSpecLevel) });
+      }
+      continue;
+    }
+    problems.push({ path: formatPath(issue.path), message: issue.message });
+  }
+  return problems;
+}
+
+const EXPECTED_WORDS: Record<string, string> = {
+  string: 'a string',
+  number: 'a number',
+  boolean: 'true or false',
+  array: 'an array',
+  object: 'an object',
+  record: 'an object',
+};
+
+/** Per-parse messages for the structural issues zod raises itself. */
+const messageFor: z.core.$ZodErrorMap = (issue) => {
+  if (issue.code === 'invalid_type') {
+    if (issue.input === undefined) return 'is required';
+    return `must be ${EXPECTED_WORDS[issue.expected] ?? issue.expected} (got ${describeType(issue.input)})`;
+  }
+  if (issue.code === 'too_small' && issue.origin === 'string') return 'must not be empty';
+  if (issue.code === 'too_small' && issue.origin === 'array') return 'must not be empty';
+  return undefined;
+};
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Velero's `ValidateIncludesExcludes` rules, on raw input so they run whatever else is wrong. */
+function checkIncludesExcludes(includes: unknown, excludes: unknown, path: string, what: string): ValidationProblem[] {
+  const problems: ValidationProblem[] = [];
+  const inc = Array.isArray(includes) ? includes.filter((v): v is string => typeof v === 'string') : [];
+  const exc = Array.isArray(excludes) ? excludes.filter((v): v is string => typeof v === 'string') : [];
+  if (inc.includes('*') && inc.length > 1) {
+    problems.push({
+      path: `${path}.included${what}`,
+      message: `"*" already means all ${what.toLowerCase()}; list either "*" alone or specific names`,
+    });
+  }
+  if (exc.includes('*')) {
+    problems.push({ path: `${path}.excluded${what}`, message: `cannot contain "*" (that would exclude all ${what.toLowerCase()})` });
+  }
+  for (const value of exc) {
+    if (value !== '*' && inc.includes(value)) {
+      problems.push({
+        path: `${path}.excluded${what}`,
+        message: `${JSON.stringify(value)} is both included and excluded; remove it from one list`,
+      });
+    }
+  }
+  return problems;
+}
+
+function crossFieldProblems(request: unknown): ValidationProblem[] {
+  if (!isRecord(request) || !isRecord(request.spec)) return [];
+  const spec = request.spec;
+  const problems: ValidationProblem[] = [];
+  const hasSelector = spec.labelSelector !== undefined && spec.labelSelector !== null;
+  if (hasSelector && Array.isArray(spec.orLabelSelectors) && spec.orLabelSelectors.length > 0) {
+    problems.push({ path: 'spec.orLabelSelectors', message: 'set either labelSelector or orLabelSelectors, not both (as in Velero)' });
+  }
+  problems.push(...checkIncludesExcludes(spec.includedNamespaces, spec.excludedNamespaces, 'spec', 'Namespaces'));
+  problems.push(...checkIncludesExcludes(spec.includedResources, spec.excludedResources, 'spec', 'Resources'));
+  if (isRecord(spec.hooks) && Array.isArray(spec.hooks.resources)) {
+    spec.hooks.resources.forEach((hookSpec, index) => {
+      if (!isRecord(hookSpec)) return;
+      const path = `spec.hooks.resources[${index}]`;
+      problems.push(...checkIncludesExcludes(hookSpec.includedNamespaces, hookSpec.excludedNamespaces, path, 'Namespaces'));
+      problems.push(...checkIncludesExcludes(hookSpec.includedResources, hookSpec.excludedResources, path, 'Resources'));
+    });
+  }
+  const policy = spec.resourcePolicy;
+  if (isRecord(policy)) {
+    const inline = policy.volumePolicies !== undefined;
+    const reference = policy.kind !== undefined || policy.name !== undefined;
+    if (inline && reference) {
+      problems.push({ path: 'spec.resourcePolicy', message: 'give either volumePolicies (inline) or kind: ConfigMap with name, not both' });
+    } else if (!inline && !reference) {
+      problems.push({ path: 'spec.resourcePolicy', message: 'give either volumePolicies (inline) or kind: ConfigMap with name' });
+    } else if (reference && (policy.kind === undefined || policy.name === undefined)) {
+      problems.push({
+        path: `spec.resourcePolicy.${policy.kind === undefined ? 'kind' : 'name'}`,
+        message: 'is required: a ConfigMap reference needs both kind: ConfigMap and name',
+      });
+    }
+    if (Array.isArray(policy.volumePolicies))
+      problems.push(...csiConditionProblems(policy.volumePolicies, 'spec.resourcePolicy.volumePolicies'));
+  }
+  return problems;
+}
+
+function csiConditionProblems(policies: unknown[], path: string): ValidationProblem[] {
+  const problems: ValidationProblem[] = [];
+  policies.forEach((policy, index) => {
+    if (!isRecord(policy) || !isRecord(policy.conditions)) return;
+    const csi = policy.conditions.csi;
+    if (isRecord(csi) && csi.volumeAttributes !== undefined && csi.driver === undefined) {
+      problems.push({
+        path: `${path}[${index}].conditions.csi.volumeAttributes`,
+        message: 'needs csi.driver too (attributes are matched per driver, as in Velero)',
+      });
+    }
+  });
+  return problems;
+}
+
+function toHookExec(input: z.infer<typeof hookInput>): { exec: BackupHookExec } {
+  const exec = input.exec;
+  const timeoutMs = exec.timeout !== undefined ? (parseDuration(exec.timeout) as { ok: true; ms: number }).ms : 0;
+  return {
+    exec: {
+      container: exec.container ?? null,
+      command: [...exec.command],
+      onError: exec.onError ?? 'Fail',
+      // 0 means "use the default", as in Velero
+      timeoutMs: timeoutMs > 0 ? timeoutMs : DEFAULT_HOOK_TIMEOUT_MS,
+    },
+  };
+}
+
+function durationOr(text: string | undefined, fallbackMs: number): number {
+  if (text === undefined) return fallbackMs;
+  const parsed = parseDuration(text);
+  // 0 means "use the default" (Velero does the same for ttl)
+  return parsed.ok && parsed.ms > 0 ? parsed.ms : fallbackMs;
+}
+
+function toBackupSpec(spec: BackupSpecInput, defaults: BackupSpecDefaults): BackupSpec {
+  let resourcePolicy: ResourcePolicyRef | null = null;
+  if (spec.resourcePolicy?.volumePolicies) {
+    resourcePolicy = { kind: 'Inline', volumePolicies: spec.resourcePolicy.volumePolicies as VolumePolicy[] };
+  } else if (spec.resourcePolicy?.name) {
+    resourcePolicy = { kind: 'ConfigMap', name: spec.resourcePolicy.name };
+  }
+  return {
+    includedNamespaces: spec.includedNamespaces ?? [],
+    excludedNamespaces: spec.excludedNamespaces ?? [],
+    includedResources: spec.includedResources ?? [],
+    excludedResources: spec.excludedResources ?? [],
+    includeClusterResources: spec.includeClusterResources ?? null,
+    labelSelector: (spec.labelSelector as LabelSelector | null | undefined) ?? null,
+    orLabelSelectors: (spec.orLabelSelectors ?? []) as LabelSelector[],
+    defaultVolumesToFsBackup: spec.defaultVolumesToFsBackup ?? defaults.defaultVolumesToFsBackup ?? false,
+    hooks: {
+      resources: (spec.hooks?.resources ?? []).map((hookSpec) => ({
+        name: hookSpec.name,
+        includedNamespaces: hookSpec.includedNamespaces ?? [],
+        excludedNamespaces: hookSpec.excludedNamespaces ?? [],
+        includedResources: hookSpec.includedResources ?? [],
+        excludedResources: hookSpec.excludedResources ?? [],
+        labelSelector: (hookSpec.labelSelector as LabelSelector | undefined) ?? null,
+        pre: (hookSpec.pre ?? []).map(toHookExec),
+        post: (hookSpec.post ?? []).map(toHookExec),
+      })),
+    },
+    resourcePolicy,
+    fsBackupTimeoutMs: durationOr(spec.fsBackupTimeout, defaults.fsBackupTimeoutMs ?? DEFAULT_FS_BACKUP_TIMEOUT_MS),
+    ttlMs: durationOr(spec.ttl, defaults.ttlMs ?? DEFAULT_TTL_MS),
+    storageLocation: spec.storageLocation ?? defaults.storageLocation ?? DEFAULT_STORAGE_LOCATION,
+  };
+}
+
+/** Problems sorted by path so the report reads top-down and is stable; duplicates dropped. */
+function tidy(problems: ValidationProblem[]): ValidationProblem[] {
+  const seen = new Set<string>();
+  const unique = problems.filter((problem) => {
+    const key = `${problem.path}\u0000${problem.message}`;
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
+  return unique.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+}
+
+/**
+ * Validates a backup request `{name?, spec}` (untrusted JSON). On success returns the spec with
+ * defaults applied (durations in ms); otherwise every problem at once.
+ */
+export function validateBackupRequest(request: unknown, defaults: BackupSpecDefaults = {}): BackupRequestValidation {
+  const parsed = backupRequestInput.safeParse(request, { error: messageFor });
+  const problems = [...(parsed.success ? [] : toProblems(parsed.error.issues)), ...crossFieldProblems(request)];
+  if (!parsed.success || problems.length > 0) return { ok: false, problems: tidy(problems) };
+  return { ok: true, name: parsed.data.name ?? null, value: toBackupSpec(parsed.data.spec, defaults) };
+}
+
+export type ResourcePolicyValidation = { ok: true; value: VolumePolicy[] } | { ok: false; problems: ValidationProblem[] };
+
+const resourcePolicyDocument = strictObject(
+  {
+    version: z.literal('v1', { error: (issue) => `must be "v1" (got ${JSON.stringify(issue.input)})` }),
+    volumePolicies: z.array(volumePolicyInputSchema).optional(),
+  },
+  'a resource policy document: {version: v1, volumePolicies: [...]}',
+);
+
+/**
+ * Validates a resource-policy document already decoded from the ConfigMap's single YAML key
+ * (`{version: v1, volumePolicies: [...]}`); paths are relative to the document.
+ */
+export function validateResourcePolicyDocument(document: unknown): ResourcePolicyValidation {
+  const parsed = resourcePolicyDocument.safeParse(document, { error: messageFor });
+  const raw = isRecord(document) && Array.isArray(document.volumePolicies) ? document.volumePolicies : [];
+  const problems = [...(parsed.success ? [] : toProblems(parsed.error.issues)), ...csiConditionProblems(raw, 'volumePolicies')];
+  if (!parsed.success || problems.length > 0) return { ok: false, problems: tidy(problems) };
+  return { ok: true, value: (parsed.data.volumePolicies ?? []) as VolumePolicy[] };
+}

@@ -1,0 +1,72 @@
+/*
+ * Namespace globs as Velero accepts them (gobwas/glob without separators): `*` any run of
+ * characters, `?` one character, `[abc]` / `[a-z]` / `[!abc]` a class. Everything else is literal.
+ */
+const compiled = new Map<string, RegExp>();
+
+export type GlobCheck = { ok: true } | { ok: false; message: string };
+
+export function checkGlob(pattern: string): GlobCheck {
+  let inClass = false;
+  for (let i = 0; i < pattern.length; i++) {
+    const char = pattern[i];
+    if (char === '[') {
+      if (inClass) return { ok: false, message: `${JSON.stringify(pattern)} has a '[' inside a character class` };
+      inClass = true;
+    } else if (char === ']') {
+      if (!inClass) return { ok: false, message: `${JSON.stringify(pattern)} has a ']' without a matching '['` };
+      inClass = false;
+    }
+  }
+  if (inClass) return { ok: false, message: `${JSON.stringify(pattern)} has a '[' that is never closed` };
+  return { ok: true };
+}
+
+export function isGlob(pattern: string): boolean {
+  return /[*?[]/.test(pattern);
+}
+
+function compile(pattern: string): RegExp {
+  let source = '';
+  let inClass = false;
+  for (let i = 0; i < pattern.length; i++) {
+    const char = pattern[i] ?? '';
+    if (inClass) {
+      if (char === ']') {
+        source += ']';
+        inClass = false;
+      } else if (char === '\\' || char === '^') {
+        source += `\\${char}`;
+      } else {
+        source += char;
+      }
+    } else if (char === '*') {
+      source += '.*';
+    } else if (char === '?') {
+      source += '.';
+    } else if (char === '[') {
+      inClass = true;
+      source += '[';
+      if (pattern[i + 1] === '!') {
+        source += '^';
+        i++;
+      }
+    } else {
+      source += char.replace(/[.+^${}()|\\\]]/g, '\\$&');
+    }
+  }
+  return new RegExp(`^${source}$`);
+}
+
+/** True when `value` matches the glob `pattern` (an invalid pattern matches only itself). */
+export function matchGlob(pattern: string, value: string): boolean {
+  if (!isGlob(pattern)) return pattern === value;
+  if (!checkGlob(pattern).ok) return pattern === value;
+  let regex = compiled.get(pattern);
+  if (!regex) {
+    regex = compile(pattern);
+    if (compiled.size > 1000) compiled.clear(); // bounded memo: patterns come from specs, few and repeated
+    compiled.set(pattern, regex);
+  }
+  return regex.test(value);
+}
