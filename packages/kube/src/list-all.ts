@@ -1,0 +1,142 @@
+import type { KubernetesObject } from '@kubernetes/client-node';
+import { groupVersionPath } from './discovery.js';
+import type { KubeClients } from './kube-clients.js';
+import { KubeError, KubeErrorCodes } from './kube-errors.js';
+
+/** Which resource to list; a DiscoveredResource fits. */
+export interface ResourceRef {
+  /** '' for the core group. */
+  group: string;
+  version: string;
+  /** Plural, as in the URL. */
+  resource: string;
+  /** Used to fill in `kind` on items when the list does not say. */
+  kind?: string | undefined;
+  namespaced?: boolean | undefined;
+}
+
+export interface ListAllOptions {
+  resource: ResourceRef;
+  /** Only this namespace; all namespaces otherwise. */
+  namespace?: string | undefined;
+  labelSelector?: string | undefined;
+  fieldSelector?: string | undefined;
+  /** Items per request (`limit`). Default 500. */
+  pageSize?: number | undefined;
+}
+
+export interface ListPage<T> {
+  /** Items as the server sent them (raw JSON: timestamps are strings), with apiVersion and kind filled in. */
+  items: T[];
+  /** The list's resourceVersion; the last page's is a consistent point to start a watch from. */
+  resourceVersion: string;
+  /** 1 for the first page. */
+  pageNumber: number;
+}
+
+interface ListJson<T> {
+  kind?: string;
+  apiVersion?: string;
+  metadata?: { resourceVersion?: string; continue?: string };
+  items?: T[];
+}
+
+/** The collection path, e.g. `/apis/apps/v1/namespaces/ns1/deployments` or `/api/v1/nodes`. */
+export function collectionPath(resource: ResourceRef, namespace?: string): string {
+  const base = groupVersionPath(resource.group, resource.version);
+  if (namespace === undefined) return `${base}/${resource.resource}`;
+  return `${base}/namespaces/${encodeURIComponent(namespace)}/${resource.resource}`;
+}
+
+/**
+ * Lists a resource page by page with `limit`/`continue`, so a 100k-object list never sits in one
+ * response. Each request is retried like every other; an expired continue token (410) is thrown as
+ * KUBE_EXPIRED rather than silently restarted, because restarting would yield items twice.
+ */
+export async function* listAll<T extends KubernetesObject = KubernetesObject>(
+  kube: KubeClients,
+  options: ListAllOptions,
+): AsyncGenerator<ListPage<T>> {
+  const { resource } = options;
+  if (options.namespace !== undefined && resource.namespaced === false) {
+    throw new KubeError({
+      code: KubeErrorCodes.badArgument,
+      message: `listAll: ${resource.resource} is cluster-scoped; it cannot be listed in namespace ${options.namespace}`,
+    });
+  }
+  yield* listCollection<T>(kube, {
+    path: collectionPath(resource, options.namespace),
+    apiVersion: resource.group === '' ? resource.version : `${resource.group}/${resource.version}`,
+    kind: resource.kind,
+    labelSelector: options.labelSelector,
+    fieldSelector: options.fieldSelector,
+    pageSize: options.pageSize,
+  });
+}
+
+export interface ListCollectionOptions {
+  /** A collection path such as `/apis/stowage.dev/v1alpha1/namespaces/stowage/podvolumebackups`. */
+  path: string;
+  /** Filled in on items that lack it; read from the path when not given. */
+  apiVersion?: string | undefined;
+  kind?: string | undefined;
+  labelSelector?: string | undefined;
+  fieldSelector?: string | undefined;
+  pageSize?: number | undefined;
+}
+
+/** `/api/v1/...` → `v1`, `/apis/g/v/...` → `g/v`. */
+export function apiVersionOfPath(path: string): string | undefined {
+  const core = /^\/api\/([^/]+)/.exec(path);
+  if (core) return core[1];
+  const grouped = /^\/apis\/([^/]+)\/([^/]+)/.exec(path);
+  return grouped ? `${grouped[1]}/${grouped[2]}` : undefined;
+}
+
+/** listAll on a collection path (what informers use). */
+export async function* listCollection<T extends KubernetesObject = KubernetesObject>(
+  kube: KubeClients,
+  options: ListCollectionOptions,
+): AsyncGenerator<ListPage<T>> {
+  const pageSize = options.pageSize ?? 500;
+  if (!Number.isInteger(pageSize) || pageSize < 1) {
+    throw new KubeError({
+      code: KubeErrorCodes.badArgument,
+      message: `listAll: pageSize must be a positive integer, got ${options.pageSize}`,
+    });
+  }
+  const { path } = options;
+  const apiVersion = options.apiVersion ?? apiVersionOfPath(path);
+  let continueToken: string | undefined;
+  let pageNumber = 0;
+  do {
+    pageNumber++;
+    const list = await kube.requestJson<ListJson<T>>({
+      path,
+      query: { limit: pageSize, continue: continueToken, labelSelector: options.labelSelector, fieldSelector: options.fieldSelector },
+      description: `list ${path} (page ${pageNumber})`,
+    });
+    const kind = list.kind?.endsWith('List') ? list.kind.slice(0, -'List'.length) : options.kind;
+    const items = (list.items ?? []).map((item) => {
+      // Kubernetes omits apiVersion/kind on list items; a backed-up manifest needs them.
+      if (item.apiVersion && item.kind) return item;
+      return { ...item, apiVersion: item.apiVersion ?? apiVersion ?? list.apiVersion, kind: item.kind ?? kind };
+    });
+    const nextToken = list.metadata?.continue || undefined;
+    if (nextToken !== undefined && nextToken === continueToken) {
+      throw new KubeError({ code: KubeErrorCodes.unexpected, message: `list ${path}: the server returned the same continue token twice` });
+    }
+    continueToken = nextToken;
+    yield { items, resourceVersion: list.metadata?.resourceVersion ?? '', pageNumber };
+  } while (continueToken !== undefined);
+}
+
+/** Every item of listAll in one array (for small lists: nodes, one backup's PVBs). */
+export async function listAllItems<T extends KubernetesObject = KubernetesObject>(
+  kube: KubeClients,
+  options: ListAllOptions,
+): Promise<T[]> {
+  const items: T[] = [];
+  for await (const page of listAll<T>(kube, options)) items.push(...page.items);
+  return items;
+}
