@@ -1,0 +1,311 @@
+import { type FileHandle, open } from 'node:fs/promises';
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+import { sealJson } from './blob.js';
+import type { ChunkStore, ChunkWriter, PutResult } from './chunk-store.js';
+import type { Chunker } from './chunker.js';
+import { errnoCode, isRepoError, RepoError, RepoErrorCode } from './errors.js';
+import { writeFileAtomic } from './fs-util.js';
+import { chunkIdOf, type RepoKeys } from './keys.js';
+import { randomId, snapshotPath } from './layout.js';
+import type { SnapshotManifest, TreeEntry } from './snapshot.js';
+import { TokenBucket } from './token-bucket.js';
+import { type SkippedEntry, sourceError, walkTree } from './tree-walk.js';
+
+export interface BackupProgress {
+  readonly totalBytes: number;
+  readonly bytesDone: number;
+  /** Files finished so far. */
+  readonly files: number;
+}
+
+export interface BackupOptions {
+  /** Recorded in the snapshot (backup name, pod, volume, …). */
+  readonly tags?: Readonly<Record<string, string>>;
+  /** Abort to cancel: the backup stops and writes no snapshot. */
+  readonly signal?: AbortSignal;
+  /** Called about every `progressIntervalMs` while copying, and once at the end. */
+  readonly onProgress?: (progress: BackupProgress) => void;
+  readonly progressIntervalMs?: number;
+  /** Limit on bytes read from the source, per second (a private token bucket). */
+  readonly bandwidthBytesPerSec?: number;
+  /** A shared token bucket instead (one per node agent, across its PVBs); wins over `bandwidthBytesPerSec`. */
+  readonly throttle?: TokenBucket;
+}
+
+export interface BackupStats {
+  readonly files: number;
+  readonly dirs: number;
+  readonly symlinks: number;
+  /** File bytes read from the source. */
+  readonly bytes: number;
+  /** Chunks this backup added to the repository. */
+  readonly newChunks: number;
+  /** Chunks that already existed (or appeared twice in this backup). */
+  readonly reusedChunks: number;
+  /** Bytes added to the repository (compressed, encrypted). */
+  readonly storedBytes: number;
+  readonly durationMs: number;
+  /** Entries left out, with why (sockets, FIFOs, files removed during the backup). */
+  readonly skipped: readonly SkippedEntry[];
+}
+
+export interface BackupResult {
+  readonly snapshotId: string;
+  readonly stats: BackupStats;
+}
+
+export interface BackupContext {
+  readonly dir: string;
+  readonly keys: RepoKeys;
+  readonly store: ChunkStore;
+  readonly chunker: Chunker;
+  readonly durable: boolean;
+}
+
+/** Files at most this big are read whole with one read; larger ones stream through the chunker. */
+const WHOLE_READ_MAX_BYTES = 1024 * 1024;
+/** Files in flight at once (small files are latency-bound on open/read/close). */
+const FILE_CONCURRENCY = 16;
+/** Large files in flight at once (each holds up to a few max-size chunks in memory). */
+const LARGE_FILE_CONCURRENCY = 2;
+/** Chunks of one file being compressed, encrypted or written while the next is cut. */
+const CHUNKS_IN_FLIGHT_PER_FILE = 3;
+
+export async function runBackup(ctx: BackupContext, sourceDir: string, options: BackupOptions = {}): Promise<BackupResult> {
+  const startedAt = Date.now();
+  const started = performance.now();
+  const internal = new AbortController();
+  const onAbort = () => internal.abort(options.signal?.reason);
+  options.signal?.addEventListener('abort', onAbort, { once: true });
+  const throttle = options.throttle ?? (options.bandwidthBytesPerSec ? new TokenBucket(options.bandwidthBytesPerSec) : undefined);
+  let writer: ChunkWriter | undefined;
+  try {
+    if (options.signal?.aborted) throw canceled();
+    const walk = await walkTree(sourceDir, internal.signal).catch((error: unknown) => {
+      throw internal.signal.aborted && !isRepoError(error) ? canceled() : error;
+    });
+    await ctx.store.refreshIndexes();
+    writer = ctx.store.writer();
+    const counters = { newChunks: 0, reusedChunks: 0, storedBytes: 0, bytesDone: 0, filesDone: 0 };
+    const progress = progressReporter(walk.totalBytes, counters, options);
+    progress.emit();
+
+    const files = walk.entries.filter((e) => e.type === 'file');
+    const largeSlots = new Semaphore(LARGE_FILE_CONCURRENCY);
+    const record = (result: PutResult) => {
+      if (result.isNew) {
+        counters.newChunks++;
+        counters.storedBytes += result.storedBytes;
+      } else {
+        counters.reusedChunks++;
+      }
+    };
+    const beforeRead = async (bytes: number) => {
+      if (internal.signal.aborted) throw canceled();
+      if (throttle) await throttle.take(bytes, internal.signal).catch(() => Promise.reject(canceled()));
+    };
+    const onBytes = (bytes: number) => {
+      counters.bytesDone += bytes;
+      progress.maybeEmit();
+    };
+    const activeWriter = writer;
+    let next = 0;
+    const worker = async () => {
+      while (next < files.length) {
+        if (internal.signal.aborted) throw canceled();
+        const entry = files[next++]!;
+        const large = entry.size > WHOLE_READ_MAX_BYTES;
+        if (large) await largeSlots.acquire();
+        try {
+          await backupFile(ctx, activeWriter, join(sourceDir, entry.path), entry, { beforeRead, onBytes, record });
+        } finally {
+          if (large) largeSlots.release();
+        }
+        counters.filesDone++;
+        progress.maybeEmit();
+      }
+    };
+    let firstError: unknown;
+    const workers = Array.from({ length: Math.min(FILE_CONCURRENCY, Math.max(1, files.length)) }, () =>
+      worker().catch((error: unknown) => {
+        // The first failure stops the others; the errors that stop provokes are not the story.
+        if (firstError === undefined) firstError = error;
+        internal.abort(error);
+      }),
+    );
+    await Promise.all(workers);
+    if (options.signal?.aborted) throw canceled();
+    if (firstError !== undefined) throw firstError;
+
+    await writer.finish().catch((cause: unknown) => {
+      throw new RepoError(RepoErrorCode.WriteFailed, `writing chunks into the repository at ${ctx.dir} failed: ${describe(cause)}`, {
+        cause,
+      });
+    });
+    if (options.signal?.aborted) throw canceled();
+
+    const totals = {
+      files: files.length,
+      dirs: walk.entries.filter((e) => e.type === 'dir').length,
+      symlinks: walk.entries.filter((e) => e.type === 'symlink').length,
+      bytes: counters.bytesDone,
+    };
+    const snapshotId = randomId();
+    const durationMs = Math.round(performance.now() - started);
+    const manifest: SnapshotManifest = {
+      formatVersion: 1,
+      id: snapshotId,
+      time: new Date(startedAt).toISOString(),
+      durationMs,
+      source: sourceDir,
+      hostname: hostname(),
+      tags: { ...(options.tags ?? {}) },
+      totals,
+      entries: walk.entries,
+    };
+    const sealed = sealJson(ctx.keys.encryptionKey, `snapshot:${snapshotId}`, manifest);
+    await writeFileAtomic(ctx.dir, snapshotPath(ctx.dir, snapshotId), sealed, ctx.durable).catch((cause: unknown) => {
+      throw new RepoError(RepoErrorCode.WriteFailed, `writing the snapshot into the repository at ${ctx.dir} failed: ${describe(cause)}`, {
+        cause,
+      });
+    });
+    progress.emit();
+    return {
+      snapshotId,
+      stats: {
+        ...totals,
+        newChunks: counters.newChunks,
+        reusedChunks: counters.reusedChunks,
+        storedBytes: counters.storedBytes + sealed.length,
+        durationMs,
+        skipped: walk.skipped,
+      },
+    };
+  } catch (error) {
+    internal.abort(error);
+    await writer?.abandon();
+    if (options.signal?.aborted) throw canceled(error);
+    throw error;
+  } finally {
+    options.signal?.removeEventListener('abort', onAbort);
+  }
+}
+
+interface FileHooks {
+  readonly beforeRead: (bytes: number) => Promise<void>;
+  readonly onBytes: (bytes: number) => void;
+  readonly record: (result: PutResult) => void;
+}
+
+async function backupFile(ctx: BackupContext, writer: ChunkWriter, absPath: string, entry: TreeEntry, hooks: FileHooks): Promise<void> {
+  let file: FileHandle;
+  try {
+    file = await open(absPath, 'r');
+  } catch (error) {
+    if (errnoCode(error) === 'ENOENT') {
+      // Removed after the walk: keep the entry as an empty file rather than failing the volume.
+      entry.size = 0;
+      entry.chunks = [];
+      return;
+    }
+    throw sourceError(error, absPath, entry.path);
+  }
+  const ids: string[] = [];
+  const inFlight: Promise<PutResult>[] = [];
+  let bytes = 0;
+  const handleChunk = async (chunk: Uint8Array) => {
+    const id = chunkIdOf(ctx.keys, chunk);
+    ids.push(id);
+    bytes += chunk.length;
+    hooks.onBytes(chunk.length);
+    const put = writer.put(id, chunk).then((result) => {
+      hooks.record(result);
+      return result;
+    });
+    put.catch(() => {});
+    inFlight.push(put);
+    if (inFlight.length >= CHUNKS_IN_FLIGHT_PER_FILE) await inFlight.shift();
+  };
+  try {
+    let streamed = false;
+    if (entry.size <= WHOLE_READ_MAX_BYTES) {
+      // One read of size+1 tells whether the file grew since the walk; if so, stream it instead.
+      await hooks.beforeRead(entry.size);
+      const buffer = Buffer.allocUnsafe(entry.size + 1);
+      const { bytesRead } = await file.read(buffer, 0, buffer.length, 0);
+      if (bytesRead <= entry.size) {
+        for (const chunk of ctx.chunker.split(buffer.subarray(0, bytesRead))) await handleChunk(chunk);
+      } else {
+        streamed = true;
+      }
+    } else {
+      streamed = true;
+    }
+    if (streamed) {
+      const readBytes = Math.min(4 * 1024 * 1024, ctx.chunker.params.maxBytes);
+      for await (const chunk of ctx.chunker.splitFile(file, { readBytes, beforeRead: hooks.beforeRead })) {
+        await handleChunk(chunk);
+      }
+    }
+    await Promise.all(inFlight);
+  } catch (error) {
+    await Promise.allSettled(inFlight);
+    if (isRepoError(error)) throw error;
+    const code = errnoCode(error);
+    if (code === 'EACCES' || code === 'EPERM' || code === 'EIO' || code === 'EISDIR') throw sourceError(error, absPath, entry.path);
+    throw new RepoError(RepoErrorCode.WriteFailed, `backing up ${absPath} failed: ${describe(error)}`, { cause: error });
+  } finally {
+    await file.close().catch(() => {});
+  }
+  entry.size = bytes;
+  entry.chunks = ids;
+}
+
+function progressReporter(totalBytes: number, counters: { bytesDone: number; filesDone: number }, options: BackupOptions) {
+  const interval = options.progressIntervalMs ?? 250;
+  let last = 0;
+  const emit = () => {
+    last = performance.now();
+    try {
+      options.onProgress?.({ totalBytes, bytesDone: counters.bytesDone, files: counters.filesDone });
+    } catch {
+      // A failing progress callback must not fail the backup.
+    }
+  };
+  return {
+    emit,
+    maybeEmit: () => {
+      if (options.onProgress && performance.now() - last >= interval) emit();
+    },
+  };
+}
+
+function canceled(cause?: unknown): RepoError {
+  if (isRepoError(cause, RepoErrorCode.BackupCanceled)) return cause;
+  return new RepoError(RepoErrorCode.BackupCanceled, 'the backup was cancelled; no snapshot was written', cause ? { cause } : {});
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+class Semaphore {
+  private available: number;
+  private readonly waiters: (() => void)[] = [];
+  constructor(count: number) {
+    this.available = count;
+  }
+  async acquire(): Promise<void> {
+    if (this.available > 0) {
+      this.available--;
+      return;
+    }
+    await new Promise<void>((resolve) => this.waiters.push(resolve));
+  }
+  release(): void {
+    const next = this.waiters.shift();
+    if (next) next();
+    else this.available++;
+  }
+}

@@ -1,0 +1,108 @@
+import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { promisify } from 'node:util';
+import { deflateRaw, deflateRawSync, inflateRawSync, constants as zlibConstants } from 'node:zlib';
+
+/**
+ * Sealed blob format (chunks, pack indexes, snapshot manifests):
+ *
+ *   version(1) = 1 | nonce(12) | AES-256-GCM ciphertext of [ encoding(1) | payload ] | tag(16)
+ *
+ * `encoding` is 0 for raw, 1 for raw deflate. The associated data binds a blob to its name
+ * (`chunk:<id>`, `snapshot:<id>`, …), so a blob moved under another name fails authentication.
+ */
+const FORMAT_VERSION = 1;
+const NONCE_BYTES = 12;
+const TAG_BYTES = 16;
+export const SEAL_OVERHEAD_BYTES = 1 + NONCE_BYTES + 1 + TAG_BYTES;
+
+const Encoding = { Raw: 0, Deflate: 1 } as const;
+
+const deflateRawAsync = promisify(deflateRaw);
+
+/** Chunks up to this size are compressed whole to decide; larger ones are judged on a sample. */
+const SAMPLE_BYTES = 16 * 1024;
+/** Compress only if the sample shrinks to at most this fraction (random data stays near 1.0). */
+const WORTH_COMPRESSING_RATIO = 0.9;
+const DEFLATE_OPTIONS = { level: 1, strategy: zlibConstants.Z_DEFAULT_STRATEGY };
+
+export class BlobAuthError extends Error {
+  override readonly name = 'BlobAuthError';
+}
+
+export interface SealOptions {
+  /** Try deflate level 1 (on a sample first). Default true. */
+  readonly compress?: boolean;
+}
+
+/** Deflates `plaintext` if it pays off; random data costs one 16 KiB sample, never a full deflate. */
+export async function maybeCompress(plaintext: Uint8Array): Promise<{ encoding: number; payload: Uint8Array }> {
+  if (plaintext.length < 64) return { encoding: Encoding.Raw, payload: plaintext };
+  if (plaintext.length <= SAMPLE_BYTES) {
+    const deflated = deflateRawSync(plaintext, DEFLATE_OPTIONS);
+    return deflated.length < plaintext.length * WORTH_COMPRESSING_RATIO
+      ? { encoding: Encoding.Deflate, payload: deflated }
+      : { encoding: Encoding.Raw, payload: plaintext };
+  }
+  const sampleStart = Math.floor((plaintext.length - SAMPLE_BYTES) / 2);
+  const sample = plaintext.subarray(sampleStart, sampleStart + SAMPLE_BYTES);
+  if (deflateRawSync(sample, DEFLATE_OPTIONS).length >= SAMPLE_BYTES * WORTH_COMPRESSING_RATIO) {
+    return { encoding: Encoding.Raw, payload: plaintext };
+  }
+  // Large deflates run on the libuv pool, off the thread that hashes and encrypts.
+  const deflated = await deflateRawAsync(plaintext, DEFLATE_OPTIONS);
+  return deflated.length < plaintext.length
+    ? { encoding: Encoding.Deflate, payload: deflated }
+    : { encoding: Encoding.Raw, payload: plaintext };
+}
+
+export function seal(key: Buffer, associatedData: string, encoding: number, payload: Uint8Array): Buffer {
+  const nonce = randomBytes(NONCE_BYTES);
+  const cipher = createCipheriv('aes-256-gcm', key, nonce);
+  cipher.setAAD(Buffer.from(associatedData, 'utf8'));
+  const out = Buffer.allocUnsafe(payload.length + SEAL_OVERHEAD_BYTES);
+  out[0] = FORMAT_VERSION;
+  nonce.copy(out, 1);
+  let offset = 1 + NONCE_BYTES;
+  offset += cipher.update(Buffer.of(encoding)).copy(out, offset);
+  offset += cipher.update(payload).copy(out, offset);
+  offset += cipher.final().copy(out, offset);
+  cipher.getAuthTag().copy(out, offset);
+  return out;
+}
+
+export async function sealCompressed(key: Buffer, associatedData: string, plaintext: Uint8Array, options: SealOptions = {}) {
+  const { encoding, payload } =
+    options.compress === false ? { encoding: Encoding.Raw, payload: plaintext } : await maybeCompress(plaintext);
+  return { blob: seal(key, associatedData, encoding, payload), compressed: encoding === Encoding.Deflate };
+}
+
+/** Decrypts and inflates; throws BlobAuthError when the blob was altered or sealed under other data. */
+export function unseal(key: Buffer, associatedData: string, blob: Uint8Array): Buffer {
+  if (blob.length < SEAL_OVERHEAD_BYTES) throw new BlobAuthError(`blob too short (${blob.length} bytes)`);
+  if (blob[0] !== FORMAT_VERSION) throw new BlobAuthError(`unknown blob format version ${blob[0]}`);
+  const nonce = blob.subarray(1, 1 + NONCE_BYTES);
+  const tag = blob.subarray(blob.length - TAG_BYTES);
+  const decipher = createDecipheriv('aes-256-gcm', key, nonce);
+  decipher.setAAD(Buffer.from(associatedData, 'utf8'));
+  decipher.setAuthTag(tag);
+  let plain: Buffer;
+  try {
+    plain = Buffer.concat([decipher.update(blob.subarray(1 + NONCE_BYTES, blob.length - TAG_BYTES)), decipher.final()]);
+  } catch (cause) {
+    throw new BlobAuthError('authentication failed (altered, truncated, or sealed under another key or name)', { cause });
+  }
+  const encoding = plain[0];
+  const payload = plain.subarray(1);
+  if (encoding === Encoding.Raw) return payload;
+  if (encoding === Encoding.Deflate) return inflateRawSync(payload);
+  throw new BlobAuthError(`unknown payload encoding ${encoding}`);
+}
+
+export function sealJson(key: Buffer, associatedData: string, value: unknown): Buffer {
+  const json = Buffer.from(JSON.stringify(value), 'utf8');
+  return seal(key, associatedData, Encoding.Deflate, deflateRawSync(json, { level: 6 }));
+}
+
+export function unsealJson(key: Buffer, associatedData: string, blob: Uint8Array): unknown {
+  return JSON.parse(unseal(key, associatedData, blob).toString('utf8'));
+}

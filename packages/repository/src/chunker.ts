@@ -1,0 +1,146 @@
+import { hkdfSync } from 'node:crypto';
+import type { FileHandle } from 'node:fs/promises';
+
+/**
+ * Content-defined chunking, FastCDC style (Xia et al., USENIX ATC 2016): a gear rolling hash,
+ * skip the first `minBytes` of every chunk, a stricter mask before the average size and a looser
+ * one after it ("normalised chunking") so sizes cluster around the average.
+ *
+ * Why content-defined: an insertion near the start of a file shifts every later byte. Fixed-size
+ * chunks would all change and be stored again; content-defined boundaries move with the data, so
+ * only the chunks around the edit are new.
+ */
+export interface ChunkerParams {
+  readonly minBytes: number;
+  readonly avgBytes: number;
+  readonly maxBytes: number;
+}
+
+export const DEFAULT_CHUNKER_PARAMS: ChunkerParams = Object.freeze({
+  minBytes: 512 * 1024,
+  avgBytes: 1024 * 1024,
+  maxBytes: 8 * 1024 * 1024,
+});
+
+export function validateChunkerParams(params: ChunkerParams): string | undefined {
+  const { minBytes, avgBytes, maxBytes } = params;
+  if (![minBytes, avgBytes, maxBytes].every((n) => Number.isInteger(n) && n > 0)) return 'chunk sizes must be positive integers';
+  if (!(minBytes < avgBytes && avgBytes < maxBytes)) return 'chunk sizes must satisfy min < avg < max';
+  if (2 ** Math.round(Math.log2(avgBytes)) !== avgBytes) return 'the average chunk size must be a power of two';
+  if (avgBytes < 256 || Math.log2(avgBytes) + 2 > 31) return 'the average chunk size must be between 256 B and 512 MiB';
+  return undefined;
+}
+
+export class Chunker {
+  readonly params: ChunkerParams;
+  private readonly gear: Int32Array;
+  private readonly maskSmall: number;
+  private readonly maskLarge: number;
+
+  /** `seed` makes the gear table (and so the boundaries) specific to one repository. */
+  constructor(params: ChunkerParams, seed: Uint8Array) {
+    const problem = validateChunkerParams(params);
+    if (problem) throw new RangeError(problem);
+    this.params = params;
+    this.gear = new Int32Array(Buffer.from(hkdfSync('sha256', seed, Buffer.alloc(0), 'stowage/gear-table', 256 * 4)));
+    const bits = Math.log2(params.avgBytes);
+    // The gear hash shifts left one bit per byte, so its high bits depend on the last 32 bytes:
+    // masks use the top bits. Normalisation level 2: two bits harder before avg, two easier after.
+    this.maskSmall = topBits(bits + 2);
+    this.maskLarge = topBits(bits - 2);
+  }
+
+  /**
+   * Length of the next chunk of `data[start, end)`. When `final` is false and no boundary was found
+   * in the available bytes (and fewer than `maxBytes` are available), returns -1: read more first.
+   */
+  nextCut(data: Uint8Array, start: number, end: number, final: boolean): number {
+    const { minBytes, avgBytes, maxBytes } = this.params;
+    const available = end - start;
+    if (available <= minBytes) return final ? available : -1;
+    const limit = Math.min(available, maxBytes);
+    const normal = Math.min(avgBytes, limit);
+    const gear = this.gear;
+    const maskSmall = this.maskSmall;
+    const maskLarge = this.maskLarge;
+    let hash = 0;
+    let i = start + minBytes;
+    const normalEnd = start + normal;
+    for (; i < normalEnd; i++) {
+      hash = ((hash << 1) + gear[data[i]!]!) | 0;
+      if ((hash & maskSmall) === 0) return i - start + 1;
+    }
+    const limitEnd = start + limit;
+    for (; i < limitEnd; i++) {
+      hash = ((hash << 1) + gear[data[i]!]!) | 0;
+      if ((hash & maskLarge) === 0) return i - start + 1;
+    }
+    if (limit === maxBytes || final) return limit;
+    return -1;
+  }
+
+  /** Splits a buffer held in memory (small files, tests). */
+  *split(data: Uint8Array): Generator<Uint8Array> {
+    let offset = 0;
+    while (offset < data.length) {
+      const length = this.nextCut(data, offset, data.length, true);
+      yield data.subarray(offset, offset + length);
+      offset += length;
+    }
+  }
+
+  /**
+   * Streams the chunks of an open file. One read is always in flight while the caller works on
+   * the previous chunk (read-ahead), so disk and CPU overlap. `beforeRead(n)` runs before each
+   * read (bandwidth throttle, cancellation) and may throw to stop.
+   */
+  async *splitFile(file: FileHandle, options: { readBytes?: number; beforeRead?: (bytes: number) => Promise<void> } = {}) {
+    const readBytes = options.readBytes ?? 4 * 1024 * 1024;
+    let position = 0;
+    const readBlock = async (): Promise<Buffer> => {
+      await options.beforeRead?.(readBytes);
+      const buffer = Buffer.allocUnsafe(readBytes);
+      let filled = 0;
+      while (filled < readBytes) {
+        const { bytesRead } = await file.read(buffer, filled, readBytes - filled, position);
+        position += bytesRead;
+        if (bytesRead === 0) break;
+        filled += bytesRead;
+      }
+      return filled === readBytes ? buffer : buffer.subarray(0, filled);
+    };
+    let pending: Buffer = Buffer.alloc(0);
+    let eof = false;
+    let next: Promise<Buffer> | undefined = readBlock();
+    // Never leave a rejected read-ahead unobserved when the consumer stops early.
+    next.catch(() => {});
+    try {
+      for (;;) {
+        let cut = pending.length === 0 && !eof ? -1 : this.nextCut(pending, 0, pending.length, eof);
+        while (cut === -1) {
+          const block: Buffer = await next!;
+          if (block.length < readBytes) {
+            eof = true;
+            next = undefined;
+          } else {
+            next = readBlock();
+            next.catch(() => {});
+          }
+          pending = pending.length === 0 ? block : Buffer.concat([pending, block]);
+          cut = pending.length === 0 && eof ? 0 : this.nextCut(pending, 0, pending.length, eof);
+        }
+        if (cut === 0) return;
+        yield pending.subarray(0, cut);
+        pending = pending.subarray(cut);
+        if (pending.length === 0 && eof) return;
+      }
+    } finally {
+      // Let an outstanding read finish before the caller closes the file handle.
+      if (next) await next.catch(() => {});
+    }
+  }
+}
+
+function topBits(count: number): number {
+  return (0xffffffff << (32 - count)) | 0;
+}

@@ -1,0 +1,9 @@
+export type { BackupOptions, BackupProgress, BackupResult, BackupStats } from './backup.js';
+export { Chunker, type ChunkerParams, DEFAULT_CHUNKER_PARAMS } from './chunker.js';
+export { isRepoError, RepoError, RepoErrorCode } from './errors.js';
+export { type InitOptions, type OpenOptions, type RepoConfig, Repository } from './repository.js';
+export type { RestoreOptions, RestoreResult } from './restore.js';
+export type { EntryType, SnapshotManifest, SnapshotSummary, SnapshotTotals, TreeEntry } from './snapshot.js';
+export { abortableSleep, TokenBucket, type TokenBucketOptions } from './token-bucket.js';
+export type { SkippedEntry } from './tree-walk.js';
+export type { DamagedChunk, DamagedFileRef, MissingRef, VerifyOptions, VerifyReport } from './verify.js';

@@ -1,0 +1,266 @@
+import { link, mkdir, readdir, readFile, stat, unlink, writeFile } from 'node:fs/promises';
+import { type BackupOptions, type BackupResult, runBackup } from './backup.js';
+import { unsealJson } from './blob.js';
+import { ChunkStore } from './chunk-store.js';
+import { Chunker, type ChunkerParams, DEFAULT_CHUNKER_PARAMS, validateChunkerParams } from './chunker.js';
+import { errnoCode, isRepoError, RepoError, RepoErrorCode } from './errors.js';
+import { deriveRepoKeys, type KdfParams, keyCheckMatches, newKdfParams, type RepoKeys, requireKey } from './keys.js';
+import { configPath, HEX_ID, layoutDirs, randomId, snapshotPath, snapshotsDir, tmpPath } from './layout.js';
+import { type RestoreOptions, type RestoreResult, runRestore } from './restore.js';
+import { type SnapshotManifest, type SnapshotSummary, summaryOf } from './snapshot.js';
+import { runVerify, type VerifyOptions, type VerifyReport } from './verify.js';
+
+/** `config.json`: plaintext, holds nothing secret (salt and key-check value only). */
+export interface RepoConfig {
+  readonly format: 'stowage-repository';
+  readonly version: 1;
+  readonly id: string;
+  readonly createdAt: string;
+  readonly kdf: KdfParams;
+  readonly keyCheckB64: string;
+  readonly chunker: ChunkerParams;
+  /** Chunks up to this many bytes are packed; larger ones are stored one file each. */
+  readonly packBlobMaxBytes: number;
+  readonly packTargetBytes: number;
+}
+
+export interface InitOptions {
+  readonly dir: string;
+  /** The master key (STOWAGE_REPO_KEY). Required: there is no default. */
+  readonly key: string;
+  readonly chunker?: Partial<ChunkerParams>;
+  /** 0 stores every chunk as its own file (used by the benchmark to compare). Default 512 KiB - 1. */
+  readonly packBlobMaxBytes?: number;
+  readonly packTargetBytes?: number;
+  /** fsync data before it becomes visible. Default true. */
+  readonly durable?: boolean;
+}
+
+export interface OpenOptions {
+  readonly dir: string;
+  readonly key: string;
+  readonly durable?: boolean;
+}
+
+const DEFAULT_PACK_BLOB_MAX_BYTES = 512 * 1024 - 1;
+const DEFAULT_PACK_TARGET_BYTES = 16 * 1024 * 1024;
+
+export class Repository {
+  private constructor(
+    readonly dir: string,
+    readonly config: RepoConfig,
+    private readonly keys: RepoKeys,
+    private readonly store: ChunkStore,
+    private readonly chunker: Chunker,
+    private readonly durable: boolean,
+  ) {}
+
+  /** Creates a repository in `dir` (created if missing; must not already hold one) and opens it. */
+  static async init(options: InitOptions): Promise<Repository> {
+    const key = requireKey(options.key);
+    const chunker: ChunkerParams = { ...DEFAULT_CHUNKER_PARAMS, ...(options.chunker ?? {}) };
+    const problem = validateChunkerParams(chunker);
+    if (problem) throw new RepoError(RepoErrorCode.InvalidArgument, `invalid chunker sizes: ${problem}`);
+    try {
+      await mkdir(options.dir, { recursive: true });
+    } catch (cause) {
+      throw unreachable(options.dir, cause);
+    }
+    if (await exists(configPath(options.dir))) {
+      throw new RepoError(RepoErrorCode.AlreadyInitialised, `${options.dir} already holds a Stowage repository; open it instead`, {
+        details: { dir: options.dir },
+      });
+    }
+    const kdf = newKdfParams();
+    const keys = await deriveRepoKeys(key, kdf);
+    const config: RepoConfig = {
+      format: 'stowage-repository',
+      version: 1,
+      id: randomId(),
+      createdAt: new Date().toISOString(),
+      kdf,
+      keyCheckB64: keys.keyCheck.toString('base64'),
+      chunker,
+      packBlobMaxBytes: options.packBlobMaxBytes ?? DEFAULT_PACK_BLOB_MAX_BYTES,
+      packTargetBytes: options.packTargetBytes ?? DEFAULT_PACK_TARGET_BYTES,
+    };
+    try {
+      for (const dir of layoutDirs(options.dir)) await mkdir(dir, { recursive: true });
+      // link() fails if another init won the race, so two inits never overwrite each other's config.
+      const tmp = tmpPath(options.dir);
+      await writeFile(tmp, `${JSON.stringify(config, null, 2)}\n`, { mode: 0o644 });
+      try {
+        await link(tmp, configPath(options.dir));
+      } finally {
+        await unlink(tmp).catch(() => {});
+      }
+    } catch (cause) {
+      if (errnoCode(cause) === 'EEXIST') {
+        throw new RepoError(RepoErrorCode.AlreadyInitialised, `${options.dir} already holds a Stowage repository; open it instead`, {
+          cause,
+          details: { dir: options.dir },
+        });
+      }
+      throw unreachable(options.dir, cause);
+    }
+    return Repository.fromConfig(options.dir, config, keys, options.durable ?? true);
+  }
+
+  /** Opens an existing repository; a wrong key fails with REPO_WRONG_KEY before anything is read. */
+  static async open(options: OpenOptions): Promise<Repository> {
+    const key = requireKey(options.key);
+    try {
+      const st = await stat(options.dir);
+      if (!st.isDirectory()) throw new RepoError(RepoErrorCode.Unreachable, `the repository path ${options.dir} is not a directory`);
+    } catch (cause) {
+      if (isRepoError(cause)) throw cause;
+      throw unreachable(options.dir, cause);
+    }
+    let raw: string;
+    try {
+      raw = await readFile(configPath(options.dir), 'utf8');
+    } catch (cause) {
+      if (errnoCode(cause) === 'ENOENT') {
+        throw new RepoError(RepoErrorCode.NotInitialised, `${options.dir} holds no Stowage repository (no config.json); run init first`, {
+          cause,
+          details: { dir: options.dir },
+        });
+      }
+      throw unreachable(options.dir, cause);
+    }
+    const config = parseConfig(options.dir, raw);
+    const keys = await deriveRepoKeys(key, config.kdf);
+    if (!keyCheckMatches(keys, config.keyCheckB64)) {
+      throw new RepoError(RepoErrorCode.WrongKey, 'the repository key does not match this repository', { details: { dir: options.dir } });
+    }
+    return Repository.fromConfig(options.dir, config, keys, options.durable ?? true);
+  }
+
+  private static async fromConfig(dir: string, config: RepoConfig, keys: RepoKeys, durable: boolean): Promise<Repository> {
+    const store = new ChunkStore(dir, keys, {
+      packBlobMaxBytes: config.packBlobMaxBytes,
+      packTargetBytes: config.packTargetBytes,
+      durable,
+    });
+    try {
+      await store.refreshIndexes();
+    } catch (cause) {
+      throw unreachable(dir, cause);
+    }
+    return new Repository(dir, config, keys, store, new Chunker(config.chunker, keys.chunkerSeed), durable);
+  }
+
+  /** Backs up `sourceDir` into a new snapshot. Rejects with REPO_BACKUP_CANCELED on abort (no snapshot written). */
+  backup(sourceDir: string, options: BackupOptions = {}): Promise<BackupResult> {
+    return runBackup(
+      { dir: this.dir, keys: this.keys, store: this.store, chunker: this.chunker, durable: this.durable },
+      sourceDir,
+      options,
+    );
+  }
+
+  /** Rebuilds a snapshot under `targetDir`; REPO_CHUNK_CORRUPT names the chunk and file if any chunk is bad. */
+  async restore(snapshotId: string, targetDir: string, options: RestoreOptions = {}): Promise<RestoreResult> {
+    const manifest = await this.getSnapshot(snapshotId);
+    return runRestore(this.store, manifest, targetDir, options);
+  }
+
+  verify(options: VerifyOptions = {}): Promise<VerifyReport> {
+    const self = this;
+    return runVerify(
+      this.store,
+      async function* () {
+        for (const snapshotId of await self.snapshotIds()) {
+          try {
+            yield { snapshotId, manifest: await self.getSnapshot(snapshotId) };
+          } catch (error) {
+            yield { snapshotId, error: error instanceof Error ? error.message : String(error) };
+          }
+        }
+      },
+      options,
+    );
+  }
+
+  /** Every snapshot's summary (no file list), oldest first. */
+  async listSnapshots(): Promise<SnapshotSummary[]> {
+    const summaries: SnapshotSummary[] = [];
+    for (const id of await this.snapshotIds()) summaries.push(summaryOf(await this.getSnapshot(id)));
+    return summaries.sort((a, b) => a.time.localeCompare(b.time) || a.id.localeCompare(b.id));
+  }
+
+  async getSnapshot(snapshotId: string): Promise<SnapshotManifest> {
+    if (!HEX_ID.test(snapshotId)) {
+      throw new RepoError(RepoErrorCode.SnapshotNotFound, `no snapshot ${JSON.stringify(snapshotId)}: snapshot ids are 32 hex characters`);
+    }
+    let blob: Buffer;
+    try {
+      blob = await readFile(snapshotPath(this.dir, snapshotId));
+    } catch (cause) {
+      if (errnoCode(cause) === 'ENOENT') {
+        throw new RepoError(RepoErrorCode.SnapshotNotFound, `no snapshot ${snapshotId} in the repository at ${this.dir}`, {
+          cause,
+          details: { snapshotId },
+        });
+      }
+      throw unreachable(this.dir, cause);
+    }
+    try {
+      const manifest = unsealJson(this.keys.encryptionKey, `snapshot:${snapshotId}`, blob) as SnapshotManifest;
+      if (manifest.formatVersion !== 1 || manifest.id !== snapshotId) throw new Error(`unexpected format ${manifest.formatVersion}`);
+      return manifest;
+    } catch (cause) {
+      throw new RepoError(RepoErrorCode.SnapshotCorrupt, `snapshot ${snapshotId} is damaged and cannot be read`, {
+        cause,
+        details: { snapshotId },
+      });
+    }
+  }
+
+  private async snapshotIds(): Promise<string[]> {
+    try {
+      return (await readdir(snapshotsDir(this.dir))).filter((name) => HEX_ID.test(name));
+    } catch (cause) {
+      throw unreachable(this.dir, cause);
+    }
+  }
+}
+
+function parseConfig(dir: string, raw: string): RepoConfig {
+  let config: RepoConfig;
+  try {
+    config = JSON.parse(raw) as RepoConfig;
+  } catch (cause) {
+    throw new RepoError(RepoErrorCode.FormatUnsupported, `the repository config ${configPath(dir)} is not valid JSON`, { cause });
+  }
+  if (config?.format !== 'stowage-repository' || config.version !== 1 || config.kdf?.name !== 'scrypt' || !config.keyCheckB64) {
+    throw new RepoError(
+      RepoErrorCode.FormatUnsupported,
+      `the repository config ${configPath(dir)} has format ${String(config?.format)} version ${String(config?.version)}; this Stowage reads version 1`,
+    );
+  }
+  return config;
+}
+
+function unreachable(dir: string, cause: unknown): RepoError {
+  const code = errnoCode(cause);
+  const why =
+    code === 'ENOENT'
+      ? 'it does not exist'
+      : code === 'EACCES' || code === 'EPERM'
+        ? 'permission denied'
+        : code === 'ENOTDIR'
+          ? 'a path component is not a directory'
+          : (code ?? (cause instanceof Error ? cause.message : String(cause)));
+  return new RepoError(RepoErrorCode.Unreachable, `the repository at ${dir} cannot be reached: ${why}`, { cause, details: { dir } });
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await stat(path);
+    return true;
+  } catch (error) {
+    if (errnoCode(error) === 'ENOENT') return false;
+    throw error;
+  }
+}

@@ -1,0 +1,190 @@
+import { randomBytes } from 'node:crypto';
+import { chmod, lchown, lstat, lutimes, mkdir, open, rename, rm, symlink, unlink, utimes } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { ChunkReadError, type ChunkReader, type ChunkStore } from './chunk-store.js';
+import { errnoCode, isRepoError, RepoError, RepoErrorCode } from './errors.js';
+import { isSafeRelativePath, type SnapshotManifest, type TreeEntry } from './snapshot.js';
+
+export interface RestoreOptions {
+  readonly signal?: AbortSignal;
+  readonly onProgress?: (progress: { totalBytes: number; bytesDone: number; files: number }) => void;
+}
+
+export interface RestoreResult {
+  readonly snapshotId: string;
+  readonly files: number;
+  readonly dirs: number;
+  readonly symlinks: number;
+  readonly bytes: number;
+  readonly durationMs: number;
+}
+
+const FILE_CONCURRENCY = 8;
+
+/**
+ * Rebuilds a snapshot under `targetDir`. Every chunk is decrypted and re-hashed before its bytes
+ * are written; each file is written under a temp name and renamed only when all its chunks
+ * checked out, so a damaged chunk never leaves a file with wrong bytes behind.
+ */
+export async function runRestore(
+  store: ChunkStore,
+  manifest: SnapshotManifest,
+  targetDir: string,
+  options: RestoreOptions = {},
+): Promise<RestoreResult> {
+  const started = performance.now();
+  await prepareTarget(targetDir);
+  for (const entry of manifest.entries) {
+    if (!isSafeRelativePath(entry.path)) {
+      throw new RepoError(RepoErrorCode.SnapshotCorrupt, `snapshot ${manifest.id} holds an unsafe path ${JSON.stringify(entry.path)}`, {
+        details: { snapshotId: manifest.id, path: entry.path },
+      });
+    }
+  }
+  await store.refreshIndexes();
+  const asRoot = process.getuid?.() === 0;
+  const abs = (entry: TreeEntry) => (entry.path === '.' ? targetDir : join(targetDir, entry.path));
+  const dirs = manifest.entries.filter((e) => e.type === 'dir');
+  const files = manifest.entries.filter((e) => e.type === 'file');
+  const links = manifest.entries.filter((e) => e.type === 'symlink');
+  // Directories stay writable (0700 | mode) until the end, so read-only ones can still be filled.
+  for (const dir of dirs) await mkdir(abs(dir), { recursive: true, mode: 0o700 });
+
+  const totalBytes = files.reduce((sum, f) => sum + f.size, 0);
+  let bytesDone = 0;
+  let filesDone = 0;
+  const reader = store.reader();
+  try {
+    let next = 0;
+    let firstError: unknown;
+    const worker = async () => {
+      while (next < files.length && firstError === undefined) {
+        options.signal?.throwIfAborted();
+        const entry = files[next++]!;
+        await restoreFile(reader, entry, abs(entry), asRoot, (n) => {
+          bytesDone += n;
+        });
+        filesDone++;
+        options.onProgress?.({ totalBytes, bytesDone, files: filesDone });
+      }
+    };
+    await Promise.all(
+      Array.from({ length: Math.min(FILE_CONCURRENCY, Math.max(1, files.length)) }, () =>
+        worker().catch((error: unknown) => {
+          if (firstError === undefined) firstError = error;
+        }),
+      ),
+    );
+    if (firstError !== undefined) throw firstError;
+  } finally {
+    await reader.close();
+  }
+
+  for (const link of links) {
+    const path = abs(link);
+    await rm(path, { force: true });
+    await symlink(link.target ?? '', path);
+    if (asRoot) await lchown(path, link.uid, link.gid).catch(() => {});
+    await lutimes(path, link.mtimeMs / 1000, link.mtimeMs / 1000).catch(() => {});
+  }
+  // Deepest first, so setting a parent's mtime is not undone by work in its children.
+  for (const dir of [...dirs].reverse()) {
+    const path = abs(dir);
+    if (asRoot) await lchown(path, dir.uid, dir.gid).catch(() => {});
+    await chmod(path, dir.mode);
+    await utimes(path, dir.mtimeMs / 1000, dir.mtimeMs / 1000);
+  }
+  return {
+    snapshotId: manifest.id,
+    files: files.length,
+    dirs: dirs.length,
+    symlinks: links.length,
+    bytes: bytesDone,
+    durationMs: Math.round(performance.now() - started),
+  };
+}
+
+async function prepareTarget(targetDir: string): Promise<void> {
+  try {
+    const st = await lstat(targetDir);
+    if (!st.isDirectory()) {
+      throw new RepoError(RepoErrorCode.RestoreTargetInvalid, `the restore target ${targetDir} exists and is not a directory`, {
+        details: { path: targetDir },
+      });
+    }
+  } catch (error) {
+    if (isRepoError(error)) throw error;
+    if (errnoCode(error) !== 'ENOENT') {
+      throw new RepoError(RepoErrorCode.RestoreTargetInvalid, `cannot use the restore target ${targetDir}: ${errnoCode(error)}`, {
+        cause: error,
+        details: { path: targetDir },
+      });
+    }
+    await mkdir(targetDir, { recursive: true }).catch((cause: unknown) => {
+      throw new RepoError(RepoErrorCode.RestoreTargetInvalid, `cannot create the restore target ${targetDir}: ${errnoCode(cause)}`, {
+        cause,
+        details: { path: targetDir },
+      });
+    });
+  }
+}
+
+async function restoreFile(
+  reader: ChunkReader,
+  entry: TreeEntry,
+  path: string,
+  asRoot: boolean,
+  onBytes: (n: number) => void,
+): Promise<void> {
+  const tmp = join(dirname(path), `.stowage-restore-${randomBytes(6).toString('hex')}`);
+  const file = await open(tmp, 'wx', 0o600);
+  let done = false;
+  try {
+    const chunks = entry.chunks ?? [];
+    let position = 0;
+    // Read the next chunk while the current one is written.
+    let pending = chunks.length > 0 ? readChunk(reader, chunks[0]!, entry) : undefined;
+    for (let i = 0; i < chunks.length; i++) {
+      const data = await pending!;
+      pending = i + 1 < chunks.length ? readChunk(reader, chunks[i + 1]!, entry) : undefined;
+      pending?.catch(() => {});
+      await file.write(data, 0, data.length, position);
+      position += data.length;
+      onBytes(data.length);
+    }
+    if (position !== entry.size) {
+      throw new RepoError(
+        RepoErrorCode.SnapshotCorrupt,
+        `restored ${position} bytes for ${entry.path} but the snapshot records ${entry.size}`,
+        {
+          details: { path: entry.path },
+        },
+      );
+    }
+    await file.close();
+    done = true;
+    if (asRoot) await lchown(tmp, entry.uid, entry.gid).catch(() => {});
+    await chmod(tmp, entry.mode);
+    await utimes(tmp, entry.mtimeMs / 1000, entry.mtimeMs / 1000);
+    await rename(tmp, path);
+  } catch (error) {
+    if (!done) await file.close().catch(() => {});
+    await unlink(tmp).catch(() => {});
+    throw error;
+  }
+}
+
+async function readChunk(reader: ChunkReader, chunkId: string, entry: TreeEntry): Promise<Buffer> {
+  try {
+    return await reader.read(chunkId);
+  } catch (cause) {
+    if (cause instanceof ChunkReadError) {
+      throw new RepoError(
+        RepoErrorCode.ChunkCorrupt,
+        `cannot restore ${entry.path}: chunk ${chunkId} is ${cause.problem === 'missing' ? 'missing' : 'damaged'} (${cause.message}); the file was not written`,
+        { cause, details: { chunkId, path: entry.path, problem: cause.problem } },
+      );
+    }
+    throw cause;
+  }
+}
