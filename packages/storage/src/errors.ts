@@ -1,0 +1,23 @@
+/** Error codes of @stowage/storage (one catalogue). */
+export const StorageErrorCode = {
+  /** A key or prefix is not a safe relative path (absolute, `..`, empty segment, …). */
+  badKey: 'STORAGE_BAD_KEY',
+  /** A backup name or item field cannot be used as one path segment. */
+  badName: 'STORAGE_BAD_NAME',
+  /** A staged item is not the JSON object writeItem stored. */
+  corruptItem: 'STORAGE_CORRUPT_ITEM',
+  /** The backend failed (disk full, permissions, …); `cause` holds the original error. */
+  io: 'STORAGE_IO',
+} as const;
+export type StorageErrorCode = (typeof StorageErrorCode)[keyof typeof StorageErrorCode];
+
+export class StorageError extends Error {
+  override readonly name = 'StorageError';
+  constructor(
+    readonly code: StorageErrorCode,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`${code}: ${message}`, options);
+  }
+}

@@ -1,0 +1,163 @@
+import { randomUUID } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import { mkdir, open, readdir, readFile, rename, rm, rmdir, stat, unlink } from 'node:fs/promises';
+import { dirname, join, resolve, sep } from 'node:path';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { BackupStorage } from './backup-storage.js';
+import { StorageError, StorageErrorCode } from './errors.js';
+import { assertValidKey, assertValidPrefix, TEMP_FILE_MARKER } from './keys.js';
+
+function isNotFound(err: unknown): boolean {
+  const code = (err as NodeJS.ErrnoException | undefined)?.code;
+  return code === 'ENOENT' || code === 'ENOTDIR';
+}
+
+function ioError(action: string, key: string, cause: unknown): StorageError {
+  return new StorageError(StorageErrorCode.io, `${action} ${JSON.stringify(key)} failed: ${(cause as Error)?.message ?? cause}`, { cause });
+}
+
+/**
+ * Backup storage in a directory: key `a/b/c` is file `<root>/a/b/c`. A write goes to a temp
+ * file in the target's directory, is fsynced, then renamed over the target (atomic on POSIX),
+ * and the directory is fsynced so the rename survives a crash.
+ */
+export class FileSystemStorage implements BackupStorage {
+  readonly rootDir: string;
+
+  constructor(rootDir: string) {
+    this.rootDir = resolve(rootDir);
+  }
+
+  private pathOf(key: string): string {
+    return join(this.rootDir, ...key.split('/'));
+  }
+
+  async putObject(key: string, data: Buffer | string): Promise<void> {
+    assertValidKey(key);
+    await this.writeAtomically(key, async (tempPath) => {
+      const handle = await open(tempPath, 'wx', 0o644);
+      try {
+        await handle.writeFile(data);
+        await handle.sync();
+      } finally {
+        await handle.close();
+      }
+    });
+  }
+
+  async putStream(key: string, body: AsyncIterable<Uint8Array>): Promise<void> {
+    assertValidKey(key);
+    await this.writeAtomically(key, async (tempPath) => {
+      await pipeline(Readable.from(body), createWriteStream(tempPath, { flags: 'wx', mode: 0o644 }));
+      const handle = await open(tempPath, 'r');
+      try {
+        await handle.sync();
+      } finally {
+        await handle.close();
+      }
+    });
+  }
+
+  private async writeAtomically(key: string, write: (tempPath: string) => Promise<void>): Promise<void> {
+    const target = this.pathOf(key);
+    const dir = dirname(target);
+    const tempPath = join(dir, `${TEMP_FILE_MARKER}${randomUUID()}`);
+    try {
+      await mkdir(dir, { recursive: true });
+      await write(tempPath);
+      await rename(tempPath, target);
+      await syncDirectory(dir);
+    } catch (err) {
+      await rm(tempPath, { force: true }).catch(() => {});
+      if (err instanceof StorageError) throw err;
+      throw ioError('writing', key, err);
+    }
+  }
+
+  async getObject(key: string): Promise<Buffer | undefined> {
+    assertValidKey(key);
+    try {
+      return await readFile(this.pathOf(key));
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      // A "key" that is a directory here is a prefix of other keys, not an object.
+      if ((err as NodeJS.ErrnoException).code === 'EISDIR') return undefined;
+      throw ioError('reading', key, err);
+    }
+  }
+
+  async exists(key: string): Promise<boolean> {
+    assertValidKey(key);
+    try {
+      return (await stat(this.pathOf(key))).isFile();
+    } catch (err) {
+      if (isNotFound(err)) return false;
+      throw ioError('checking', key, err);
+    }
+  }
+
+  async list(prefix: string): Promise<string[]> {
+    assertValidPrefix(prefix);
+    // Walk only the deepest directory the prefix fully names.
+    const cut = prefix.lastIndexOf('/');
+    const baseKey = cut >= 0 ? prefix.slice(0, cut) : '';
+    const keys: string[] = [];
+    await this.walk(baseKey, keys);
+    return keys.filter((key) => key.startsWith(prefix)).sort();
+  }
+
+  private async walk(dirKey: string, out: string[]): Promise<void> {
+    const dirPath = dirKey === '' ? this.rootDir : this.pathOf(dirKey);
+    let entries: import('node:fs').Dirent[];
+    try {
+      entries = await readdir(dirPath, { withFileTypes: true });
+    } catch (err) {
+      if (isNotFound(err)) return;
+      throw ioError('listing', dirKey, err);
+    }
+    for (const entry of entries) {
+      if (entry.name.startsWith(TEMP_FILE_MARKER)) continue;
+      const key = dirKey === '' ? entry.name : `${dirKey}/${entry.name}`;
+      if (entry.isDirectory()) await this.walk(key, out);
+      else if (entry.isFile()) out.push(key);
+    }
+  }
+
+  async deletePrefix(prefix: string): Promise<number> {
+    const keys = await this.list(prefix);
+    for (const key of keys) {
+      try {
+        await unlink(this.pathOf(key));
+      } catch (err) {
+        if (!isNotFound(err)) throw ioError('deleting', key, err);
+      }
+    }
+    await this.pruneEmptyDirectories(new Set(keys.map((key) => dirname(this.pathOf(key)))));
+    return keys.length;
+  }
+
+  /** Removes directories left empty by a delete, walking up to (not including) the root. */
+  private async pruneEmptyDirectories(dirs: Set<string>): Promise<void> {
+    const ordered = [...dirs].sort((a, b) => b.length - a.length);
+    for (let dir of ordered) {
+      while (dir.startsWith(this.rootDir + sep)) {
+        try {
+          await rmdir(dir);
+        } catch {
+          break; // not empty (or gone): stop climbing
+        }
+        dir = dirname(dir);
+      }
+    }
+  }
+}
+
+async function syncDirectory(dir: string): Promise<void> {
+  const handle = await open(dir, 'r');
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}

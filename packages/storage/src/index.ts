@@ -1,0 +1,28 @@
+export type { BackupStorage } from './backup-storage.js';
+export { StorageError, StorageErrorCode } from './errors.js';
+export { FileSystemStorage } from './file-system-storage.js';
+export { type AssembleOptions, type AssembleResult, assembleTarball, BACKUP_FORMAT_VERSION, type BackupItem, writeItem } from './items.js';
+export { assertPathSegment, assertValidKey, assertValidPrefix, MAX_KEY_BYTES } from './keys.js';
+export {
+  BACKUPS_ROOT,
+  type BackupLayout,
+  backupLayout,
+  groupResourceOf,
+  type ItemRef,
+  itemRelativePath,
+  itemStagingKey,
+  itemTarballPath,
+  REPOSITORY_ROOT,
+} from './layout.js';
+export {
+  type BackupResults,
+  type ResultSet,
+  readGzipJson,
+  writeBackupMetadata,
+  writeGzipJson,
+  writeLogsSidecar,
+  writePodVolumeBackupsSidecar,
+  writeResourceListSidecar,
+  writeResultsSidecar,
+} from './sidecars.js';
+export { paxRecord, TAR_END_OF_ARCHIVE, type TarEntry, type TarOptions, tarEntryBlocks, writeTar } from './tar-writer.js';

@@ -1,0 +1,123 @@
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { createGzip } from 'node:zlib';
+import type { BackupStorage } from './backup-storage.js';
+import { StorageError, StorageErrorCode } from './errors.js';
+import { backupLayout, type ItemRef, itemStagingKey } from './layout.js';
+import { type TarEntry, writeTar } from './tar-writer.js';
+
+/** An item as an item-block job backs it up: where it goes, and the object itself. */
+export interface BackupItem extends ItemRef {
+  /** The Kubernetes object (after any item actions), written as JSON. */
+  object: Record<string, unknown>;
+}
+
+/**
+ * Stages one item under `backups/<name>/items/…`. Idempotent: a re-delivered job writes the same
+ * key again (atomically), so the tarball holds each item once. Returns the key.
+ */
+export async function writeItem(storage: BackupStorage, backupName: string, item: BackupItem): Promise<string> {
+  const key = itemStagingKey(backupName, item);
+  await storage.putObject(key, JSON.stringify(item.object));
+  return key;
+}
+
+/** Velero's `metadata/version` content: the backup format version (velero-semantics §8.2). */
+export const BACKUP_FORMAT_VERSION = '1.1.0';
+
+export interface AssembleOptions {
+  /** mtime of every tar entry; the same value makes a re-assembly byte-identical. Default now. */
+  mtime?: Date;
+  /**
+   * Also write Velero's `resources/<gr>/<version>-preferredversion/…` copy of every item (same
+   * bytes), as Velero does; the version comes from the item's apiVersion. Default true.
+   */
+  preferredVersionCopies?: boolean;
+}
+
+export interface AssembleResult {
+  /** Key of the tarball written. */
+  key: string;
+  /** Staged items in the tarball. */
+  items: number;
+  /** Velero's resource list: `"<apiVersion>/<Kind>"` → sorted `ns/name` (or `name`), for the -resource-list sidecar. */
+  resourceList: Record<string, string[]>;
+}
+
+interface ParsedItem {
+  apiVersion: string;
+  kind: string;
+  namespace: string | undefined;
+  name: string;
+}
+
+function parseStagedItem(key: string, bytes: Buffer): ParsedItem {
+  let value: unknown;
+  try {
+    value = JSON.parse(bytes.toString('utf8'));
+  } catch (cause) {
+    throw new StorageError(StorageErrorCode.corruptItem, `staged item ${key} is not JSON`, { cause });
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new StorageError(StorageErrorCode.corruptItem, `staged item ${key} is not a JSON object`);
+  }
+  const object = value as { apiVersion?: unknown; kind?: unknown; metadata?: { name?: unknown; namespace?: unknown } };
+  const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
+  return {
+    apiVersion: str(object.apiVersion) ?? '',
+    kind: str(object.kind) ?? '',
+    namespace: str(object.metadata?.namespace),
+    name:
+      str(object.metadata?.name) ??
+      key
+        .split('/')
+        .at(-1)
+        ?.replace(/\.json$/, '') ??
+      '',
+  };
+}
+
+/**
+ * Assembles `backups/<name>/<name>.tar.gz` from the staged items: `metadata/version` first,
+ * then every item at its Velero path (`resources/<gr>/namespaces/<ns>/<name>.json`,
+ * `resources/<gr>/cluster/<name>.json`), in sorted key order, entries mode 0755. Streams item by
+ * item (memory stays flat) and writes atomically, so assembling twice is safe.
+ */
+export async function assembleTarball(storage: BackupStorage, backupName: string, opts: AssembleOptions = {}): Promise<AssembleResult> {
+  const layout = backupLayout(backupName);
+  const mtime = opts.mtime ?? new Date();
+  const preferredCopies = opts.preferredVersionCopies ?? true;
+  const keys = await storage.list(layout.itemsPrefix);
+  const resourceList = new Map<string, string[]>();
+
+  async function* entries(): AsyncGenerator<TarEntry> {
+    yield { path: 'metadata/version', data: Buffer.from(`${BACKUP_FORMAT_VERSION}\n`) };
+    for (const key of keys) {
+      const data = await storage.getObject(key);
+      if (!data) throw new StorageError(StorageErrorCode.corruptItem, `staged item ${key} disappeared during assembly`);
+      const item = parseStagedItem(key, data);
+      const relative = key.slice(layout.itemsPrefix.length); // <gr>/namespaces/<ns>/<name>.json | <gr>/cluster/<name>.json
+      yield { path: `resources/${relative}`, data };
+      const version = item.apiVersion.split('/').at(-1);
+      if (preferredCopies && version) {
+        const slash = relative.indexOf('/');
+        yield { path: `resources/${relative.slice(0, slash)}/${version}-preferredversion${relative.slice(slash)}`, data };
+      }
+      const listKey = `${item.apiVersion}/${item.kind}`;
+      const entry = item.namespace ? `${item.namespace}/${item.name}` : item.name;
+      const names = resourceList.get(listKey);
+      if (names) names.push(entry);
+      else resourceList.set(listKey, [entry]);
+    }
+  }
+
+  const gzip = createGzip();
+  const produced = pipeline(Readable.from(writeTar(entries(), { mtime, mode: 0o755 })), gzip);
+  // If the tar side fails, `pipeline` destroys gzip and putStream rejects too; keep the first error.
+  produced.catch(() => {});
+  await Promise.all([storage.putStream(layout.tarball, gzip), produced]);
+
+  const sorted: Record<string, string[]> = {};
+  for (const listKey of [...resourceList.keys()].sort()) sorted[listKey] = (resourceList.get(listKey) ?? []).sort();
+  return { key: layout.tarball, items: keys.length, resourceList: sorted };
+}

@@ -1,0 +1,77 @@
+import { assertPathSegment } from './keys.js';
+
+/** Root of the content-addressed volume repository (packages/repository). */
+export const REPOSITORY_ROOT = 'repository/';
+
+/** Root of every backup's objects. */
+export const BACKUPS_ROOT = 'backups/';
+
+/** Velero-compatible keys of one backup (velero-semantics §8.3), plus Stowage's item staging area. */
+export interface BackupLayout {
+  /** `backups/<name>/` */
+  dir: string;
+  /** `backups/<name>/velero-backup.json` — the Backup object as JSON. */
+  metadata: string;
+  /** `backups/<name>/<name>.tar.gz` — the resources tarball. */
+  tarball: string;
+  /** `backups/<name>/<name>-logs.gz` */
+  logs: string;
+  /** `backups/<name>/<name>-podvolumebackups.json.gz` */
+  podVolumeBackups: string;
+  /** `backups/<name>/<name>-resource-list.json.gz` */
+  resourceList: string;
+  /** `backups/<name>/<name>-results.gz` */
+  results: string;
+  /** `backups/<name>/items/` — items staged by item-block jobs, assembled into the tarball by finalize. */
+  itemsPrefix: string;
+}
+
+export function backupLayout(backupName: string): BackupLayout {
+  assertPathSegment('backup name', backupName);
+  const dir = `${BACKUPS_ROOT}${backupName}/`;
+  return {
+    dir,
+    metadata: `${dir}velero-backup.json`,
+    tarball: `${dir}${backupName}.tar.gz`,
+    logs: `${dir}${backupName}-logs.gz`,
+    podVolumeBackups: `${dir}${backupName}-podvolumebackups.json.gz`,
+    resourceList: `${dir}${backupName}-resource-list.json.gz`,
+    results: `${dir}${backupName}-results.gz`,
+    itemsPrefix: `${dir}items/`,
+  };
+}
+
+/** Identifies an item the way Velero's tarball paths do. */
+export interface ItemRef {
+  /** `<resource>.<group>`, or just `<resource>` for the core group: `pods`, `deployments.apps`. */
+  groupResource: string;
+  /** Absent (or '') for cluster-scoped items. */
+  namespace?: string | undefined;
+  name: string;
+}
+
+/** `<group-resource>` from a resource and its API group ('' = core): `pods`, `deployments.apps`. */
+export function groupResourceOf(resource: string, group: string): string {
+  return group === '' ? resource : `${resource}.${group}`;
+}
+
+/** The item's path below `resources/` (tarball) or `items/` (staging): `<gr>/namespaces/<ns>/<name>.json` or `<gr>/cluster/<name>.json`. */
+export function itemRelativePath(item: ItemRef): string {
+  assertPathSegment('group-resource', item.groupResource);
+  assertPathSegment('item name', item.name);
+  if (item.namespace) {
+    assertPathSegment('namespace', item.namespace);
+    return `${item.groupResource}/namespaces/${item.namespace}/${item.name}.json`;
+  }
+  return `${item.groupResource}/cluster/${item.name}.json`;
+}
+
+/** Staging key of an item: `backups/<name>/items/<gr>/namespaces/<ns>/<name>.json` (or `…/cluster/<name>.json`). */
+export function itemStagingKey(backupName: string, item: ItemRef): string {
+  return `${backupLayout(backupName).itemsPrefix}${itemRelativePath(item)}`;
+}
+
+/** Tarball path of an item (Velero's naming): `resources/<gr>/namespaces/<ns>/<name>.json` (or `…/cluster/<name>.json`). */
+export function itemTarballPath(item: ItemRef): string {
+  return `resources/${itemRelativePath(item)}`;
+}

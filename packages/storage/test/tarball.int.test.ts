@@ -1,0 +1,127 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  assembleTarball,
+  type BackupItem,
+  backupLayout,
+  FileSystemStorage,
+  itemTarballPath,
+  readGzipJson,
+  writeItem,
+  writePodVolumeBackupsSidecar,
+  writeResourceListSidecar,
+  writeResultsSidecar,
+} from '../src/index.js';
+
+let root: string;
+let storage: FileSystemStorage;
+beforeEach(async () => {
+  root = await mkdtemp(join(tmpdir(), 'stowage-tarball-'));
+  storage = new FileSystemStorage(join(root, 'storage'));
+});
+afterEach(async () => {
+  await rm(root, { recursive: true, force: true });
+});
+
+const longName = `a-very-long-configmap-name-${'x'.repeat(200)}`;
+const items: BackupItem[] = [
+  {
+    groupResource: 'pods',
+    namespace: 'shop',
+    name: 'db-0',
+    object: { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'db-0', namespace: 'shop' } },
+  },
+  {
+    groupResource: 'deployments.apps',
+    namespace: 'shop',
+    name: 'web',
+    object: { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'web', namespace: 'shop' } },
+  },
+  { groupResource: 'persistentvolumes', name: 'pv-1', object: { apiVersion: 'v1', kind: 'PersistentVolume', metadata: { name: 'pv-1' } } },
+  {
+    groupResource: 'clusterroles.rbac.authorization.k8s.io',
+    name: 'system:aggregate-to-admin',
+    object: { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name: 'system:aggregate-to-admin' } },
+  },
+  {
+    groupResource: 'configmaps',
+    namespace: 'shop',
+    name: longName,
+    object: { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: longName, namespace: 'shop' }, data: { ünïcode: 'ok' } },
+  },
+];
+
+function tar(...args: string[]): string {
+  return execFileSync('tar', args, { encoding: 'utf8' });
+}
+
+describe('assembleTarball', () => {
+  it('writes a gzip tar that system tar lists and extracts with every item at its Velero path', async () => {
+    for (const item of items) await writeItem(storage, 'nightly', item);
+    const result = await assembleTarball(storage, 'nightly', { mtime: new Date('2026-01-02T03:04:05Z') });
+    expect(result.items).toBe(items.length);
+    const tarball = join(storage.rootDir, backupLayout('nightly').tarball);
+
+    const listed = tar('-tzf', tarball).trim().split('\n');
+    expect(listed[0]).toBe('metadata/version');
+    for (const item of items) expect(listed).toContain(itemTarballPath(item));
+    expect(listed).toContain('resources/deployments.apps/v1-preferredversion/namespaces/shop/web.json');
+    expect(listed).toContain('resources/clusterroles.rbac.authorization.k8s.io/v1-preferredversion/cluster/system:aggregate-to-admin.json');
+    expect(listed).toHaveLength(1 + 2 * items.length);
+    expect([...listed.slice(1)].sort()).toEqual(listed.slice(1)); // deterministic, sorted order
+
+    const out = join(root, 'out');
+    execFileSync('mkdir', [out]);
+    tar('-xzf', tarball, '-C', out);
+    expect(await readFile(join(out, 'metadata/version'), 'utf8')).toBe('1.1.0\n');
+    for (const item of items) {
+      expect(JSON.parse(await readFile(join(out, itemTarballPath(item)), 'utf8'))).toEqual(item.object);
+    }
+    const verbose = tar('-tvzf', tarball).trim().split('\n');
+    expect(verbose.every((line) => line.startsWith('-rwxr-xr-x'))).toBe(true);
+
+    expect(result.resourceList).toEqual({
+      'apps/v1/Deployment': ['shop/web'],
+      'rbac.authorization.k8s.io/v1/ClusterRole': ['system:aggregate-to-admin'],
+      'v1/ConfigMap': [`shop/${longName}`],
+      'v1/PersistentVolume': ['pv-1'],
+      'v1/Pod': ['shop/db-0'],
+    });
+  });
+
+  it('is safe to repeat: re-staged items appear once and a second assembly gives the same bytes', async () => {
+    for (const item of items) await writeItem(storage, 'b', item);
+    for (const item of items) await writeItem(storage, 'b', item); // a re-delivered block job
+    const mtime = new Date('2026-01-02T03:04:05Z');
+    await assembleTarball(storage, 'b', { mtime });
+    const first = await storage.getObject(backupLayout('b').tarball);
+    await assembleTarball(storage, 'b', { mtime });
+    const second = await storage.getObject(backupLayout('b').tarball);
+    expect(second?.equals(first ?? Buffer.alloc(0))).toBe(true);
+    const path = join(root, 'b.tar.gz');
+    await writeFile(path, second ?? Buffer.alloc(0));
+    expect(tar('-tzf', path).trim().split('\n')).toHaveLength(1 + 2 * items.length);
+  });
+
+  it('assembles an empty backup to a tarball holding only metadata/version', async () => {
+    await assembleTarball(storage, 'empty', { mtime: new Date(0), preferredVersionCopies: false });
+    expect(tar('-tzf', join(storage.rootDir, backupLayout('empty').tarball)).trim()).toBe('metadata/version');
+  });
+
+  it('writes sidecars that read back as the JSON they were given', async () => {
+    await writePodVolumeBackupsSidecar(storage, 'b', [{ metadata: { name: 'pvb-1' }, status: { phase: 'Completed' } }]);
+    await writeResourceListSidecar(storage, 'b', { 'v1/Pod': ['shop/db-0'] });
+    await writeResultsSidecar(storage, 'b', { errors: { namespaces: { shop: ['hook failed'] } }, warnings: {} });
+    const layout = backupLayout('b');
+    expect(await readGzipJson(storage, layout.podVolumeBackups)).toEqual([{ metadata: { name: 'pvb-1' }, status: { phase: 'Completed' } }]);
+    expect(await readGzipJson(storage, layout.resourceList)).toEqual({ 'v1/Pod': ['shop/db-0'] });
+    expect(await readGzipJson(storage, layout.results)).toEqual({ errors: { namespaces: { shop: ['hook failed'] } }, warnings: {} });
+    // Also readable with system gunzip, as a Velero user would.
+    expect(execFileSync('gzip', ['-dc', join(storage.rootDir, layout.resourceList)], { encoding: 'utf8' })).toBe(
+      '{"v1/Pod":["shop/db-0"]}',
+    );
+  });
+});
