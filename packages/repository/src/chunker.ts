@@ -42,7 +42,8 @@ export class Chunker {
     const problem = validateChunkerParams(params);
     if (problem) throw new RangeError(problem);
     this.params = params;
-    this.gear = new Int32Array(Buffer.from(hkdfSync('sha256', seed, Buffer.alloc(0), 'stowage/gear-table', 256 * 4)));
+    // hkdfSync returns an ArrayBuffer: view its bytes as 256 32-bit gear values.
+    this.gear = new Int32Array(hkdfSync('sha256', seed, Buffer.alloc(0), 'stowage/gear-table', 256 * 4));
     const bits = Math.log2(params.avgBytes);
     // The gear hash shifts left one bit per byte, so its high bits depend on the last 32 bytes:
     // masks use the top bits. Normalisation level 2: two bits harder before avg, two easier after.

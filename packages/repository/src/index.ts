@@ -1,5 +1,14 @@
 export type { BackupOptions, BackupProgress, BackupResult, BackupStats } from './backup.js';
 export { Chunker, type ChunkerParams, DEFAULT_CHUNKER_PARAMS } from './chunker.js';
+export {
+  type CliIo,
+  ExitCode,
+  formatVerifyReport,
+  repoRestoreCommand,
+  repoSnapshotsCommand,
+  repoVerifyCommand,
+  runRepoCli,
+} from './cli.js';
 export { isRepoError, RepoError, RepoErrorCode } from './errors.js';
 export { type InitOptions, type OpenOptions, type RepoConfig, Repository } from './repository.js';
 export type { RestoreOptions, RestoreResult } from './restore.js';

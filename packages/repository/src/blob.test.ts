@@ -1,0 +1,39 @@
+import { randomBytes } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { BlobAuthError, maybeCompress, seal, sealCompressed, unseal } from './blob.js';
+
+const key = randomBytes(32);
+
+describe('sealed blobs', () => {
+  it('round-trips and compresses text', async () => {
+    const text = Buffer.from('the same line again\n'.repeat(10_000));
+    const { blob, compressed } = await sealCompressed(key, 'chunk:a', text);
+    expect(compressed).toBe(true);
+    expect(blob.length).toBeLessThan(text.length / 5);
+    expect(unseal(key, 'chunk:a', blob).equals(text)).toBe(true);
+  });
+
+  it('stores random data raw (no full deflate pass for incompressible data)', async () => {
+    const random = randomBytes(1024 * 1024);
+    const { encoding } = await maybeCompress(random);
+    expect(encoding).toBe(0);
+    const small = randomBytes(4096);
+    expect((await maybeCompress(small)).encoding).toBe(0);
+  });
+
+  it('detects a flipped bit, a wrong name (swapped chunk) and a wrong key', () => {
+    const data = randomBytes(1000);
+    const blob = seal(key, 'chunk:a', 0, data);
+    const flipped = Buffer.from(blob);
+    flipped[100] = flipped[100]! ^ 1;
+    expect(() => unseal(key, 'chunk:a', flipped)).toThrow(BlobAuthError);
+    expect(() => unseal(key, 'chunk:b', blob)).toThrow(BlobAuthError);
+    expect(() => unseal(randomBytes(32), 'chunk:a', blob)).toThrow(BlobAuthError);
+    expect(() => unseal(key, 'chunk:a', blob.subarray(0, 10))).toThrow(BlobAuthError);
+  });
+
+  it('uses a fresh nonce per seal', () => {
+    const data = Buffer.from('same');
+    expect(seal(key, 'x', 0, data).equals(seal(key, 'x', 0, data))).toBe(false);
+  });
+});

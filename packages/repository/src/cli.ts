@@ -1,0 +1,144 @@
+import { realpathSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+import { isRepoError } from './errors.js';
+import { Repository } from './repository.js';
+import type { VerifyReport } from './verify.js';
+
+/**
+ * `repo restore|verify|snapshots`: the functions the `stowage repo …` CLI wraps, and a runnable
+ * entry (`tsx --conditions=@stowage/source packages/repository/src/cli.ts verify --repo DIR`).
+ * The key always comes from STOWAGE_REPO_KEY, never from an argument (it would show in `ps`).
+ */
+export const ExitCode = { Ok: 0, Failed: 1, Usage: 2 } as const;
+
+export interface CliIo {
+  readonly out: (line: string) => void;
+  readonly err: (line: string) => void;
+}
+
+const USAGE = [
+  'usage: repo <command> [options]   (key from STOWAGE_REPO_KEY)',
+  '  restore   --repo DIR --snapshot ID --target DIR   rebuild a snapshot into DIR',
+  '  verify    --repo DIR [--json]                     check every chunk and snapshot reference',
+  '  snapshots --repo DIR [--json]                     list snapshots',
+].join('\n');
+
+export async function repoRestoreCommand(
+  args: { repo: string; snapshot: string; target: string; key: string | undefined },
+  io: CliIo,
+): Promise<number> {
+  const repo = await Repository.open({ dir: args.repo, key: args.key ?? '' });
+  const result = await repo.restore(args.snapshot, args.target);
+  io.out(
+    `restored snapshot ${result.snapshotId} into ${args.target}: ${result.files} files, ${result.dirs} dirs, ${result.symlinks} symlinks, ${result.bytes} bytes in ${result.durationMs} ms`,
+  );
+  return ExitCode.Ok;
+}
+
+export async function repoVerifyCommand(args: { repo: string; key: string | undefined; json?: boolean }, io: CliIo): Promise<number> {
+  const repo = await Repository.open({ dir: args.repo, key: args.key ?? '' });
+  const report = await repo.verify();
+  if (args.json) io.out(JSON.stringify(report, null, 2));
+  else for (const line of formatVerifyReport(report)) (report.ok ? io.out : io.err)(line);
+  return report.ok ? ExitCode.Ok : ExitCode.Failed;
+}
+
+export async function repoSnapshotsCommand(args: { repo: string; key: string | undefined; json?: boolean }, io: CliIo): Promise<number> {
+  const repo = await Repository.open({ dir: args.repo, key: args.key ?? '' });
+  const snapshots = await repo.listSnapshots();
+  if (args.json) io.out(JSON.stringify(snapshots, null, 2));
+  else {
+    for (const s of snapshots) {
+      const tags = Object.entries(s.tags)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(',');
+      io.out(`${s.id}  ${s.time}  ${s.totals.files} files  ${s.totals.bytes} bytes  ${tags}`);
+    }
+  }
+  return ExitCode.Ok;
+}
+
+export function formatVerifyReport(report: VerifyReport): string[] {
+  const lines = [
+    `checked ${report.chunksChecked} chunks and ${report.snapshotsChecked} snapshots: ${report.ok ? 'no damage' : 'DAMAGE FOUND'}`,
+  ];
+  for (const chunk of report.damaged) {
+    lines.push(`chunk ${chunk.chunkId} ${chunk.problem}: ${chunk.detail}`);
+    for (const file of chunk.files) lines.push(`  affects snapshot ${file.snapshotId} file ${JSON.stringify(file.path)}`);
+  }
+  for (const s of report.damagedSnapshots) lines.push(`snapshot ${s.snapshotId} unreadable: ${s.detail}`);
+  for (const i of report.damagedIndexes) lines.push(`pack index ${i.packId} unreadable: ${i.detail}`);
+  if (report.damagedCopies > 0) lines.push(`${report.damagedCopies} damaged duplicate copies (a good copy of each exists)`);
+  return lines;
+}
+
+/** Parses argv (without `node script`), runs the command, maps errors to messages and exit codes. */
+export async function runRepoCli(argv: readonly string[], env: Readonly<Record<string, string | undefined>>, io: CliIo): Promise<number> {
+  const [command, ...rest] = argv;
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({
+      args: [...rest],
+      options: { repo: { type: 'string' }, snapshot: { type: 'string' }, target: { type: 'string' }, json: { type: 'boolean' } },
+      strict: true,
+    }));
+  } catch (error) {
+    io.err(`${error instanceof Error ? error.message : String(error)}\n${USAGE}`);
+    return ExitCode.Usage;
+  }
+  const need = (...names: string[]) => {
+    const missing = names.filter((n) => typeof values[n] !== 'string' || values[n] === '');
+    if (missing.length > 0) io.err(`${command}: missing ${missing.map((n) => `--${n}`).join(', ')}\n${USAGE}`);
+    return missing.length === 0;
+  };
+  const key = env.STOWAGE_REPO_KEY;
+  try {
+    switch (command) {
+      case 'restore':
+        if (!need('repo', 'snapshot', 'target')) return ExitCode.Usage;
+        return await repoRestoreCommand(
+          { repo: String(values.repo), snapshot: String(values.snapshot), target: String(values.target), key },
+          io,
+        );
+      case 'verify':
+        if (!need('repo')) return ExitCode.Usage;
+        return await repoVerifyCommand({ repo: String(values.repo), key, json: values.json === true }, io);
+      case 'snapshots':
+        if (!need('repo')) return ExitCode.Usage;
+        return await repoSnapshotsCommand({ repo: String(values.repo), key, json: values.json === true }, io);
+      default:
+        io.err(command ? `unknown command ${JSON.stringify(command)}\n${USAGE}` : USAGE);
+        return ExitCode.Usage;
+    }
+  } catch (error) {
+    if (isRepoError(error)) {
+      io.err(`${error.code}: ${error.message}`);
+      return ExitCode.Failed;
+    }
+    throw error;
+  }
+}
+
+function isMain(): boolean {
+  const entry = process.argv[1];
+  if (!entry) return false;
+  try {
+    return import.meta.url === pathToFileURL(realpathSync(entry)).href;
+  } catch {
+    return false;
+  }
+}
+
+if (isMain()) {
+  const io: CliIo = { out: (line) => process.stdout.write(`${line}\n`), err: (line) => process.stderr.write(`${line}\n`) };
+  runRepoCli(process.argv.slice(2), process.env, io).then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (error: unknown) => {
+      process.stderr.write(`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+      process.exitCode = ExitCode.Failed;
+    },
+  );
+}
