@@ -1,0 +1,674 @@
+/** The HTTP surface of the Kubernetes API: discovery, resource CRUD, watch streams, and exec upgrades. */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { type WebSocket, WebSocketServer } from 'ws';
+import { parse as parseYaml } from 'yaml';
+import { ApiError, apiError, failureStatus, type KubeStatus, notFound } from './api-status.js';
+import type { ClusterState, PatchType, WatchEvent } from './cluster-state.js';
+import { behaviourFromAnnotation, type ExecLog, type PodExecBehaviour, resolveExecOutcome } from './exec-sim.js';
+import type { FaultInjector, FaultStatus, RequestStats } from './faults.js';
+import { isPlainObject, type KubeObject } from './kube-object.js';
+import { apiVersionOf, compareKubeVersions, type ResourceType, standardVerbs, storageKey } from './resource-registry.js';
+import { type ObjectFilter, parseFieldSelector, parseLabelSelector } from './selectors.js';
+
+export const serverVersion = {
+  major: '1',
+  minor: '32',
+  gitVersion: 'v1.32.0-stowage-sim',
+  gitCommit: '0000000000000000000000000000000000000000',
+  gitTreeState: 'clean',
+  buildDate: '2026-01-01T00:00:00Z',
+  goVersion: 'go1.23.0',
+  compiler: 'gc',
+  platform: 'linux/amd64',
+};
+
+const maxBodyBytes = 8 * 1024 * 1024;
+
+export interface ApiContext {
+  state: ClusterState;
+  faults: FaultInjector;
+  stats: RequestStats;
+  execLog: ExecLog;
+  /** Control-API overrides of exec behaviour, keyed `namespace/pod`. */
+  execOverrides: Map<string, PodExecBehaviour>;
+  bookmarkIntervalMs: number;
+  /** Logged warnings (e.g. bad exec annotations); never thrown at clients. */
+  warn: (message: string) => void;
+}
+
+interface ActiveWatch {
+  resource: string;
+  end: (mode: 'reset' | 'end') => void;
+}
+
+interface ResourceRequest {
+  type: ResourceType;
+  namespace: string | undefined;
+  name: string | undefined;
+  subresource: string | undefined;
+  watchPath: boolean;
+}
+
+function sendJson(res: ServerResponse, code: number, body: unknown, headers: Record<string, string> = {}): void {
+  if (res.headersSent) {
+    res.end();
+    return;
+  }
+  const text = JSON.stringify(body);
+  res.writeHead(code, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(text), ...headers });
+  res.end(text);
+}
+
+function sendStatus(res: ServerResponse, status: KubeStatus, headers: Record<string, string> = {}): void {
+  sendJson(res, status.code, status, headers);
+}
+
+async function readBody(req: IncomingMessage): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    const buffer = chunk as Buffer;
+    size += buffer.length;
+    if (size > maxBodyBytes)
+      throw new ApiError({
+        ...failureStatus('BadRequest', 'Request entity too large: limit is 8388608'),
+        reason: 'RequestEntityTooLarge',
+        code: 413,
+      });
+    chunks.push(buffer);
+  }
+  return Buffer.concat(chunks);
+}
+
+function parseBody(raw: Buffer, contentType: string): unknown {
+  const text = raw.toString('utf8');
+  if (text.trim() === '') throw apiError('BadRequest', 'the request body is empty');
+  if (/yaml/i.test(contentType)) {
+    try {
+      return parseYaml(text);
+    } catch (error) {
+      throw apiError('BadRequest', `error decoding YAML: ${(error as Error).message}`);
+    }
+  }
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw apiError('BadRequest', `the request body is not valid JSON: ${(error as Error).message}`);
+  }
+}
+
+function patchTypeOf(contentType: string): PatchType {
+  const mediaType = contentType.split(';')[0]!.trim().toLowerCase();
+  switch (mediaType) {
+    case 'application/merge-patch+json':
+      return 'merge';
+    case 'application/json-patch+json':
+      return 'json';
+    case 'application/strategic-merge-patch+json':
+      return 'strategic';
+    case 'application/apply-patch+yaml':
+    case 'application/apply-patch+json':
+      return 'apply';
+    default:
+      throw apiError(
+        'UnsupportedMediaType',
+        `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json`,
+      );
+  }
+}
+
+/** `pods`, `podvolumebackups.stowage.dev`, with `/status` etc. appended for subresources. */
+export function resourceLabel(type: ResourceType, subresource?: string): string {
+  const base = storageKey(type);
+  return subresource ? `${base}/${subresource}` : base;
+}
+
+export class KubeApi {
+  private readonly watches = new Set<ActiveWatch>();
+  private readonly execServer = new WebSocketServer({
+    noServer: true,
+    handleProtocols: (protocols) => {
+      for (const preferred of ['v5.channel.k8s.io', 'v4.channel.k8s.io']) if (protocols.has(preferred)) return preferred;
+      return false;
+    },
+  });
+  private readonly openExecSockets = new Set<WebSocket>();
+
+  constructor(private readonly ctx: ApiContext) {}
+
+  /** Ends every open watch stream that faults apply to (dropped-watch injection). */
+  dropWatches(mode: 'reset' | 'end'): number {
+    let dropped = 0;
+    for (const watch of [...this.watches]) {
+      if (!this.ctx.faults.applies(watch.resource, 'watch')) continue;
+      watch.end(mode);
+      dropped++;
+    }
+    return dropped;
+  }
+
+  closeAll(): void {
+    for (const watch of [...this.watches]) watch.end('end');
+    for (const socket of this.openExecSockets) socket.terminate();
+    this.execServer.close();
+  }
+
+  async handle(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
+    try {
+      await this.route(req, res, url);
+    } catch (error) {
+      if (error instanceof ApiError) {
+        sendStatus(res, error.status, error.headers);
+      } else {
+        this.ctx.warn(`internal error on ${req.method} ${url.pathname}: ${(error as Error)?.stack ?? String(error)}`);
+        sendStatus(res, failureStatus('InternalError', `internal error: ${(error as Error)?.message ?? String(error)}`));
+      }
+    }
+  }
+
+  /** Applies latency and error faults; returns true when the request was answered with a fault. */
+  private async applyFaults(res: ServerResponse | undefined, resource: string, verb: string): Promise<FaultStatus | undefined> {
+    const latency = this.ctx.faults.latencyFor(resource, verb);
+    if (latency > 0) await sleep(latency);
+    const status = this.ctx.faults.errorFor(resource, verb);
+    if (status === undefined) return undefined;
+    this.ctx.stats.faulted(status);
+    if (res) {
+      const { body, headers } = this.faultAnswer(status);
+      sendStatus(res, body, headers);
+    }
+    return status;
+  }
+
+  private faultAnswer(status: FaultStatus): { body: KubeStatus; headers: Record<string, string> } {
+    if (status === 429) {
+      const retryAfter = this.ctx.faults.config.retryAfterSeconds ?? 1;
+      return {
+        body: failureStatus(
+          'TooManyRequests',
+          'the server has received too many requests and has asked us to try again later (injected fault)',
+          { retryAfterSeconds: retryAfter },
+        ),
+        headers: { 'Retry-After': String(retryAfter) },
+      };
+    }
+    if (status === 503)
+      return {
+        body: failureStatus('ServiceUnavailable', 'the server is currently unable to handle the request (injected fault)'),
+        headers: {},
+      };
+    return {
+      body: failureStatus('InternalError', 'an error on the server ("injected fault") has prevented the request from succeeding'),
+      headers: {},
+    };
+  }
+
+  private async route(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
+    const segments = url.pathname
+      .split('/')
+      .filter((s) => s !== '')
+      .map(decodeURIComponent);
+    const method = req.method ?? 'GET';
+    const [first, second, third] = segments;
+    // Discovery and server info.
+    if (segments.length === 1 && first === 'version') return this.discovery(res, 'version', () => serverVersion);
+    if (segments.length === 1 && (first === 'healthz' || first === 'readyz' || first === 'livez')) {
+      res.writeHead(200, { 'Content-Type': 'text/plain' });
+      res.end('ok');
+      return;
+    }
+    if (first === 'openapi') throw apiError('NotFound', 'the simulator serves no OpenAPI documents; use kubectl --validate=false');
+    if (first === 'api' && segments.length === 1) return this.discovery(res, 'api', () => this.coreVersions(req));
+    if (first === 'api' && segments.length === 2 && second === 'v1')
+      return this.discovery(res, 'api/v1', () => this.resourceList('', 'v1'));
+    if (first === 'apis' && segments.length === 1) return this.discovery(res, 'apis', () => this.groupList());
+    if (first === 'apis' && segments.length === 2) return this.discovery(res, `apis/${second}`, () => this.group(second!));
+    if (first === 'apis' && segments.length === 3 && (method === 'GET' || method === 'HEAD')) {
+      return this.discovery(res, `apis/${second}/${third}`, () => this.resourceList(second!, third!));
+    }
+    const target = this.resolve(segments);
+    await this.serveResource(req, res, url, method, target);
+  }
+
+  private async discovery(res: ServerResponse, label: string, build: () => unknown): Promise<void> {
+    this.ctx.stats.count('discovery', label);
+    if (await this.applyFaults(res, 'discovery', 'get')) return;
+    sendJson(res, 200, build());
+  }
+
+  private coreVersions(req: IncomingMessage): unknown {
+    return {
+      kind: 'APIVersions',
+      versions: ['v1'],
+      serverAddressByClientCIDRs: [{ clientCIDR: '0.0.0.0/0', serverAddress: req.headers.host ?? '127.0.0.1' }],
+    };
+  }
+
+  private groupDoc(group: string, versions: string[]): Record<string, unknown> {
+    const sorted = [...versions].sort(compareKubeVersions);
+    return {
+      name: group,
+      versions: sorted.map((version) => ({ groupVersion: `${group}/${version}`, version })),
+      preferredVersion: { groupVersion: `${group}/${sorted[0]}`, version: sorted[0] },
+    };
+  }
+
+  private groupList(): unknown {
+    const groups = [...this.ctx.state.registry.groups().entries()].map(([group, versions]) => this.groupDoc(group, versions));
+    return { kind: 'APIGroupList', apiVersion: 'v1', groups };
+  }
+
+  private group(group: string): unknown {
+    const versions = this.ctx.state.registry.groups().get(group);
+    if (!versions) throw apiError('NotFound', `the server could not find the requested resource (group ${group})`);
+    return { kind: 'APIGroup', apiVersion: 'v1', ...this.groupDoc(group, versions) };
+  }
+
+  private resourceList(group: string, version: string): unknown {
+    const types = this.ctx.state.registry.groupVersion(group, version);
+    if (!types) throw apiError('NotFound', `the server could not find the requested resource (${group ? `${group}/` : ''}${version})`);
+    const resources: unknown[] = [];
+    for (const type of types) {
+      const entry: Record<string, unknown> = {
+        name: type.plural,
+        singularName: type.singular,
+        namespaced: type.namespaced,
+        kind: type.kind,
+        verbs: standardVerbs,
+      };
+      if (type.shortNames.length > 0) entry.shortNames = type.shortNames;
+      if (type.categories.length > 0) entry.categories = type.categories;
+      resources.push(entry);
+      if (type.hasStatus)
+        resources.push({
+          name: `${type.plural}/status`,
+          singularName: '',
+          namespaced: type.namespaced,
+          kind: type.kind,
+          verbs: ['get', 'patch', 'update'],
+        });
+      if (type.kind === 'Pod' && group === '') {
+        resources.push({ name: 'pods/exec', singularName: '', namespaced: true, kind: 'PodExecOptions', verbs: ['create', 'get'] });
+        resources.push({ name: 'pods/log', singularName: '', namespaced: true, kind: 'Pod', verbs: ['get'] });
+      }
+    }
+    return { kind: 'APIResourceList', apiVersion: 'v1', groupVersion: group ? `${group}/${version}` : version, resources };
+  }
+
+  /** Maps path segments to a resource type, namespace, name and subresource; throws 404 for anything else. */
+  private resolve(segments: string[]): ResourceRequest {
+    let rest: string[];
+    let group = '';
+    let version: string;
+    if (segments[0] === 'api' && segments[1] === 'v1') {
+      version = 'v1';
+      rest = segments.slice(2);
+    } else if (segments[0] === 'apis' && segments.length >= 4) {
+      group = segments[1]!;
+      version = segments[2]!;
+      rest = segments.slice(3);
+    } else {
+      throw apiError('NotFound', 'the server could not find the requested resource');
+    }
+    let watchPath = false;
+    if (rest[0] === 'watch') {
+      watchPath = true;
+      rest = rest.slice(1);
+    }
+    let namespace: string | undefined;
+    if (rest[0] === 'namespaces' && rest.length >= 3 && !(rest.length === 3 && (rest[2] === 'status' || rest[2] === 'finalize'))) {
+      namespace = rest[1]!;
+      rest = rest.slice(2);
+    }
+    if (rest.length === 0 || rest.length > 3) throw apiError('NotFound', 'the server could not find the requested resource');
+    const [plural, name, subresource] = rest;
+    const type = this.ctx.state.registry.get(group, version, plural!);
+    if (!type) throw apiError('NotFound', `the server could not find the requested resource (${group ? `${plural}.${group}` : plural})`);
+    if (namespace !== undefined && !type.namespaced) throw apiError('NotFound', 'the server could not find the requested resource');
+    if (type.namespaced && namespace === undefined && name !== undefined)
+      throw apiError('NotFound', 'the server could not find the requested resource');
+    if (subresource !== undefined) {
+      const known =
+        (subresource === 'status' && type.hasStatus) ||
+        (type.kind === 'Pod' && group === '' && (subresource === 'exec' || subresource === 'log'));
+      if (!known) throw apiError('NotFound', 'the server could not find the requested resource');
+    }
+    return { type, namespace, name, subresource, watchPath };
+  }
+
+  private filterFrom(url: URL, type: ResourceType): ObjectFilter {
+    return {
+      labels: parseLabelSelector(url.searchParams.get('labelSelector') ?? ''),
+      fields: parseFieldSelector(url.searchParams.get('fieldSelector') ?? '', type.kind),
+    };
+  }
+
+  private async serveResource(req: IncomingMessage, res: ServerResponse, url: URL, method: string, target: ResourceRequest): Promise<void> {
+    const { type, name, subresource } = target;
+    const namespace = target.namespace ?? '';
+    const isWatch = target.watchPath || url.searchParams.get('watch') === 'true' || url.searchParams.get('watch') === '1';
+    const label = resourceLabel(type, subresource);
+    const verb = this.verbOf(method, name, subresource, isWatch);
+    if (verb === 'watch') {
+      if (method !== 'GET') throw apiError('MethodNotAllowed', `${method} is not supported for watch`);
+      this.ctx.stats.count('watch', label);
+      if (await this.applyFaults(res, label, 'watch')) return;
+      return this.serveWatch(req, res, url, target);
+    }
+    this.ctx.stats.count(verb, label);
+    if (await this.applyFaults(res, label, verb)) return;
+    const dryRun = url.searchParams.getAll('dryRun').includes('All');
+    const state = this.ctx.state;
+    switch (verb) {
+      case 'list': {
+        const limitText = url.searchParams.get('limit');
+        const limit = limitText === null || limitText === '' ? undefined : Number(limitText);
+        if (limit !== undefined && (!Number.isInteger(limit) || limit < 0)) throw apiError('BadRequest', `invalid limit: ${limitText}`);
+        const options: Parameters<ClusterState['list']>[2] = { filter: this.filterFrom(url, type) };
+        if (limit !== undefined) options.limit = limit;
+        const token = url.searchParams.get('continue');
+        if (token) options.continueToken = token;
+        const result = state.list(type, target.namespace, options);
+        const metadata: Record<string, unknown> = { resourceVersion: result.resourceVersion };
+        if (result.continueToken) metadata.continue = result.continueToken;
+        if (result.remainingItemCount !== undefined) metadata.remainingItemCount = result.remainingItemCount;
+        return sendJson(res, 200, { kind: `${type.kind}List`, apiVersion: apiVersionOf(type), metadata, items: result.items });
+      }
+      case 'get':
+        if (subresource === 'log') {
+          state.get(type, namespace, name!);
+          res.writeHead(200, { 'Content-Type': 'text/plain' });
+          res.end('');
+          return;
+        }
+        return sendJson(res, 200, state.get(type, namespace, name!));
+      case 'create': {
+        const body = parseBody(await readBody(req), req.headers['content-type'] ?? 'application/json');
+        return sendJson(res, 201, state.create(type, namespace, body, { dryRun }));
+      }
+      case 'update': {
+        const body = parseBody(await readBody(req), req.headers['content-type'] ?? 'application/json');
+        return sendJson(res, 200, state.update(type, namespace, name!, body, subresource === 'status' ? 'status' : undefined, { dryRun }));
+      }
+      case 'patch': {
+        const contentType = req.headers['content-type'] ?? '';
+        const patchType = patchTypeOf(contentType);
+        const body = parseBody(await readBody(req), patchType === 'apply' ? 'application/yaml' : 'application/json');
+        const existed = state.tryGet(type, namespace, name!) !== undefined;
+        const result = state.patch(type, namespace, name!, patchType, body, subresource === 'status' ? 'status' : undefined, { dryRun });
+        return sendJson(res, existed ? 200 : 201, result);
+      }
+      case 'delete': {
+        const raw = await readBody(req);
+        const options: Parameters<ClusterState['delete']>[3] = { dryRun };
+        if (raw.length > 0 && raw.toString('utf8').trim() !== '') {
+          const body = parseBody(raw, 'application/json');
+          if (isPlainObject(body)) {
+            if (isPlainObject(body.preconditions)) {
+              if (typeof body.preconditions.resourceVersion === 'string') options.preconditionRv = body.preconditions.resourceVersion;
+              if (typeof body.preconditions.uid === 'string') options.preconditionUid = body.preconditions.uid;
+            }
+            if (Array.isArray(body.dryRun) && body.dryRun.includes('All')) options.dryRun = true;
+          }
+        }
+        return sendJson(res, 200, state.delete(type, namespace, name!, options));
+      }
+      case 'deletecollection': {
+        const deleted = state.deleteCollection(type, target.namespace, this.filterFrom(url, type));
+        return sendJson(res, 200, {
+          kind: `${type.kind}List`,
+          apiVersion: apiVersionOf(type),
+          metadata: { resourceVersion: String(state.store.resourceVersion) },
+          items: deleted,
+        });
+      }
+      case 'connect':
+        throw apiError('BadRequest', 'Upgrade request required');
+      default:
+        throw apiError('MethodNotAllowed', `the server does not allow this method on the requested resource`);
+    }
+  }
+
+  private verbOf(method: string, name: string | undefined, subresource: string | undefined, isWatch: boolean): string {
+    if (subresource === 'exec') return 'connect';
+    if (subresource === 'log') return method === 'GET' ? 'get' : 'unsupported';
+    switch (method) {
+      case 'GET':
+      case 'HEAD':
+        if (isWatch) return 'watch';
+        return name === undefined ? 'list' : 'get';
+      case 'POST':
+        return name === undefined ? 'create' : 'unsupported';
+      case 'PUT':
+        return name === undefined ? 'unsupported' : 'update';
+      case 'PATCH':
+        return name === undefined ? 'unsupported' : 'patch';
+      case 'DELETE':
+        return name === undefined ? (subresource ? 'unsupported' : 'deletecollection') : subresource ? 'unsupported' : 'delete';
+      default:
+        return 'unsupported';
+    }
+  }
+
+  private serveWatch(req: IncomingMessage, res: ServerResponse, url: URL, target: ResourceRequest): void {
+    const { type } = target;
+    const filter = this.filterFrom(url, type);
+    if (target.name !== undefined) filter.fields.push({ field: 'metadata.name', op: '=', value: target.name });
+    const rvText = url.searchParams.get('resourceVersion') ?? '';
+    let sinceRv: number | undefined;
+    if (rvText !== '') {
+      sinceRv = Number(rvText);
+      if (!Number.isInteger(sinceRv) || sinceRv < 0) throw apiError('BadRequest', `invalid resource version: ${rvText}`);
+    }
+    if (url.searchParams.get('sendInitialEvents') === 'true') sinceRv = undefined;
+    const timeoutText = url.searchParams.get('timeoutSeconds');
+    const timeoutSeconds = timeoutText ? Number(timeoutText) : undefined;
+    const bookmarks = url.searchParams.get('allowWatchBookmarks') === 'true';
+    const label = resourceLabel(type);
+
+    res.writeHead(200, { 'Content-Type': 'application/json', 'Cache-Control': 'no-cache, private', 'Transfer-Encoding': 'chunked' });
+    res.flushHeaders();
+    const write = (event: WatchEvent | { type: 'BOOKMARK'; object: unknown }) => {
+      if (!res.writableEnded && !res.destroyed) res.write(`${JSON.stringify(event)}\n`);
+    };
+    const watchClosed = this.ctx.stats.watchOpened(label);
+    let unsubscribe: (() => void) | undefined;
+    const timers: NodeJS.Timeout[] = [];
+    const entry: ActiveWatch = {
+      resource: label,
+      end: (mode) => {
+        cleanup();
+        if (mode === 'reset') res.socket?.destroy();
+        else if (!res.writableEnded) res.end();
+      },
+    };
+    const cleanup = () => {
+      unsubscribe?.();
+      unsubscribe = undefined;
+      for (const timer of timers) clearTimeout(timer);
+      this.watches.delete(entry);
+      watchClosed();
+    };
+    this.watches.add(entry);
+    res.on('close', cleanup);
+    req.on('close', cleanup);
+
+    const subscription = this.ctx.state.watch(type, target.namespace, filter, sinceRv, write);
+    if (subscription === 'expired') {
+      const oldest = this.ctx.state.store.oldestResumableRv;
+      write({ type: 'ERROR', object: failureStatus('Expired', `too old resource version: ${rvText} (${oldest})`) });
+      entry.end('end');
+      return;
+    }
+    unsubscribe = subscription;
+    const bookmark = () => ({
+      type: 'BOOKMARK' as const,
+      object: {
+        kind: type.kind,
+        apiVersion: apiVersionOf(type),
+        metadata: { resourceVersion: String(this.ctx.state.store.resourceVersion) },
+      },
+    });
+    if (url.searchParams.get('sendInitialEvents') === 'true' && bookmarks) {
+      const initialEnd = bookmark();
+      (initialEnd.object.metadata as Record<string, unknown>).annotations = { 'k8s.io/initial-events-end': 'true' };
+      write(initialEnd);
+    }
+    if (bookmarks && this.ctx.bookmarkIntervalMs > 0) {
+      const interval = setInterval(() => write(bookmark()), this.ctx.bookmarkIntervalMs);
+      timers.push(interval as unknown as NodeJS.Timeout);
+      res.on('close', () => clearInterval(interval));
+    }
+    if (timeoutSeconds !== undefined && Number.isFinite(timeoutSeconds) && timeoutSeconds > 0) {
+      timers.push(setTimeout(() => entry.end('end'), timeoutSeconds * 1000));
+    }
+  }
+
+  /** Handles `Upgrade: websocket` requests: pod exec only. */
+  async handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, url: URL): Promise<void> {
+    const reject = (status: KubeStatus, headers: Record<string, string> = {}) => {
+      const body = JSON.stringify(status);
+      const extra = Object.entries(headers)
+        .map(([k, v]) => `${k}: ${v}\r\n`)
+        .join('');
+      socket.end(
+        `HTTP/1.1 ${status.code} ${status.reason ?? 'Error'}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${extra}Connection: close\r\n\r\n${body}`,
+      );
+    };
+    socket.on('error', () => socket.destroy());
+    try {
+      const segments = url.pathname
+        .split('/')
+        .filter((s) => s !== '')
+        .map(decodeURIComponent);
+      const target = this.resolve(segments);
+      if (target.subresource !== 'exec' || target.name === undefined)
+        throw apiError('BadRequest', 'only pods/exec accepts WebSocket connections');
+      const label = resourceLabel(target.type, 'exec');
+      this.ctx.stats.count('create', label);
+      const fault = await this.applyFaults(undefined, label, 'create');
+      if (fault) {
+        const { body, headers } = this.faultAnswer(fault);
+        reject(body, headers);
+        return;
+      }
+      const namespace = target.namespace ?? '';
+      const pod = this.ctx.state.tryGet(target.type, namespace, target.name);
+      if (!pod) throw notFound('pods', '', target.name);
+      const command = url.searchParams.getAll('command');
+      if (command.length === 0) throw apiError('BadRequest', 'you must specify at least 1 command');
+      const containers = containerNames(pod);
+      let container = url.searchParams.get('container') ?? '';
+      if (container === '') {
+        if (containers.length !== 1) {
+          throw apiError(
+            'BadRequest',
+            `a container name must be specified for pod ${target.name}, choose one of: [${containers.join(' ')}]`,
+          );
+        }
+        container = containers[0]!;
+      }
+      if (!containers.includes(container)) throw apiError('BadRequest', `container ${container} is not valid for pod ${target.name}`);
+      const phase = isPlainObject(pod.status) ? pod.status.phase : undefined;
+      if (phase === 'Succeeded' || phase === 'Failed')
+        throw apiError('BadRequest', `cannot exec into a container in a completed pod; current phase is ${String(phase)}`);
+      if (phase !== 'Running')
+        throw apiError('BadRequest', `unable to upgrade connection: pod ${target.name} is not running (phase ${String(phase)})`);
+      const wants = (param: string) => ['1', 'true'].includes(url.searchParams.get(param) ?? '');
+      const outcome = resolveExecOutcome(this.behaviourFor(pod, namespace, target.name, container), command);
+      this.execServer.handleUpgrade(req, socket, head, (ws) => {
+        this.runExec(ws, { namespace, pod: target.name!, container, command, outcome, stdout: wants('stdout'), stderr: wants('stderr') });
+      });
+    } catch (error) {
+      if (error instanceof ApiError) reject(error.status, error.headers);
+      else reject(failureStatus('InternalError', `internal error: ${(error as Error)?.message ?? String(error)}`));
+    }
+  }
+
+  private behaviourFor(pod: KubeObject, namespace: string, name: string, container: string) {
+    const override = this.ctx.execOverrides.get(`${namespace}/${name}`);
+    if (override) {
+      const found = override[container] ?? override['*'];
+      if (found) return found;
+    }
+    const fromAnnotation = behaviourFromAnnotation(pod.metadata.annotations);
+    if (pod.metadata.annotations?.['sim.stowage.dev/exec'] !== undefined && !fromAnnotation) {
+      this.ctx.warn(`pod ${namespace}/${name}: ignoring invalid sim.stowage.dev/exec annotation`);
+    }
+    return fromAnnotation?.[container] ?? fromAnnotation?.['*'];
+  }
+
+  private runExec(
+    ws: WebSocket,
+    run: {
+      namespace: string;
+      pod: string;
+      container: string;
+      command: string[];
+      outcome: ReturnType<typeof resolveExecOutcome>;
+      stdout: boolean;
+      stderr: boolean;
+    },
+  ): void {
+    this.openExecSockets.add(ws);
+    const record = this.ctx.execLog.start({
+      namespace: run.namespace,
+      pod: run.pod,
+      container: run.container,
+      command: run.command,
+      startedAt: new Date().toISOString(),
+      protocol: ws.protocol,
+    });
+    let finished = false;
+    const frame = (channel: number, data: string | Buffer) =>
+      Buffer.concat([Buffer.from([channel]), Buffer.isBuffer(data) ? data : Buffer.from(data, 'utf8')]);
+    const timer = setTimeout(() => {
+      finished = true;
+      record.endedAt = new Date().toISOString();
+      record.exitCode = run.outcome.exitCode;
+      if (run.stdout && run.outcome.stdout) ws.send(frame(1, run.outcome.stdout));
+      if (run.stderr && run.outcome.stderr) ws.send(frame(2, run.outcome.stderr));
+      const status =
+        run.outcome.exitCode === 0
+          ? { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success' }
+          : {
+              kind: 'Status',
+              apiVersion: 'v1',
+              metadata: {},
+              status: 'Failure',
+              message: `command terminated with non-zero exit code: error executing command [${run.command.join(' ')}], exit code ${run.outcome.exitCode}`,
+              reason: 'NonZeroExitCode',
+              details: { causes: [{ reason: 'ExitCode', message: String(run.outcome.exitCode) }] },
+            };
+      ws.send(frame(3, JSON.stringify(status)));
+      ws.close(1000);
+    }, run.outcome.durationMs);
+    ws.on('message', () => {
+      // stdin and resize frames are accepted and ignored: the scripted command does not read them.
+    });
+    ws.on('error', () => ws.terminate());
+    ws.on('close', () => {
+      this.openExecSockets.delete(ws);
+      if (finished) return;
+      clearTimeout(timer);
+      record.endedAt = new Date().toISOString();
+      record.aborted = true;
+    });
+  }
+}
+
+export function containerNames(pod: KubeObject): string[] {
+  const spec = isPlainObject(pod.spec) ? pod.spec : {};
+  const names: string[] = [];
+  for (const listName of ['containers', 'initContainers', 'ephemeralContainers']) {
+    const list = spec[listName];
+    if (Array.isArray(list)) for (const c of list) if (isPlainObject(c) && typeof c.name === 'string') names.push(c.name);
+  }
+  return names;
+}
+
+export function sendApiStatus(res: ServerResponse, status: KubeStatus): void {
+  sendStatus(res, status);
+}

@@ -1,0 +1,153 @@
+/**
+ * Scripted pod exec: nothing runs on the host. Each container's behaviour is a list of rules
+ * matched against the command (first match wins) plus a default outcome; every exec is logged.
+ */
+import { isPlainObject } from './kube-object.js';
+
+export interface ExecOutcome {
+  exitCode?: number;
+  stdout?: string;
+  stderr?: string;
+  durationMs?: number;
+}
+
+export interface ExecRule extends ExecOutcome {
+  /** Matches when argv equals this exactly. */
+  command?: string[];
+  /** Matches when argv starts with these elements. */
+  commandPrefix?: string[];
+  /** Matches when argv joined by spaces contains this text (handy for `sh -c "..."`). */
+  commandContains?: string;
+}
+
+export interface ContainerExecBehaviour {
+  rules?: ExecRule[];
+  default?: ExecOutcome;
+}
+
+/** Behaviour per container name; `*` applies to containers without their own entry. */
+export type PodExecBehaviour = Record<string, ContainerExecBehaviour>;
+
+export const execAnnotation = 'sim.stowage.dev/exec';
+
+export interface ExecRecord {
+  id: number;
+  namespace: string;
+  pod: string;
+  container: string;
+  command: string[];
+  startedAt: string;
+  endedAt: string | null;
+  /** null while running and when the client went away first. */
+  exitCode: number | null;
+  /** The client closed the connection before the command finished. */
+  aborted: boolean;
+  protocol: string;
+}
+
+function ruleMatches(rule: ExecRule, command: string[]): boolean {
+  if (rule.command && (rule.command.length !== command.length || rule.command.some((arg, i) => arg !== command[i]))) return false;
+  if (rule.commandPrefix && (rule.commandPrefix.length > command.length || rule.commandPrefix.some((arg, i) => arg !== command[i])))
+    return false;
+  if (rule.commandContains !== undefined && !command.join(' ').includes(rule.commandContains)) return false;
+  return true;
+}
+
+export interface ResolvedOutcome {
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+  durationMs: number;
+}
+
+export function resolveExecOutcome(behaviour: ContainerExecBehaviour | undefined, command: string[]): ResolvedOutcome {
+  const rule = behaviour?.rules?.find((candidate) => ruleMatches(candidate, command));
+  const outcome: ExecOutcome = rule ?? behaviour?.default ?? {};
+  return {
+    exitCode: outcome.exitCode ?? 0,
+    stdout: outcome.stdout ?? '',
+    stderr: outcome.stderr ?? '',
+    durationMs: Math.max(0, outcome.durationMs ?? 0),
+  };
+}
+
+function checkOutcome(value: unknown, where: string, problems: string[]): void {
+  if (!isPlainObject(value)) {
+    problems.push(`${where} must be an object`);
+    return;
+  }
+  if (
+    value.exitCode !== undefined &&
+    (!Number.isInteger(value.exitCode) || (value.exitCode as number) < 0 || (value.exitCode as number) > 255)
+  ) {
+    problems.push(`${where}.exitCode must be an integer 0..255`);
+  }
+  for (const field of ['stdout', 'stderr', 'commandContains'] as const) {
+    if (value[field] !== undefined && typeof value[field] !== 'string') problems.push(`${where}.${field} must be a string`);
+  }
+  if (value.durationMs !== undefined && (typeof value.durationMs !== 'number' || value.durationMs < 0))
+    problems.push(`${where}.durationMs must be a number >= 0`);
+  for (const field of ['command', 'commandPrefix'] as const) {
+    const argv = value[field];
+    if (argv !== undefined && (!Array.isArray(argv) || argv.some((arg) => typeof arg !== 'string')))
+      problems.push(`${where}.${field} must be an array of strings`);
+  }
+}
+
+/** Checks a behaviour document (annotation or control API body); returns the problems found. */
+export function checkPodExecBehaviour(value: unknown): { ok: true; behaviour: PodExecBehaviour } | { ok: false; problems: string[] } {
+  const problems: string[] = [];
+  if (!isPlainObject(value)) return { ok: false, problems: ['exec behaviour must be an object keyed by container name (or "*")'] };
+  for (const [container, behaviour] of Object.entries(value)) {
+    if (!isPlainObject(behaviour)) {
+      problems.push(`${container} must be an object with "rules" and/or "default"`);
+      continue;
+    }
+    if (behaviour.rules !== undefined) {
+      if (!Array.isArray(behaviour.rules)) problems.push(`${container}.rules must be an array`);
+      else
+        behaviour.rules.forEach((rule, i) => {
+          checkOutcome(rule, `${container}.rules[${i}]`, problems);
+        });
+    }
+    if (behaviour.default !== undefined) checkOutcome(behaviour.default, `${container}.default`, problems);
+  }
+  return problems.length > 0 ? { ok: false, problems } : { ok: true, behaviour: value as PodExecBehaviour };
+}
+
+export function behaviourFromAnnotation(annotations: Record<string, string> | undefined): PodExecBehaviour | undefined {
+  const raw = annotations?.[execAnnotation];
+  if (raw === undefined) return undefined;
+  try {
+    const checked = checkPodExecBehaviour(JSON.parse(raw));
+    return checked.ok ? checked.behaviour : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export class ExecLog {
+  private records: ExecRecord[] = [];
+  private nextId = 1;
+
+  constructor(private readonly limit = 10_000) {}
+
+  start(entry: Omit<ExecRecord, 'id' | 'endedAt' | 'exitCode' | 'aborted'>): ExecRecord {
+    const record: ExecRecord = { id: this.nextId++, ...entry, endedAt: null, exitCode: null, aborted: false };
+    this.records.push(record);
+    if (this.records.length > this.limit) this.records.splice(0, this.records.length - this.limit);
+    return record;
+  }
+
+  list(filter: { namespace?: string; pod?: string } = {}): ExecRecord[] {
+    return this.records
+      .filter(
+        (r) => (filter.namespace === undefined || r.namespace === filter.namespace) && (filter.pod === undefined || r.pod === filter.pod),
+      )
+      .map((r) => ({ ...r, command: [...r.command] }));
+  }
+
+  clear(): void {
+    this.records = [];
+  }
+}
