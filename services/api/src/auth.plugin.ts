@@ -1,0 +1,61 @@
+import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import { type AuthMode, bearerToken, createTokenVerifier, QUERY_TOKEN_PARAMS } from './auth.js';
+import { ApiErrorCode, errorBody } from './errors.js';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Open without a token (health and metrics only). */
+    public?: boolean;
+  }
+}
+
+/**
+ * Bearer-token auth on every route except those marked `config: { public: true }`, including the
+ * dashboard, /docs and unknown routes. A credential in the query string is refused outright:
+ * URLs end up in proxy logs and browser history.
+ */
+const plugin: FastifyPluginAsync<{ auth: AuthMode }> = async (app: FastifyInstance, opts) => {
+  const verify = opts.auth.mode === 'tokens' ? createTokenVerifier(opts.auth.tokens) : undefined;
+  app.addHook('onRequest', async (req, reply) => {
+    if (req.routeOptions.config?.public === true) return;
+    const query = req.url.indexOf('?');
+    if (query >= 0) {
+      const params = new URLSearchParams(req.url.slice(query + 1));
+      for (const key of params.keys()) {
+        if ((QUERY_TOKEN_PARAMS as readonly string[]).includes(key.toLowerCase())) {
+          return deny(req, reply, `credentials in the query string ("${key}") are not accepted; send "Authorization: Bearer <token>"`);
+        }
+      }
+    }
+    if (!verify) return;
+    const header = req.headers.authorization;
+    const token = bearerToken(header);
+    if (token === undefined) {
+      return deny(
+        req,
+        reply,
+        header ? 'the Authorization header must be "Bearer <token>"' : 'missing "Authorization: Bearer <token>" header',
+      );
+    }
+    if (!verify(token)) {
+      return deny(req, reply, 'the bearer token is not valid', 'invalid_token');
+    }
+  });
+};
+
+/**
+ * Answers 401 directly rather than throwing: plugins such as bull-board install their own
+ * error handler, which would turn a thrown 401 into their own 500.
+ */
+function deny(req: FastifyRequest, reply: FastifyReply, message: string, error?: string): FastifyReply {
+  req.log.info({ code: ApiErrorCode.unauthorized }, 'request unauthenticated');
+  return reply
+    .code(401)
+    .header('www-authenticate', error ? `Bearer realm="stowage", error="${error}"` : 'Bearer realm="stowage"')
+    .type('application/json')
+    .send(errorBody(ApiErrorCode.unauthorized, message, String(req.id)));
+}
+
+// Not encapsulated: the hook must cover routes registered by sibling plugins.
+(plugin as unknown as Record<symbol, boolean>)[Symbol.for('skip-override')] = true;
+export const authPlugin = plugin;

@@ -1,0 +1,82 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+
+/** How the API authenticates: bearer tokens, or (only when asked for explicitly) nothing. */
+export type AuthMode = { mode: 'tokens'; tokens: readonly string[] } | { mode: 'disabled' };
+
+export type AuthSettingsResult = { ok: true; auth: AuthMode } | { ok: false; problem: string };
+
+/**
+ * Decides the auth mode from `STOWAGE_API_TOKENS` (comma separated) and `STOWAGE_AUTH`.
+ * No tokens is an error unless auth is disabled on purpose: an API that silently runs open
+ * is how queues and backups leak.
+ */
+export function resolveAuthSettings(env: {
+  STOWAGE_API_TOKENS?: string | undefined;
+  STOWAGE_AUTH?: string | undefined;
+}): AuthSettingsResult {
+  const authSetting = env.STOWAGE_AUTH?.trim();
+  if (authSetting !== undefined && authSetting !== '' && authSetting !== 'disabled' && authSetting !== 'tokens') {
+    return { ok: false, problem: `STOWAGE_AUTH: must be "tokens" (default) or "disabled", got ${JSON.stringify(authSetting)}` };
+  }
+  if (authSetting === 'disabled') return { ok: true, auth: { mode: 'disabled' } };
+  const tokens = parseTokenList(env.STOWAGE_API_TOKENS ?? '');
+  if (tokens.length === 0) {
+    return {
+      ok: false,
+      problem:
+        'STOWAGE_API_TOKENS: no API token is set; set one or more comma-separated tokens, or set STOWAGE_AUTH=disabled to run without auth',
+    };
+  }
+  return { ok: true, auth: { mode: 'tokens', tokens } };
+}
+
+export function parseTokenList(raw: string): string[] {
+  return raw
+    .split(',')
+    .map((t) => t.trim())
+    .filter((t) => t.length > 0);
+}
+
+const digest = (value: string): Buffer => createHash('sha256').update(value, 'utf8').digest();
+
+/**
+ * Returns a function that tells whether a presented token is one of `tokens`. Comparison is on
+ * SHA-256 digests (equal length by construction) with `timingSafeEqual`, and every configured
+ * token is compared, so timing tells nothing about which token or how much of it matched.
+ */
+export function createTokenVerifier(tokens: readonly string[]): (presented: string) => boolean {
+  const digests = tokens.map(digest);
+  return (presented) => {
+    const candidate = digest(presented);
+    let match = false;
+    for (const d of digests) {
+      if (timingSafeEqual(candidate, d)) match = true;
+    }
+    return match;
+  };
+}
+
+/** The token of an `Authorization: Bearer <token>` header, or undefined. */
+export function bearerToken(header: string | undefined): string | undefined {
+  if (!header) return undefined;
+  const m = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header);
+  return m?.[1];
+}
+
+/** Query parameters that look like credentials; a request carrying one is refused. */
+export const QUERY_TOKEN_PARAMS = ['token', 'access_token', 'api_key', 'apikey', 'auth', 'authorization', 'bearer'] as const;
+
+/** The URL with the values of credential-like query parameters replaced, for logs. */
+export function redactUrl(url: string): string {
+  const q = url.indexOf('?');
+  if (q < 0) return url;
+  const params = new URLSearchParams(url.slice(q + 1));
+  let changed = false;
+  for (const key of [...params.keys()]) {
+    if ((QUERY_TOKEN_PARAMS as readonly string[]).includes(key.toLowerCase())) {
+      params.set(key, '[Redacted]');
+      changed = true;
+    }
+  }
+  return changed ? `${url.slice(0, q)}?${params.toString()}` : url;
+}

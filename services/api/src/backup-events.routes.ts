@@ -1,0 +1,139 @@
+import type { BackupEvent, BackupState } from '@stowage/pipeline';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { Redis } from 'ioredis';
+import { z } from 'zod';
+import { backupParams, standardErrors, TERMINAL_BACKUP_PHASES } from './api.schema.js';
+import { ApiError, ApiErrorCode } from './errors.js';
+
+export interface BackupEventsOptions {
+  state: BackupState;
+  redis: Redis;
+  heartbeatMs: number;
+  /** Longest single blocking read; the stream re-checks the backup's phase in between. */
+  blockMs?: number;
+}
+
+const streamIdPattern = /^\d{1,20}-\d{1,20}$/;
+
+/** True for the event that ends a backup's stream: its move into a terminal phase. */
+export function isTerminalPhaseEvent(ev: BackupEvent): boolean {
+  return ev.type === 'backup.phase' && typeof ev.data.to === 'string' && TERMINAL_BACKUP_PHASES.has(ev.data.to);
+}
+
+export function formatSseEvent(ev: BackupEvent): string {
+  // One `data:` line: JSON never contains a raw newline.
+  return `id: ${ev.id}\nevent: ${ev.type}\ndata: ${JSON.stringify({ id: ev.id, type: ev.type, at: new Date(ev.at).toISOString(), data: ev.data })}\n\n`;
+}
+
+/**
+ * `GET /v1/backups/:name/events`: Server-Sent Events from the backup's event stream. Each client
+ * gets its own Redis connection (XREAD BLOCK would stall every other command on a shared one),
+ * closed when the client goes away or the backup has ended.
+ */
+export const backupEventsRoutes: FastifyPluginAsyncZod<BackupEventsOptions> = async (app, opts) => {
+  const { state } = opts;
+  const blockMs = opts.blockMs ?? Math.min(opts.heartbeatMs, 5_000);
+  const open = new Set<() => void>();
+  // On shutdown, end every stream so app.close() does not wait for clients that never leave.
+  app.addHook('preClose', async () => {
+    for (const stop of open) stop();
+  });
+
+  app.get(
+    '/v1/backups/:name/events',
+    {
+      schema: {
+        tags: ['backups'],
+        summary: 'Live events of a backup (Server-Sent Events), resumable with Last-Event-ID',
+        description:
+          'Each event has `id:` (the stream id), `event:` (its type) and `data:` (JSON). Comment lines are heartbeats. The stream ends after the event that moves the backup into a terminal phase.',
+        params: backupParams,
+        headers: z.object({
+          'last-event-id': z.string().regex(streamIdPattern, 'Last-Event-ID must be an event id received from this stream').optional(),
+        }),
+        response: {
+          200: { description: 'An event stream', content: { 'text/event-stream': { schema: z.string() } } },
+          ...standardErrors,
+        },
+      },
+    },
+    async (req, reply) => {
+      const name = req.params.name;
+      const rec = await state.getBackup(name);
+      if (!rec) throw new ApiError(ApiErrorCode.notFound, `backup "${name}" does not exist`);
+      let lastId = req.headers['last-event-id'] ?? '0';
+
+      const conn = opts.redis.duplicate({
+        lazyConnect: true,
+        enableOfflineQueue: true,
+        maxRetriesPerRequest: 1,
+        connectionName: 'stowage-api-sse',
+      });
+      conn.on('error', (err) => req.log.debug({ err: err.message }, 'sse redis connection error'));
+      try {
+        await conn.connect();
+      } catch (err) {
+        conn.disconnect();
+        throw new ApiError(ApiErrorCode.unavailable, 'the event stream store (Redis) is unavailable; retry later', undefined, {
+          cause: err,
+        });
+      }
+
+      reply.hijack();
+      const res = reply.raw;
+      res.writeHead(200, {
+        'content-type': 'text/event-stream; charset=utf-8',
+        'cache-control': 'no-cache, no-transform',
+        connection: 'keep-alive',
+        'x-accel-buffering': 'no',
+        'x-request-id': String(req.id),
+      });
+      res.write('retry: 2000\n\n');
+
+      let closed = false;
+      const heartbeat = setInterval(() => {
+        if (!closed) res.write(`: heartbeat ${new Date().toISOString()}\n\n`);
+      }, opts.heartbeatMs);
+      const stop = (): void => {
+        if (closed) return;
+        closed = true;
+        clearInterval(heartbeat);
+        open.delete(stop);
+        conn.disconnect(); // aborts a pending XREAD BLOCK
+        if (!res.writableEnded) res.end();
+      };
+      open.add(stop);
+      res.on('close', stop);
+
+      const deliver = (events: BackupEvent[]): boolean => {
+        for (const ev of events) {
+          res.write(formatSseEvent(ev));
+          lastId = ev.id;
+          if (isTerminalPhaseEvent(ev)) return true;
+        }
+        return false;
+      };
+
+      try {
+        for (;;) {
+          if (closed) return;
+          const events = await state.readEvents(name, lastId, { count: 500, blockMs, client: conn });
+          if (closed) return;
+          if (deliver(events)) return;
+          if (events.length > 0) continue;
+          // Nothing new for a while: has the backup ended (its terminal event already read by an
+          // earlier connection) or gone? Then drain what is left and end.
+          const now = await state.getBackup(name);
+          if (!now || TERMINAL_BACKUP_PHASES.has(now.phase)) {
+            deliver(await state.readEvents(name, lastId, { count: 10_000, client: conn }));
+            return;
+          }
+        }
+      } catch (err) {
+        if (!closed) req.log.warn({ err: (err as Error).message, backup: name }, 'event stream ended by an error');
+      } finally {
+        stop();
+      }
+    },
+  );
+};

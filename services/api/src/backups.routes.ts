@@ -1,0 +1,213 @@
+import { randomBytes } from 'node:crypto';
+import { Readable } from 'node:stream';
+import { finalizeJobId, generateBackupName, validateBackupRequest } from '@stowage/core';
+import type { FastifySchemaCompiler } from 'fastify';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { validatorCompiler as zodValidatorCompiler } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import {
+  acceptedSchema,
+  backupListSchema,
+  backupParams,
+  backupSchema,
+  blockListSchema,
+  createBackupBodySchema,
+  deletedSchema,
+  errorResponseSchema,
+  listBackupsQuery,
+  pageQuery,
+  standardErrors,
+  TERMINAL_BACKUP_PHASES,
+} from './api.schema.js';
+import type { ApiDeps } from './app.js';
+import { describeProblems } from './app.js';
+import { readBackupView, readBlockPage, toBackupSummary } from './backup-view.js';
+import { ApiError, ApiErrorCode } from './errors.js';
+
+/**
+ * The body of POST /v1/backups is validated by core, not by the route schema: core reports
+ * every problem at once with its JSON path (the schema here only documents the shape). So the
+ * body part passes through and the handler validates; params and query use zod as everywhere.
+ */
+const passBodyThrough: FastifySchemaCompiler<unknown> = (route) =>
+  route.httpPart === 'body'
+    ? (data: unknown) => ({ value: data })
+    : zodValidatorCompiler(route as Parameters<typeof zodValidatorCompiler>[0]);
+
+const defaultSuffix = (): string => randomBytes(5).toString('hex');
+
+export const backupsRoutes: FastifyPluginAsyncZod<ApiDeps> = async (app, deps) => {
+  const { state } = deps;
+  const randomSuffix = deps.randomSuffix ?? defaultSuffix;
+
+  const mustGet = async (name: string) => {
+    const rec = await state.getBackup(name);
+    if (!rec) throw new ApiError(ApiErrorCode.notFound, `backup "${name}" does not exist`);
+    return rec;
+  };
+
+  app.post(
+    '/v1/backups',
+    {
+      validatorCompiler: passBodyThrough,
+      schema: {
+        tags: ['backups'],
+        summary: 'Submit a backup',
+        description:
+          'Records the backup (phase New) and queues it. 400 lists every validation problem with its path; 409 when the name is taken.',
+        body: createBackupBodySchema,
+        response: { 201: backupSchema, ...standardErrors, 409: errorResponseSchema, 413: errorResponseSchema, 415: errorResponseSchema },
+      },
+    },
+    async (req, reply) => {
+      const validation = validateBackupRequest(req.body);
+      if (!validation.ok) {
+        throw new ApiError(
+          ApiErrorCode.validation,
+          `invalid backup request: ${describeProblems(validation.problems)}`,
+          validation.problems,
+        );
+      }
+      const name = validation.name ?? generateBackupName('backup', randomSuffix());
+      const spec = (req.body as { spec: unknown }).spec;
+      const requestId = String(req.id);
+      const { created, record } = await deps.control.submit({ name, spec, requestId });
+      if (!created) throw new ApiError(ApiErrorCode.conflict, `a backup named "${name}" already exists`);
+      req.log.info({ backup: name }, 'backup submitted');
+      return reply
+        .code(201)
+        .header('location', `/v1/backups/${name}`)
+        .send(await readBackupView(state, record));
+    },
+  );
+
+  app.get(
+    '/v1/backups',
+    {
+      schema: {
+        tags: ['backups'],
+        summary: 'List backups, newest first',
+        querystring: listBackupsQuery,
+        response: { 200: backupListSchema, 400: errorResponseSchema, 401: errorResponseSchema },
+      },
+    },
+    async (req) => {
+      const { phase, limit, cursor } = req.query;
+      const page = await state.listBackups({ limit, ...(cursor ? { cursor } : {}), ...(phase ? { phase } : {}) });
+      return { items: page.items.map(toBackupSummary), ...(page.nextCursor ? { nextCursor: page.nextCursor } : {}) };
+    },
+  );
+
+  app.get(
+    '/v1/backups/:name',
+    {
+      schema: {
+        tags: ['backups'],
+        summary: 'A backup: spec, phase, progress, hook status, PVB counts, errors, warnings, timestamps',
+        params: backupParams,
+        response: { 200: backupSchema, ...standardErrors },
+      },
+    },
+    async (req) => readBackupView(state, await mustGet(req.params.name)),
+  );
+
+  app.get(
+    '/v1/backups/:name/blocks',
+    {
+      schema: {
+        tags: ['backups'],
+        summary: "The backup's ItemBlocks in plan order: pods, items, state, PVBs and hook runs",
+        params: backupParams,
+        querystring: pageQuery,
+        response: { 200: blockListSchema, ...standardErrors },
+      },
+    },
+    async (req) => {
+      await mustGet(req.params.name);
+      const offset = req.query.cursor ? Number(req.query.cursor) : 0;
+      return readBlockPage(state, req.params.name, offset, req.query.limit);
+    },
+  );
+
+  app.get(
+    '/v1/backups/:name/logs',
+    {
+      schema: {
+        tags: ['backups'],
+        summary: "The backup's log lines as NDJSON (one JSON object per line)",
+        params: backupParams,
+        response: {
+          200: { description: 'One JSON log line per line', content: { 'application/x-ndjson': { schema: z.string() } } },
+          ...standardErrors,
+        },
+      },
+    },
+    async (req, reply) => {
+      const name = req.params.name;
+      await mustGet(name);
+      const chunk = 1000;
+      async function* lines() {
+        for (let start = 0; ; start += chunk) {
+          const rows = await state.readLogs(name, start, start + chunk - 1);
+          if (rows.length > 0) yield `${rows.map((r) => JSON.stringify(r)).join('\n')}\n`;
+          if (rows.length < chunk) return;
+        }
+      }
+      // A stream is piped as-is (no serializer); the schema above documents its text.
+      return reply.type('application/x-ndjson; charset=utf-8').send(Readable.from(lines()) as unknown as string);
+    },
+  );
+
+  app.post(
+    '/v1/backups/:name/cancel',
+    {
+      schema: {
+        tags: ['backups'],
+        summary: 'Cancel a running backup',
+        description:
+          'No new block starts, outstanding PVBs are asked to cancel, post hooks of started blocks still run; the phase ends Canceled. 409 when the backup has already ended.',
+        params: backupParams,
+        response: { 202: acceptedSchema, ...standardErrors, 409: errorResponseSchema },
+      },
+    },
+    async (req, reply) => {
+      const rec = await mustGet(req.params.name);
+      if (TERMINAL_BACKUP_PHASES.has(rec.phase)) {
+        throw new ApiError(ApiErrorCode.conflict, `backup "${rec.name}" has already ended (phase ${rec.phase}); nothing to cancel`);
+      }
+      await deps.control.cancel(rec.name, String(req.id));
+      const after = (await state.getBackup(rec.name)) ?? rec;
+      req.log.info({ backup: rec.name }, 'backup cancel requested');
+      return reply.code(202).send({ name: rec.name, phase: after.phase, cancelRequested: true as const });
+    },
+  );
+
+  app.delete(
+    '/v1/backups/:name',
+    {
+      schema: {
+        tags: ['backups'],
+        summary: 'Delete an ended backup: its record, its jobs and its data in backup storage',
+        description: '409 while the backup is still running (cancel it first).',
+        params: backupParams,
+        response: { 200: deletedSchema, ...standardErrors, 409: errorResponseSchema },
+      },
+    },
+    async (req) => {
+      const rec = await mustGet(req.params.name);
+      if (!TERMINAL_BACKUP_PHASES.has(rec.phase)) {
+        throw new ApiError(
+          ApiErrorCode.conflict,
+          `backup "${rec.name}" is ${rec.phase}; only an ended backup can be deleted (cancel it first)`,
+        );
+      }
+      // Data first, record last: a failure midway leaves the record, so DELETE can be retried.
+      await deps.storage.deleteBackupData(rec.name);
+      const backups = deps.queues.find((q) => q.name === 'backups');
+      if (backups) await backups.remove(finalizeJobId(rec.name), { removeChildren: true });
+      await state.deleteBackup(rec.name);
+      req.log.info({ backup: rec.name }, 'backup deleted');
+      return { name: rec.name, deleted: true as const };
+    },
+  );
+};

@@ -1,0 +1,133 @@
+import type { BackupState } from '@stowage/pipeline';
+import type { Queue } from 'bullmq';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { z } from 'zod';
+import { TERMINAL_BACKUP_PHASES } from './api.schema.js';
+import { COUNTER } from './backup-view.js';
+
+export interface MetricsOptions {
+  state: BackupState;
+  queues: readonly Queue[];
+}
+
+/**
+ * Builds the Prometheus registry. Everything is read from the shared state at scrape time, so
+ * every API replica reports the same truth whichever process ran the jobs:
+ * - `stowage_backups_total{phase}` and the queue gauges are recomputed on each scrape;
+ * - durations, items and hook counts of a backup are observed once per process, the first
+ *   scrape after it reached a terminal phase (a restart re-observes every retained backup,
+ *   which is what a fresh histogram should hold).
+ */
+export function createApiMetrics(opts: MetricsOptions): Registry {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'stowage_api_' });
+  const observed = new Set<string>();
+
+  const backupDuration = new Histogram({
+    name: 'stowage_backup_duration_seconds',
+    help: 'Duration of finished backups, start to completion',
+    labelNames: ['phase'] as const,
+    buckets: [1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400],
+    registers: [registry],
+  });
+  const items = new Counter({ name: 'stowage_backup_items_total', help: 'Items backed up by finished backups', registers: [registry] });
+  const hookRuns = new Counter({ name: 'stowage_hook_runs_total', help: 'Hook runs attempted by finished backups', registers: [registry] });
+  const hookFailures = new Counter({
+    name: 'stowage_hook_failures_total',
+    help: 'Hook runs that failed in finished backups',
+    registers: [registry],
+  });
+  const pvbDuration = new Histogram({
+    name: 'stowage_pvb_duration_seconds',
+    help: 'PodVolumeBackup duration (startTimestamp to completionTimestamp) in finished backups',
+    labelNames: ['phase'] as const,
+    buckets: [0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 14400],
+    registers: [registry],
+  });
+
+  const observeFinished = async (name: string, phase: string, startedAt?: number, completedAt?: number): Promise<void> => {
+    observed.add(name);
+    if (startedAt !== undefined && completedAt !== undefined && completedAt >= startedAt) {
+      backupDuration.observe({ phase }, (completedAt - startedAt) / 1000);
+    }
+    const counters = await opts.state.counters(name);
+    items.inc(counters[COUNTER.itemsBackedUp] ?? 0);
+    hookRuns.inc(counters[COUNTER.hooksAttempted] ?? 0);
+    hookFailures.inc(counters[COUNTER.hooksFailed] ?? 0);
+    const pvbNames = await opts.state.allPvbNames(name);
+    for (let i = 0; i < pvbNames.length; i += 500) {
+      for (const p of await opts.state.getPvbs(name, pvbNames.slice(i, i + 500))) {
+        if (!p?.startTimestamp || !p.completionTimestamp) continue;
+        const seconds = (Date.parse(p.completionTimestamp) - Date.parse(p.startTimestamp)) / 1000;
+        if (Number.isFinite(seconds) && seconds >= 0) pvbDuration.observe({ phase: p.phase }, seconds);
+      }
+    }
+  };
+
+  new Gauge({
+    name: 'stowage_backups_total',
+    help: 'Backups recorded in Stowage, by current phase',
+    labelNames: ['phase'] as const,
+    registers: [registry],
+    async collect() {
+      const redis = opts.state.redis;
+      const names = await redis.zrange(`${opts.state.prefix}:backups`, 0, -1);
+      const byPhase = new Map<string, number>();
+      for (let i = 0; i < names.length; i += 500) {
+        const slice = names.slice(i, i + 500);
+        const pipe = redis.pipeline();
+        for (const n of slice) pipe.hmget(opts.state.key(n, 'rec'), 'phase', 'startedAt', 'completedAt');
+        const rows = (await pipe.exec()) ?? [];
+        for (let j = 0; j < slice.length; j++) {
+          const [phase, startedAt, completedAt] = (rows[j]?.[1] as Array<string | null> | undefined) ?? [];
+          if (!phase) continue;
+          byPhase.set(phase, (byPhase.get(phase) ?? 0) + 1);
+          const name = slice[j] as string;
+          if (TERMINAL_BACKUP_PHASES.has(phase) && !observed.has(name)) {
+            await observeFinished(name, phase, startedAt ? Number(startedAt) : undefined, completedAt ? Number(completedAt) : undefined);
+          }
+        }
+      }
+      this.reset();
+      for (const [phase, n] of byPhase) this.set({ phase }, n);
+    },
+  });
+
+  new Gauge({
+    name: 'stowage_queue_jobs',
+    help: 'Jobs per Stowage queue and state',
+    labelNames: ['queue', 'state'] as const,
+    registers: [registry],
+    async collect() {
+      this.reset();
+      for (const q of opts.queues) {
+        const counts = await q.getJobCounts('waiting', 'active', 'delayed', 'failed', 'waiting-children');
+        for (const [state, n] of Object.entries(counts)) this.set({ queue: q.name, state }, n);
+      }
+    },
+  });
+
+  return registry;
+}
+
+/** `/metrics` (open, like health): Prometheus text format. */
+export const metricsPlugin: FastifyPluginAsyncZod<MetricsOptions> = async (app, opts) => {
+  const registry = createApiMetrics(opts);
+  app.get(
+    '/metrics',
+    {
+      config: { public: true },
+      schema: {
+        tags: ['operations'],
+        summary: 'Prometheus metrics',
+        security: [],
+        response: { 200: { description: 'Prometheus text exposition format', content: { 'text/plain': { schema: z.string() } } } },
+      },
+    },
+    async (_req, reply) => {
+      const text = await registry.metrics();
+      return reply.type(registry.contentType).send(text);
+    },
+  );
+};
