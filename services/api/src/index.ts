@@ -2,4 +2,4 @@ export { type ApiDeps, type BackupControl, type BackupDataStore, buildApp, DEFAU
 export { type AuthMode, type AuthSettingsResult, createTokenVerifier, parseTokenList, resolveAuthSettings } from './auth.js';
 export { formatSseEvent, isTerminalPhaseEvent } from './backup-events.routes.js';
 export { ApiError, type ApiErrorBody, ApiErrorCode, type ApiProblem, HTTP_STATUS_OF } from './errors.js';
-export { createApiMetrics } from './metrics.plugin.js';
+export { type ApiMetrics, createApiMetrics } from './metrics.plugin.js';

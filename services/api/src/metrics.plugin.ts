@@ -14,12 +14,19 @@ export interface MetricsOptions {
 /**
  * Builds the Prometheus registry. Everything is read from the shared state at scrape time, so
  * every API replica reports the same truth whichever process ran the jobs:
- * - `stowage_backups_total{phase}` and the queue gauges are recomputed on each scrape;
+ * - `stowage_backups_total{phase}` (a gauge despite the name, which the API contract fixes) and
+ *   the queue gauges are recomputed on each scrape;
  * - durations, items and hook counts of a backup are observed once per process, the first
  *   scrape after it reached a terminal phase (a restart re-observes every retained backup,
  *   which is what a fresh histogram should hold).
  */
-export function createApiMetrics(opts: MetricsOptions): Registry {
+export interface ApiMetrics {
+  registry: Registry;
+  /** Brings the state-derived figures up to date and renders the text exposition. */
+  scrape(): Promise<string>;
+}
+
+export function createApiMetrics(opts: MetricsOptions): ApiMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'stowage_api_' });
   const observed = new Set<string>();
@@ -65,34 +72,36 @@ export function createApiMetrics(opts: MetricsOptions): Registry {
     }
   };
 
-  new Gauge({
+  const backupsByPhase = new Gauge({
     name: 'stowage_backups_total',
     help: 'Backups recorded in Stowage, by current phase',
     labelNames: ['phase'] as const,
     registers: [registry],
-    async collect() {
-      const redis = opts.state.redis;
-      const names = await redis.zrange(`${opts.state.prefix}:backups`, 0, -1);
-      const byPhase = new Map<string, number>();
-      for (let i = 0; i < names.length; i += 500) {
-        const slice = names.slice(i, i + 500);
-        const pipe = redis.pipeline();
-        for (const n of slice) pipe.hmget(opts.state.key(n, 'rec'), 'phase', 'startedAt', 'completedAt');
-        const rows = (await pipe.exec()) ?? [];
-        for (let j = 0; j < slice.length; j++) {
-          const [phase, startedAt, completedAt] = (rows[j]?.[1] as Array<string | null> | undefined) ?? [];
-          if (!phase) continue;
-          byPhase.set(phase, (byPhase.get(phase) ?? 0) + 1);
-          const name = slice[j] as string;
-          if (TERMINAL_BACKUP_PHASES.has(phase) && !observed.has(name)) {
-            await observeFinished(name, phase, startedAt ? Number(startedAt) : undefined, completedAt ? Number(completedAt) : undefined);
-          }
+  });
+
+  /** Reads every backup's phase; observes backups that ended since the last scrape. */
+  const refreshFromState = async (): Promise<void> => {
+    const redis = opts.state.redis;
+    const names = await redis.zrange(`${opts.state.prefix}:backups`, 0, -1);
+    const byPhase = new Map<string, number>();
+    for (let i = 0; i < names.length; i += 500) {
+      const slice = names.slice(i, i + 500);
+      const pipe = redis.pipeline();
+      for (const n of slice) pipe.hmget(opts.state.key(n, 'rec'), 'phase', 'startedAt', 'completedAt');
+      const rows = (await pipe.exec()) ?? [];
+      for (let j = 0; j < slice.length; j++) {
+        const [phase, startedAt, completedAt] = (rows[j]?.[1] as Array<string | null> | undefined) ?? [];
+        if (!phase) continue;
+        byPhase.set(phase, (byPhase.get(phase) ?? 0) + 1);
+        const name = slice[j] as string;
+        if (TERMINAL_BACKUP_PHASES.has(phase) && !observed.has(name)) {
+          await observeFinished(name, phase, startedAt ? Number(startedAt) : undefined, completedAt ? Number(completedAt) : undefined);
         }
       }
-      this.reset();
-      for (const [phase, n] of byPhase) this.set({ phase }, n);
-    },
-  });
+    }
+    backupsByPhase.reset();
+    for (const [phase, n] of byPhase) backupsByPhase.set({ phase }, n);
+  };
 
   new Gauge({
     name: 'stowage_queue_jobs',
@@ -108,12 +117,18 @@ export function createApiMetrics(opts: MetricsOptions): Registry {
     },
   });
 
-  return registry;
+  return {
+    registry,
+    async scrape() {
+      await refreshFromState();
+      return await registry.metrics();
+    },
+  };
 }
 
 /** `/metrics` (open, like health): Prometheus text format. */
 export const metricsPlugin: FastifyPluginAsyncZod<MetricsOptions> = async (app, opts) => {
-  const registry = createApiMetrics(opts);
+  const metrics = createApiMetrics(opts);
   app.get(
     '/metrics',
     {
@@ -126,8 +141,8 @@ export const metricsPlugin: FastifyPluginAsyncZod<MetricsOptions> = async (app, 
       },
     },
     async (_req, reply) => {
-      const text = await registry.metrics();
-      return reply.type(registry.contentType).send(text);
+      const text = await metrics.scrape();
+      return reply.type(metrics.registry.contentType).send(text);
     },
   );
 };
