@@ -124,7 +124,7 @@ export function createKubeClients(options: KubeClientOptions = {}): KubeClients 
   };
   const httpApi = new RetryingHttpLibrary(retry, options.requestTimeoutMs ?? 30_000);
   const configuration = createConfiguration({
-    baseServer: new ServerConfiguration(cluster.server, {}),
+    baseServer: new ServerConfiguration(server, {}),
     authMethods: { default: kubeConfig },
     httpApi,
   });
