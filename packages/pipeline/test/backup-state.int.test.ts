@@ -141,4 +141,43 @@ describe('BackupState', () => {
     await state.deleteBackup('b1');
     expect(await redis.keys(`${state.prefix}:*`)).toEqual([]);
   });
+
+  it('registers a PVB once: a re-run block cannot reset a finished PVB', async () => {
+    await state.createBackup(record('b1'));
+    expect(await state.registerPvb('b1', 'pvb-a', { blockId: 'blk-1', phase: 'Pending', node: 'n1' })).toEqual({ registered: true });
+    await state.updatePvb('b1', 'pvb-a', { phase: 'Completed' });
+    expect(await state.registerPvb('b1', 'pvb-a', { blockId: 'blk-1', phase: 'Pending', node: 'n1' })).toEqual({ registered: false });
+    expect(await state.getPvb('b1', 'pvb-a')).toMatchObject({ phase: 'Completed', node: 'n1' });
+    expect(await state.allPvbNames('b1')).toEqual(['pvb-a']);
+  });
+
+  it('counts many keys once each in one call, and records problems once', async () => {
+    await state.createBackup(record('b1'));
+    const entries = [
+      { onceKey: 'item:a', field: 'itemsBackedUp' },
+      { onceKey: 'item:b', field: 'itemsBackedUp' },
+    ];
+    expect(await state.countOnceMany('b1', entries)).toBe(2);
+    expect(await state.countOnceMany('b1', [...entries, { onceKey: 'item:c', field: 'itemsBackedUp' }])).toBe(1);
+    expect(await state.recordProblem('b1', { level: 'error', onceKey: 'hook:x', msg: 'hook failed', namespace: 'shop' })).toBe(true);
+    expect(await state.recordProblem('b1', { level: 'error', onceKey: 'hook:x', msg: 'hook failed', namespace: 'shop' })).toBe(false);
+    expect(await state.recordProblem('b1', { level: 'warn', onceKey: 'w', msg: 'careful' })).toBe(true);
+    expect(await state.counters('b1')).toEqual({ itemsBackedUp: 3, errors: 1, warnings: 1 });
+    expect((await state.readLogs('b1')).map((l) => [l.level, l.msg, l.namespace])).toEqual([
+      ['error', 'hook failed', 'shop'],
+      ['warn', 'careful', undefined],
+    ]);
+  });
+
+  it('records a cancel request once and never after the backup ended', async () => {
+    await state.createBackup(record('b1'));
+    await state.createBackup(record('b2'));
+    await state.transitionPhase('b2', ['New'], 'Completed');
+    expect(await state.requestCancel('b1')).toEqual({ requested: true, phase: 'New' });
+    expect(await state.requestCancel('b1')).toEqual({ requested: false, phase: 'New' });
+    expect(await state.requestCancel('b2')).toEqual({ requested: false, phase: 'Completed' });
+    expect((await state.getBackup('b1'))?.cancelRequestedAt).toBeGreaterThan(0);
+    expect((await state.getBackup('b2'))?.cancelRequestedAt).toBeUndefined();
+    expect(await state.requestCancel('missing')).toEqual({ requested: false, phase: undefined });
+  });
 });

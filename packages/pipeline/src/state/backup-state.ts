@@ -28,6 +28,22 @@ interface StateScriptCommands {
   stowageTransitionPhase(key: string, ...args: ScriptArg[]): Promise<[number, string | null]>;
   stowageCountOnce(onceKey: string, countersKey: string, ...args: ScriptArg[]): Promise<number>;
   stowagePutPlans(planKey: string, itemsKey: string, orderKey: string, ...args: ScriptArg[]): Promise<number>;
+  stowageCountOnceMany(onceKey: string, countersKey: string, entries: string): Promise<number>;
+  stowageRegisterPvb(pvbKey: string, setKey: string, ...args: ScriptArg[]): Promise<number>;
+  stowageRequestCancel(recordKey: string, at: string, endedPhases: string): Promise<[number, string | null]>;
+}
+
+/** Backup phases after which nothing changes any more. */
+export const ENDED_BACKUP_PHASES = ['Completed', 'PartiallyFailed', 'Failed', 'FailedValidation', 'Canceled'] as const;
+
+/** A problem worth telling the user: counted once per key into `errors`/`warnings` and logged. */
+export interface BackupProblem {
+  level: 'error' | 'warn';
+  /** Counted once: a re-run job reporting the same problem does not count it twice. */
+  onceKey: string;
+  msg: string;
+  /** Where: `namespace` (for the results file), `blockId`, `pod`, `pvb`, `reason`, ... */
+  [field: string]: unknown;
 }
 
 export interface BackupRecord {
@@ -41,6 +57,8 @@ export interface BackupRecord {
   completedAt?: number;
   fsDeadlineAt?: number;
   cancelRequestedAt?: number;
+  /** Set by plan when every block was added (a re-run of plan after this changes nothing). */
+  planCompletedAt?: number;
   failureReason?: string;
   planSummary?: unknown;
 }
@@ -68,6 +86,8 @@ export interface BlockStateRecord {
   failedPods?: string[];
   pvbs?: string[];
   itemsWritten?: number;
+  /** Pods whose pre hooks ran through without an `onError: Fail` failure (their post hooks are owed). */
+  prePhaseDonePods?: string[];
   error?: string;
   [field: string]: unknown;
 }
@@ -193,6 +213,21 @@ export class BackupState {
     return { moved, phase: moved ? to : (res[1] ?? undefined) };
   }
 
+  /**
+   * Records that the user asked to cancel. Returns `requested: true` only the first time and only
+   * while the backup has not ended; the pipeline reads `cancelRequestedAt` and winds down.
+   */
+  async requestCancel(name: string): Promise<{ requested: boolean; phase: string | undefined }> {
+    const at = this.now();
+    const res = (await this.cmd().stowageRequestCancel(this.key(name, 'rec'), String(at), JSON.stringify(ENDED_BACKUP_PHASES))) as [
+      number,
+      string | null,
+    ];
+    const requested = res[0] === 1;
+    if (requested) await this.appendEvent(name, 'backup.cancel-requested', { at });
+    return { requested, phase: res[1] ?? undefined };
+  }
+
   async listBackups(opts: { limit: number; cursor?: string; phase?: string }): Promise<{ items: BackupRecord[]; nextCursor?: string }> {
     // Cursor = the offset into the index, newest first; filtering by phase reads on until the page fills.
     let offset = opts.cursor ? Number.parseInt(opts.cursor, 10) : 0;
@@ -240,7 +275,26 @@ export class BackupState {
     return res === 1;
   }
 
-  /** Adds to a counter unconditionally (for totals set by the planner). */
+  /** Counts many keys once each in one round trip; returns how many counted now. */
+  async countOnceMany(name: string, entries: ReadonlyArray<{ onceKey: string; field: string; by?: number }>): Promise<number> {
+    if (entries.length === 0) return 0;
+    const payload = JSON.stringify(entries.map((e) => [e.onceKey, e.field, e.by ?? 1]));
+    return (await this.cmd().stowageCountOnceMany(this.key(name, 'once'), this.key(name, 'cnt'), payload)) as number;
+  }
+
+  /**
+   * Records an error or a warning: counted once per `onceKey` into `errors`/`warnings`, and
+   * logged (the results file and `backup logs` read the log). Returns whether it was new.
+   */
+  async recordProblem(name: string, problem: BackupProblem): Promise<boolean> {
+    const { onceKey, level, ...line } = problem;
+    const field = level === 'error' ? 'errors' : 'warnings';
+    const counted = await this.countOnce(name, `${field}:${onceKey}`, field);
+    if (counted) await this.log(name, { level, ...line });
+    return counted;
+  }
+
+  /** Sets a counter to a value (for totals set by the planner). */
   async setCounter(name: string, field: string, value: number): Promise<void> {
     await this.redis.hset(this.key(name, 'cnt'), field, value);
   }
@@ -387,6 +441,20 @@ export class BackupState {
       .exec();
   }
 
+  /**
+   * Registers a PVB as pending before it is created (a fast PVB must never finish unregistered).
+   * A PVB known already keeps its state, so a re-run block cannot reset a finished PVB.
+   */
+  async registerPvb(name: string, pvbName: string, record: Omit<PvbStateRecord, 'name'>): Promise<{ registered: boolean }> {
+    const fields: string[] = ['name', JSON.stringify(pvbName)];
+    for (const [k, v] of Object.entries(record)) {
+      if (v === undefined) continue;
+      fields.push(k, JSON.stringify(v));
+    }
+    const res = await this.cmd().stowageRegisterPvb(this.key(name, `pvb:${pvbName}`), this.key(name, 'pvbset'), pvbName, ...fields);
+    return { registered: res === 1 };
+  }
+
   async getPvb(name: string, pvbName: string): Promise<PvbStateRecord | undefined> {
     const raw = await this.redis.hgetall(this.key(name, `pvb:${pvbName}`));
     return raw.name ? decodeJsonHash<PvbStateRecord>(raw) : undefined;
@@ -427,7 +495,7 @@ export class BackupState {
 }
 
 const JSON_RECORD_FIELDS = new Set(['spec', 'planSummary']);
-const NUMBER_RECORD_FIELDS = new Set(['createdAt', 'startedAt', 'completedAt', 'fsDeadlineAt', 'cancelRequestedAt']);
+const NUMBER_RECORD_FIELDS = new Set(['createdAt', 'startedAt', 'completedAt', 'fsDeadlineAt', 'cancelRequestedAt', 'planCompletedAt']);
 
 function encodeRecord(rec: Partial<BackupRecord>): string[] {
   const out: string[] = [];

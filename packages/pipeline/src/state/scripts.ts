@@ -70,4 +70,53 @@ for i = 1, n do
 end
 return n`,
   },
+  /**
+   * Counts many keys once each.
+   * KEYS[1] once set, KEYS[2] counters hash. ARGV[1] JSON array of [onceKey, field, increment].
+   * Returns the number of keys counted now.
+   */
+  stowageCountOnceMany: {
+    numberOfKeys: 2,
+    lua: `
+local entries = cjson.decode(ARGV[1])
+local counted = 0
+for _, e in ipairs(entries) do
+  if redis.call('SADD', KEYS[1], e[1]) == 1 then
+    redis.call('HINCRBY', KEYS[2], e[2], e[3])
+    counted = counted + 1
+  end
+end
+return counted`,
+  },
+  /**
+   * Registers a PVB as pending unless it is known already (a re-run must not reset a phase).
+   * KEYS[1] PVB hash, KEYS[2] PVB name set. ARGV[1] PVB name, ARGV[2..] field/value pairs.
+   * Returns 1 when registered now, 0 when it existed.
+   */
+  stowageRegisterPvb: {
+    numberOfKeys: 2,
+    lua: `
+redis.call('SADD', KEYS[2], ARGV[1])
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local fields = {}
+for i = 2, #ARGV do fields[#fields + 1] = ARGV[i] end
+redis.call('HSET', KEYS[1], unpack(fields))
+return 1`,
+  },
+  /**
+   * Records a cancel request unless the backup already ended or was asked before.
+   * KEYS[1] record hash. ARGV[1] timestamp, ARGV[2] JSON array of phases that have ended.
+   * Returns {1, phase} when recorded now, {0, phase} otherwise.
+   */
+  stowageRequestCancel: {
+    numberOfKeys: 1,
+    lua: `
+local cur = redis.call('HGET', KEYS[1], 'phase')
+if not cur then return {0, false} end
+for _, p in ipairs(cjson.decode(ARGV[2])) do
+  if p == cur then return {0, cur} end
+end
+if redis.call('HSETNX', KEYS[1], 'cancelRequestedAt', ARGV[1]) == 0 then return {0, cur} end
+return {1, cur}`,
+  },
 } as const;

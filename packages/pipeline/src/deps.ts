@@ -1,0 +1,74 @@
+import type { KubeClients, PvbClient } from '@stowage/kube';
+import type { BackupStorage } from '@stowage/storage';
+import type { Redis } from 'ioredis';
+import type { NodeAgentRegistry } from './agents/node-agent-registry.js';
+import type { BackupState } from './state/backup-state.js';
+
+/** pino-compatible: object first, message second. */
+export interface PipelineLogger {
+  debug(obj: object, msg?: string): void;
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
+  child(bindings: Record<string, unknown>): PipelineLogger;
+}
+
+export type WaitMode = 'decoupled' | 'inline';
+
+export interface PipelineConfig {
+  /** Namespace of the PVB objects (Stowage's namespace). */
+  namespace: string;
+  /** `spec.backupStorageLocation` of every PVB. */
+  backupStorageLocation: string;
+  /** `decoupled` (the design) or `inline` (Velero 1.16 behaviour, for the benchmark only). */
+  waitMode: WaitMode;
+  /** Blocks per FlowProducer.addBulk while planning. */
+  blockBatchSize: number;
+  /** Items per list request while planning. */
+  listPageSize: number;
+  /** pvb-watch re-park backoff: first delay and cap. */
+  pvbPollBaseMs: number;
+  pvbPollMaxMs: number;
+  /** A real GET of a PVB at least this often even when the informer cache is healthy. */
+  pvbRealReadEveryMs: number;
+  /** After asking a PVB to cancel (deadline or backup cancel), how long to wait for it to stop. */
+  pvbCancelWaitMs: number;
+  /** Bytes of hook stdout/stderr kept per run. */
+  hookOutputTailBytes: number;
+}
+
+export const DEFAULT_PIPELINE_CONFIG: PipelineConfig = Object.freeze({
+  namespace: 'stowage',
+  backupStorageLocation: 'default',
+  waitMode: 'decoupled',
+  blockBatchSize: 500,
+  listPageSize: 500,
+  pvbPollBaseMs: 200,
+  pvbPollMaxMs: 5_000,
+  pvbRealReadEveryMs: 30_000,
+  pvbCancelWaitMs: 60_000,
+  hookOutputTailBytes: 4096,
+});
+
+export interface Clock {
+  now(): number;
+}
+
+/**
+ * Everything the processors need, passed in by the hosting process (worker service, api
+ * service or a test). No globals: two pipelines with different prefixes can share a process.
+ */
+export interface PipelineDeps {
+  /** BullMQ connection (maxRetriesPerRequest: null). Workers duplicate it for blocking reads. */
+  connection: Redis;
+  /** Hash-tagged prefix shared by every queue, e.g. `{stowage}`. */
+  queuePrefix: string;
+  state: BackupState;
+  agents: NodeAgentRegistry;
+  kube: KubeClients;
+  pvbs: PvbClient;
+  storage: BackupStorage;
+  logger: PipelineLogger;
+  clock: Clock;
+  config: PipelineConfig;
+}

@@ -1,0 +1,43 @@
+import { UnrecoverableError } from 'bullmq';
+
+/** Error codes of @stowage/pipeline (one catalogue). */
+export const PipelineErrorCode = {
+  /** The job names a backup that has no record (deleted, or a bug in the producer). */
+  backupMissing: 'PIPELINE_BACKUP_MISSING',
+  /** The job names a block the plan never stored. */
+  blockMissing: 'PIPELINE_BLOCK_MISSING',
+  /** A post-hooks job found a PVB of its block that is not terminal: the job graph is broken. */
+  pvbNotTerminal: 'PIPELINE_PVB_NOT_TERMINAL',
+  /** A job arrived on a queue whose processor does not handle its name. */
+  unknownJob: 'PIPELINE_UNKNOWN_JOB',
+  /** A caller passed something outside the contract (programming error or bad user input). */
+  badArgument: 'PIPELINE_BAD_ARGUMENT',
+  /** The backup spec failed validation. */
+  specInvalid: 'PIPELINE_SPEC_INVALID',
+} as const;
+export type PipelineErrorCode = (typeof PipelineErrorCode)[keyof typeof PipelineErrorCode];
+
+/** A broken invariant or an infrastructure failure in the pipeline (retryable unless wrapped). */
+export class PipelineError extends Error {
+  override readonly name = 'PipelineError';
+  constructor(
+    readonly code: PipelineErrorCode,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`${code}: ${message}`, options);
+  }
+}
+
+/** A pipeline error that retrying cannot fix: BullMQ fails the job at once. */
+export class UnrecoverablePipelineError extends UnrecoverableError {
+  constructor(
+    readonly code: PipelineErrorCode,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`${code}: ${message}`);
+    this.name = 'UnrecoverablePipelineError';
+    if (options && 'cause' in options) this.cause = options.cause;
+  }
+}

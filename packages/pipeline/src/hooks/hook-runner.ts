@@ -1,0 +1,117 @@
+import { execInPod } from '@stowage/kube';
+import type { PipelineDeps } from '../deps.js';
+import { type HookPhase, type PlannedPod, podKey } from '../plan/block-plan.js';
+
+export interface RunPodHooksInput {
+  backupName: string;
+  blockId: string;
+  pod: PlannedPod;
+  phase: HookPhase;
+  /** The job attempt, recorded with each run (a retry re-runs hooks: at-least-once). */
+  attempt: number;
+}
+
+export interface RunPodHooksResult {
+  /** A hook with `onError: Fail` failed: the pod is not backed up (pre) and later hooks were skipped. */
+  failedWithFail: boolean;
+  ran: number;
+  failed: number;
+}
+
+/**
+ * Runs one pod's hooks of one phase in order, through pod exec with a real timeout. Every hook
+ * that applies counts as attempted once per key `hook:<block>:<pod>:<phase>:<index>`; a failed
+ * run counts `hooksFailed` once per key and is an error (→ PartiallyFailed). After a failure with
+ * `onError: Fail` the later hooks of this pod and phase are skipped (still counted attempted).
+ * Every run, and every skip, is recorded with pod, container, phase, source, exit code and times.
+ */
+export async function runPodHooks(
+  deps: Pick<PipelineDeps, 'state' | 'kube' | 'clock' | 'config' | 'logger'>,
+  input: RunPodHooksInput,
+): Promise<RunPodHooksResult> {
+  const { state } = deps;
+  const { backupName, blockId, pod, phase } = input;
+  const hooks = pod.hooks[phase];
+  const result: RunPodHooksResult = { failedWithFail: false, ran: 0, failed: 0 };
+  const pk = podKey(pod);
+  for (const hook of hooks) {
+    const onceKey = `hook:${blockId}:${pk}:${phase}:${hook.index}`;
+    await state.countOnce(backupName, onceKey, 'hooksAttempted');
+    const base = {
+      blockId,
+      podNamespace: pod.namespace,
+      podName: pod.name,
+      container: hook.container,
+      phase,
+      source: hook.source,
+      hookName: hook.hookName,
+      index: hook.index,
+      command: hook.command,
+      attempt: input.attempt,
+    };
+    if (result.failedWithFail) {
+      await state.recordHookRun(backupName, {
+        ...base,
+        outcome: 'skipped',
+        message: `an earlier ${phase} hook of this pod failed with onError: Fail`,
+      });
+      continue;
+    }
+    const startedAt = deps.clock.now();
+    await state.appendEvent(backupName, 'hook.started', { blockId, pod: pk, container: hook.container, phase, index: hook.index });
+    const res = await execInPod(deps.kube, {
+      namespace: pod.namespace,
+      pod: pod.name,
+      container: hook.container,
+      command: hook.command,
+      timeoutMs: hook.timeoutMs,
+      tailBytes: deps.config.hookOutputTailBytes,
+    });
+    const endedAt = deps.clock.now();
+    result.ran++;
+    const ok = res.outcome === 'exited' && res.exitCode === 0;
+    const exitCode = res.outcome === 'exited' ? res.exitCode : undefined;
+    const message =
+      res.outcome === 'exited'
+        ? ok
+          ? undefined
+          : `exited with code ${res.exitCode}`
+        : res.outcome === 'timeout'
+          ? res.message
+          : `${res.reason}: ${res.message}`;
+    await state.recordHookRun(backupName, {
+      ...base,
+      outcome: res.outcome,
+      exitCode,
+      startedAt,
+      endedAt,
+      stdoutTail: res.stdoutTail,
+      stderrTail: res.stderrTail,
+      message,
+    });
+    await state.appendEvent(backupName, 'hook.done', {
+      blockId,
+      pod: pk,
+      container: hook.container,
+      phase,
+      index: hook.index,
+      ok,
+      exitCode: exitCode ?? null,
+    });
+    if (ok) continue;
+    result.failed++;
+    await state.countOnce(backupName, `hook-failed:${blockId}:${pk}:${phase}:${hook.index}`, 'hooksFailed');
+    await state.recordProblem(backupName, {
+      level: 'error',
+      onceKey: `hook:${blockId}:${pk}:${phase}:${hook.index}`,
+      msg: `error executing ${phase} hook ${hook.hookName || hook.source} #${hook.index} in ${pk}/${hook.container}: ${message}`,
+      namespace: pod.namespace,
+      blockId,
+      pod: pk,
+      container: hook.container,
+      onError: hook.onError,
+    });
+    if (hook.onError === 'Fail') result.failedWithFail = true;
+  }
+  return result;
+}

@@ -1,0 +1,76 @@
+/*
+ * What the planner stores per block (BackupState.putBlockPlans) and the block jobs read back.
+ * It outlives deploys like a payload does: only add optional fields.
+ */
+
+export type HookPhase = 'pre' | 'post';
+
+export interface PlannedHook {
+  container: string;
+  /** argv, never run through a shell. */
+  command: string[];
+  onError: 'Fail' | 'Continue';
+  timeoutMs: number;
+  /** `annotation` or `spec`. */
+  source: string;
+  /** The spec hook's name ('' for annotations). */
+  hookName: string;
+  /** Position in the pod's list for this phase (part of the once-key). */
+  index: number;
+}
+
+export interface PlannedVolume {
+  /** The pod volume's name. */
+  name: string;
+  /** `fs-backup` gets a PVB; `skip` does not (reason says why). */
+  action: 'fs-backup' | 'skip';
+  reason?: string | undefined;
+  /** The PVC behind the volume, if any. */
+  claimName?: string | undefined;
+  /** The deterministic PVB name (fs-backup only). */
+  pvbName?: string | undefined;
+}
+
+export interface PlannedPod {
+  namespace: string;
+  name: string;
+  uid: string;
+  node?: string | undefined;
+  /** The pod's item key (items of a pod whose pre hook failed with Fail are not written). */
+  itemKey: string;
+  hooks: { pre: PlannedHook[]; post: PlannedHook[] };
+  volumes: PlannedVolume[];
+}
+
+/** One item of the block, without its manifest (the manifests are stored apart and dropped after finalize). */
+export interface PlannedItem {
+  /** `<group-resource>/<namespace or -cluster->/<name>`: unique per backup, the once-key of itemsBackedUp. */
+  key: string;
+  apiVersion: string;
+  kind: string;
+  /** `resource.group`, e.g. `pods`, `deployments.apps`. */
+  groupResource: string;
+  namespace?: string | undefined;
+  name: string;
+}
+
+export interface PlanSkip {
+  /** What was skipped: `pods/ns/name volume data`, a hook, an item. */
+  what: string;
+  reason: string;
+}
+
+export interface BlockPlan {
+  id: string;
+  pods: PlannedPod[];
+  items: PlannedItem[];
+  skips: PlanSkip[];
+}
+
+export function podKey(pod: { namespace: string; name: string }): string {
+  return `${pod.namespace}/${pod.name}`;
+}
+
+export function itemKeyOf(groupResource: string, namespace: string | undefined, name: string): string {
+  return `${groupResource}/${namespace ?? '-cluster-'}/${name}`;
+}

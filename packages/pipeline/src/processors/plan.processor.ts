@@ -1,0 +1,235 @@
+import {
+  type BackupSpec,
+  type ClusterItem,
+  coversAllNamespaces,
+  groupItemBlocks,
+  groupResourceOf,
+  type ItemBlock,
+  isResourceIncluded,
+  type PersistentVolume,
+  type PersistentVolumeClaim,
+  type Pod,
+  pvbName,
+  type VolumePolicy,
+} from '@stowage/core';
+import { type DiscoveredResource, discoverResources, listAll, pvbGroup, pvbPlural } from '@stowage/kube';
+import { addBlockFlows, parsePlanJobData } from '@stowage/queue';
+import type { Job } from 'bullmq';
+import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
+import { type BlockPlan, itemKeyOf, type PlannedItem, type PlannedPod, type PlanSkip } from '../plan/block-plan.js';
+import { resolvePodHooks, selectFsBackupVolumes, type VolumeContext } from '../plan/pod-decisions.js';
+import type { PipelineRuntime } from '../runtime.js';
+import { ENDED_BACKUP_PHASES } from '../state/backup-state.js';
+
+export type PlanResult = { skipped: string } | { blocks: number; items: number; batches: number };
+
+/** Resources never backed up: Stowage's own in-flight PVBs. */
+const NEVER_LISTED = new Set([`${pvbPlural}.${pvbGroup}`]);
+/** The relation graph needs these three listed together before grouping. */
+const RELATED = new Set(['pods', 'persistentvolumeclaims', 'persistentvolumes']);
+
+/**
+ * plan (a child of the backup's finalize job): New → InProgress, then discovery, paginated
+ * lists, ItemBlocks, hooks and fs-backup decisions per pod; each batch of blocks is stored and
+ * its sub-flows added under finalize at once, so blocks start while planning goes on. Pods,
+ * PVCs and PVs go first (their grouping needs all three), then every other resource, one by one.
+ * Safe to run twice: plans are stored per block id once, flows have deterministic ids.
+ */
+export async function processPlan(rt: PipelineRuntime, job: Job, _token: string | undefined): Promise<PlanResult> {
+  const { deps } = rt;
+  const { state, clock, config } = deps;
+  const data = parsePlanJobData(job.data);
+  const { backupName } = data;
+  const log = deps.logger.child({ backup: backupName, jobId: job.id, attempt: job.attemptsMade + 1 });
+  const record = await state.getBackup(backupName);
+  if (!record) throw new UnrecoverablePipelineError(PipelineErrorCode.backupMissing, `backup ${backupName} has no record`);
+  if ((ENDED_BACKUP_PHASES as readonly string[]).includes(record.phase)) return { skipped: `backup already ${record.phase}` };
+  if (record.planCompletedAt !== undefined) return { skipped: 'plan already completed' };
+  if (record.cancelRequestedAt !== undefined) return { skipped: 'backup canceled before planning' };
+  const finalizeId = job.parent?.id;
+  if (!finalizeId) throw new UnrecoverablePipelineError(PipelineErrorCode.badArgument, `plan job ${job.id} has no finalize parent`);
+
+  const spec = record.spec as BackupSpec;
+  const problems = specProblems(spec);
+  if (problems.length > 0) {
+    await state.transitionPhase(backupName, ['New'], 'FailedValidation', { failureReason: problems.join('; ') });
+    await state.log(backupName, { level: 'error', msg: `backup spec is invalid: ${problems.join('; ')}` });
+    return { skipped: 'spec invalid' };
+  }
+  const now = clock.now();
+  await state.transitionPhase(backupName, ['New'], 'InProgress', { startedAt: now, fsDeadlineAt: now + spec.fsBackupTimeoutMs });
+
+  const policies = await loadVolumePolicies(rt, spec, backupName);
+  if (policies === undefined) return { skipped: 'resource policy invalid' };
+  const nodesWithAgent = await deps.agents.nodesWithAgent();
+  const discovery = await discoverResources(deps.kube);
+  for (const failure of discovery.failures) {
+    await state.recordProblem(backupName, {
+      level: 'warn',
+      onceKey: `discovery:${failure.groupVersion}`,
+      msg: `discovery of ${failure.groupVersion} failed: ${failure.message}`,
+    });
+  }
+  const clusterScopedListed = spec.includeClusterResources === true || (spec.includeClusterResources === null && coversAllNamespaces(spec));
+  const resources = discovery.resources.filter((r) => {
+    const gr = groupResourceOf(r);
+    if (NEVER_LISTED.has(gr)) return false;
+    if (r.group === '' && RELATED.has(r.resource)) return true; // listed for the relations; core decides membership
+    if (!isResourceIncluded(r, spec)) return false;
+    return r.namespaced || clusterScopedListed || (r.group === '' && r.resource === 'namespaces');
+  });
+
+  const totals = { blocks: 0, items: 0, batches: 0 };
+  const volumeCtx: VolumeContext = { spec, policies, nodesWithAgent, pvcs: new Map(), pvs: new Map(), takenClaims: new Map() };
+  const emit = async (blocks: ItemBlock<ClusterItem>[]) => {
+    for (let start = 0; start < blocks.length; start += config.blockBatchSize) {
+      const batch = blocks.slice(start, start + config.blockBatchSize);
+      const stored = batch.map((block) => buildBlockPlan(block, backupName, volumeCtx));
+      await state.putBlockPlans(
+        backupName,
+        stored.map(({ plan, manifests }) => ({ id: plan.id, plan, items: manifests })),
+      );
+      for (const { plan } of stored) {
+        for (const skip of plan.skips) {
+          await state.log(backupName, { level: 'info', msg: `skipped ${skip.what}: ${skip.reason}`, blockId: plan.id, skip: true });
+        }
+      }
+      const res = await addBlockFlows(rt.flowProducer, {
+        backupName,
+        backupUid: data.backupUid,
+        finalizeJobId: finalizeId,
+        blocks: batch.map((b) => b.id),
+        batchSize: config.blockBatchSize,
+        requestId: data.requestId,
+      });
+      totals.blocks += batch.length;
+      totals.batches += res.batches;
+      totals.items += batch.reduce((n, b) => n + b.items.length, 0);
+      await state.setCounter(backupName, 'totalItems', totals.items);
+      await state.appendEvent(backupName, 'plan.progress', { blocks: totals.blocks, items: totals.items });
+    }
+  };
+
+  // 1. Pods, PVCs and PVs: one grouping (pods sharing a PVC share a block).
+  const related: ClusterItem[] = [];
+  for (const resource of resources.filter((r) => r.group === '' && RELATED.has(r.resource))) {
+    for await (const page of listAll(deps.kube, { resource, pageSize: config.listPageSize })) {
+      for (const object of page.items) related.push(toClusterItem(resource, object));
+    }
+  }
+  for (const item of related) {
+    const meta = item.object.metadata;
+    if (item.resource === 'persistentvolumeclaims')
+      volumeCtx.pvcs.set(`${meta.namespace}/${meta.name}`, item.object as PersistentVolumeClaim);
+    if (item.resource === 'persistentvolumes') volumeCtx.pvs.set(meta.name, item.object as PersistentVolume);
+  }
+  const grouped = groupItemBlocks(related, spec);
+  for (const warning of grouped.warnings) {
+    await state.recordProblem(backupName, { level: 'warn', onceKey: `grouping:${warning.code}:${warning.itemKey}`, msg: warning.message });
+  }
+  await emit(grouped.blocks);
+
+  // 2. Everything else, resource by resource (pod-free blocks, batched).
+  for (const resource of resources.filter((r) => !(r.group === '' && RELATED.has(r.resource)))) {
+    const items: ClusterItem[] = [];
+    for await (const page of listAll(deps.kube, { resource, pageSize: config.listPageSize })) {
+      for (const object of page.items) items.push(toClusterItem(resource, object));
+    }
+    const res = groupItemBlocks(items, spec, { unrelatedBatchSize: 50 });
+    await emit(res.blocks);
+  }
+
+  await state.setCounter(backupName, 'totalItems', totals.items);
+  await state.setCounter(backupName, 'blocksPlanned', totals.blocks);
+  await state.updateBackup(backupName, { planCompletedAt: clock.now(), planSummary: totals });
+  await state.appendEvent(backupName, 'plan.done', { ...totals });
+  log.info({ ...totals }, 'plan done');
+  return totals;
+}
+
+function toClusterItem(resource: DiscoveredResource, object: unknown): ClusterItem {
+  return { group: resource.group, resource: resource.resource, namespaced: resource.namespaced, object: object as ClusterItem['object'] };
+}
+
+function buildBlockPlan(block: ItemBlock<ClusterItem>, backupName: string, ctx: VolumeContext): { plan: BlockPlan; manifests: unknown[] } {
+  const items: PlannedItem[] = [];
+  const manifests: unknown[] = [];
+  const skips: PlanSkip[] = [];
+  const pods: PlannedPod[] = [];
+  for (const item of block.items) {
+    const meta = item.object.metadata;
+    const gr = groupResourceOf(item);
+    const key = itemKeyOf(gr, item.namespaced ? meta.namespace : undefined, meta.name);
+    items.push({
+      key,
+      apiVersion: item.object.apiVersion ?? '',
+      kind: item.object.kind ?? '',
+      groupResource: gr,
+      namespace: item.namespaced ? meta.namespace : undefined,
+      name: meta.name,
+    });
+    manifests.push(item.object);
+  }
+  for (const item of block.pods) {
+    const pod = item.object as Pod;
+    const meta = pod.metadata;
+    const hooks = resolvePodHooks(pod, ctx.spec);
+    skips.push(...hooks.skips);
+    const volumes = selectFsBackupVolumes(pod, backupName, ctx, (uid, volume) => pvbName(backupName, uid, volume));
+    for (const v of volumes)
+      if (v.action === 'skip') skips.push({ what: `pods/${meta.namespace}/${meta.name} volume ${v.name}`, reason: v.reason ?? 'skipped' });
+    pods.push({
+      namespace: meta.namespace ?? '',
+      name: meta.name,
+      uid: meta.uid ?? '',
+      node: pod.spec.nodeName,
+      itemKey: itemKeyOf('pods', meta.namespace, meta.name),
+      hooks: hooks.hooks,
+      volumes,
+    });
+  }
+  return { plan: { id: block.id, pods, items, skips }, manifests };
+}
+
+function specProblems(spec: BackupSpec | undefined): string[] {
+  if (!spec || typeof spec !== 'object') return ['spec is missing'];
+  const problems: string[] = [];
+  for (const key of ['includedNamespaces', 'excludedNamespaces', 'includedResources', 'excludedResources', 'orLabelSelectors'] as const) {
+    if (!Array.isArray(spec[key])) problems.push(`spec.${key} must be an array (store the validated spec)`);
+  }
+  if (typeof spec.fsBackupTimeoutMs !== 'number') problems.push('spec.fsBackupTimeoutMs must be a number (store the validated spec)');
+  if (!spec.hooks || !Array.isArray(spec.hooks.resources)) problems.push('spec.hooks.resources must be an array');
+  return problems;
+}
+
+async function loadVolumePolicies(rt: PipelineRuntime, spec: BackupSpec, backupName: string): Promise<VolumePolicy[] | undefined> {
+  const ref = spec.resourcePolicy;
+  if (!ref) return [];
+  if (ref.kind === 'Inline') return ref.volumePolicies;
+  const { deps } = rt;
+  const fail = async (why: string) => {
+    await deps.state.transitionPhase(backupName, ['InProgress', 'New'], 'FailedValidation', { failureReason: why });
+    await deps.state.log(backupName, { level: 'error', msg: why });
+    return undefined;
+  };
+  let configMap: { data?: Record<string, string> };
+  try {
+    configMap = await deps.kube.requestJson({
+      path: `/api/v1/namespaces/${encodeURIComponent(deps.config.namespace)}/configmaps/${encodeURIComponent(ref.name)}`,
+    });
+  } catch (err) {
+    return fail(`resource policy ConfigMap ${deps.config.namespace}/${ref.name} cannot be read: ${(err as Error).message}`);
+  }
+  const { validateResourcePolicyDocument } = await import('@stowage/core');
+  const text = Object.values(configMap.data ?? {})[0];
+  let doc: unknown;
+  try {
+    doc = text === undefined ? undefined : JSON.parse(text);
+  } catch {
+    return fail(`resource policy ConfigMap ${ref.name}: only JSON documents are supported for now`);
+  }
+  const res = validateResourcePolicyDocument(doc);
+  if (!res.ok)
+    return fail(`resource policy ConfigMap ${ref.name} is invalid: ${res.problems.map((p) => `${p.path}: ${p.message}`).join('; ')}`);
+  return res.value;
+}

@@ -1,0 +1,59 @@
+import { blockJobId, pvbWatchJobId } from '@stowage/core';
+import { parsePostHooksJobData, QueueName, qualifiedQueueName } from '@stowage/queue';
+import type { Job } from 'bullmq';
+import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
+import type { BlockPlan } from '../plan/block-plan.js';
+import type { PipelineRuntime } from '../runtime.js';
+import { finishBlock } from './block-post-hooks.js';
+import type { ItemBlockResult } from './item-block.processor.js';
+
+export type PostHooksResult = { skipped: 'inline' | 'canceled' } | { state: string; postHookPods: number; hooksFailed: number };
+
+/**
+ * post-hooks: BullMQ releases it only when its children — the item-block job and one pvb-watch
+ * job per PVB the block created — are all done (completed or failed for good). It reads their
+ * values and failures, then runs the block's post hooks (finishBlock).
+ */
+export async function processPostHooks(rt: PipelineRuntime, job: Job, _token: string | undefined): Promise<PostHooksResult> {
+  const { deps } = rt;
+  const data = parsePostHooksJobData(job.data);
+  const { backupName, blockId } = data;
+  const prefix = deps.queuePrefix;
+  const [values, failures] = await Promise.all([job.getChildrenValues(), job.getIgnoredChildrenFailures()]);
+  const blockKey = `${qualifiedQueueName(prefix, QueueName.itemBlocks)}:${blockJobId(backupName, blockId)}`;
+  const blockValue = values[blockKey] as ItemBlockResult | undefined;
+  const blockFailed = failures[blockKey];
+
+  if (blockValue && 'inline' in blockValue && blockValue.inline) return { skipped: 'inline' };
+  if (blockValue?.canceled) {
+    await deps.state.countOnce(backupName, `block-done:${blockId}`, 'blocksDone');
+    return { skipped: 'canceled' };
+  }
+
+  const plan = await deps.state.getBlockPlan<BlockPlan>(backupName, blockId);
+  if (!plan) throw new UnrecoverablePipelineError(PipelineErrorCode.blockMissing, `backup ${backupName} has no plan for block ${blockId}`);
+  if (blockFailed !== undefined) {
+    await deps.state.recordProblem(backupName, {
+      level: 'error',
+      onceKey: `block-failed:${blockId}`,
+      msg: `item-block job of ${blockId} failed: ${blockFailed}`,
+      blockId,
+    });
+  }
+  const watchPrefix = `${qualifiedQueueName(prefix, QueueName.pvbWatch)}:`;
+  const failedWatches = new Map<string, string>();
+  const block = await deps.state.getBlock(backupName, blockId);
+  for (const name of block?.pvbs ?? []) {
+    const reason = failures[`${watchPrefix}${pvbWatchJobId(backupName, name)}`];
+    if (reason !== undefined) failedWatches.set(name, `pvb-watch job failed: ${reason}`);
+  }
+  const res = await finishBlock(deps, {
+    backupName,
+    blockId,
+    plan,
+    blockJobFailed: blockFailed,
+    failedWatches,
+    attempt: job.attemptsMade + 1,
+  });
+  return res;
+}

@@ -1,0 +1,173 @@
+import { isPvbTerminal, type PodVolumeBackup } from '@stowage/kube';
+import type { PipelineDeps } from '../deps.js';
+import type { PvbStateRecord } from '../state/backup-state.js';
+
+export interface PvbObservation {
+  phase: string;
+  terminal: boolean;
+  bytesDone?: number | undefined;
+  message?: string | undefined;
+}
+
+/** What a pvb-watch job returns (kept small: it lives in the post-hooks parent's hash). */
+export interface PvbWatchResult {
+  pvb: string;
+  phase: string;
+  /** We stopped waiting (fs-backup deadline or backup cancel) before the PVB stopped. */
+  timedOut?: boolean;
+  /** The PVB object vanished. */
+  missing?: boolean;
+}
+
+/**
+ * Applies what we saw of a PVB to backup state: phase, bytes, timestamps, message, a
+ * `pvb.phase` event on a phase change and `pvb.progress` on byte progress. The first terminal
+ * transition is counted once (`pvb:<name>` → `pvbs<Phase>`); Failed and Canceled are errors.
+ */
+export async function recordPvbObservation(
+  deps: Pick<PipelineDeps, 'state'>,
+  backupName: string,
+  pvb: PodVolumeBackup,
+  previous: PvbStateRecord | undefined,
+): Promise<PvbObservation> {
+  const name = pvb.metadata.name;
+  const status = pvb.status ?? {};
+  const phase = status.phase ?? 'New';
+  const terminal = isPvbTerminal(pvb);
+  const patch: Partial<PvbStateRecord> = {
+    phase,
+    message: status.message,
+    snapshotID: status.snapshotID,
+    path: status.path,
+    totalBytes: status.progress?.totalBytes,
+    bytesDone: status.progress?.bytesDone,
+    startTimestamp: status.startTimestamp,
+    completionTimestamp: status.completionTimestamp,
+    cancelRequested: pvb.spec.cancel === true ? true : undefined,
+  };
+  const changedPhase = previous?.phase !== phase;
+  const changedBytes = previous?.bytesDone !== status.progress?.bytesDone;
+  if (changedPhase || changedBytes || previous?.message !== status.message) await deps.state.updatePvb(backupName, name, patch);
+  const where = {
+    pvb: name,
+    blockId: previous?.blockId,
+    node: pvb.spec.node,
+    pod: `${pvb.spec.pod.namespace}/${pvb.spec.pod.name}`,
+    volume: pvb.spec.volume,
+  };
+  if (changedPhase) {
+    await deps.state.appendEvent(backupName, 'pvb.phase', { ...where, from: previous?.phase ?? null, to: phase });
+  } else if (changedBytes) {
+    await deps.state.appendEvent(backupName, 'pvb.progress', {
+      pvb: name,
+      bytesDone: status.progress?.bytesDone ?? 0,
+      totalBytes: status.progress?.totalBytes ?? 0,
+    });
+  }
+  if (terminal) await countTerminal(deps, backupName, name, phase, status.message, where);
+  return { phase, terminal, bytesDone: status.progress?.bytesDone, message: status.message };
+}
+
+async function countTerminal(
+  deps: Pick<PipelineDeps, 'state'>,
+  backupName: string,
+  name: string,
+  phase: string,
+  message: string | undefined,
+  where: Record<string, unknown>,
+): Promise<void> {
+  const counted = await deps.state.countOnce(backupName, `pvb:${name}`, `pvbs${phase}`);
+  if (!counted) return;
+  const namespace = (where.pod as string).split('/')[0];
+  if (phase === 'Failed') {
+    await deps.state.recordProblem(backupName, {
+      level: 'error',
+      onceKey: `pvb:${name}`,
+      msg: `pod volume backup failed: ${message ?? 'no message'}`,
+      namespace,
+      ...where,
+    });
+  } else if (phase === 'Canceled') {
+    await deps.state.recordProblem(backupName, {
+      level: 'error',
+      onceKey: `pvb:${name}`,
+      msg: `pod volume backup canceled: ${message ?? 'no message'}`,
+      namespace,
+      ...where,
+    });
+  } else {
+    await deps.state.log(backupName, { level: 'info', msg: `pod volume backup ${phase.toLowerCase()}`, ...where });
+  }
+}
+
+/**
+ * We stop waiting for a PVB that did not stop after being asked to cancel: it is recorded as
+ * timed out (an error), counted once as `pvbsTimedOut`, and the post hooks may run.
+ */
+export async function recordPvbGaveUp(
+  deps: Pick<PipelineDeps, 'state'>,
+  backupName: string,
+  pvbName: string,
+  previous: PvbStateRecord | undefined,
+  reason: 'deadline' | 'canceled',
+  waitedMs: number,
+): Promise<void> {
+  const msg =
+    reason === 'deadline'
+      ? `fs-backup deadline passed; PVB ${pvbName} was asked to cancel and did not stop within ${waitedMs} ms`
+      : `backup canceled; PVB ${pvbName} was asked to cancel and did not stop within ${waitedMs} ms`;
+  await deps.state.updatePvb(backupName, pvbName, { timedOut: true, message: msg });
+  const counted = await deps.state.countOnce(backupName, `pvb:${pvbName}`, 'pvbsTimedOut');
+  if (counted) {
+    await deps.state.recordProblem(backupName, {
+      level: 'error',
+      onceKey: `pvb-gave-up:${pvbName}`,
+      msg,
+      pvb: pvbName,
+      blockId: previous?.blockId,
+      namespace: previous?.podNamespace,
+      reason,
+    });
+    await deps.state.appendEvent(backupName, 'pvb.phase', {
+      pvb: pvbName,
+      blockId: previous?.blockId,
+      from: previous?.phase ?? null,
+      to: previous?.phase ?? 'Unknown',
+      timedOut: true,
+    });
+  }
+}
+
+/** A PVB we registered but that does not exist: recorded as Failed (counted once). */
+export async function recordPvbMissing(
+  deps: Pick<PipelineDeps, 'state'>,
+  backupName: string,
+  pvbName: string,
+  previous: PvbStateRecord | undefined,
+  why: string,
+): Promise<void> {
+  await deps.state.updatePvb(backupName, pvbName, { phase: 'Failed', message: why });
+  const counted = await deps.state.countOnce(backupName, `pvb:${pvbName}`, 'pvbsFailed');
+  if (counted) {
+    await deps.state.recordProblem(backupName, {
+      level: 'error',
+      onceKey: `pvb:${pvbName}`,
+      msg: `pod volume backup failed: ${why}`,
+      pvb: pvbName,
+      blockId: previous?.blockId,
+      namespace: previous?.podNamespace,
+    });
+    await deps.state.appendEvent(backupName, 'pvb.phase', {
+      pvb: pvbName,
+      blockId: previous?.blockId,
+      from: previous?.phase ?? null,
+      to: 'Failed',
+    });
+  }
+}
+
+/** A PVB is done for waiting purposes: terminal, or given up on. */
+export function isPvbSettled(record: PvbStateRecord | undefined): boolean {
+  if (!record) return false;
+  return record.timedOut === true || record.phase === 'Completed' || record.phase === 'Failed' || record.phase === 'Canceled';
+}

@@ -1,0 +1,107 @@
+import { cappedBackoffMs } from '@stowage/queue';
+import { z } from 'zod';
+import type { PipelineDeps } from '../deps.js';
+import { PipelineError, PipelineErrorCode } from '../errors.js';
+import type { PvbInformerHub } from './pvb-informer-hub.js';
+import { isPvbSettled, type PvbWatchResult, recordPvbGaveUp, recordPvbMissing, recordPvbObservation } from './pvb-observation.js';
+
+/** Poll state kept between re-parks (in the pvb-watch job's data under `watch`). */
+export const watchProgressSchema = z.object({
+  polls: z.number().int().nonnegative().default(0),
+  lastGetAt: z.number().default(0),
+  cancelAskedAt: z.number().optional(),
+  cancelReason: z.enum(['deadline', 'canceled']).optional(),
+});
+export type WatchProgress = z.infer<typeof watchProgressSchema>;
+
+export interface PvbWaitInput {
+  backupName: string;
+  pvbName: string;
+  /** The backup's fs-backup deadline (epoch ms). */
+  deadlineAt: number;
+}
+
+export type PvbWaitStep = { kind: 'done'; result: PvbWatchResult } | { kind: 'wait'; delayMs: number; progress: WatchProgress };
+
+/**
+ * One look at a PVB: read it (the informer cache when healthy, a real GET at least every
+ * `pvbRealReadEveryMs` and always before giving up), record what changed, and decide: done
+ * (terminal, missing, or given up after cancel) or wait `delayMs` more (capped backoff). At the
+ * deadline or on a backup cancel it asks the PVB to cancel once, then waits at most
+ * `pvbCancelWaitMs` for it to stop. Shared by the pvb-watch job and inline mode.
+ */
+export async function stepPvbWait(
+  deps: Pick<PipelineDeps, 'state' | 'pvbs' | 'clock' | 'config' | 'logger'>,
+  hub: PvbInformerHub | undefined,
+  input: PvbWaitInput,
+  progressIn: WatchProgress,
+): Promise<PvbWaitStep> {
+  const { state, config } = deps;
+  const progress: WatchProgress = { ...progressIn };
+  const now = deps.clock.now();
+  const [record, previous] = await Promise.all([state.getBackup(input.backupName), state.getPvb(input.backupName, input.pvbName)]);
+  if (!record) throw new PipelineError(PipelineErrorCode.backupMissing, `backup ${input.backupName} has no record`);
+  if (previous && isPvbSettled(previous)) return { kind: 'done', result: resultOf(input.pvbName, previous) };
+
+  const cancelWaitOver = progress.cancelAskedAt !== undefined && now - progress.cancelAskedAt >= config.pvbCancelWaitMs;
+  const cached = hub?.cached(input.pvbName);
+  const mustGet =
+    cached === undefined || now - progress.lastGetAt >= config.pvbRealReadEveryMs || cancelWaitOver || now >= input.deadlineAt;
+  let pvb = cached;
+  if (mustGet) {
+    pvb = await deps.pvbs.getPvb(input.pvbName);
+    progress.lastGetAt = now;
+  }
+  if (!pvb) {
+    await recordPvbMissing(deps, input.backupName, input.pvbName, previous, 'the PodVolumeBackup object does not exist (deleted?)');
+    return { kind: 'done', result: { pvb: input.pvbName, phase: 'Failed', missing: true } };
+  }
+  const seen = await recordPvbObservation(deps, input.backupName, pvb, previous);
+  if (seen.terminal) return { kind: 'done', result: { pvb: input.pvbName, phase: seen.phase } };
+
+  const windDown: WatchProgress['cancelReason'] =
+    record.cancelRequestedAt !== undefined ? 'canceled' : now >= input.deadlineAt ? 'deadline' : undefined;
+  if (windDown && progress.cancelAskedAt === undefined) {
+    if (pvb.spec.cancel !== true) await deps.pvbs.requestCancel(input.pvbName);
+    progress.cancelAskedAt = now;
+    progress.cancelReason = windDown;
+    await state.updatePvb(input.backupName, input.pvbName, { cancelRequested: true });
+    const msg =
+      windDown === 'deadline'
+        ? `fs-backup deadline passed with PVB ${input.pvbName} in phase ${seen.phase}; asked it to cancel`
+        : `backup canceled; asked PVB ${input.pvbName} (phase ${seen.phase}) to cancel`;
+    if (windDown === 'deadline') {
+      await state.recordProblem(input.backupName, {
+        level: 'error',
+        onceKey: `pvb-deadline:${input.pvbName}`,
+        msg,
+        pvb: input.pvbName,
+        blockId: previous?.blockId,
+        namespace: previous?.podNamespace,
+      });
+    } else {
+      await state.log(input.backupName, { level: 'info', msg, pvb: input.pvbName, blockId: previous?.blockId });
+    }
+  } else if (progress.cancelAskedAt !== undefined && cancelWaitOver) {
+    await recordPvbGaveUp(
+      deps,
+      input.backupName,
+      input.pvbName,
+      previous,
+      progress.cancelReason ?? 'deadline',
+      now - progress.cancelAskedAt,
+    );
+    return { kind: 'done', result: { pvb: input.pvbName, phase: seen.phase, timedOut: true } };
+  }
+
+  let delayMs = cappedBackoffMs(progress.polls, { baseMs: config.pvbPollBaseMs, maxMs: config.pvbPollMaxMs });
+  // Wake up exactly at the deadline, and when the cancel wait ends, to act on time.
+  if (now < input.deadlineAt) delayMs = Math.min(delayMs, input.deadlineAt - now);
+  if (progress.cancelAskedAt !== undefined) delayMs = Math.min(delayMs, Math.max(0, progress.cancelAskedAt + config.pvbCancelWaitMs - now));
+  progress.polls++;
+  return { kind: 'wait', delayMs: Math.max(delayMs, 1), progress };
+}
+
+function resultOf(pvbName: string, rec: { phase: string; timedOut?: boolean | undefined }): PvbWatchResult {
+  return rec.timedOut ? { pvb: pvbName, phase: rec.phase, timedOut: true } : { pvb: pvbName, phase: rec.phase };
+}

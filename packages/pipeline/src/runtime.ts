@@ -1,0 +1,14 @@
+import type { FlowProducer, Queue } from 'bullmq';
+import type { PipelineDeps } from './deps.js';
+import type { PvbInformerHub } from './pvb/pvb-informer-hub.js';
+
+/** What processors share inside one process: the deps plus the queues they add to. */
+export interface PipelineRuntime {
+  deps: PipelineDeps;
+  /** Adds block sub-flows while planning. */
+  flowProducer: FlowProducer;
+  /** Where item-block attaches pvb-watch children. */
+  watchQueue: Queue;
+  /** The process's PVB informer (present when this process hosts pvb-watch or runs inline mode). */
+  hub?: PvbInformerHub | undefined;
+}

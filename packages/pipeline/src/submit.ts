@@ -1,0 +1,86 @@
+import { randomUUID } from 'node:crypto';
+import { addBackupFlow, createFlowProducer } from '@stowage/queue';
+import type { FlowProducer } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { PipelineError, PipelineErrorCode } from './errors.js';
+import { type BackupRecord, type BackupState, ENDED_BACKUP_PHASES } from './state/backup-state.js';
+
+export interface SubmitBackupDeps {
+  state: BackupState;
+  /** Adds `finalize ← plan`; pass one (the API keeps it open) or a connection to make a short-lived one. */
+  flowProducer?: FlowProducer;
+  connection?: Redis;
+  queuePrefix: string;
+  now?: () => number;
+}
+
+export interface SubmitBackupInput {
+  name: string;
+  /** The validated spec with defaults (core's validateBackupRequest value). */
+  spec: unknown;
+  requestId?: string | undefined;
+}
+
+export type SubmitBackupResult = { created: true; backup: BackupRecord } | { created: false; backup: BackupRecord };
+
+/**
+ * Records a backup (phase New) and adds its `finalize ← plan` flow. Idempotent by name: a
+ * retried call finds the record and re-adds the flow with the same job ids (a no-op while the
+ * jobs exist), so a crash between the two steps heals on retry. `created: false` tells the caller
+ * the name was taken (same request retried, or a conflict it must judge by requestId/spec).
+ */
+export async function submitBackup(deps: SubmitBackupDeps, input: SubmitBackupInput): Promise<SubmitBackupResult> {
+  if (!input.name) throw new PipelineError(PipelineErrorCode.badArgument, 'submitBackup: name is required');
+  const now = deps.now ?? Date.now;
+  const fresh: BackupRecord = {
+    name: input.name,
+    uid: randomUUID(),
+    spec: input.spec,
+    phase: 'New',
+    createdAt: now(),
+    ...(input.requestId ? { requestId: input.requestId } : {}),
+  };
+  const { created } = await deps.state.createBackup(fresh);
+  const backup = created ? fresh : await deps.state.getBackup(input.name);
+  if (!backup) throw new PipelineError(PipelineErrorCode.backupMissing, `backup ${input.name} vanished while being submitted`);
+  // Re-add on every call unless the backup has ended (its jobs may be removed by then).
+  if (!(ENDED_BACKUP_PHASES as readonly string[]).includes(backup.phase)) {
+    const ownProducer = deps.flowProducer ? undefined : makeProducer(deps);
+    try {
+      await addBackupFlow(deps.flowProducer ?? (ownProducer as FlowProducer), {
+        backupName: backup.name,
+        backupUid: backup.uid,
+        requestId: backup.requestId,
+      });
+    } finally {
+      await ownProducer?.close();
+    }
+  }
+  return { created, backup } as SubmitBackupResult;
+}
+
+function makeProducer(deps: SubmitBackupDeps): FlowProducer {
+  if (!deps.connection) throw new PipelineError(PipelineErrorCode.badArgument, 'submitBackup needs a flowProducer or a connection');
+  return createFlowProducer({ connection: deps.connection, prefix: deps.queuePrefix });
+}
+
+export type CancelBackupResult =
+  | { outcome: 'requested'; phase: string }
+  | { outcome: 'already-requested'; phase: string }
+  | { outcome: 'already-ended'; phase: string }
+  | { outcome: 'not-found' };
+
+/**
+ * Asks a running backup to stop: records `cancelRequestedAt`. Blocks not yet started skip their
+ * work; started blocks finish and still run their post hooks; every outstanding PVB gets
+ * `spec.cancel` from its pvb-watch job; finalize ends the backup `Canceled`.
+ */
+export async function cancelBackup(deps: { state: BackupState }, name: string): Promise<CancelBackupResult> {
+  const record = await deps.state.getBackup(name);
+  if (!record) return { outcome: 'not-found' };
+  const res = await deps.state.requestCancel(name);
+  const phase = res.phase ?? record.phase;
+  if (res.requested) return { outcome: 'requested', phase };
+  if ((ENDED_BACKUP_PHASES as readonly string[]).includes(phase)) return { outcome: 'already-ended', phase };
+  return { outcome: 'already-requested', phase };
+}

@@ -1,0 +1,156 @@
+import { createFlowProducer, createQueue, JobName, QueueName } from '@stowage/queue';
+import { type Job, type Processor, Worker } from 'bullmq';
+import type { PipelineDeps } from './deps.js';
+import { PipelineErrorCode, UnrecoverablePipelineError } from './errors.js';
+import { processFinalize } from './processors/finalize.processor.js';
+import { processItemBlock } from './processors/item-block.processor.js';
+import { processPlan } from './processors/plan.processor.js';
+import { processPostHooks } from './processors/post-hooks.processor.js';
+import { processPvbWatch } from './processors/pvb-watch.processor.js';
+import { PvbInformerHub } from './pvb/pvb-informer-hub.js';
+import type { PipelineRuntime } from './runtime.js';
+
+export type HostedQueue = (typeof QueueName)[keyof typeof QueueName];
+
+export interface Pipeline {
+  runtime: PipelineRuntime;
+  /** The processor of one queue (dispatching on job name), for a Worker or a test. */
+  processorFor(queue: HostedQueue): Processor;
+  /** Starts the process's PVB informer (promotes delayed pvb-watch jobs, feeds the cache). */
+  startInformer(): void;
+  close(): Promise<void>;
+}
+
+/**
+ * The processors bound to their deps. Any process can host any queue: the worker service hosts
+ * item-blocks, pvb-watch and hooks; the api service hosts backups; a test hosts what it needs.
+ */
+export function createPipeline(deps: PipelineDeps): Pipeline {
+  const flowProducer = createFlowProducer({ connection: deps.connection, prefix: deps.queuePrefix });
+  const watchQueue = createQueue(QueueName.pvbWatch, { connection: deps.connection, prefix: deps.queuePrefix });
+  flowProducer.on('error', (err) => deps.logger.warn({ err: err.message }, 'flow producer error'));
+  watchQueue.on('error', (err) => deps.logger.warn({ err: err.message }, 'pvb-watch queue error'));
+  const runtime: PipelineRuntime = { deps, flowProducer, watchQueue };
+
+  const processors: Record<HostedQueue, Processor> = {
+    [QueueName.backups]: (job: Job, token?: string) => {
+      if (job.name === JobName.plan) return processPlan(runtime, job, token);
+      if (job.name === JobName.finalize) return processFinalize(runtime, job, token);
+      throw unknownJob(job, QueueName.backups);
+    },
+    [QueueName.itemBlocks]: (job: Job, token?: string) => {
+      if (job.name === JobName.backupItemBlock) return processItemBlock(runtime, job, token);
+      throw unknownJob(job, QueueName.itemBlocks);
+    },
+    [QueueName.pvbWatch]: (job: Job, token?: string) => {
+      if (job.name === JobName.watchPvb) return processPvbWatch(runtime, job, token);
+      throw unknownJob(job, QueueName.pvbWatch);
+    },
+    [QueueName.hooks]: (job: Job, token?: string) => {
+      if (job.name === JobName.runPostHooks) return processPostHooks(runtime, job, token);
+      throw unknownJob(job, QueueName.hooks);
+    },
+  };
+
+  let closing: Promise<void> | undefined;
+  return {
+    runtime,
+    processorFor: (queue) => processors[queue],
+    startInformer() {
+      if (runtime.hub) return;
+      runtime.hub = new PvbInformerHub({ pvbs: deps.pvbs, watchQueue, logger: deps.logger.child({ component: 'pvb-informer' }) });
+      runtime.hub.start();
+    },
+    close() {
+      closing ??= (async () => {
+        await runtime.hub?.stop().catch(() => undefined);
+        await Promise.allSettled([flowProducer.close(), watchQueue.close()]);
+      })();
+      return closing;
+    },
+  };
+}
+
+function unknownJob(job: Job, queue: string): UnrecoverablePipelineError {
+  return new UnrecoverablePipelineError(
+    PipelineErrorCode.unknownJob,
+    `queue ${queue} has no processor for job name ${JSON.stringify(job.name)} (job ${job.id})`,
+  );
+}
+
+export interface WorkerConcurrency {
+  backups?: number;
+  itemBlocks?: number;
+  pvbWatch?: number;
+  hooks?: number;
+}
+
+export interface StartWorkersOptions {
+  deps: PipelineDeps;
+  queues: readonly HostedQueue[];
+  concurrency?: WorkerConcurrency;
+  /** How long close() waits for active jobs before forcing. Default 10 s. */
+  closeTimeoutMs?: number;
+}
+
+export interface RunningWorkers {
+  pipeline: Pipeline;
+  workers: Worker[];
+  /** Stops taking jobs, waits (bounded) for active ones, then forces; closes the pipeline. Safe to call twice. */
+  close(): Promise<void>;
+}
+
+const DEFAULT_CONCURRENCY: Required<WorkerConcurrency> = { backups: 2, itemBlocks: 4, pvbWatch: 50, hooks: 8 };
+
+/**
+ * Hosts the given queues in this process with their concurrency. The pvb-watch host (and an
+ * inline-mode item-block host) also runs the process's one PVB informer.
+ */
+export function startWorkers(opts: StartWorkersOptions): RunningWorkers {
+  const { deps } = opts;
+  const pipeline = createPipeline(deps);
+  const concurrency = { ...DEFAULT_CONCURRENCY, ...opts.concurrency };
+  const concurrencyOf: Record<HostedQueue, number> = {
+    [QueueName.backups]: concurrency.backups,
+    [QueueName.itemBlocks]: concurrency.itemBlocks,
+    [QueueName.pvbWatch]: concurrency.pvbWatch,
+    [QueueName.hooks]: concurrency.hooks,
+  };
+  if (opts.queues.includes(QueueName.pvbWatch) || (deps.config.waitMode === 'inline' && opts.queues.includes(QueueName.itemBlocks))) {
+    pipeline.startInformer();
+  }
+  const workers = [...new Set(opts.queues)].map((queue) => {
+    const worker = new Worker(queue, pipeline.processorFor(queue), {
+      connection: deps.connection,
+      prefix: deps.queuePrefix,
+      concurrency: concurrencyOf[queue],
+    });
+    const log = deps.logger.child({ queue });
+    worker.on('error', (err) => log.error({ err: err.message }, 'worker error'));
+    worker.on('failed', (job, err) => {
+      if (job) log.warn({ jobId: job.id, attempt: job.attemptsMade, err: err.message }, 'job failed');
+    });
+    return worker;
+  });
+
+  let closing: Promise<void> | undefined;
+  const close = () => {
+    closing ??= (async () => {
+      const timeoutMs = opts.closeTimeoutMs ?? 10_000;
+      await Promise.all(
+        workers.map(async (worker) => {
+          let timer: NodeJS.Timeout | undefined;
+          const timedOut = new Promise<'timeout'>((resolve) => {
+            timer = setTimeout(() => resolve('timeout'), timeoutMs);
+          });
+          const outcome = await Promise.race([worker.close().then(() => 'closed' as const), timedOut]).catch(() => 'timeout' as const);
+          clearTimeout(timer);
+          if (outcome === 'timeout') await worker.close(true).catch(() => undefined);
+        }),
+      );
+      await pipeline.close();
+    })();
+    return closing;
+  };
+  return { pipeline, workers, close };
+}

@@ -1,0 +1,30 @@
+import { NodeAgentRegistry } from '@stowage/pipeline';
+import { uniquePrefix, useTestRedis } from '@stowage/testing';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+describe('NodeAgentRegistry', () => {
+  let redisHandle: { url: string; stop: () => Promise<void> };
+  let redis: Redis;
+  beforeAll(async () => {
+    redisHandle = await useTestRedis();
+    redis = new Redis(redisHandle.url, { maxRetriesPerRequest: null });
+  });
+  afterAll(async () => {
+    redis.disconnect();
+    await redisHandle.stop();
+  });
+
+  it('lists nodes whose heartbeat has not expired', async () => {
+    let now = 1_000;
+    const registry = new NodeAgentRegistry({ redis, prefix: uniquePrefix(), now: () => now });
+    await registry.registerNodeAgent('node-a', 100);
+    await registry.registerNodeAgent('node-b', 500);
+    expect([...(await registry.nodesWithAgent())].sort()).toEqual(['node-a', 'node-b']);
+    now = 1_200;
+    expect([...(await registry.nodesWithAgent())]).toEqual(['node-b']);
+    await registry.registerNodeAgent('node-a', 100);
+    await registry.unregisterNodeAgent('node-b');
+    expect([...(await registry.nodesWithAgent())]).toEqual(['node-a']);
+  });
+});
