@@ -1,0 +1,78 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type Simulator, startSimulator } from '@stowage/kube-sim';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { KUBECTL_HINT, REPO_ROOT, runTool } from './run-tool.js';
+
+// The CRD file as an operator applies it, through kubectl, to the simulator (a real HTTP API server).
+const CRD_FILE = join(REPO_ROOT, 'k8s/base/crd-podvolumebackups.yaml');
+
+let sim: Simulator;
+let dir: string;
+
+function kubectl(...args: string[]) {
+  return runTool('kubectl', ['--kubeconfig', sim.kubeconfigPath, ...args], KUBECTL_HINT);
+}
+
+async function applyManifest(name: string, manifest: object) {
+  // JSON, not YAML: kubectl reads YAML 1.1, where an unquoted `yes` would become true
+  const file = join(dir, `${name}.json`);
+  await writeFile(file, JSON.stringify(manifest));
+  // the simulator serves no OpenAPI document: validation is the server's (the CRD schema), not kubectl's
+  return kubectl('apply', '--validate=false', '-f', file);
+}
+
+function pvb(name: string, spec: Record<string, unknown>) {
+  return { apiVersion: 'stowage.dev/v1alpha1', kind: 'PodVolumeBackup', metadata: { name, namespace: 'stowage' }, spec };
+}
+
+const validSpec = {
+  node: 'node-a',
+  pod: { namespace: 'shop', name: 'postgres-0', uid: '3f1c2a9e-0000-4000-8000-000000000001' },
+  volume: 'data',
+  backupStorageLocation: 'default',
+  tags: { backup: 'nightly' },
+};
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'stowage-crd-'));
+  sim = await startSimulator({ materializeVolumes: false, kubeconfigPath: join(dir, 'kubeconfig') });
+  const applied = await kubectl('apply', '--validate=false', '-f', CRD_FILE);
+  if (applied.exitCode !== 0) throw new Error(`kubectl apply of the CRD failed:\n${applied.stderr}`);
+});
+
+afterAll(async () => {
+  await sim?.close();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+describe('k8s/base/crd-podvolumebackups.yaml applied to the simulator', () => {
+  it('accepts a valid PodVolumeBackup', async () => {
+    const created = await applyManifest('valid', pvb('nightly-abc123', validSpec));
+    expect(created.stderr).toBe('');
+    expect(created.exitCode).toBe(0);
+    const stored = await kubectl('get', 'pvb', '-n', 'stowage', 'nightly-abc123', '-o', 'json');
+    expect(stored.exitCode).toBe(0);
+    expect((JSON.parse(stored.stdout) as { spec: unknown }).spec).toEqual(validSpec);
+  });
+
+  it('rejects a PodVolumeBackup without a node and with a pod without uid, naming the fields', async () => {
+    const { node: _node, ...withoutNode } = validSpec;
+    const rejected = await applyManifest('invalid', pvb('broken-1', { ...withoutNode, pod: { namespace: 'shop', name: 'postgres-0' } }));
+    expect(rejected.exitCode).not.toBe(0);
+    expect(rejected.stderr).toMatch(/spec\.node/);
+    expect(rejected.stderr).toMatch(/spec\.pod\.uid/);
+    const lookup = await kubectl('get', 'pvb', '-n', 'stowage', 'broken-1');
+    expect(lookup.exitCode).not.toBe(0);
+  });
+
+  it('rejects a wrong type and an empty string where the schema wants one', async () => {
+    const wrongType = await applyManifest('wrong-type', pvb('broken-2', { ...validSpec, cancel: 'yes' }));
+    expect(wrongType.exitCode).not.toBe(0);
+    expect(wrongType.stderr).toMatch(/spec\.cancel/);
+    const empty = await applyManifest('empty-volume', pvb('broken-3', { ...validSpec, volume: '' }));
+    expect(empty.exitCode).not.toBe(0);
+    expect(empty.stderr).toMatch(/spec\.volume/);
+  });
+});
