@@ -1,7 +1,5 @@
-import { Readable } from 'node:stream';
-import { Exec, type V1Status } from '@kubernetes/client-node';
-// Not re-exported by the 1.4.0 index; needed to give the handler our own streams (see below).
-import { WebSocketHandler } from '@kubernetes/client-node/dist/web-socket-handler.js';
+import { Exec, type KubeConfig, type V1Status } from '@kubernetes/client-node';
+import WebSocket from 'ws';
 import type { KubeClients } from './kube-clients.js';
 import { isConnectionError, KubeError, KubeErrorCodes } from './kube-errors.js';
 import { computeBackoffMs } from './retry-policy.js';
@@ -44,7 +42,54 @@ export type ExecResult =
   | ({ outcome: 'timeout'; message: string } & ExecTimes)
   | ({ outcome: 'error'; reason: ExecErrorReason; message: string } & ExecTimes);
 
-type ExecSocket = Awaited<ReturnType<Exec['exec']>>;
+type ExecSocket = WebSocket;
+
+/** What client-node's Exec asks of its transport (WebSocketInterface, not exported by 1.4.0). */
+type ExecTransport = NonNullable<ConstructorParameters<typeof Exec>[1]>;
+
+const channelProtocols = ['v5.channel.k8s.io', 'v4.channel.k8s.io', 'v3.channel.k8s.io', 'v2.channel.k8s.io', 'channel.k8s.io'];
+const closeChannel = 255;
+
+/**
+ * Our transport for client-node's Exec: the same subprotocols and the kubeconfig's own TLS/auth
+ * options (applyToHTTPSOptions), but we hold the socket from the moment it is created, so a
+ * timeout can end it even while connecting. client-node's default handler also routes v5
+ * close-channel frames to process.stdout/stderr, which must never be ended in a service.
+ */
+function execTransport(kubeConfig: KubeConfig, onSocket: (socket: WebSocket) => void): ExecTransport {
+  return {
+    async connect(path, textHandler, binaryHandler) {
+      const cluster = kubeConfig.getCurrentCluster();
+      if (!cluster) throw new Error('kubeconfig has no current cluster');
+      const url = cluster.server.replace(/\/+$/, '').replace(/^http/, 'ws') + path;
+      const options: WebSocket.ClientOptions = {};
+      await kubeConfig.applyToHTTPSOptions(options);
+      return new Promise<WebSocket>((resolve, reject) => {
+        const socket = new WebSocket(url, channelProtocols, options);
+        onSocket(socket);
+        let opened = false;
+        socket.on('open', () => {
+          opened = true;
+          resolve(socket);
+        });
+        // Before open an error fails the connect; after open the close that follows settles the exec.
+        socket.on('error', (err) => {
+          if (!opened) reject(err);
+        });
+        socket.on('message', (data: Buffer, isBinary: boolean) => {
+          if (!isBinary) {
+            if (textHandler && !textHandler(data.toString('utf8'))) socket.close();
+            return;
+          }
+          if (data.length < 1) return;
+          const channel = data.readUInt8(0);
+          if (channel === closeChannel) return;
+          if (binaryHandler && !binaryHandler(channel, data.subarray(1))) socket.close();
+        });
+      });
+    },
+  };
+}
 
 /** The exit code from a channel-3 Status: Success → 0, NonZeroExitCode → causes[reason=ExitCode]. */
 export function exitCodeFromStatus(status: V1Status): number | undefined {
@@ -71,6 +116,10 @@ function describeConnectFailure(err: unknown): string {
 }
 
 function closeSocket(socket: ExecSocket): void {
+  if (socket.readyState === WebSocket.CONNECTING) {
+    socket.terminate();
+    return;
+  }
   try {
     socket.close();
   } catch {
@@ -78,7 +127,7 @@ function closeSocket(socket: ExecSocket): void {
   }
   // A server that never answers the close handshake must not keep the socket open.
   const kill = setTimeout(() => {
-    if (socket.readyState !== socket.CLOSED) socket.terminate();
+    if (socket.readyState !== WebSocket.CLOSED) socket.terminate();
   }, 1000);
   kill.unref();
 }
@@ -104,10 +153,13 @@ export function execInPod(kube: KubeClients, options: ExecInPodOptions): Promise
   const stderrTail = new TailBuffer(tailBytes);
   const stdout = tailWritable(stdoutTail);
   const stderr = tailWritable(stderrTail);
-  // Our own streams: client-node's default handler streams are process.stdin/stdout/stderr, which a
-  // v5 close frame would end.
-  const handler = new WebSocketHandler(kube.kubeConfig, undefined, { stdin: new Readable({ read() {} }), stdout, stderr });
-  const exec = new Exec(kube.kubeConfig, handler);
+  let pendingSocket: WebSocket | undefined;
+  const exec = new Exec(
+    kube.kubeConfig,
+    execTransport(kube.kubeConfig, (created) => {
+      pendingSocket = created;
+    }),
+  );
   const started = Date.now();
   const target = `${options.namespace}/${options.pod}/${options.container}`;
 
@@ -124,7 +176,8 @@ export function execInPod(kube: KubeClients, options: ExecInPodOptions): Promise
       settled = true;
       clearTimeout(timer);
       options.signal?.removeEventListener('abort', onAbort);
-      if (socket) closeSocket(socket);
+      const open = socket ?? pendingSocket;
+      if (open) closeSocket(open);
       const ended = Date.now();
       resolve({
         ...settlement,
