@@ -1,2 +1,2 @@
-export { getFreePort } from './free-port.js';
+export { getFreePort } from '@stowage/platform';
 export { type RedisServer, type RedisServerOptions, startRedisServer, uniquePrefix, useTestRedis } from './redis-server.js';

@@ -1,0 +1,139 @@
+import { describe, expect, it } from 'vitest';
+import { formatConfigProblems, loadConfig, loadConfigOrExit } from './config.js';
+
+describe('loadConfig', () => {
+  it('gives every variable a default and nests the result, frozen', () => {
+    const result = loadConfig({});
+    if (!result.ok) throw new Error(formatConfigProblems(result.problems));
+    const { config } = result;
+    expect(config).toMatchObject({
+      redis: { url: undefined, queuePrefix: '{stowage}' },
+      kube: { kubeconfig: undefined, namespace: 'stowage' },
+      storage: { kind: 'filesystem' },
+      api: { port: 8080, auth: 'enabled', tokens: [] },
+      concurrency: { block: 4, watch: 50, hook: 4 },
+      pipeline: { waitMode: 'decoupled' },
+      log: { level: 'info' },
+      shutdown: { timeoutMs: 25_000 },
+    });
+    expect(config.storage.path).toMatch(/\/stowage-data$/);
+    expect(Object.isFrozen(config)).toBe(true);
+    expect(Object.isFrozen(config.api.tokens)).toBe(true);
+    expect(() => {
+      (config.concurrency as { block: number }).block = 9;
+    }).toThrow(TypeError);
+  });
+
+  it('reads values, trims them, treats blank as unset and accepts file:// storage', () => {
+    const result = loadConfig({
+      REDIS_URL: 'redis://redis:6379/0',
+      STOWAGE_STORAGE: 'file:///var/lib/stowage',
+      STOWAGE_API_TOKENS: ' a-token , second ,, ',
+      STOWAGE_AUTH: 'TOKENS',
+      STOWAGE_BLOCK_CONCURRENCY: ' 2 ',
+      STOWAGE_WAIT_MODE: 'inline',
+      STOWAGE_NAMESPACE: '',
+      PORT: '0',
+      LOG_LEVEL: 'debug',
+    });
+    if (!result.ok) throw new Error(formatConfigProblems(result.problems));
+    expect(result.config.redis.url).toBe('redis://redis:6379/0');
+    expect(result.config.storage).toEqual({ kind: 'filesystem', path: '/var/lib/stowage' });
+    expect(result.config.api).toEqual({ port: 0, auth: 'enabled', tokens: ['a-token', 'second'] });
+    expect(result.config.concurrency.block).toBe(2);
+    expect(result.config.pipeline.waitMode).toBe('inline');
+    expect(result.config.kube.namespace).toBe('stowage');
+    expect(result.config.log.level).toBe('debug');
+  });
+
+  it('reports every problem at once, each with the variable and a fix', () => {
+    const result = loadConfig({
+      REDIS_URL: 'localhost:6379',
+      STOWAGE_STORAGE: 's3://bucket/prefix',
+      STOWAGE_AUTH: 'maybe',
+      STOWAGE_BLOCK_CONCURRENCY: 'four',
+      STOWAGE_WATCH_CONCURRENCY: '0',
+      STOWAGE_HOOK_CONCURRENCY: '1000000',
+      STOWAGE_NODE_NAME: 'Node_1',
+      STOWAGE_WAIT_MODE: 'sometimes',
+      STOWAGE_NAMESPACE: 'Not A Namespace',
+      STOWAGE_QUEUE_PREFIX: 'stowage',
+      PORT: '70000',
+      LOG_LEVEL: 'loud',
+      STOWAGE_SHUTDOWN_TIMEOUT_MS: '-5',
+    });
+    expect(result.ok).toBe(false);
+    if (result.ok) return;
+    expect(result.problems.map((p) => p.variable).sort()).toEqual(
+      [
+        'REDIS_URL',
+        'STOWAGE_STORAGE',
+        'STOWAGE_AUTH',
+        'STOWAGE_BLOCK_CONCURRENCY',
+        'STOWAGE_WATCH_CONCURRENCY',
+        'STOWAGE_HOOK_CONCURRENCY',
+        'STOWAGE_NODE_NAME',
+        'STOWAGE_WAIT_MODE',
+        'STOWAGE_NAMESPACE',
+        'STOWAGE_QUEUE_PREFIX',
+        'PORT',
+        'LOG_LEVEL',
+        'STOWAGE_SHUTDOWN_TIMEOUT_MS',
+      ].sort(),
+    );
+    const byVar = Object.fromEntries(result.problems.map((p) => [p.variable, p.message]));
+    expect(byVar.REDIS_URL).toMatch(/^REDIS_URL: must be a redis:\/\/ or rediss:\/\/ URL/);
+    expect(byVar.STOWAGE_STORAGE).toMatch(/not supported yet.*directory path or file:\/\//);
+    expect(byVar.STOWAGE_BLOCK_CONCURRENCY).toMatch(/whole number from 1 to 1000/);
+    expect(byVar.STOWAGE_HOOK_CONCURRENCY).toMatch(/at most 1000/);
+    expect(byVar.LOG_LEVEL).toMatch(/one of fatal, error, warn, info, debug, trace, silent/);
+  });
+
+  it("enforces a service's required variables, without echoing secrets", () => {
+    const result = loadConfig(
+      { STOWAGE_REPO_KEY: ' ' },
+      { require: ['STOWAGE_NODE_NAME', 'STOWAGE_REPO_KEY', 'REDIS_URL'], service: 'node agent' },
+    );
+    expect(result.ok).toBe(false);
+    if (result.ok) return;
+    expect(result.problems.map((p) => p.message)).toEqual([
+      'STOWAGE_NODE_NAME: is required by the node agent; set it from the pod spec: env valueFrom fieldRef spec.nodeName',
+      'STOWAGE_REPO_KEY: is required by the node agent; set it from the repository key Secret; there is no default key',
+      'REDIS_URL: is required by the node agent; set it to the Redis URL, e.g. redis://redis:6379',
+    ]);
+  });
+
+  it('lets STOWAGE_AUTH=disabled satisfy a required STOWAGE_API_TOKENS', () => {
+    expect(loadConfig({}, { require: ['STOWAGE_API_TOKENS'] }).ok).toBe(false);
+    expect(loadConfig({ STOWAGE_AUTH: 'disabled' }, { require: ['STOWAGE_API_TOKENS'] }).ok).toBe(true);
+    const withTokens = loadConfig({ STOWAGE_API_TOKENS: 'super-secret-token' }, { require: ['STOWAGE_API_TOKENS'] });
+    expect(withTokens.ok).toBe(true);
+    const bad = loadConfig({ STOWAGE_API_TOKENS: 'super-secret-token', STOWAGE_REPO_KEY: 'repo-secret', PORT: 'x' });
+    expect(JSON.stringify(bad)).not.toMatch(/super-secret-token|repo-secret/);
+  });
+});
+
+describe('loadConfigOrExit', () => {
+  it('prints every problem and exits 1', () => {
+    let printed = '';
+    let code: number | undefined;
+    expect(() =>
+      loadConfigOrExit(
+        { PORT: 'x', LOG_LEVEL: 'loud' },
+        {
+          write: (text) => {
+            printed += text;
+          },
+          exit: (c) => {
+            code = c;
+            throw new Error('exited');
+          },
+        },
+      ),
+    ).toThrow('exited');
+    expect(code).toBe(1);
+    expect(printed).toContain('2 problem(s)');
+    expect(printed).toContain('  - PORT: ');
+    expect(printed).toContain('  - LOG_LEVEL: ');
+  });
+});

@@ -1,0 +1,250 @@
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { z } from 'zod';
+
+/*
+ * Stowage's whole environment in one zod schema (DESIGN §5). `loadConfig` is called once in a
+ * service's main.ts, never at import time. It reports every problem at once, each naming the
+ * variable and how to fix it, and never echoes a secret's value.
+ */
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+/** Blank means unset: `FOO=` in a compose file or a ConfigMap should take the default. */
+const blankToUndefined = (value: unknown): unknown => {
+  if (typeof value !== 'string') return value;
+  const trimmed = value.trim();
+  return trimmed === '' ? undefined : trimmed;
+};
+
+const wholeNumber = (min: number, max: number, fallback: number, what: string) =>
+  z.preprocess(
+    blankToUndefined,
+    z
+      .string()
+      .regex(/^\d+$/, { error: `must be a whole number from ${min} to ${max} (${what}); default ${fallback}` })
+      .transform(Number)
+      .pipe(
+        z
+          .number()
+          .min(min, { error: `must be at least ${min} (${what})` })
+          .max(max, { error: `must be at most ${max} (${what})` }),
+      )
+      .default(fallback),
+  );
+
+const oneOf = <const T extends readonly [string, ...string[]]>(values: T, fallback: T[number], what: string) =>
+  z.preprocess(
+    (value) => (typeof blankToUndefined(value) === 'string' ? (blankToUndefined(value) as string).toLowerCase() : undefined),
+    z.enum(values, { error: `must be one of ${values.join(', ')} (${what}); default ${fallback}` }).default(fallback),
+  );
+
+const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+export type StorageLocation = { kind: 'filesystem'; path: string };
+
+/** `STOWAGE_STORAGE`: a directory path or `file://…`; `s3://` is planned but not built yet. */
+function parseStorage(value: string, ctx: z.RefinementCtx): StorageLocation | typeof z.NEVER {
+  if (/^s3:\/\//i.test(value)) {
+    ctx.addIssue({
+      code: 'custom',
+      message: 'S3 storage (s3://…) is not supported yet; use a directory path or file:///absolute/path',
+    });
+    return z.NEVER;
+  }
+  if (/^file:\/\//i.test(value)) {
+    try {
+      // file:///abs/path is a URL; file://./rel is accepted as a relative path for convenience.
+      const path = value.startsWith('file:///') ? fileURLToPath(value) : value.slice('file://'.length);
+      return { kind: 'filesystem', path: resolve(path) };
+    } catch {
+      ctx.addIssue({ code: 'custom', message: 'is not a valid file:// URL; use file:///absolute/path or a plain path' });
+      return z.NEVER;
+    }
+  }
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(value)) {
+    ctx.addIssue({
+      code: 'custom',
+      message: `scheme ${value.split(':')[0]}:// is not supported; use a directory path or file:///absolute/path`,
+    });
+    return z.NEVER;
+  }
+  return { kind: 'filesystem', path: resolve(value) };
+}
+
+/** The single schema of Stowage's environment. Output is flat; `loadConfig` nests it. */
+export const stowageEnvSchema = z.object({
+  REDIS_URL: z.preprocess(
+    blankToUndefined,
+    z
+      .string()
+      .refine((v) => /^rediss?:\/\/[^\s]+$/.test(v) && URL.canParse(v), {
+        error:
+          'must be a redis:// or rediss:// URL, e.g. redis://127.0.0.1:6379 (leave it unset for the demo to start a private redis-server)',
+      })
+      .optional(),
+  ),
+  KUBECONFIG: z.preprocess(blankToUndefined, z.string().optional()),
+  STOWAGE_STORAGE: z.preprocess(blankToUndefined, z.string().default('./stowage-data').transform(parseStorage)),
+  STOWAGE_API_TOKENS: z.preprocess(
+    blankToUndefined,
+    z
+      .string()
+      .default('')
+      .transform((v) =>
+        v
+          .split(',')
+          .map((t) => t.trim())
+          .filter((t) => t.length > 0),
+      ),
+  ),
+  // `tokens` is accepted as a synonym of `enabled` (services/api's spelling).
+  STOWAGE_AUTH: oneOf(['enabled', 'tokens', 'disabled'], 'enabled', 'bearer-token auth of the API').transform((v) =>
+    v === 'disabled' ? ('disabled' as const) : ('enabled' as const),
+  ),
+  STOWAGE_BLOCK_CONCURRENCY: wholeNumber(1, 1_000, 4, 'item-block jobs per worker process'),
+  STOWAGE_WATCH_CONCURRENCY: wholeNumber(1, 10_000, 50, 'pvb-watch jobs per worker process'),
+  STOWAGE_HOOK_CONCURRENCY: wholeNumber(1, 1_000, 4, 'post-hooks jobs per worker process'),
+  STOWAGE_NODE_NAME: z.preprocess(
+    blankToUndefined,
+    z
+      .string()
+      .max(253, { error: 'must be at most 253 characters (a Kubernetes node name)' })
+      .regex(DNS1123_SUBDOMAIN, { error: "must be a Kubernetes node name (lowercase letters, digits, '-' and '.')" })
+      .optional(),
+  ),
+  STOWAGE_REPO_KEY: z.preprocess(blankToUndefined, z.string().optional()),
+  STOWAGE_WAIT_MODE: oneOf(['decoupled', 'inline'], 'decoupled', 'inline exists only for the comparison benchmark'),
+  STOWAGE_NAMESPACE: z.preprocess(
+    blankToUndefined,
+    z
+      .string()
+      .max(63, { error: 'must be at most 63 characters (a Kubernetes namespace)' })
+      .regex(DNS1123_LABEL, { error: "must be a Kubernetes namespace name (lowercase letters, digits and '-')" })
+      .default('stowage'),
+  ),
+  STOWAGE_QUEUE_PREFIX: z.preprocess(
+    blankToUndefined,
+    z
+      .string()
+      .regex(/^\{[^{}:]+\}$/, { error: 'must be a Redis Cluster hash tag in braces without ":", e.g. {stowage}' })
+      .default('{stowage}'),
+  ),
+  PORT: wholeNumber(0, 65_535, 8080, 'HTTP port of the API'),
+  LOG_LEVEL: oneOf(LOG_LEVELS, 'info', 'pino log level'),
+  STOWAGE_SHUTDOWN_TIMEOUT_MS: wholeNumber(100, 600_000, 25_000, 'bound on graceful shutdown; keep it below terminationGracePeriodSeconds'),
+});
+
+export type StowageEnvVar = keyof z.input<typeof stowageEnvSchema>;
+export const STOWAGE_ENV_VARS = Object.keys(stowageEnvSchema.shape) as StowageEnvVar[];
+
+/** The validated configuration: frozen and nested by concern. */
+export interface StowageConfig {
+  readonly redis: { readonly url: string | undefined; readonly queuePrefix: string };
+  readonly kube: { readonly kubeconfig: string | undefined; readonly namespace: string };
+  readonly storage: StorageLocation;
+  readonly api: { readonly port: number; readonly auth: 'enabled' | 'disabled'; readonly tokens: readonly string[] };
+  readonly concurrency: { readonly block: number; readonly watch: number; readonly hook: number };
+  readonly pipeline: { readonly waitMode: 'decoupled' | 'inline' };
+  readonly node: { readonly name: string | undefined };
+  readonly repository: { readonly key: string | undefined };
+  readonly log: { readonly level: LogLevel };
+  readonly shutdown: { readonly timeoutMs: number };
+}
+
+export interface ConfigProblem {
+  variable: StowageEnvVar;
+  /** What is wrong and how to fix it; never contains a secret's value. */
+  message: string;
+}
+
+export type ConfigResult = { ok: true; config: StowageConfig } | { ok: false; problems: ConfigProblem[] };
+
+export interface LoadConfigOptions {
+  /**
+   * Variables this service cannot run without (e.g. the node agent: STOWAGE_NODE_NAME and
+   * STOWAGE_REPO_KEY). STOWAGE_API_TOKENS is satisfied by STOWAGE_AUTH=disabled.
+   */
+  require?: readonly StowageEnvVar[];
+  /** Named in "required by" messages. */
+  service?: string;
+}
+
+const REQUIRED_HINTS: Partial<Record<StowageEnvVar, string>> = {
+  REDIS_URL: 'set it to the Redis URL, e.g. redis://redis:6379',
+  KUBECONFIG: 'set it to a kubeconfig file path',
+  STOWAGE_NODE_NAME: 'set it from the pod spec: env valueFrom fieldRef spec.nodeName',
+  STOWAGE_REPO_KEY: 'set it from the repository key Secret; there is no default key',
+  STOWAGE_API_TOKENS:
+    'set one or more comma-separated tokens (e.g. from `openssl rand -hex 32`), or STOWAGE_AUTH=disabled to run without auth',
+};
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object' && !Object.isFrozen(value)) {
+    for (const inner of Object.values(value)) deepFreeze(inner);
+    Object.freeze(value);
+  }
+  return value;
+}
+
+/** Validates `env` (usually `process.env`) into a frozen nested config, or lists every problem. */
+export function loadConfig(env: Readonly<Record<string, string | undefined>>, options: LoadConfigOptions = {}): ConfigResult {
+  const raw: Record<string, string | undefined> = {};
+  for (const name of STOWAGE_ENV_VARS) raw[name] = env[name];
+  const parsed = stowageEnvSchema.safeParse(raw);
+  const problems: ConfigProblem[] = [];
+  if (!parsed.success) {
+    for (const issue of parsed.error.issues) {
+      const variable = issue.path[0] as StowageEnvVar;
+      problems.push({ variable, message: `${variable}: ${issue.message}` });
+    }
+  }
+  const who = options.service ? `the ${options.service}` : 'this service';
+  for (const variable of options.require ?? []) {
+    if (problems.some((p) => p.variable === variable)) continue;
+    const value = blankToUndefined(env[variable]);
+    if (variable === 'STOWAGE_API_TOKENS' && parsed.success) {
+      if (parsed.data.STOWAGE_AUTH === 'disabled' || parsed.data.STOWAGE_API_TOKENS.length > 0) continue;
+    } else if (value !== undefined) continue;
+    const hint = REQUIRED_HINTS[variable] ?? 'set it';
+    problems.push({ variable, message: `${variable}: is required by ${who}; ${hint}` });
+  }
+  if (!parsed.success || problems.length > 0) return { ok: false, problems };
+  const e = parsed.data;
+  const config: StowageConfig = {
+    redis: { url: e.REDIS_URL, queuePrefix: e.STOWAGE_QUEUE_PREFIX },
+    kube: { kubeconfig: e.KUBECONFIG, namespace: e.STOWAGE_NAMESPACE },
+    storage: e.STOWAGE_STORAGE,
+    api: { port: e.PORT, auth: e.STOWAGE_AUTH, tokens: e.STOWAGE_API_TOKENS },
+    concurrency: { block: e.STOWAGE_BLOCK_CONCURRENCY, watch: e.STOWAGE_WATCH_CONCURRENCY, hook: e.STOWAGE_HOOK_CONCURRENCY },
+    pipeline: { waitMode: e.STOWAGE_WAIT_MODE },
+    node: { name: e.STOWAGE_NODE_NAME },
+    repository: { key: e.STOWAGE_REPO_KEY },
+    log: { level: e.LOG_LEVEL },
+    shutdown: { timeoutMs: e.STOWAGE_SHUTDOWN_TIMEOUT_MS },
+  };
+  return { ok: true, config: deepFreeze(config) };
+}
+
+/** One line per problem, for a terminal. */
+export function formatConfigProblems(problems: readonly ConfigProblem[]): string {
+  return [`Stowage configuration has ${problems.length} problem(s):`, ...problems.map((p) => `  - ${p.message}`)].join('\n');
+}
+
+export interface LoadConfigOrExitOptions extends LoadConfigOptions {
+  /** Where problems are printed; default stderr. */
+  write?: (text: string) => void;
+  /** Default process.exit. */
+  exit?: (code: number) => never;
+}
+
+/** For main.ts: the config, or every problem printed and exit 1. */
+export function loadConfigOrExit(env: Readonly<Record<string, string | undefined>>, options: LoadConfigOrExitOptions = {}): StowageConfig {
+  const result = loadConfig(env, options);
+  if (result.ok) return result.config;
+  const write = options.write ?? ((text: string) => process.stderr.write(text));
+  write(`${formatConfigProblems(result.problems)}\n`);
+  return (options.exit ?? ((code: number) => process.exit(code)))(1);
+}
