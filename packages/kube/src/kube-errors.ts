@@ -67,6 +67,8 @@ const connectionErrorCodes = new Set([
   'EHOSTUNREACH',
   'ENETUNREACH',
   'UND_ERR_SOCKET',
+  // node-fetch 2: the server cut a (watch) body short.
+  'ERR_STREAM_PREMATURE_CLOSE',
 ]);
 
 /** True for errors that never reached a server answer: connection refused/reset, hang-ups, request timeouts. */
