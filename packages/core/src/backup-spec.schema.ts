@@ -309,7 +309,6 @@ const backupRequestInput = strictObject(
   'a backup request: {name, spec}',
 );
 
-type BackupRequestInput = z.infer<typeof backupRequestInput>;
 type BackupSpecInput = z.infer<typeof backupSpecInput>;
 
 /** `spec.hooks.resources[0].pre[0]` from zod's path segments; odd keys in brackets. */

@@ -1,0 +1,218 @@
+/*
+ * Which items belong in a backup (Velero semantics, decided here):
+ *
+ * - Namespaces: `excludedNamespaces` wins; empty `includedNamespaces` or `*` means all; entries
+ *   are globs (`*`, `?`, `[...]`).
+ * - Resources: `excludedResources` wins; empty `includedResources` or `*` means all. Entries are
+ *   `resource[.group]` (`pods`, `deployments.apps`); common short names and kinds are accepted
+ *   (`po`, `pvc`, `deploy`, `deployment` …). An entry without a group matches that resource in
+ *   any group (core has no discovery; `deployments` is resolved to `deployments.apps`).
+ * - Label selection: `labelSelector` or any of `orLabelSelectors` must match. It applies to the
+ *   items listed for the backup, NOT to items pulled in by a relation (a pod's PVC, a PVC's PV),
+ *   as in Velero, where related items only pass the namespace/resource checks.
+ * - `velero.io/exclude-from-backup=true` on an item always excludes it.
+ * - Cluster-scoped items (`includeClusterResources`):
+ *     true  → listed like any other item;
+ *     null  → listed only when the backup covers every namespace (no include restriction, no
+ *             excludes); otherwise only pulled in by a relation — so the PVs of backed-up PVCs
+ *             are still backed up (what a restore needs);
+ *     false → never, not even a PV pulled in by its PVC (Velero's item backupper does the same).
+ *   `namespaces` objects are the exception: a namespace is included when its name passes the
+ *   namespace filter, whatever `includeClusterResources` says (as Velero).
+ */
+import type { BackupSpec } from './backup-spec.schema.js';
+import { matchGlob } from './glob.js';
+import { matchesLabelSelector } from './label-selector.js';
+
+export interface SelectableItem {
+  /** API group, `''` for the core group. */
+  group: string;
+  /** Plural resource name, e.g. `pods`. */
+  resource: string;
+  namespaced: boolean;
+  namespace?: string | null;
+  name?: string;
+  labels?: Readonly<Record<string, string>>;
+}
+
+export type NamespaceFilter = Pick<BackupSpec, 'includedNamespaces' | 'excludedNamespaces'>;
+export type ResourceFilter = Pick<BackupSpec, 'includedResources' | 'excludedResources'>;
+export type SelectionSpec = NamespaceFilter &
+  ResourceFilter &
+  Pick<BackupSpec, 'includeClusterResources' | 'labelSelector' | 'orLabelSelectors'>;
+
+export const EXCLUDE_FROM_BACKUP_LABEL = 'velero.io/exclude-from-backup';
+
+export type ExclusionReason =
+  | 'exclude-label'
+  | 'resource-excluded'
+  | 'namespace-excluded'
+  | 'cluster-scoped-not-included'
+  | 'labels-not-matched';
+
+/** `resource.group`, or just `resource` for the core group (Velero's group-resource string). */
+export function groupResourceOf(item: Pick<SelectableItem, 'group' | 'resource'>): string {
+  return item.group ? `${item.resource}.${item.group}` : item.resource;
+}
+
+const RESOURCE_ALIASES: Record<string, string> = {
+  po: 'pods',
+  pod: 'pods',
+  pvc: 'persistentvolumeclaims',
+  persistentvolumeclaim: 'persistentvolumeclaims',
+  pv: 'persistentvolumes',
+  persistentvolume: 'persistentvolumes',
+  ns: 'namespaces',
+  namespace: 'namespaces',
+  svc: 'services',
+  service: 'services',
+  cm: 'configmaps',
+  configmap: 'configmaps',
+  secret: 'secrets',
+  sa: 'serviceaccounts',
+  serviceaccount: 'serviceaccounts',
+  ep: 'endpoints',
+  ev: 'events',
+  event: 'events',
+  limits: 'limitranges',
+  limitrange: 'limitranges',
+  quota: 'resourcequotas',
+  resourcequota: 'resourcequotas',
+  deploy: 'deployments.apps',
+  deployment: 'deployments.apps',
+  deployments: 'deployments.apps',
+  sts: 'statefulsets.apps',
+  statefulset: 'statefulsets.apps',
+  statefulsets: 'statefulsets.apps',
+  ds: 'daemonsets.apps',
+  daemonset: 'daemonsets.apps',
+  daemonsets: 'daemonsets.apps',
+  rs: 'replicasets.apps',
+  replicaset: 'replicasets.apps',
+  replicasets: 'replicasets.apps',
+  job: 'jobs.batch',
+  jobs: 'jobs.batch',
+  cj: 'cronjobs.batch',
+  cronjob: 'cronjobs.batch',
+  cronjobs: 'cronjobs.batch',
+  ing: 'ingresses.networking.k8s.io',
+  ingress: 'ingresses.networking.k8s.io',
+  ingresses: 'ingresses.networking.k8s.io',
+  netpol: 'networkpolicies.networking.k8s.io',
+  networkpolicy: 'networkpolicies.networking.k8s.io',
+  networkpolicies: 'networkpolicies.networking.k8s.io',
+  sc: 'storageclasses.storage.k8s.io',
+  storageclass: 'storageclasses.storage.k8s.io',
+  storageclasses: 'storageclasses.storage.k8s.io',
+  crd: 'customresourcedefinitions.apiextensions.k8s.io',
+  crds: 'customresourcedefinitions.apiextensions.k8s.io',
+  customresourcedefinition: 'customresourcedefinitions.apiextensions.k8s.io',
+  customresourcedefinitions: 'customresourcedefinitions.apiextensions.k8s.io',
+  pdb: 'poddisruptionbudgets.policy',
+  poddisruptionbudget: 'poddisruptionbudgets.policy',
+  poddisruptionbudgets: 'poddisruptionbudgets.policy',
+  hpa: 'horizontalpodautoscalers.autoscaling',
+  horizontalpodautoscaler: 'horizontalpodautoscalers.autoscaling',
+  horizontalpodautoscalers: 'horizontalpodautoscalers.autoscaling',
+  role: 'roles.rbac.authorization.k8s.io',
+  roles: 'roles.rbac.authorization.k8s.io',
+  rolebinding: 'rolebindings.rbac.authorization.k8s.io',
+  rolebindings: 'rolebindings.rbac.authorization.k8s.io',
+  clusterrole: 'clusterroles.rbac.authorization.k8s.io',
+  clusterroles: 'clusterroles.rbac.authorization.k8s.io',
+  clusterrolebinding: 'clusterrolebindings.rbac.authorization.k8s.io',
+  clusterrolebindings: 'clusterrolebindings.rbac.authorization.k8s.io',
+  pc: 'priorityclasses.scheduling.k8s.io',
+  priorityclass: 'priorityclasses.scheduling.k8s.io',
+  priorityclasses: 'priorityclasses.scheduling.k8s.io',
+};
+
+/** The canonical `resource[.group]` an include/exclude entry stands for. */
+export function canonicalResourceEntry(entry: string): string {
+  return RESOURCE_ALIASES[entry.toLowerCase()] ?? entry.toLowerCase();
+}
+
+/** True when one include/exclude entry names the item's resource. */
+export function resourceEntryMatches(entry: string, item: Pick<SelectableItem, 'group' | 'resource'>): boolean {
+  if (entry === '*') return true;
+  const canonical = canonicalResourceEntry(entry);
+  if (canonical.includes('.')) return canonical === groupResourceOf(item);
+  return canonical === item.resource;
+}
+
+function includesEverything(includes: readonly string[]): boolean {
+  return includes.length === 0 || includes.includes('*');
+}
+
+export function isNamespaceIncluded(namespace: string, filter: NamespaceFilter): boolean {
+  if (filter.excludedNamespaces.some((pattern) => matchGlob(pattern, namespace))) return false;
+  if (includesEverything(filter.includedNamespaces)) return true;
+  return filter.includedNamespaces.some((pattern) => matchGlob(pattern, namespace));
+}
+
+/** True when the backup covers every namespace (Velero's `IncludeEverything`). */
+export function coversAllNamespaces(filter: NamespaceFilter): boolean {
+  return includesEverything(filter.includedNamespaces) && filter.excludedNamespaces.length === 0;
+}
+
+export function isResourceIncluded(item: Pick<SelectableItem, 'group' | 'resource'>, filter: ResourceFilter): boolean {
+  if (filter.excludedResources.some((entry) => entry !== '*' && resourceEntryMatches(entry, item))) return false;
+  if (includesEverything(filter.includedResources)) return true;
+  return filter.includedResources.some((entry) => resourceEntryMatches(entry, item));
+}
+
+/** True when the item's labels satisfy `labelSelector`, or any of `orLabelSelectors`; no selector = all. */
+export function matchesBackupSelectors(
+  labels: Readonly<Record<string, string>> | undefined,
+  spec: Pick<BackupSpec, 'labelSelector' | 'orLabelSelectors'>,
+): boolean {
+  if (spec.labelSelector) return matchesLabelSelector(spec.labelSelector, labels);
+  if (spec.orLabelSelectors.length > 0) return spec.orLabelSelectors.some((selector) => matchesLabelSelector(selector, labels));
+  return true;
+}
+
+function isNamespaceObject(item: SelectableItem): boolean {
+  return item.group === '' && item.resource === 'namespaces';
+}
+
+/** Filters shared by listed and related items: the exclude label, resources, namespaces. */
+function scopeExclusion(item: SelectableItem, spec: SelectionSpec): ExclusionReason | null {
+  if (item.labels?.[EXCLUDE_FROM_BACKUP_LABEL] === 'true') return 'exclude-label';
+  if (!isResourceIncluded(item, spec)) return 'resource-excluded';
+  if (item.namespaced) {
+    if (!isNamespaceIncluded(item.namespace ?? '', spec)) return 'namespace-excluded';
+  } else if (isNamespaceObject(item) && item.name !== undefined) {
+    if (!isNamespaceIncluded(item.name, spec)) return 'namespace-excluded';
+  }
+  return null;
+}
+
+/** Why a listed item is not in the backup, or null when it is. */
+export function explainItemExclusion(item: SelectableItem, spec: SelectionSpec): ExclusionReason | null {
+  const scoped = scopeExclusion(item, spec);
+  if (scoped) return scoped;
+  if (!item.namespaced && !isNamespaceObject(item)) {
+    const listed = spec.includeClusterResources === true || (spec.includeClusterResources === null && coversAllNamespaces(spec));
+    if (!listed) return 'cluster-scoped-not-included';
+  }
+  if (!matchesBackupSelectors(item.labels, spec)) return 'labels-not-matched';
+  return null;
+}
+
+/** Is a listed item (one found by listing the cluster, not pulled in by a relation) in the backup? */
+export function isItemIncluded(item: SelectableItem, spec: SelectionSpec): boolean {
+  return explainItemExclusion(item, spec) === null;
+}
+
+/** Why an item pulled in by a relation (a pod's PVC, a PVC's PV or pods) is kept out, or null. */
+export function explainRelatedItemExclusion(item: SelectableItem, spec: SelectionSpec): ExclusionReason | null {
+  const scoped = scopeExclusion(item, spec);
+  if (scoped) return scoped;
+  if (!item.namespaced && !isNamespaceObject(item) && spec.includeClusterResources === false) return 'cluster-scoped-not-included';
+  return null;
+}
+
+/** Is an item pulled in by a relation allowed into the backup? (No label selector, see above.) */
+export function isRelatedItemIncluded(item: SelectableItem, spec: SelectionSpec): boolean {
+  return explainRelatedItemExclusion(item, spec) === null;
+}
