@@ -4,7 +4,7 @@ import { JobName, QueueName, qualifiedQueueName } from './constants.js';
 import { QueueError, QueueErrorCode } from './errors.js';
 import { childJobOptions, DEFAULT_JOB_OPTIONS } from './job-options.js';
 import type { FinalizeJobData, ItemBlockJobData, PlanJobData, PostHooksJobData, PvbWatchJobData } from './payloads.js';
-import { pvbWatchJobSchema } from './payloads.js';
+import { parsePvbWatchJobData } from './payloads.js';
 
 /** `{ id, queue }` of a parent job, as BullMQ's `parent` job option wants it. */
 export interface ParentRef {
@@ -142,7 +142,7 @@ export async function addPvbWatch(queue: Queue, parent: ParentRef, payload: PvbW
   if (queue.name !== QueueName.pvbWatch) {
     throw new QueueError(QueueErrorCode.badArgument, `addPvbWatch needs the ${QueueName.pvbWatch} queue, got ${queue.name}`);
   }
-  const data = pvbWatchJobSchema.parse(payload);
+  const data = parsePvbWatchJobData(payload);
   const jobId = pvbWatchJobId(data.backupName, data.pvbName);
   await queue.add(JobName.watchPvb, data, { ...childJobOptions(QueueName.pvbWatch, jobId), parent });
   return jobId;
