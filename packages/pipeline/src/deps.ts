@@ -72,3 +72,13 @@ export interface PipelineDeps {
   clock: Clock;
   config: PipelineConfig;
 }
+
+/**
+ * The backup state key prefix that goes with a queue prefix: `{stowage}` → `stowage`. State keys
+ * carry their own per-backup hash tag (`stowage:bk:{<name>}:…`), so the prefix has no braces.
+ * Every process (api, worker) must derive it the same way.
+ */
+export function statePrefixFor(queuePrefix: string): string {
+  const bare = queuePrefix.replace(/[{}]/g, '');
+  return bare.length > 0 ? bare : 'stowage';
+}

@@ -1,5 +1,13 @@
 export { DEFAULT_AGENT_TTL_MS, NodeAgentRegistry, type NodeAgentRegistryOptions } from './agents/node-agent-registry.js';
-export { type Clock, DEFAULT_PIPELINE_CONFIG, type PipelineConfig, type PipelineDeps, type PipelineLogger, type WaitMode } from './deps.js';
+export {
+  type Clock,
+  DEFAULT_PIPELINE_CONFIG,
+  type PipelineConfig,
+  type PipelineDeps,
+  type PipelineLogger,
+  statePrefixFor,
+  type WaitMode,
+} from './deps.js';
 export { PipelineError, PipelineErrorCode, UnrecoverablePipelineError } from './errors.js';
 export type { BlockPlan, HookPhase, PlannedHook, PlannedItem, PlannedPod, PlannedVolume, PlanSkip } from './plan/block-plan.js';
 export type { FinalizeResult } from './processors/finalize.processor.js';

@@ -1,0 +1,194 @@
+import { pvbName } from '@stowage/core';
+import { pvbLabels } from '@stowage/kube';
+import type { BlockPlan, RunningWorkers } from '@stowage/pipeline';
+import { startWorkers, submitBackup } from '@stowage/pipeline';
+import { QueueName } from '@stowage/queue';
+import { useTestRedis } from '@stowage/testing';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { backupSpec, configMap, namespace, node, pod, pvc } from './support/fixtures.js';
+import { type Harness, startHarness, waitForBackupEnd } from './support/harness.js';
+import { sidecar, tarballEntries } from './support/inspect.js';
+import { TestPvbController } from './support/test-pvb-controller.js';
+
+const ALL_QUEUES = [QueueName.backups, QueueName.itemBlocks, QueueName.pvbWatch, QueueName.hooks];
+const POST = ['/bin/post'];
+const PRE = ['/bin/pre'];
+
+function uidOf(fixtureObjects: unknown[], name: string): string {
+  const found = fixtureObjects.find(
+    (o) =>
+      (o as { kind: string; metadata: { name: string } }).kind === 'Pod' && (o as { metadata: { name: string } }).metadata.name === name,
+  );
+  return (found as { metadata: { uid: string } }).metadata.uid;
+}
+
+const hookAnnotations = (extra: Record<string, string> = {}) => ({
+  'pre.hook.backup.velero.io/command': JSON.stringify(PRE),
+  'post.hook.backup.velero.io/command': JSON.stringify(POST),
+  ...extra,
+});
+
+const objects: unknown[] = [
+  namespace('shop'),
+  namespace('stowage'),
+  node('node-a'),
+  node('node-b'),
+  node('node-c'),
+  pvc('shared-data'),
+  configMap('settings'),
+  // Two pods sharing a PVC: one block, one PVB, both post hooks after it.
+  pod({
+    name: 'db-0',
+    volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'shared-data' } }],
+    annotations: hookAnnotations({ 'backup.velero.io/backup-volumes': 'data' }),
+  }),
+  pod({
+    name: 'db-1',
+    volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'shared-data' } }],
+    annotations: hookAnnotations({ 'backup.velero.io/backup-volumes': 'data' }),
+  }),
+  // Opt-in picks `cache`, not `logs`.
+  pod({
+    name: 'web-0',
+    node: 'node-b',
+    volumes: [
+      { name: 'cache', emptyDir: {} },
+      { name: 'logs', emptyDir: {} },
+    ],
+    annotations: { 'backup.velero.io/backup-volumes': 'cache' },
+  }),
+  // Opted in, but its node has no agent.
+  pod({
+    name: 'lonely-0',
+    node: 'node-c',
+    volumes: [{ name: 'scratch', emptyDir: {} }],
+    annotations: { 'backup.velero.io/backup-volumes': 'scratch' },
+  }),
+  // Secrets are never backed up; a finished pod gets no PVB.
+  pod({
+    name: 'cfg-0',
+    volumes: [{ name: 'creds', secret: { secretName: 'x' } }],
+    annotations: { 'backup.velero.io/backup-volumes': 'creds' },
+  }),
+  pod({
+    name: 'done-0',
+    phase: 'Succeeded',
+    volumes: [{ name: 'out', emptyDir: {} }],
+    annotations: { 'backup.velero.io/backup-volumes': 'out' },
+  }),
+  // Pre hook fails with onError: Fail → no item, no PVB, no post hook.
+  pod({
+    name: 'fail-0',
+    node: 'node-b',
+    volumes: [{ name: 'data', emptyDir: {} }],
+    annotations: hookAnnotations({ 'backup.velero.io/backup-volumes': 'data', 'pre.hook.backup.velero.io/on-error': 'Fail' }),
+    exec: { '*': { rules: [{ command: PRE, exitCode: 1, stderr: 'freeze failed' }] } },
+  }),
+];
+
+describe('backup pipeline semantics (all queues in this process, test PVB controller)', () => {
+  let redisHandle: { url: string; stop: () => Promise<void> };
+  let h: Harness;
+  let workers: RunningWorkers | undefined;
+  let controller: TestPvbController | undefined;
+
+  beforeAll(async () => {
+    redisHandle = await useTestRedis();
+    h = await startHarness({ redisUrl: redisHandle.url, fixture: { objects }, agentNodes: ['node-a', 'node-b'] });
+  });
+  afterEach(async () => {
+    await workers?.close();
+    await controller?.stop();
+    workers = undefined;
+    controller = undefined;
+  });
+  afterAll(async () => {
+    await h?.close();
+    await redisHandle?.stop();
+  });
+
+  it('opt-in, shared PVCs, skips with reasons, failing pre hook, post hooks after PVBs, Velero layout', async () => {
+    controller = new TestPvbController({ pvbs: h.pvbs, durationMs: 400 });
+    await controller.start();
+    workers = startWorkers({ deps: h.deps, queues: ALL_QUEUES, concurrency: { itemBlocks: 2 } });
+    const name = 'nightly-1';
+    const { created } = await submitBackup(
+      { state: h.deps.state, connection: h.redis, queuePrefix: h.queuePrefix },
+      { name, spec: backupSpec() },
+    );
+    expect(created).toBe(true);
+    const phase = await waitForBackupEnd(h.deps.state, name);
+    expect(h.logs.filter((l) => l.startsWith('ERROR'))).toEqual([]);
+    // The failing pre hook makes it PartiallyFailed (Velero: any error-level log line).
+    expect(phase).toBe('PartiallyFailed');
+
+    // Which PVBs exist is decided by opt-in, shared PVCs, node agents, volume kinds and pod phase.
+    const pvbs = await h.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=${name}` });
+    const sharedPvb = pvbName(name, uidOf(objects, 'db-0'), 'data');
+    expect(pvbs.map((p) => p.metadata.name).sort()).toEqual([sharedPvb, pvbName(name, uidOf(objects, 'web-0'), 'cache')].sort());
+    expect(pvbs.every((p) => p.status?.phase === 'Completed')).toBe(true);
+
+    // db-0 and db-1 share one block.
+    const blockIds = await h.deps.state.blockIds(name);
+    const plans = await Promise.all(blockIds.map((id) => h.deps.state.getBlockPlan<BlockPlan>(name, id)));
+    const dbBlock = plans.find((p) => p?.pods.some((x) => x.name === 'db-0'));
+    expect(dbBlock?.pods.map((p) => p.name).sort()).toEqual(['db-0', 'db-1']);
+
+    // Both post hooks ran after the shared PVB completed.
+    const completedAt = Date.parse(pvbs.find((p) => p.metadata.name === sharedPvb)?.status?.completionTimestamp ?? '');
+    for (const podName of ['db-0', 'db-1']) {
+      const posts = h.sim.execLog({ namespace: 'shop', pod: podName }).filter((e) => e.command.join(' ') === POST.join(' '));
+      expect(posts.length).toBeGreaterThanOrEqual(1);
+      for (const e of posts) expect(Date.parse(e.startedAt)).toBeGreaterThanOrEqual(completedAt);
+    }
+
+    // fail-0: pre hook ran and failed; no post hook, no PVB, no item.
+    const failExecs = h.sim.execLog({ namespace: 'shop', pod: 'fail-0' }).map((e) => e.command.join(' '));
+    expect(failExecs).toEqual([PRE.join(' ')]);
+
+    // Every skip is recorded with its reason.
+    const logs = (await h.deps.state.readLogs(name)).map((l) => l.msg);
+    const expectSkip = (text: string) =>
+      expect(
+        logs.some((m) => m.includes(text)),
+        `log mentions: ${text}`,
+      ).toBe(true);
+    expectSkip('pods/shop/db-1 volume data: PVC shared-data is already backed up through pod shop/db-0');
+    expectSkip('pods/shop/web-0 volume logs: not opted in by backup.velero.io/backup-volumes');
+    expectSkip('pods/shop/lonely-0 volume scratch: no node agent on node node-c');
+    expectSkip('pods/shop/cfg-0 volume creds: secret volumes are never backed up');
+    expectSkip('pods/shop/done-0 volume out: pod is not running');
+    expectSkip('pod shop/fail-0 not backed up');
+
+    // Counters: hooks attempted/failed, items, PVBs.
+    const counters = await h.deps.state.counters(name);
+    // pre+post for db-0, db-1, fail-0 (its post is never attempted: the pod is not backed up)
+    expect(counters.hooksAttempted).toBe(5);
+    expect(counters.hooksFailed).toBe(1);
+    expect(counters.pvbsCompleted).toBe(2);
+
+    // The tarball holds every selected item at its Velero path — but not fail-0.
+    const entries = tarballEntries(h.storageDir, name);
+    expect(entries[0]).toBe('metadata/version');
+    for (const p of ['db-0', 'db-1', 'web-0', 'lonely-0', 'cfg-0', 'done-0'])
+      expect(entries).toContain(`resources/pods/namespaces/shop/${p}.json`);
+    expect(entries).not.toContain('resources/pods/namespaces/shop/fail-0.json');
+    expect(entries).toContain('resources/configmaps/namespaces/shop/settings.json');
+    expect(entries).toContain('resources/persistentvolumeclaims/namespaces/shop/shared-data.json');
+    expect(entries.some((e) => /^resources\/persistentvolumes\/cluster\/pvc-.*\.json$/.test(e))).toBe(true);
+    expect(counters.itemsBackedUp).toBe(entries.filter((e) => e.startsWith('resources/') && !e.includes('-preferredversion/')).length);
+    expect(counters.totalItems).toBe((counters.itemsBackedUp ?? 0) + 1);
+
+    // Sidecars list every PVB and every resource.
+    const pvbList = await sidecar<{ metadata: { name: string } }[]>(h.deps.storage, name, '-podvolumebackups.json.gz');
+    expect(pvbList.map((p) => p.metadata.name).sort()).toEqual(pvbs.map((p) => p.metadata.name).sort());
+    const resources = await sidecar<Record<string, string[]>>(h.deps.storage, name, '-resource-list.json.gz');
+    expect(resources['v1/Pod']).toEqual(['shop/cfg-0', 'shop/db-0', 'shop/db-1', 'shop/done-0', 'shop/lonely-0', 'shop/web-0']);
+    expect(resources['v1/ConfigMap']).toEqual(['shop/settings']);
+    const results = await sidecar<{ errors: { namespaces?: Record<string, string[]> } }>(h.deps.storage, name, '-results.gz');
+    expect(results.errors.namespaces?.shop?.some((m) => m.includes('fail-0'))).toBe(true);
+    const meta = JSON.parse(String(await h.deps.storage.getObject(`backups/${name}/velero-backup.json`)));
+    expect(meta.status).toMatchObject({ phase: 'PartiallyFailed', hookStatus: { hooksAttempted: 5, hooksFailed: 1 } });
+    expect(await h.deps.state.getBlockItems(name, blockIds[0] ?? '')).toBeUndefined();
+  });
+});

@@ -1,0 +1,118 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createKubeClients, createPvbClient, type KubeClients, type PvbClient } from '@stowage/kube';
+import { type Fixture, type Simulator, startSimulator } from '@stowage/kube-sim';
+import {
+  BackupState,
+  DEFAULT_PIPELINE_CONFIG,
+  NodeAgentRegistry,
+  type PipelineConfig,
+  type PipelineDeps,
+  type PipelineLogger,
+  statePrefixFor,
+} from '@stowage/pipeline';
+import { FileSystemStorage } from '@stowage/storage';
+import { uniquePrefix } from '@stowage/testing';
+import { Redis } from 'ioredis';
+
+export const CRD_PATH = fileURLToPath(new URL('../../../../k8s/base/crd-podvolumebackups.yaml', import.meta.url));
+
+/** A logger that keeps error lines (a test can print them on failure) and drops the rest. */
+export function quietLogger(sink: string[] = []): PipelineLogger {
+  const make = (bindings: Record<string, unknown>): PipelineLogger => ({
+    debug: () => undefined,
+    info: () => undefined,
+    warn: (obj, msg) => sink.push(`WARN ${msg} ${JSON.stringify({ ...bindings, ...obj })}`),
+    error: (obj, msg) => sink.push(`ERROR ${msg} ${JSON.stringify({ ...bindings, ...obj })}`),
+    child: (more) => make({ ...bindings, ...more }),
+  });
+  return make({});
+}
+
+export interface Harness {
+  sim: Simulator;
+  kube: KubeClients;
+  pvbs: PvbClient;
+  redis: Redis;
+  deps: PipelineDeps;
+  storageDir: string;
+  queuePrefix: string;
+  logs: string[];
+  close(): Promise<void>;
+}
+
+/**
+ * One simulator (fixture + the PVB CRD), one Redis connection on the test's redis-server, a
+ * filesystem storage dir, and PipelineDeps wired to them with a unique prefix.
+ */
+export async function startHarness(opts: {
+  redisUrl: string;
+  fixture: Fixture;
+  agentNodes: string[];
+  config?: Partial<PipelineConfig>;
+}): Promise<Harness> {
+  const sim = await startSimulator({ fixture: opts.fixture, port: 0, extraManifests: [CRD_PATH], materializeVolumes: 'none' });
+  const kube = createKubeClients({ kubeconfigPath: sim.kubeconfigPath });
+  const pvbs = createPvbClient(kube, { namespace: 'stowage' });
+  const redis = new Redis(opts.redisUrl, { maxRetriesPerRequest: null });
+  const queuePrefix = `{${uniquePrefix()}}`;
+  const statePrefix = statePrefixFor(queuePrefix);
+  const storageDir = await mkdtemp(join(tmpdir(), 'stowage-pipeline-'));
+  const logs: string[] = [];
+  const agents = new NodeAgentRegistry({ redis, prefix: statePrefix });
+  for (const n of opts.agentNodes) await agents.registerNodeAgent(n, 600_000);
+  const deps: PipelineDeps = {
+    connection: redis,
+    queuePrefix,
+    state: new BackupState({ redis, prefix: statePrefix }),
+    agents,
+    kube,
+    pvbs,
+    storage: new FileSystemStorage(storageDir),
+    logger: quietLogger(logs),
+    clock: { now: Date.now },
+    config: { ...DEFAULT_PIPELINE_CONFIG, ...opts.config },
+  };
+  return {
+    sim,
+    kube,
+    pvbs,
+    redis,
+    deps,
+    storageDir,
+    queuePrefix,
+    logs,
+    async close() {
+      redis.disconnect();
+      await sim.close();
+      await rm(storageDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Polls `check` until it returns a value (not undefined) or `timeoutMs` passes. */
+export async function waitFor<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 20_000, everyMs = 100): Promise<T> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > until) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+const ENDED = new Set(['Completed', 'PartiallyFailed', 'Failed', 'FailedValidation', 'Canceled']);
+
+/** Waits until the backup reaches a final phase; returns it. */
+export function waitForBackupEnd(state: BackupState, name: string, timeoutMs = 30_000): Promise<string> {
+  return waitFor(
+    `backup ${name} to end`,
+    async () => {
+      const rec = await state.getBackup(name);
+      return rec && ENDED.has(rec.phase) ? rec.phase : undefined;
+    },
+    timeoutMs,
+  );
+}

@@ -1,0 +1,1 @@
+export { startWorkerService, type WorkerService, type WorkerServiceOptions } from './worker-service.js';
