@@ -81,13 +81,14 @@ const MACHINES: { [M in PhaseMachine]: Record<string, readonly string[]> } = {
  * compare first, which is what makes at-least-once jobs safe to re-run.
  */
 export function canTransition<M extends PhaseMachine>(machine: M, from: PhaseOf<M>, to: PhaseOf<M>): boolean {
-  return (MACHINES[machine][from] ?? []).includes(to);
+  const targets: readonly string[] = MACHINES[machine][from] ?? [];
+  return targets.includes(to);
 }
 
 /** Every phase that may move to `to` (for a compare-and-set of the phase in storage). */
 export function phasesThatMayMoveTo<M extends PhaseMachine>(machine: M, to: PhaseOf<M>): PhaseOf<M>[] {
   return Object.entries(MACHINES[machine])
-    .filter(([, targets]) => targets.includes(to))
+    .filter(([, targets]) => (targets as readonly string[]).includes(to))
     .map(([from]) => from as PhaseOf<M>);
 }
 
