@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
-import type { BackupRecord, BackupState } from '@stowage/pipeline';
+import type { BackupState, CancelBackupResult, SubmitBackupInput, SubmitBackupResult } from '@stowage/pipeline';
+import type { BackupStorage } from '@stowage/storage';
 import type { Queue } from 'bullmq';
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
 import {
@@ -24,14 +25,9 @@ import { queuesDashboardPlugin } from './queues-dashboard.plugin.js';
 
 /** Submitting and cancelling backups: the pipeline's job (records the backup, adds `finalize ← plan`). */
 export interface BackupControl {
-  submit(input: { name: string; spec: unknown; requestId: string }): Promise<{ created: boolean; record: BackupRecord }>;
+  submit(input: SubmitBackupInput): Promise<SubmitBackupResult>;
   /** Asks a running backup to stop: no new block starts, PVBs get spec.cancel, the phase ends Canceled. */
-  cancel(name: string, requestId: string): Promise<void>;
-}
-
-/** Removes what a backup stored in backup storage (`backups/<name>/`). */
-export interface BackupDataStore {
-  deleteBackupData(name: string): Promise<void>;
+  cancel(name: string): Promise<CancelBackupResult>;
 }
 
 export interface ApiDeps {
@@ -43,7 +39,8 @@ export interface ApiDeps {
   /** Every Stowage queue (backups, item-blocks, pvb-watch, hooks): dashboard, metrics and DELETE. */
   queues: readonly Queue[];
   control: BackupControl;
-  storage: BackupDataStore;
+  /** Backup storage: DELETE removes `backups/<name>/`. */
+  storage: Pick<BackupStorage, 'deletePrefix'>;
   auth: AuthMode;
   /** Extra readiness (e.g. the hosted workers are running); /readyz also checks Redis and closing. */
   isReady?: () => boolean;

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
-import { finalizeJobId, generateBackupName, validateBackupRequest } from '@stowage/core';
+import { assertNever, finalizeJobId, generateBackupName, validateBackupRequest } from '@stowage/core';
+import { backupLayout } from '@stowage/storage';
 import type { FastifySchemaCompiler } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { validatorCompiler as zodValidatorCompiler } from 'fastify-type-provider-zod';
@@ -54,9 +55,16 @@ export const backupsRoutes: FastifyPluginAsyncZod<ApiDeps> = async (app, deps) =
         tags: ['backups'],
         summary: 'Submit a backup',
         description:
-          'Records the backup (phase New) and queues it. 400 lists every validation problem with its path; 409 when the name is taken.',
+          'Records the backup (phase New) and queues it (201). 400 lists every validation problem with its path; 409 when the name is taken. Retrying with the same X-Request-ID returns the backup that request created (200).',
         body: createBackupBodySchema,
-        response: { 201: backupSchema, ...standardErrors, 409: errorResponseSchema, 413: errorResponseSchema, 415: errorResponseSchema },
+        response: {
+          200: backupSchema,
+          201: backupSchema,
+          ...standardErrors,
+          409: errorResponseSchema,
+          413: errorResponseSchema,
+          415: errorResponseSchema,
+        },
       },
     },
     async (req, reply) => {
@@ -69,15 +77,22 @@ export const backupsRoutes: FastifyPluginAsyncZod<ApiDeps> = async (app, deps) =
         );
       }
       const name = validation.name ?? generateBackupName('backup', randomSuffix());
-      const spec = (req.body as { spec: unknown }).spec;
       const requestId = String(req.id);
-      const { created, record } = await deps.control.submit({ name, spec, requestId });
-      if (!created) throw new ApiError(ApiErrorCode.conflict, `a backup named "${name}" already exists`);
+      const result = await deps.control.submit({ name, spec: validation.value, requestId });
+      if (!result.created) {
+        // The same request retried (same client-supplied X-Request-ID) gets the backup it created.
+        const retried = req.headers['x-request-id'] === requestId && result.backup.requestId === requestId;
+        if (!retried) throw new ApiError(ApiErrorCode.conflict, `a backup named "${name}" already exists`);
+        return reply
+          .code(200)
+          .header('location', `/v1/backups/${name}`)
+          .send(await readBackupView(state, result.backup));
+      }
       req.log.info({ backup: name }, 'backup submitted');
       return reply
         .code(201)
         .header('location', `/v1/backups/${name}`)
-        .send(await readBackupView(state, record));
+        .send(await readBackupView(state, result.backup));
     },
   );
 
@@ -171,14 +186,20 @@ export const backupsRoutes: FastifyPluginAsyncZod<ApiDeps> = async (app, deps) =
       },
     },
     async (req, reply) => {
-      const rec = await mustGet(req.params.name);
-      if (TERMINAL_BACKUP_PHASES.has(rec.phase)) {
-        throw new ApiError(ApiErrorCode.conflict, `backup "${rec.name}" has already ended (phase ${rec.phase}); nothing to cancel`);
+      const name = req.params.name;
+      const result = await deps.control.cancel(name);
+      switch (result.outcome) {
+        case 'not-found':
+          throw new ApiError(ApiErrorCode.notFound, `backup "${name}" does not exist`);
+        case 'already-ended':
+          throw new ApiError(ApiErrorCode.conflict, `backup "${name}" has already ended (phase ${result.phase}); nothing to cancel`);
+        case 'requested':
+        case 'already-requested':
+          req.log.info({ backup: name, outcome: result.outcome }, 'backup cancel requested');
+          return reply.code(202).send({ name, phase: result.phase, cancelRequested: true as const });
+        default:
+          return assertNever(result);
       }
-      await deps.control.cancel(rec.name, String(req.id));
-      const after = (await state.getBackup(rec.name)) ?? rec;
-      req.log.info({ backup: rec.name }, 'backup cancel requested');
-      return reply.code(202).send({ name: rec.name, phase: after.phase, cancelRequested: true as const });
     },
   );
 
@@ -202,7 +223,7 @@ export const backupsRoutes: FastifyPluginAsyncZod<ApiDeps> = async (app, deps) =
         );
       }
       // Data first, record last: a failure midway leaves the record, so DELETE can be retried.
-      await deps.storage.deleteBackupData(rec.name);
+      await deps.storage.deletePrefix(backupLayout(rec.name).dir);
       const backups = deps.queues.find((q) => q.name === 'backups');
       if (backups) await backups.remove(finalizeJobId(rec.name), { removeChildren: true });
       await state.deleteBackup(rec.name);

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { BackupState } from '@stowage/pipeline';
 import { createFlowProducer, createProducerConnection, createQueue, QUEUE_NAMES } from '@stowage/queue';
+import { FileSystemStorage } from '@stowage/storage';
 import { uniquePrefix } from '@stowage/testing';
 import type { FlowProducer, Queue } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
@@ -34,6 +35,7 @@ export interface HarnessOptions {
   authMode?: AuthMode;
   heartbeatMs?: number;
   overrides?: Partial<ApiDeps>;
+  logLevel?: string;
 }
 
 /** The API on a real Redis with its own key prefix, logs captured in memory. */
@@ -55,18 +57,14 @@ export async function startHarness(redisUrl: string, opts: HarnessOptions = {}):
       cb();
     },
   });
-  const logger = pino({ level: 'debug' }, sink);
+  const logger = pino({ level: opts.logLevel ?? 'debug' }, sink);
   const app = await buildApp({
     logger,
     redis,
     state,
     queues,
-    control: createPipelineControl({ state, flowProducer }),
-    storage: {
-      async deleteBackupData(name) {
-        await rm(join(storageDir, 'backups', name), { recursive: true, force: true });
-      },
-    },
+    control: createPipelineControl({ state, flowProducer, queuePrefix: prefix }),
+    storage: new FileSystemStorage(storageDir),
     auth: opts.authMode ?? { mode: 'tokens', tokens: [TOKEN, OTHER_TOKEN] },
     heartbeatMs: opts.heartbeatMs ?? 15_000,
     ...opts.overrides,

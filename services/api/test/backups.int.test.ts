@@ -31,7 +31,7 @@ describe('POST /v1/backups', () => {
       name: 'nightly-1',
       phase: 'New',
       requestId: 'req-abc-123',
-      spec: { includedNamespaces: ['app'] },
+      spec: { includedNamespaces: ['app'], fsBackupTimeoutMs: 4 * 3_600_000 },
       progress: { totalItems: 0, itemsBackedUp: 0 },
       hookStatus: { hooksAttempted: 0, hooksFailed: 0 },
       podVolumeBackups: { total: 0 },
@@ -59,7 +59,16 @@ describe('POST /v1/backups', () => {
     const res = await post({ name: 'dup', spec: { includedNamespaces: ['other'] } });
     expect(res.statusCode).toBe(409);
     expect(res.json().error).toMatchObject({ code: 'API_CONFLICT', message: expect.stringContaining('dup') });
-    expect((await h.state.getBackup('dup'))?.spec).toEqual({ includedNamespaces: ['app'] });
+    expect((await h.state.getBackup('dup'))?.spec).toMatchObject({ includedNamespaces: ['app'] });
+  });
+
+  it('a retried request (same X-Request-ID) gets the backup it created, not a 409', async () => {
+    const headers = { 'x-request-id': 'retry-me-1' };
+    expect((await post(validBody('retried'), headers)).statusCode).toBe(201);
+    const again = await post(validBody('retried'), headers);
+    expect(again.statusCode).toBe(200);
+    expect(again.json()).toMatchObject({ name: 'retried', requestId: 'retry-me-1' });
+    expect((await post(validBody('retried'), { 'x-request-id': 'someone-else' })).statusCode).toBe(409);
   });
 
   it('lists every validation problem with its path (400)', async () => {

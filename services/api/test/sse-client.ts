@@ -38,14 +38,13 @@ export function openSse(url: string, headers: Record<string, string>): SseConnec
         const block = buffer.slice(0, idx);
         buffer = buffer.slice(idx + 2);
         const msg: SseMessage = {};
-        let isMessage = false;
         for (const line of block.split('\n')) {
           if (line.startsWith(':')) comments.push(line.slice(1).trim());
-          else if (line.startsWith('id: ')) (msg.id = line.slice(4)), (isMessage = true);
+          else if (line.startsWith('id: ')) msg.id = line.slice(4);
           else if (line.startsWith('event: ')) msg.event = line.slice(7);
-          else if (line.startsWith('data: ')) (msg.data = line.slice(6)), (isMessage = true);
+          else if (line.startsWith('data: ')) msg.data = line.slice(6);
         }
-        if (isMessage) messages.push(msg);
+        if (msg.id !== undefined || msg.data !== undefined) messages.push(msg);
       }
     });
     res.on('end', () => resolveEnded());
