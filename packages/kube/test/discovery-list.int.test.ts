@@ -31,7 +31,6 @@ beforeAll(async () => {
   sim = await startSimulator({
     fixture: smallCluster([{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'bulk' } }, ...configMaps]),
     extraManifests: [pvbCrdFile],
-    materializeVolumes: false,
   });
   kube = createKubeClients({ kubeconfigPath: sim.kubeconfigPath });
 });

@@ -8,7 +8,7 @@ let kube: KubeClients;
 const bigOutput = `${'x'.repeat(10_000)}THE-END`;
 
 beforeAll(async () => {
-  sim = await startSimulator({ fixture: smallCluster(), extraManifests: [pvbCrdFile], materializeVolumes: false });
+  sim = await startSimulator({ fixture: smallCluster(), extraManifests: [pvbCrdFile] });
   kube = createKubeClients({ kubeconfigPath: sim.kubeconfigPath });
   sim.setExecBehaviour('apps', 'db', {
     main: {

@@ -20,7 +20,7 @@ let pvbs: PvbClient;
 const informers: Informer<unknown>[] = [];
 
 beforeAll(async () => {
-  sim = await startSimulator({ fixture: smallCluster(), extraManifests: [pvbCrdFile], materializeVolumes: false, bookmarkIntervalMs: 200 });
+  sim = await startSimulator({ fixture: smallCluster(), extraManifests: [pvbCrdFile], bookmarkIntervalMs: 200 });
   kube = createKubeClients({ kubeconfigPath: sim.kubeconfigPath });
   pvbs = createPvbClient(kube);
 });
@@ -202,7 +202,6 @@ describe('watchPvbs', () => {
     const quiet = await startSimulator({
       fixture: smallCluster(),
       extraManifests: [pvbCrdFile],
-      materializeVolumes: false,
       bookmarkIntervalMs: 0,
     });
     try {
@@ -235,7 +234,9 @@ describe('watchPods', () => {
     const informer = watchPods(kube, {
       namespace: 'apps',
       fieldSelector: 'spec.nodeName=node-a',
-      onEvent: (e) => events.push(`${e.type} ${e.object.metadata?.name}`),
+      onEvent: (e) => {
+        events.push(`${e.type} ${e.object.metadata?.name}`);
+      },
     });
     informers.push(informer as Informer<unknown>);
     expect(await informer.synced).toBe(true);
