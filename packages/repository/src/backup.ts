@@ -1,6 +1,7 @@
-import { type FileHandle, open } from 'node:fs/promises';
+import { close, open, read } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { sealJson } from './blob.js';
 import type { ChunkStore, ChunkWriter, PutResult } from './chunk-store.js';
 import type { Chunker } from './chunker.js';
@@ -198,10 +199,19 @@ interface FileHooks {
   readonly record: (result: PutResult) => void;
 }
 
+// The callback API with plain fds costs about half the CPU of FileHandle per small file (measured).
+const openFd = promisify(open);
+const closeFd = promisify(close);
+function readFd(fd: number, buffer: Buffer, offset: number, length: number, position: number): Promise<number> {
+  return new Promise((resolve, reject) =>
+    read(fd, buffer, offset, length, position, (error, bytesRead) => (error ? reject(error) : resolve(bytesRead))),
+  );
+}
+
 async function backupFile(ctx: BackupContext, writer: ChunkWriter, absPath: string, entry: TreeEntry, hooks: FileHooks): Promise<void> {
-  let file: FileHandle;
+  let fd: number;
   try {
-    file = await open(absPath, 'r');
+    fd = await openFd(absPath, 'r');
   } catch (error) {
     if (errnoCode(error) === 'ENOENT') {
       // Removed after the walk: keep the entry as an empty file rather than failing the volume.
@@ -233,7 +243,7 @@ async function backupFile(ctx: BackupContext, writer: ChunkWriter, absPath: stri
       // One read of size+1 tells whether the file grew since the walk; if so, stream it instead.
       await hooks.beforeRead(entry.size);
       const buffer = Buffer.allocUnsafe(entry.size + 1);
-      const { bytesRead } = await file.read(buffer, 0, buffer.length, 0);
+      const bytesRead = await readFd(fd, buffer, 0, buffer.length, 0);
       if (bytesRead <= entry.size) {
         for (const chunk of ctx.chunker.split(buffer.subarray(0, bytesRead))) await handleChunk(chunk);
       } else {
@@ -244,7 +254,8 @@ async function backupFile(ctx: BackupContext, writer: ChunkWriter, absPath: stri
     }
     if (streamed) {
       const readBytes = Math.min(4 * 1024 * 1024, ctx.chunker.params.maxBytes);
-      for await (const chunk of ctx.chunker.splitFile(file, { readBytes, beforeRead: hooks.beforeRead })) {
+      const readAt = (buffer: Buffer, offset: number, length: number, position: number) => readFd(fd, buffer, offset, length, position);
+      for await (const chunk of ctx.chunker.splitFile(readAt, { readBytes, beforeRead: hooks.beforeRead })) {
         await handleChunk(chunk);
       }
     }
@@ -256,7 +267,7 @@ async function backupFile(ctx: BackupContext, writer: ChunkWriter, absPath: stri
     if (code === 'EACCES' || code === 'EPERM' || code === 'EIO' || code === 'EISDIR') throw sourceError(error, absPath, entry.path);
     throw new RepoError(RepoErrorCode.WriteFailed, `backing up ${absPath} failed: ${describe(error)}`, { cause: error });
   } finally {
-    await file.close().catch(() => {});
+    await closeFd(fd).catch(() => {});
   }
   entry.size = bytes;
   entry.chunks = ids;

@@ -37,3 +37,12 @@ describe('sealed blobs', () => {
     expect(seal(key, 'x', 0, data).equals(seal(key, 'x', 0, data))).toBe(false);
   });
 });
+
+describe('byteEntropy', () => {
+  it('tells random bytes from text', async () => {
+    const { byteEntropy } = await import('./blob.js');
+    expect(byteEntropy(randomBytes(4096))).toBeGreaterThan(7.5);
+    expect(byteEntropy(Buffer.from('a log line with words and 12345 numbers\n'.repeat(100)))).toBeLessThan(5);
+    expect(byteEntropy(Buffer.alloc(0))).toBe(0);
+  });
+});

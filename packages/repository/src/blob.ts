@@ -34,9 +34,38 @@ export interface SealOptions {
   readonly compress?: boolean;
 }
 
-/** Deflates `plaintext` if it pays off; random data costs one 16 KiB sample, never a full deflate. */
+/**
+ * Order-0 entropy of `data`, in bits per byte. Random (or already compressed or
+ * encrypted) data is ≈ 8; text and most binaries are well below. A histogram costs microseconds,
+ * a deflate call on 4 KiB about a hundred, so it screens out incompressible data first.
+ */
+export function byteEntropy(data: Uint8Array): number {
+  const counts = new Uint32Array(256);
+  const n = data.length;
+  if (n === 0) return 0;
+  for (let i = 0; i < n; i++) counts[data[i]!]!++;
+  let entropy = 0;
+  for (let b = 0; b < 256; b++) {
+    const c = counts[b]!;
+    if (c > 0) {
+      const p = c / n;
+      entropy -= p * Math.log2(p);
+    }
+  }
+  return entropy;
+}
+
+/** Above this many bits per byte the data is treated as incompressible without trying deflate. */
+const INCOMPRESSIBLE_BITS_PER_BYTE = 7.5;
+
+/** Deflates `plaintext` if it pays off; random data costs a byte histogram, never a deflate pass. */
 export async function maybeCompress(plaintext: Uint8Array): Promise<{ encoding: number; payload: Uint8Array }> {
   if (plaintext.length < 64) return { encoding: Encoding.Raw, payload: plaintext };
+  // 4 KiB from the middle: the start of a file is often a header unlike the rest.
+  const middle = Math.max(0, Math.floor(plaintext.length / 2) - 2048);
+  if (byteEntropy(plaintext.subarray(middle, middle + 4096)) >= INCOMPRESSIBLE_BITS_PER_BYTE) {
+    return { encoding: Encoding.Raw, payload: plaintext };
+  }
   if (plaintext.length <= SAMPLE_BYTES) {
     const deflated = deflateRawSync(plaintext, DEFLATE_OPTIONS);
     return deflated.length < plaintext.length * WORTH_COMPRESSING_RATIO

@@ -231,7 +231,13 @@ interface OpenPack {
   size: number;
   readonly entries: PackIndexEntry[];
   readonly writes: Promise<void>[];
+  /** Blobs not yet written, starting at `bufferedFrom`: small blobs are written in ~1 MiB batches. */
+  buffered: Buffer[];
+  bufferedFrom: number;
 }
+
+/** Small blobs are collected up to this size and written with one writev. */
+const PACK_WRITE_BATCH_BYTES = 1024 * 1024;
 
 export interface PutResult {
   /** False when the chunk already existed (or is already being written by this session). */
@@ -282,20 +288,42 @@ export class ChunkWriter {
       const packId = randomId();
       const file = open(packPath(this.store.dir, packId), 'wx', 0o600);
       file.catch(() => {});
-      pack = { packId, file, size: 0, entries: [], writes: [] };
+      pack = { packId, file, size: 0, entries: [], writes: [], buffered: [], bufferedFrom: 0 };
       this.current = pack;
     }
-    const target = pack;
-    const offset = target.size;
-    target.size += blob.length;
-    const write = target.file
-      .then((file) => file.write(blob, 0, blob.length, offset))
-      .then(() => {
-        target.entries.push({ id: chunkId, offset, length: blob.length });
-      });
+    pack.entries.push({ id: chunkId, offset: pack.size, length: blob.length });
+    pack.buffered.push(blob);
+    pack.size += blob.length;
+    if (pack.size >= this.store.options.packTargetBytes) {
+      const write = this.flush(pack);
+      this.rotate();
+      return write;
+    }
+    if (pack.size - pack.bufferedFrom >= PACK_WRITE_BATCH_BYTES) return this.flush(pack);
+    return Promise.resolve();
+  }
+
+  private flush(pack: OpenPack): Promise<void> {
+    if (pack.buffered.length === 0) return Promise.resolve();
+    const blobs = pack.buffered;
+    const position = pack.bufferedFrom;
+    pack.buffered = [];
+    pack.bufferedFrom = pack.size;
+    const write = pack.file.then(async (file) => {
+      const total = blobs.reduce((sum, b) => sum + b.length, 0);
+      let { bytesWritten } = await file.writev(blobs, position);
+      if (bytesWritten < total) {
+        // Short writes are rare on regular files; finish the rest plainly.
+        const rest = Buffer.concat(blobs).subarray(bytesWritten);
+        for (let off = 0; off < rest.length; ) {
+          const { bytesWritten: n } = await file.write(rest, off, rest.length - off, position + bytesWritten);
+          off += n;
+          bytesWritten += n;
+        }
+      }
+    });
     write.catch(() => {});
-    target.writes.push(write);
-    if (target.size >= this.store.options.packTargetBytes) this.rotate();
+    pack.writes.push(write);
     return write;
   }
 
@@ -303,6 +331,7 @@ export class ChunkWriter {
     const pack = this.current;
     if (!pack) return;
     this.current = undefined;
+    this.flush(pack);
     const closing = this.finishPack(pack);
     closing.catch(() => {});
     this.closing.push(closing);

@@ -1,5 +1,4 @@
 import { hkdfSync } from 'node:crypto';
-import type { FileHandle } from 'node:fs/promises';
 
 /**
  * Content-defined chunking, FastCDC style (Xia et al., USENIX ATC 2016): a gear rolling hash,
@@ -31,6 +30,9 @@ export function validateChunkerParams(params: ChunkerParams): string | undefined
   return undefined;
 }
 
+/** Reads into `buffer[offset, offset+length)` from file `position`; resolves to the bytes read (0 at end of file). */
+export type PositionalRead = (buffer: Buffer, offset: number, length: number, position: number) => Promise<number>;
+
 export class Chunker {
   readonly params: ChunkerParams;
   private readonly gear: Int32Array;
@@ -55,7 +57,7 @@ export class Chunker {
    * Length of the next chunk of `data[start, end)`. When `final` is false and no boundary was found
    * in the available bytes (and fewer than `maxBytes` are available), returns -1: read more first.
    */
-  nextCut(data: Uint8Array, start: number, end: number, final: boolean): number {
+  nextCut(data: Uint8Array, start: number, end: number, final: boolean, scannedBytes = 0): number {
     const { minBytes, avgBytes, maxBytes } = this.params;
     const available = end - start;
     if (available <= minBytes) return final ? available : -1;
@@ -66,6 +68,12 @@ export class Chunker {
     const maskLarge = this.maskLarge;
     let hash = 0;
     let i = start + minBytes;
+    // Resuming after "read more": bytes up to `scannedBytes` held no boundary. The hash depends on
+    // the last 32 bytes only, so rebuilding it from 32 bytes back gives the same values as a full scan.
+    const resumeAt = start + scannedBytes;
+    if (resumeAt - 32 > i) {
+      for (i = resumeAt - 32; i < resumeAt; i++) hash = ((hash << 1) + gear[data[i]!]!) | 0;
+    }
     const normalEnd = start + normal;
     for (; i < normalEnd; i++) {
       hash = ((hash << 1) + gear[data[i]!]!) | 0;
@@ -91,44 +99,50 @@ export class Chunker {
   }
 
   /**
-   * Streams the chunks of an open file. One read is always in flight while the caller works on
+   * Streams the chunks of a file through `read`. One read is always in flight while the caller works on
    * the previous chunk (read-ahead), so disk and CPU overlap. `beforeRead(n)` runs before each
    * read (bandwidth throttle, cancellation) and may throw to stop.
    */
-  async *splitFile(file: FileHandle, options: { readBytes?: number; beforeRead?: (bytes: number) => Promise<void> } = {}) {
+  async *splitFile(read: PositionalRead, options: { readBytes?: number; beforeRead?: (bytes: number) => Promise<void> } = {}) {
     const readBytes = options.readBytes ?? 4 * 1024 * 1024;
+    // Each block is read behind `headroom` spare bytes, so the unconsumed tail of the previous
+    // block is copied in front of it (one small copy) instead of concatenating both.
+    const headroom = this.params.maxBytes;
     let position = 0;
-    const readBlock = async (): Promise<Buffer> => {
+    const readBlock = async (): Promise<{ buffer: Buffer; filled: number }> => {
       await options.beforeRead?.(readBytes);
-      const buffer = Buffer.allocUnsafe(readBytes);
+      const buffer = Buffer.allocUnsafe(headroom + readBytes);
       let filled = 0;
       while (filled < readBytes) {
-        const { bytesRead } = await file.read(buffer, filled, readBytes - filled, position);
+        const bytesRead = await read(buffer, headroom + filled, readBytes - filled, position);
         position += bytesRead;
         if (bytesRead === 0) break;
         filled += bytesRead;
       }
-      return filled === readBytes ? buffer : buffer.subarray(0, filled);
+      return { buffer, filled };
     };
     let pending: Buffer = Buffer.alloc(0);
     let eof = false;
-    let next: Promise<Buffer> | undefined = readBlock();
+    let next: Promise<{ buffer: Buffer; filled: number }> | undefined = readBlock();
     // Never leave a rejected read-ahead unobserved when the consumer stops early.
     next.catch(() => {});
     try {
       for (;;) {
-        let cut = pending.length === 0 && !eof ? -1 : this.nextCut(pending, 0, pending.length, eof);
+        let cut = this.nextCut(pending, 0, pending.length, eof);
         while (cut === -1) {
-          const block: Buffer = await next!;
-          if (block.length < readBytes) {
+          // Only reached with fewer than maxBytes pending, so the tail always fits the headroom.
+          const scanned = pending.length;
+          const { buffer, filled } = await next!;
+          if (filled < readBytes) {
             eof = true;
             next = undefined;
           } else {
             next = readBlock();
             next.catch(() => {});
           }
-          pending = pending.length === 0 ? block : Buffer.concat([pending, block]);
-          cut = pending.length === 0 && eof ? 0 : this.nextCut(pending, 0, pending.length, eof);
+          pending.copy(buffer, headroom - pending.length);
+          pending = buffer.subarray(headroom - pending.length, headroom + filled);
+          cut = this.nextCut(pending, 0, pending.length, eof, scanned);
         }
         if (cut === 0) return;
         yield pending.subarray(0, cut);

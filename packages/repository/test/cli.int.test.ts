@@ -29,7 +29,13 @@ async function backedUpRepo() {
   const source = join(work, 'volume');
   await makeTree(source);
   const repoDir = join(work, 'repo');
-  const repo = await Repository.init({ dir: repoDir, key: KEY, chunker: TEST_CHUNKER, packBlobMaxBytes: TEST_PACK_BLOB_MAX, durable: false });
+  const repo = await Repository.init({
+    dir: repoDir,
+    key: KEY,
+    chunker: TEST_CHUNKER,
+    packBlobMaxBytes: TEST_PACK_BLOB_MAX,
+    durable: false,
+  });
   const { snapshotId } = await repo.backup(source);
   return { source, repoDir, snapshotId };
 }
@@ -40,7 +46,9 @@ describe('repo CLI', () => {
     const env = { STOWAGE_REPO_KEY: KEY };
     const target = join(work, 'target');
     const restore = capture();
-    expect(await runRepoCli(['restore', '--repo', repoDir, '--snapshot', snapshotId, '--target', target], env, restore.io)).toBe(ExitCode.Ok);
+    expect(await runRepoCli(['restore', '--repo', repoDir, '--snapshot', snapshotId, '--target', target], env, restore.io)).toBe(
+      ExitCode.Ok,
+    );
     expect(await describeTree(target)).toEqual(await describeTree(source));
 
     const clean = capture();
@@ -62,7 +70,11 @@ describe('repo CLI', () => {
     expect(damaged.err.join('\n')).toMatch(/affects snapshot [0-9a-f]{32} file "/);
 
     const failedRestore = capture();
-    const code = await runRepoCli(['restore', '--repo', repoDir, '--snapshot', snapshotId, '--target', join(work, 't2')], env, failedRestore.io);
+    const code = await runRepoCli(
+      ['restore', '--repo', repoDir, '--snapshot', snapshotId, '--target', join(work, 't2')],
+      env,
+      failedRestore.io,
+    );
     expect(code).toBe(ExitCode.Failed);
     expect(failedRestore.err[0]).toMatch(/^REPO_CHUNK_CORRUPT: cannot restore /);
   });

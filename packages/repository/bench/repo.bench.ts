@@ -1,0 +1,178 @@
+/**
+ * Volume backup throughput of @stowage/repository, side by side with the raw read rate of the
+ * same tree in the same run. Not a test: results go in BENCHMARKS.md with this command.
+ *
+ *   cd packages/repository && pnpm bench
+ *   BENCH_LARGE_MB=1024 BENCH_SMALL_FILES=20000 BENCH_DIR=/var/tmp pnpm bench
+ *
+ * "Cold-ish": before every measured pass the tree's pages are dropped from the page cache with
+ * posix_fadvise(DONTNEED) (per file, so other users of the machine keep their cache).
+ */
+import { execFileSync, execSync } from 'node:child_process';
+import { randomBytes, randomFillSync } from 'node:crypto';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Repository } from '../src/index.js';
+
+const LARGE_MB = Number(process.env.BENCH_LARGE_MB ?? 1024);
+const SMALL_FILES = Number(process.env.BENCH_SMALL_FILES ?? 20_000);
+const SMALL_BYTES = 4096;
+const KEY = randomBytes(24).toString('base64');
+
+interface Row {
+  dataset: string;
+  pass: string;
+  seconds: number;
+  mbPerSec: number;
+  filesPerSec: number;
+  note: string;
+}
+const rows: Row[] = [];
+const MB = 1024 * 1024;
+
+function evict(dir: string): void {
+  // Python's os.posix_fadvise: drop only this tree's pages from the cache.
+  execFileSync('python3', [
+    '-c',
+    'import os,sys\nfor r,_,fs in os.walk(sys.argv[1]):\n  for f in fs:\n    p=os.path.join(r,f)\n    try:\n      fd=os.open(p,os.O_RDONLY)\n      os.posix_fadvise(fd,0,0,os.POSIX_FADV_DONTNEED)\n      os.close(fd)\n    except OSError: pass',
+    dir,
+  ]);
+}
+
+function record(dataset: string, pass: string, seconds: number, bytes: number, files: number, note = ''): void {
+  rows.push({ dataset, pass, seconds, mbPerSec: bytes / MB / seconds, filesPerSec: files / seconds, note });
+  console.error(
+    `${dataset} | ${pass} | ${seconds.toFixed(2)} s | ${(bytes / MB / seconds).toFixed(1)} MB/s | ${(files / seconds).toFixed(0)} files/s ${note}`,
+  );
+}
+
+function timeShell(command: string, cwd: string): number {
+  const t = performance.now();
+  execSync(command, { cwd, stdio: ['ignore', 'ignore', 'inherit'], shell: '/bin/bash' });
+  return (performance.now() - t) / 1000;
+}
+
+async function makeLarge(dir: string): Promise<{ bytes: number; files: number }> {
+  await mkdir(dir, { recursive: true });
+  const fileMb = Math.max(1, Math.min(256, Math.floor(LARGE_MB / 4)));
+  const count = Math.max(2, Math.round(LARGE_MB / fileMb));
+  const block = Buffer.allocUnsafe(MB);
+  for (let i = 0; i < count; i++) {
+    // Even files: random (incompressible). Odd files: random hex text (deflate ≈ 55%, still unique).
+    const semi = i % 2 === 1;
+    const path = join(dir, `${semi ? 'semi' : 'random'}-${i}.bin`);
+    const parts: Buffer[] = [];
+    for (let m = 0; m < fileMb; m++) {
+      if (semi) parts.push(Buffer.from(randomBytes(MB / 2).toString('hex')));
+      else parts.push(Buffer.from(randomFillSync(block)));
+    }
+    await writeFile(path, Buffer.concat(parts));
+  }
+  return { bytes: count * fileMb * MB, files: count };
+}
+
+async function makeSmall(dir: string): Promise<{ bytes: number; files: number }> {
+  const perDir = 200;
+  for (let d = 0; d * perDir < SMALL_FILES; d++) {
+    const sub = join(dir, `d${d}`);
+    await mkdir(sub, { recursive: true });
+    const writes: Promise<void>[] = [];
+    for (let f = d * perDir; f < Math.min(SMALL_FILES, (d + 1) * perDir); f++)
+      writes.push(writeFile(join(sub, `f${f}.dat`), randomBytes(SMALL_BYTES)));
+    await Promise.all(writes);
+  }
+  return { bytes: SMALL_FILES * SMALL_BYTES, files: SMALL_FILES };
+}
+
+async function measure(
+  name: string,
+  tree: string,
+  size: { bytes: number; files: number },
+  work: string,
+  variants: { label: string; packBlobMaxBytes?: number }[],
+) {
+  evict(tree);
+  record(name, 'raw read: tar -cf - | cat >/dev/null', timeShell(`tar -cf - . | cat > /dev/null`, tree), size.bytes, size.files);
+  evict(tree);
+  record(
+    name,
+    'raw read: find | xargs cat >/dev/null',
+    timeShell(`find . -type f -print0 | xargs -0 cat > /dev/null`, tree),
+    size.bytes,
+    size.files,
+  );
+  for (const variant of variants) {
+    const repoDir = join(work, `repo-${name}-${variant.label}`.replace(/[^a-z0-9-]/gi, '_'));
+    const repo = await Repository.init({
+      dir: repoDir,
+      key: KEY,
+      ...(variant.packBlobMaxBytes === undefined ? {} : { packBlobMaxBytes: variant.packBlobMaxBytes }),
+    });
+    evict(tree);
+    let t = performance.now();
+    const first = await repo.backup(tree);
+    record(
+      name,
+      `backup, first (${variant.label})`,
+      (performance.now() - t) / 1000,
+      size.bytes,
+      size.files,
+      `stored ${(first.stats.storedBytes / MB).toFixed(0)} MiB, ${first.stats.newChunks} chunks`,
+    );
+    evict(tree);
+    t = performance.now();
+    const second = await repo.backup(tree);
+    record(
+      name,
+      `backup, unchanged re-run (${variant.label})`,
+      (performance.now() - t) / 1000,
+      size.bytes,
+      size.files,
+      `${second.stats.newChunks} new chunks`,
+    );
+    if (variant === variants[0]) {
+      const target = join(work, `restore-${name}`);
+      t = performance.now();
+      await repo.restore(first.snapshotId, target);
+      record(name, `restore (${variant.label})`, (performance.now() - t) / 1000, size.bytes, size.files);
+      await rm(target, { recursive: true, force: true });
+      t = performance.now();
+      const report = await repo.verify();
+      record(name, `verify (${variant.label})`, (performance.now() - t) / 1000, size.bytes, size.files, report.ok ? 'clean' : 'DAMAGED');
+    }
+    await rm(repoDir, { recursive: true, force: true });
+  }
+}
+
+async function main() {
+  const base = process.env.BENCH_DIR ?? tmpdir();
+  const work = await mkdtemp(join(base, 'stowage-repo-bench-'));
+  try {
+    console.error(`work dir ${work}; large ${LARGE_MB} MiB, small ${SMALL_FILES} x ${SMALL_BYTES} B`);
+    const large = join(work, 'large');
+    const small = join(work, 'small');
+    const largeSize = await makeLarge(large);
+    const smallSize = await makeSmall(small);
+    execSync('sync');
+    await measure(`large (${largeSize.files} files, ${largeSize.bytes / MB} MiB, half random, half hex text)`, large, largeSize, work, [
+      { label: 'default' },
+    ]);
+    await measure(`small (${smallSize.files} x 4 KiB random)`, small, smallSize, work, [
+      { label: 'default: packed' },
+      { label: 'every chunk its own file', packBlobMaxBytes: 0 },
+    ]);
+  } finally {
+    await rm(work, { recursive: true, force: true });
+  }
+  const cpu = cpus()[0]?.model ?? 'unknown cpu';
+  console.log(`\nNode ${process.version}, ${cpus().length} × ${cpu}, ${new Date().toISOString()}\n`);
+  console.log('| dataset | pass | seconds | MB/s | files/s | note |');
+  console.log('|---|---|---:|---:|---:|---|');
+  for (const r of rows)
+    console.log(
+      `| ${r.dataset} | ${r.pass} | ${r.seconds.toFixed(2)} | ${r.mbPerSec.toFixed(1)} | ${r.filesPerSec.toFixed(0)} | ${r.note} |`,
+    );
+}
+
+await main();
