@@ -10,6 +10,7 @@ import { parseAllDocuments } from 'yaml';
 import { ApiError, SimError, SimErrorCode } from './api-status.js';
 import type { ClusterState } from './cluster-state.js';
 import { isPlainObject, type KubeObject } from './kube-object.js';
+import { type ResourceType, storageKey } from './resource-registry.js';
 import {
   csiVolumePath,
   emptyDirPath,
@@ -25,7 +26,12 @@ export interface Fixture {
   objects: unknown[];
   include?: string[];
   baseDir?: string;
+  /** Default volume materialisation for this fixture (see SimulatorOptions.materializeVolumes). */
+  materializeVolumes?: MaterializeMode;
 }
+
+/** `all`: every emptyDir/PVC volume gets its directory and files; `with-files`: only volumes with file specs; `none`. */
+export type MaterializeMode = 'all' | 'with-files' | 'none';
 
 export const simFixtureApiVersion = 'sim.stowage.dev/v1';
 
@@ -111,6 +117,7 @@ export function loadManifests(state: ClusterState, manifests: unknown[]): LoadRe
   const warnings: string[] = [];
   const problems: string[] = [];
   const counts: Record<string, number> = {};
+  const needOwners: { type: ResourceType; object: KubeObject }[] = [];
   const sorted = manifests
     .map((object, index) => ({ object, index }))
     .sort((a, b) => orderOf(a.object) - orderOf(b.object) || a.index - b.index);
@@ -119,6 +126,18 @@ export function loadManifests(state: ClusterState, manifests: unknown[]): LoadRe
     if (!state.tryGet(nsType, '', name)) state.create(nsType, '', { metadata: { name } }, { keepStatus: true });
   };
   for (const name of ['default', 'kube-system']) ensureNamespace(name);
+  let claimIndex: Map<string, string> | undefined;
+  const claimedVolumes = () => {
+    // Built once, after all PVs (they sort before claims), so binding stays linear for big fixtures.
+    if (!claimIndex) {
+      claimIndex = new Map();
+      for (const pv of state.store.list('persistentvolumes', undefined)) {
+        const claimRef = isPlainObject(pv.spec) && isPlainObject(pv.spec.claimRef) ? pv.spec.claimRef : undefined;
+        if (claimRef) claimIndex.set(`${String(claimRef.namespace)}/${String(claimRef.name)}`, pv.metadata.name!);
+      }
+    }
+    return claimIndex;
+  };
   for (const { object, index } of sorted) {
     const where = () => {
       const meta = isPlainObject(object) && isPlainObject(object.metadata) ? object.metadata : {};
@@ -138,7 +157,7 @@ export function loadManifests(state: ClusterState, manifests: unknown[]): LoadRe
     try {
       if (type.namespaced) ensureNamespace(namespace);
       let prepared = object as KubeObject;
-      if (type.kind === 'PersistentVolumeClaim' && type.group === '') prepared = bindClaim(state, prepared, namespace);
+      if (type.kind === 'PersistentVolumeClaim' && type.group === '') prepared = bindClaim(state, prepared, namespace, claimedVolumes);
       if (type.kind === 'Pod' && type.group === '') {
         const nodeName = isPlainObject(prepared.spec) ? prepared.spec.nodeName : undefined;
         if (typeof nodeName === 'string' && !state.tryGet(state.registry.get('', 'v1', 'nodes')!, '', nodeName)) {
@@ -150,14 +169,15 @@ export function loadManifests(state: ClusterState, manifests: unknown[]): LoadRe
           }
         }
       }
-      state.create(type, namespace, { ...prepared, metadata: { ...meta, namespace } }, { keepStatus: true });
+      const created = state.create(type, namespace, { ...prepared, metadata: { ...meta, namespace } }, { keepStatus: true });
+      if (created.metadata.ownerReferences?.some((ref) => !ref.uid)) needOwners.push({ type, object: created });
       counts[type.kind] = (counts[type.kind] ?? 0) + 1;
     } catch (error) {
       if (error instanceof ApiError) problems.push(`${where()}: ${error.status.message}`);
       else throw error;
     }
   }
-  fillOwnerReferences(state);
+  fillOwnerReferences(state, needOwners);
   if (problems.length > 0) {
     throw new SimError(SimErrorCode.FIXTURE_INVALID, `the fixture has ${problems.length} problem(s):\n- ${problems.join('\n- ')}`);
   }
@@ -182,7 +202,7 @@ function claimNamesOf(pod: KubeObject): string[] {
 }
 
 /** Binds a claim like a provisioner would: to the PV that claims it, or to a freshly provisioned `pvc-<uid>` PV. */
-function bindClaim(state: ClusterState, claim: KubeObject, namespace: string): KubeObject {
+function bindClaim(state: ClusterState, claim: KubeObject, namespace: string, claimedVolumes: () => Map<string, string>): KubeObject {
   const pvType = state.registry.get('', 'v1', 'persistentvolumes')!;
   const spec = isPlainObject(claim.spec) ? { ...claim.spec } : {};
   const uid = typeof claim.metadata?.uid === 'string' ? claim.metadata.uid : randomUUID();
@@ -192,12 +212,7 @@ function bindClaim(state: ClusterState, claim: KubeObject, namespace: string): K
   const requests = isPlainObject(resources.requests) ? resources.requests : {};
   const capacity = { storage: typeof requests.storage === 'string' ? requests.storage : '1Gi' };
   let pvName = typeof spec.volumeName === 'string' && spec.volumeName !== '' ? spec.volumeName : undefined;
-  if (!pvName) {
-    for (const pv of state.store.list('persistentvolumes', undefined)) {
-      const claimRef = isPlainObject(pv.spec) && isPlainObject(pv.spec.claimRef) ? pv.spec.claimRef : undefined;
-      if (claimRef && claimRef.name === name && claimRef.namespace === namespace) pvName = pv.metadata.name;
-    }
-  }
+  pvName ??= claimedVolumes().get(`${namespace}/${name}`);
   if (!pvName) {
     pvName = `pvc-${uid}`;
     state.create(
@@ -229,24 +244,17 @@ function bindClaim(state: ClusterState, claim: KubeObject, namespace: string): K
 }
 
 /** Owner references written without a uid get the uid of the named owner in the same namespace. */
-function fillOwnerReferences(state: ClusterState): void {
-  for (const [group, versions] of [['', ['v1']] as [string, string[]], ...state.registry.groups().entries()]) {
-    for (const version of versions) {
-      for (const type of state.registry.groupVersion(group, version) ?? []) {
-        for (const object of [...state.store.list(type.group ? `${type.plural}.${type.group}` : type.plural, undefined)]) {
-          const refs = object.metadata.ownerReferences;
-          if (!Array.isArray(refs) || refs.every((ref) => ref.uid)) continue;
-          const filled = refs.map((ref) => {
-            if (ref.uid) return ref;
-            const ownerType = state.registry.findByKind(ref.apiVersion, ref.kind);
-            const owner = ownerType ? state.tryGet(ownerType, object.metadata.namespace ?? '', ref.name) : undefined;
-            return owner ? { ...ref, uid: owner.metadata.uid! } : ref;
-          });
-          const key = type.group ? `${type.plural}.${type.group}` : type.plural;
-          state.store.put(key, { ...object, metadata: { ...object.metadata, ownerReferences: filled } }, { record: false });
-        }
-      }
-    }
+function fillOwnerReferences(state: ClusterState, objects: { type: ResourceType; object: KubeObject }[]): void {
+  for (const { type, object } of objects) {
+    const current = state.tryGet(type, object.metadata.namespace ?? '', object.metadata.name!);
+    if (!current) continue;
+    const filled = (current.metadata.ownerReferences ?? []).map((ref) => {
+      if (ref.uid) return ref;
+      const ownerType = state.registry.findByKind(ref.apiVersion, ref.kind);
+      const owner = ownerType ? state.tryGet(ownerType, current.metadata.namespace ?? '', ref.name) : undefined;
+      return owner ? { ...ref, uid: owner.metadata.uid! } : ref;
+    });
+    state.store.put(storageKey(type), { ...current, metadata: { ...current.metadata, ownerReferences: filled } }, { record: false });
   }
 }
 
@@ -278,7 +286,9 @@ export async function materializePodVolumes(
   state: ClusterState,
   dataRoot: string,
   pods: KubeObject[],
+  mode: MaterializeMode = 'all',
 ): Promise<{ warnings: string[]; bytes: number }> {
+  if (mode === 'none') return { warnings: [], bytes: 0 };
   const warnings: string[] = [];
   let bytes = 0;
   const pvcType = state.registry.get('', 'v1', 'persistentvolumeclaims')!;
@@ -297,7 +307,7 @@ export async function materializePodVolumes(
           specs = claimFiles.files as VolumeFileSpec[] | undefined;
         }
       }
-      jobs.push({ dir: dir.path, specs: specs ?? [] });
+      if (specs || mode === 'all') jobs.push({ dir: dir.path, specs: specs ?? [] });
     }
   }
   await inBatches(jobs, 16, async (job) => {

@@ -1,9 +1,10 @@
 export { type KubeStatus, SimError, SimErrorCode, type StatusCause } from './api-status.js';
+export { type GenerateClusterOptions, generateCluster, type HookSpec, pvbCrdPath } from './cluster-generator.js';
 export { ClusterState } from './cluster-state.js';
 export type { ContainerExecBehaviour, ExecOutcome, ExecRecord, ExecRule, PodExecBehaviour } from './exec-sim.js';
 export { execAnnotation } from './exec-sim.js';
 export type { FaultConfig, FaultStatus, RequestCounts } from './faults.js';
-export { type Fixture, parseManifests, resolveFixture } from './fixture-loader.js';
+export { type Fixture, type MaterializeMode, parseManifests, resolveFixture } from './fixture-loader.js';
 export type { KubeObject, ObjectMeta } from './kube-object.js';
 export { kubeconfigYaml, simContextName, simToken, writeKubeconfig } from './kubeconfig.js';
 export { demoFixturePath, type Simulator, type SimulatorOptions, startSimulator } from './simulator.js';

@@ -9,7 +9,14 @@ import { type ClusterSnapshot, ClusterState, restoreCluster, snapshotCluster } f
 import { type ControlTarget, handleControl } from './control-api.js';
 import { ExecLog, type ExecRecord, type PodExecBehaviour } from './exec-sim.js';
 import { type FaultConfig, FaultInjector, type RequestCounts, RequestStats } from './faults.js';
-import { type Fixture, loadManifests, materializePodVolumes, podVolumeDirs, resolveFixture } from './fixture-loader.js';
+import {
+  type Fixture,
+  loadManifests,
+  type MaterializeMode,
+  materializePodVolumes,
+  podVolumeDirs,
+  resolveFixture,
+} from './fixture-loader.js';
 import { isPlainObject, type KubeObject } from './kube-object.js';
 import { writeKubeconfig } from './kubeconfig.js';
 import type { PodVolumeDir } from './volume-data.js';
@@ -32,8 +39,11 @@ export interface SimulatorOptions {
   bookmarkIntervalMs?: number;
   /** How many change events are kept for watch resumption; default 10 000. */
   historyLimit?: number;
-  /** Write volume directories and files (default true). */
-  materializeVolumes?: boolean;
+  /**
+   * Volume directories and files to write: `all` (default; a generated fixture without data defaults to
+   * `with-files`), `with-files` (only volumes that have file specs), `none`. `podVolumeDirs` still reports paths.
+   */
+  materializeVolumes?: MaterializeMode;
   /** Receives warnings (fixture problems that are not fatal, bad annotations). Default: collected only. */
   onWarning?: (message: string) => void;
 }
@@ -74,14 +84,16 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     options.onWarning?.(message);
   };
   const state = new ClusterState({ historyLimit: options.historyLimit ?? 10_000 });
+  const materialize: MaterializeMode =
+    options.materializeVolumes ?? (typeof options.fixture === 'object' ? options.fixture.materializeVolumes : undefined) ?? 'all';
   let snapshot: ClusterSnapshot;
   try {
     const manifests = resolveFixture(options.fixture ?? demoFixturePath, options.extraManifests ?? []);
     const loaded = loadManifests(state, manifests);
     for (const warning of loaded.warnings) warn(warning);
-    if (options.materializeVolumes !== false) {
+    if (materialize !== 'none') {
       const pods = [...state.store.list('pods', undefined)];
-      const written = await materializePodVolumes(state, dataRoot, pods);
+      const written = await materializePodVolumes(state, dataRoot, pods, materialize);
       for (const warning of written.warnings) warn(warning);
     }
     snapshot = snapshotCluster(state);
@@ -91,9 +103,9 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
   }
 
   const pendingWrites = new Set<Promise<unknown>>();
-  if (options.materializeVolumes !== false) {
+  if (materialize !== 'none') {
     state.hooks.onPodCreated = (pod) => {
-      const write = materializePodVolumes(state, dataRoot, [pod])
+      const write = materializePodVolumes(state, dataRoot, [pod], materialize)
         .then((result) => result.warnings.forEach(warn))
         .catch((error: unknown) => warn(`writing volumes of pod ${pod.metadata.namespace}/${pod.metadata.name} failed: ${String(error)}`))
         .finally(() => pendingWrites.delete(write));
