@@ -1,0 +1,104 @@
+import { describe, expect, it } from 'vitest';
+import { specOf } from '../test/builders.js';
+import { explainItemExclusion, explainRelatedItemExclusion, isItemIncluded, type SelectableItem } from './resource-selection.js';
+
+const podIn = (namespace: string, labels?: Record<string, string>): SelectableItem => ({
+  group: '',
+  resource: 'pods',
+  namespaced: true,
+  namespace,
+  name: 'p',
+  ...(labels ? { labels } : {}),
+});
+const deployment: SelectableItem = { group: 'apps', resource: 'deployments', namespaced: true, namespace: 'prod', name: 'web' };
+const pvItem: SelectableItem = { group: '', resource: 'persistentvolumes', namespaced: false, name: 'pv-1' };
+const storageClass: SelectableItem = { group: 'storage.k8s.io', resource: 'storageclasses', namespaced: false, name: 'fast' };
+const namespaceObject = (name: string): SelectableItem => ({ group: '', resource: 'namespaces', namespaced: false, name });
+
+describe('isItemIncluded: namespaces', () => {
+  it.each<[string, Record<string, unknown>, string, boolean]>([
+    ['all by default', {}, 'anything', true],
+    ['"*" means all', { includedNamespaces: ['*'] }, 'anything', true],
+    ['listed', { includedNamespaces: ['prod'] }, 'prod', true],
+    ['not listed', { includedNamespaces: ['prod'] }, 'dev', false],
+    ['glob', { includedNamespaces: ['prod-*'] }, 'prod-eu', true],
+    ['excluded wins over included glob', { includedNamespaces: ['prod-*'], excludedNamespaces: ['prod-eu'] }, 'prod-eu', false],
+    ['excluded by glob', { excludedNamespaces: ['kube-*'] }, 'kube-system', false],
+    ['other namespaces stay in', { excludedNamespaces: ['kube-*'] }, 'default', true],
+  ])('%s', (_case, spec, namespace, expected) => {
+    expect(isItemIncluded(podIn(namespace), specOf(spec))).toBe(expected);
+  });
+});
+
+describe('isItemIncluded: resources', () => {
+  it.each<[string, Record<string, unknown>, SelectableItem, boolean]>([
+    ['plural core resource', { includedResources: ['pods'] }, podIn('a'), true],
+    ['short name', { includedResources: ['po'] }, podIn('a'), true],
+    ['other resource not listed', { includedResources: ['pods'] }, deployment, false],
+    ['resource.group', { includedResources: ['deployments.apps'] }, deployment, true],
+    ['kind-like alias', { includedResources: ['deployment'] }, deployment, true],
+    ['group-less name matches any group', { includedResources: ['deployments'] }, deployment, true],
+    ['wrong group', { includedResources: ['deployments.extensions'] }, deployment, false],
+    ['excluded wins', { excludedResources: ['pods'] }, podIn('a'), false],
+    ['excluded by short name', { excludedResources: ['deploy'] }, deployment, false],
+  ])('%s', (_case, spec, item, expected) => {
+    expect(isItemIncluded(item, specOf(spec))).toBe(expected);
+  });
+});
+
+describe('isItemIncluded: labels', () => {
+  it.each<[string, Record<string, unknown>, Record<string, string> | undefined, boolean]>([
+    ['no selector', {}, undefined, true],
+    ['selector matches', { labelSelector: { matchLabels: { app: 'web' } } }, { app: 'web' }, true],
+    ['selector does not match', { labelSelector: { matchLabels: { app: 'web' } } }, { app: 'db' }, false],
+    ['no labels, selector set', { labelSelector: { matchLabels: { app: 'web' } } }, undefined, false],
+    [
+      'any of orLabelSelectors',
+      { orLabelSelectors: [{ matchLabels: { app: 'web' } }, { matchLabels: { app: 'db' } }] },
+      { app: 'db' },
+      true,
+    ],
+    ['none of orLabelSelectors', { orLabelSelectors: [{ matchLabels: { app: 'web' } }] }, { app: 'cache' }, false],
+    ['exclude label always wins', {}, { 'velero.io/exclude-from-backup': 'true' }, false],
+  ])('%s', (_case, spec, labels, expected) => {
+    expect(isItemIncluded(podIn('a', labels), specOf(spec))).toBe(expected);
+  });
+});
+
+describe('cluster-scoped items', () => {
+  it.each<[string, boolean | null, Record<string, unknown>, boolean, boolean]>([
+    // case, includeClusterResources, namespace filter, listed?, pulled in by a PVC?
+    ['true: listed and related', true, { includedNamespaces: ['prod'] }, true, true],
+    ['null, all namespaces: listed', null, {}, true, true],
+    ['null, some namespaces: only via PVC', null, { includedNamespaces: ['prod'] }, false, true],
+    ['null, excluded namespaces: only via PVC', null, { excludedNamespaces: ['dev'] }, false, true],
+    ['false: never, not even via PVC', false, {}, false, false],
+  ])('%s', (_case, includeClusterResources, filter, listed, related) => {
+    const spec = specOf({ ...filter, includeClusterResources });
+    expect(isItemIncluded(pvItem, spec)).toBe(listed);
+    expect(explainRelatedItemExclusion(pvItem, spec) === null).toBe(related);
+  });
+
+  it('reports why', () => {
+    expect(explainItemExclusion(storageClass, specOf({ includedNamespaces: ['prod'] }))).toBe('cluster-scoped-not-included');
+    expect(explainItemExclusion(storageClass, specOf({ includeClusterResources: true, excludedResources: ['sc'] }))).toBe(
+      'resource-excluded',
+    );
+  });
+
+  it('namespace objects follow the namespace filter, not includeClusterResources', () => {
+    const spec = specOf({ includedNamespaces: ['prod'], includeClusterResources: false });
+    expect(isItemIncluded(namespaceObject('prod'), spec)).toBe(true);
+    expect(isItemIncluded(namespaceObject('dev'), spec)).toBe(false);
+  });
+
+  it('related items ignore the label selector but not resource filters', () => {
+    const spec = specOf({ labelSelector: { matchLabels: { app: 'web' } }, excludedResources: ['secrets'] });
+    expect(
+      explainRelatedItemExclusion({ group: '', resource: 'persistentvolumeclaims', namespaced: true, namespace: 'a', name: 'c' }, spec),
+    ).toBeNull();
+    expect(explainRelatedItemExclusion({ group: '', resource: 'secrets', namespaced: true, namespace: 'a', name: 's' }, spec)).toBe(
+      'resource-excluded',
+    );
+  });
+});
