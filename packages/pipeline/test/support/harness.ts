@@ -57,7 +57,7 @@ export async function startHarness(opts: {
   const kube = createKubeClients({ kubeconfigPath: sim.kubeconfigPath });
   const pvbs = createPvbClient(kube, { namespace: 'stowage' });
   const redis = new Redis(opts.redisUrl, { maxRetriesPerRequest: null });
-  const queuePrefix = `{${uniquePrefix()}}`;
+  const queuePrefix = uniquePrefix();
   const statePrefix = statePrefixFor(queuePrefix);
   const storageDir = await mkdtemp(join(tmpdir(), 'stowage-pipeline-'));
   const logs: string[] = [];
