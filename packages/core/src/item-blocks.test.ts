@@ -213,7 +213,7 @@ const clusterArbitrary: fc.Arbitrary<RandomCluster> = fc
   })
   .map(({ pods, pvcs, others, spec }) => {
     const items: ClusterItem[] = [];
-    pods.forEach((p, index) =>
+    pods.forEach((p, index) => {
       items.push(
         podItem(
           pod(`pod-${index}`, {
@@ -223,8 +223,8 @@ const clusterArbitrary: fc.Arbitrary<RandomCluster> = fc
             ...(p.labelled ? { labels: { app: 'x' } } : {}),
           }),
         ),
-      ),
-    );
+      );
+    });
     const seenPvcs = new Set<string>();
     pvcs.forEach((c, index) => {
       const name = `claim-${c.index}`;
