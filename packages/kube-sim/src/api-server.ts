@@ -206,10 +206,7 @@ export class KubeApi {
   }
 
   private async route(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
-    const segments = url.pathname
-      .split('/')
-      .filter((s) => s !== '')
-      .map(decodeURIComponent);
+    const segments = pathSegments(url);
     const method = req.method ?? 'GET';
     const [first, second, third] = segments;
     // Discovery and server info.
@@ -539,10 +536,7 @@ export class KubeApi {
     };
     socket.on('error', () => socket.destroy());
     try {
-      const segments = url.pathname
-        .split('/')
-        .filter((s) => s !== '')
-        .map(decodeURIComponent);
+      const segments = pathSegments(url);
       const target = this.resolve(segments);
       if (target.subresource !== 'exec' || target.name === undefined)
         throw apiError('BadRequest', 'only pods/exec accepts WebSocket connections');
@@ -671,4 +665,18 @@ export function containerNames(pod: KubeObject): string[] {
 
 export function sendApiStatus(res: ServerResponse, status: KubeStatus): void {
   sendStatus(res, status);
+}
+
+/** Path segments, percent-decoded; a malformed escape is the client's error (400), not ours. */
+export function pathSegments(url: URL): string[] {
+  return url.pathname
+    .split('/')
+    .filter((s) => s !== '')
+    .map((segment) => {
+      try {
+        return decodeURIComponent(segment);
+      } catch {
+        throw apiError('BadRequest', `malformed percent-encoding in path segment "${segment}"`);
+      }
+    });
 }

@@ -1,5 +1,6 @@
 /** The simulator's own JSON API under `/_sim/`: exec log, request counts, faults, pod phase, exec behaviour, reset. Never faulted. */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { pathSegments } from './api-server.js';
 import { SimErrorCode } from './api-status.js';
 import { checkPodExecBehaviour, type ExecRecord, type PodExecBehaviour } from './exec-sim.js';
 import { type FaultConfig, parseFaultConfig, type RequestCounts } from './faults.js';
@@ -50,11 +51,12 @@ async function readJson(req: IncomingMessage): Promise<{ ok: true; value: unknow
 }
 
 export async function handleControl(target: ControlTarget, req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
-  const parts = url.pathname
-    .split('/')
-    .filter((s) => s !== '')
-    .slice(1)
-    .map(decodeURIComponent);
+  let parts: string[];
+  try {
+    parts = pathSegments(url).slice(1);
+  } catch {
+    return fail(res, 400, SimErrorCode.CONTROL_BAD_REQUEST, 'malformed percent-encoding in the path');
+  }
   const method = req.method ?? 'GET';
   const route = `${method} ${parts.map((p, i) => (parts[0] === 'pods' && (i === 1 || i === 2) ? '*' : p)).join('/')}`;
   const body = method === 'GET' || method === 'DELETE' ? ({ ok: true, value: undefined } as const) : await readJson(req);

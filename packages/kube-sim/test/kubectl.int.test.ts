@@ -1,0 +1,139 @@
+import { execFile, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { pvbCrdPath, type Simulator, startSimulator } from '../src/index.js';
+
+const run = promisify(execFile);
+
+describe('kubectl against the simulator', () => {
+  let sim: Simulator;
+  let home: string;
+  let env: NodeJS.ProcessEnv;
+
+  beforeAll(async () => {
+    sim = await startSimulator({ materializeVolumes: 'none' });
+    home = mkdtempSync(join(tmpdir(), 'kube-sim-kubectl-'));
+    // A private HOME and cache dir so kubectl's discovery cache never leaks between runs.
+    env = { PATH: process.env.PATH, HOME: home, KUBECONFIG: sim.kubeconfigPath };
+  });
+  afterAll(async () => {
+    await sim?.close();
+    if (home) rmSync(home, { recursive: true, force: true });
+  });
+
+  const kubectl = async (...args: string[]) => {
+    const { stdout } = await run('kubectl', ['--cache-dir', join(home, 'cache'), ...args], { env, timeout: 20_000 });
+    return stdout;
+  };
+
+  it('get pods -A prints every pod with its namespace', async () => {
+    const out = await kubectl('get', 'pods', '-A');
+    const rows = out.trim().split('\n');
+    expect(rows[0]).toMatch(/^NAMESPACE\s+NAME\s+/);
+    expect(rows.slice(1).map((r) => r.split(/\s+/).slice(0, 2).join('/'))).toEqual([
+      'media/thumbnailer',
+      'media/uploader',
+      'shop/cache',
+      'shop/postgres-0',
+      'shop/reporter',
+      'shop/web-7d4b9c8f6-2xk9p',
+      'shop/web-7d4b9c8f6-8hq4t',
+      'shop/web-7d4b9c8f6-zr5mw',
+    ]);
+  });
+
+  it('get pods -l ... -o json returns the matching pods', async () => {
+    const out = await kubectl('get', 'pods', '-n', 'shop', '-l', 'app in (web),pod-template-hash', '-o', 'json');
+    const list = JSON.parse(out) as { items: { metadata: { name: string }; spec: { nodeName: string } }[] };
+    expect(list.items.map((p) => p.spec.nodeName)).toEqual(['node-a', 'node-b', 'node-c']);
+  });
+
+  it('apply -f a CRD, then create and get its custom resources', async () => {
+    const crdFile = join(home, 'widgets-crd.yaml');
+    writeFileSync(
+      crdFile,
+      `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: { name: widgets.example.com }
+spec:
+  group: example.com
+  scope: Namespaced
+  names: { kind: Widget, plural: widgets, singular: widget, listKind: WidgetList, shortNames: [wdg] }
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec:
+              type: object
+              properties:
+                size: { type: integer, minimum: 1 }
+`,
+    );
+    expect(await kubectl('apply', '--validate=false', '-f', crdFile)).toMatch(/widgets.example.com created/);
+    expect(await kubectl('apply', '--validate=false', '-f', pvbCrdPath)).toMatch(
+      /podvolumebackups.stowage.dev (created|configured|unchanged)/,
+    );
+    const widget = join(home, 'widget.yaml');
+    writeFileSync(
+      widget,
+      'apiVersion: example.com/v1\nkind: Widget\nmetadata: { name: w1, namespace: shop }\nspec: { size: 3, unknownField: dropped }\n',
+    );
+    expect(await kubectl('apply', '--validate=false', '-f', widget)).toMatch(/widget.example.com\/w1 created/);
+    const listed = await kubectl('get', 'wdg', '-n', 'shop');
+    expect(listed).toMatch(/^NAME\s+AGE\s*\nw1\s+/);
+    const json = JSON.parse(await kubectl('get', 'widgets.example.com', 'w1', '-n', 'shop', '-o', 'json')) as {
+      spec: Record<string, unknown>;
+    };
+    expect(json.spec).toEqual({ size: 3 });
+    // Re-applying a change goes through kubectl's patch path.
+    writeFileSync(widget, 'apiVersion: example.com/v1\nkind: Widget\nmetadata: { name: w1, namespace: shop }\nspec: { size: 5 }\n');
+    expect(await kubectl('apply', '--validate=false', '-f', widget)).toMatch(/configured/);
+    expect(await kubectl('get', 'widget', 'w1', '-n', 'shop', '-o', 'jsonpath={.spec.size}')).toBe('5');
+  });
+
+  it('get -w streams an event for an object created afterwards', async () => {
+    const child = spawn(
+      'kubectl',
+      ['--cache-dir', join(home, 'cache'), 'get', 'configmaps', '-n', 'media', '-w', '--output-watch-events'],
+      { env },
+    );
+    try {
+      let output = '';
+      child.stdout.on('data', (d: Buffer) => {
+        output += d.toString();
+      });
+      const waitForText = (text: string) =>
+        new Promise<void>((resolve, reject) => {
+          const timer = setTimeout(() => reject(new Error(`kubectl get -w did not print ${text}; got:\n${output}`)), 15_000);
+          const check = () => {
+            if (output.includes(text)) {
+              clearTimeout(timer);
+              child.stdout.off('data', check);
+              resolve();
+            }
+          };
+          child.stdout.on('data', check);
+          check();
+        });
+      await waitForText('media-settings');
+      const created = await fetch(`${sim.url}/api/v1/namespaces/media/configmaps`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ metadata: { name: 'watched-cm' }, data: { a: 'b' } }),
+      });
+      expect(created.status).toBe(201);
+      await waitForText('watched-cm');
+      expect(output).toMatch(/ADDED\s+watched-cm/);
+      expect(sim.requests().watches.byResource.configmaps).toBeGreaterThanOrEqual(1);
+    } finally {
+      child.kill('SIGTERM');
+    }
+  });
+});
