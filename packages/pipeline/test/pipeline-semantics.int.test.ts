@@ -1,12 +1,13 @@
-import { pvbName } from '@stowage/core';
+import { blockJobId, pvbName } from '@stowage/core';
 import { pvbLabels } from '@stowage/kube';
 import type { BlockPlan, RunningWorkers } from '@stowage/pipeline';
 import { startWorkers, submitBackup } from '@stowage/pipeline';
 import { QueueName } from '@stowage/queue';
 import { useTestRedis } from '@stowage/testing';
+import { Queue } from 'bullmq';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { backupSpec, configMap, namespace, node, pod, pvc } from './support/fixtures.js';
-import { type Harness, startHarness, waitForBackupEnd } from './support/harness.js';
+import { type Harness, startHarness, waitFor, waitForBackupEnd } from './support/harness.js';
 import { sidecar, tarballEntries } from './support/inspect.js';
 import { TestPvbController } from './support/test-pvb-controller.js';
 
@@ -84,7 +85,51 @@ const objects: unknown[] = [
     annotations: hookAnnotations({ 'backup.velero.io/backup-volumes': 'data', 'pre.hook.backup.velero.io/on-error': 'Fail' }),
     exec: { '*': { rules: [{ command: PRE, exitCode: 1, stderr: 'freeze failed' }] } },
   }),
+  // Namespace ops: one pod per scenario, picked by label.
+  namespace('ops'),
+  pod({
+    name: 'bad-0',
+    namespace: 'ops',
+    labels: { app: 'bad' },
+    volumes: [{ name: 'data', emptyDir: {} }],
+    annotations: hookAnnotations({ 'backup.velero.io/backup-volumes': 'data' }),
+  }),
+  pod({
+    name: 'slow-0',
+    namespace: 'ops',
+    node: 'node-b',
+    labels: { app: 'slow' },
+    volumes: [{ name: 'data', emptyDir: {} }],
+    annotations: hookAnnotations({ 'backup.velero.io/backup-volumes': 'data' }),
+  }),
+  pod({
+    name: 'dupe-0',
+    namespace: 'ops',
+    labels: { app: 'dupe' },
+    volumes: [{ name: 'data', emptyDir: {} }],
+    annotations: hookAnnotations({ 'backup.velero.io/backup-volumes': 'data' }),
+  }),
+  pvc('pol-gold', 'ops', { tier: 'gold' }),
+  pvc('pol-cold', 'ops', { tier: 'bronze' }),
+  pod({
+    name: 'pol-0',
+    namespace: 'ops',
+    labels: { app: 'pol' },
+    volumes: [
+      { name: 'gold', persistentVolumeClaim: { claimName: 'pol-gold' } },
+      { name: 'cold', persistentVolumeClaim: { claimName: 'pol-cold' } },
+      { name: 'tmp', emptyDir: {} },
+      { name: 'skipme', emptyDir: {} },
+    ],
+    annotations: { 'backup.velero.io/backup-volumes-excludes': 'skipme' },
+  }),
 ];
+
+const opsSpec = (app: string, extra: Record<string, unknown> = {}) =>
+  backupSpec({ includedNamespaces: ['ops'], labelSelector: { matchLabels: { app }, matchExpressions: [] }, ...extra });
+
+const execsOf = (h: Harness, ns: string, podName: string, command: string[]) =>
+  h.sim.execLog({ namespace: ns, pod: podName }).filter((e) => e.command.join(' ') === command.join(' '));
 
 describe('backup pipeline semantics (all queues in this process, test PVB controller)', () => {
   let redisHandle: { url: string; stop: () => Promise<void> };
@@ -190,5 +235,112 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
     const meta = JSON.parse(String(await h.deps.storage.getObject(`backups/${name}/velero-backup.json`)));
     expect(meta.status).toMatchObject({ phase: 'PartiallyFailed', hookStatus: { hooksAttempted: 5, hooksFailed: 1 } });
     expect(await h.deps.state.getBlockItems(name, blockIds[0] ?? '')).toBeUndefined();
+  });
+
+  const submit = (name: string, spec: Record<string, unknown>) =>
+    submitBackup({ state: h.deps.state, connection: h.redis, queuePrefix: h.queuePrefix }, { name, spec });
+
+  it('a failed PVB: the post hooks still run, after it; the backup is PartiallyFailed', async () => {
+    controller = new TestPvbController({
+      pvbs: h.pvbs,
+      durationMs: 300,
+      failWith: (p) => (p.spec.pod.name === 'bad-0' ? 'disk on fire' : undefined),
+    });
+    await controller.start();
+    workers = startWorkers({ deps: h.deps, queues: ALL_QUEUES });
+    await submit('bad-1', opsSpec('bad'));
+    expect(await waitForBackupEnd(h.deps.state, 'bad-1')).toBe('PartiallyFailed');
+    const [pvb] = await h.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=bad-1` });
+    expect(pvb?.status).toMatchObject({ phase: 'Failed', message: 'disk on fire' });
+    const posts = execsOf(h, 'ops', 'bad-0', POST);
+    expect(posts).toHaveLength(1);
+    expect(Date.parse(posts[0]?.startedAt ?? '')).toBeGreaterThanOrEqual(Date.parse(pvb?.status?.completionTimestamp ?? ''));
+    const counters = await h.deps.state.counters('bad-1');
+    expect(counters).toMatchObject({ pvbsFailed: 1, hooksAttempted: 2, errors: 1 });
+    expect(
+      (await h.deps.state.readLogs('bad-1')).some((l) => l.level === 'error' && l.msg === 'pod volume backup failed: disk on fire'),
+    ).toBe(true);
+  });
+
+  it('the fs-backup deadline: the PVB is asked to cancel, post hooks still run, errors recorded', async () => {
+    controller = new TestPvbController({ pvbs: h.pvbs, durationMs: 120_000 });
+    await controller.start();
+    workers = startWorkers({ deps: h.deps, queues: ALL_QUEUES });
+    await submit('slow-1', opsSpec('slow', { fsBackupTimeoutMs: 1_500 }));
+    expect(await waitForBackupEnd(h.deps.state, 'slow-1')).toBe('PartiallyFailed');
+    const [pvb] = await h.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=slow-1` });
+    expect(pvb?.spec.cancel).toBe(true);
+    expect(pvb?.status?.phase).toBe('Canceled');
+    const posts = execsOf(h, 'ops', 'slow-0', POST);
+    expect(posts).toHaveLength(1);
+    expect(Date.parse(posts[0]?.startedAt ?? '')).toBeGreaterThanOrEqual(Date.parse(pvb?.status?.completionTimestamp ?? ''));
+    const logs = await h.deps.state.readLogs('slow-1');
+    expect(logs.some((l) => l.level === 'error' && l.msg.includes('fs-backup deadline passed'))).toBe(true);
+    expect(logs.some((l) => l.level === 'error' && l.msg.startsWith('pod volume backup canceled'))).toBe(true);
+    const counters = await h.deps.state.counters('slow-1');
+    expect(counters).toMatchObject({ pvbsCanceled: 1, hooksAttempted: 2 });
+    expect(counters.hooksFailed ?? 0).toBe(0);
+  });
+
+  it('volume policies and opt-out decide which PVBs exist, each skip recorded with its reason', async () => {
+    controller = new TestPvbController({ pvbs: h.pvbs, durationMs: 100, perNodeConcurrency: 4 });
+    await controller.start();
+    workers = startWorkers({ deps: h.deps, queues: ALL_QUEUES });
+    const policy = { kind: 'Inline', volumePolicies: [{ conditions: { pvcLabels: { tier: 'bronze' } }, action: { type: 'skip' } }] };
+    await submit('pol-1', opsSpec('pol', { defaultVolumesToFsBackup: true, resourcePolicy: policy }));
+    expect(await waitForBackupEnd(h.deps.state, 'pol-1')).toBe('Completed');
+    const pvbs = await h.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=pol-1` });
+    const uid = uidOf(objects, 'pol-0');
+    expect(pvbs.map((p) => p.metadata.name).sort()).toEqual([pvbName('pol-1', uid, 'gold'), pvbName('pol-1', uid, 'tmp')].sort());
+    const msgs = (await h.deps.state.readLogs('pol-1')).map((l) => l.msg);
+    expect(msgs).toContain('skipped pods/ops/pol-0 volume cold: volume policy #0 says skip');
+    expect(msgs).toContain('skipped pods/ops/pol-0 volume skipme: opted out by backup.velero.io/backup-volumes-excludes');
+    const [blockId] = await h.deps.state.blockIds('pol-1');
+    const plan = await h.deps.state.getBlockPlan<BlockPlan>('pol-1', blockId ?? '');
+    expect(plan?.skips.map((s) => s.what).sort()).toEqual(['pods/ops/pol-0 volume cold', 'pods/ops/pol-0 volume skipme']);
+  });
+
+  it('a block job delivered twice creates no second PVB and writes no item twice', async () => {
+    // Long enough that the duplicate arrives while the PVB is still running.
+    controller = new TestPvbController({ pvbs: h.pvbs, durationMs: 2_000 });
+    await controller.start();
+    // No hooks queue yet: the backup stays open while the block job is delivered again.
+    workers = startWorkers({ deps: h.deps, queues: [QueueName.backups, QueueName.itemBlocks, QueueName.pvbWatch] });
+    const name = 'dup-1';
+    await submit(name, opsSpec('dupe'));
+    const [blockId] = await waitFor('the block to be planned', async () => {
+      const ids = await h.deps.state.blockIds(name);
+      return ids.length > 0 ? ids : undefined;
+    });
+    const blockQueue = new Queue(QueueName.itemBlocks, { connection: h.redis, prefix: h.queuePrefix });
+    try {
+      const job = await waitFor('the block job to complete', async () => {
+        const j = await blockQueue.getJob(blockJobId(name, blockId ?? ''));
+        return j && (await j.isCompleted()) ? j : undefined;
+      });
+      const before = { counters: await h.deps.state.counters(name), staged: await h.deps.storage.list(`backups/${name}/items/`) };
+      const creates = () => h.sim.requests().byResource['podvolumebackups.stowage.dev']?.create ?? 0;
+      const createsBefore = creates();
+
+      const again = await workers.pipeline.processorFor(QueueName.itemBlocks)(job, undefined);
+      expect(again).toMatchObject({ failedPods: [], pvbs: [pvbName(name, uidOf(objects, 'dupe-0'), 'data')] });
+      expect(creates()).toBe(createsBefore + 1); // asked again, answered 409
+      expect(await h.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=${name}` })).toHaveLength(1);
+      expect(await h.deps.storage.list(`backups/${name}/items/`)).toEqual(before.staged);
+      const after = await h.deps.state.counters(name);
+      expect(after.itemsBackedUp).toBe(before.counters.itemsBackedUp);
+      await waitFor('the PVB to complete', async () => ((await h.deps.state.counters(name)).pvbsCompleted === 1 ? true : undefined));
+      // The re-run re-ran the pre hook (at-least-once) and counted it once.
+      expect(execsOf(h, 'ops', 'dupe-0', PRE)).toHaveLength(2);
+      expect(after.hooksAttempted).toBe(before.counters.hooksAttempted);
+    } finally {
+      await blockQueue.close();
+    }
+    await workers.close();
+    workers = startWorkers({ deps: h.deps, queues: ALL_QUEUES });
+    expect(await waitForBackupEnd(h.deps.state, name)).toBe('Completed');
+    const entries = tarballEntries(h.storageDir, name);
+    expect(entries.filter((e) => e === 'resources/pods/namespaces/ops/dupe-0.json')).toHaveLength(1);
+    expect(execsOf(h, 'ops', 'dupe-0', POST)).toHaveLength(1);
   });
 });
