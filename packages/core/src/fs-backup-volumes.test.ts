@@ -18,7 +18,7 @@ const volumes: PersistentVolume[] = [
   pv('pv-host', { hostPath: { path: '/srv' } }),
 ];
 
-function context(overrides: Partial<FsBackupContext> & { spec?: Record<string, unknown> } = {}): FsBackupContext {
+function context(overrides: Partial<Omit<FsBackupContext, 'spec'>> & { spec?: Record<string, unknown> } = {}): FsBackupContext {
   const { spec, ...rest } = overrides;
   return {
     spec: specOf(spec ?? {}),
