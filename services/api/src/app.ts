@@ -94,6 +94,17 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
   app.setSerializerCompiler(serializerCompiler);
   // JSON only: a text/plain body is answered 415, not handed to a route as a string.
   app.removeContentTypeParser('text/plain');
+  // An empty JSON body means "no body" (curl -X POST …/cancel -H 'content-type: application/json'
+  // must not fail); anything else goes through fastify's own parser with prototype-poisoning checks.
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
+    if (typeof body === 'string' && body.trim() === '') {
+      done(null, undefined);
+      return;
+    }
+    parseJson(req, body as string, done);
+  });
 
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id);

@@ -68,6 +68,11 @@ export const backupsRoutes: FastifyPluginAsyncZod<ApiDeps> = async (app, deps) =
       },
     },
     async (req, reply) => {
+      if (req.body === undefined || req.body === null) {
+        throw new ApiError(ApiErrorCode.validation, 'the request body is empty; send {"name"?: string, "spec": {...}} as JSON', [
+          { path: '(body)', message: 'must be a JSON object with a "spec" field' },
+        ]);
+      }
       const validation = validateBackupRequest(req.body);
       if (!validation.ok) {
         throw new ApiError(

@@ -1,0 +1,165 @@
+import { createKubeClients, createPvbClient } from '@stowage/kube';
+import {
+  BackupState,
+  DEFAULT_PIPELINE_CONFIG,
+  NodeAgentRegistry,
+  type PipelineConfig,
+  type RunningWorkers,
+  startWorkers,
+  statePrefixFor,
+} from '@stowage/pipeline';
+import type { StowageConfig } from '@stowage/platform';
+import { createFlowProducer, createProducerConnection, createQueue, createWorkerConnection, QUEUE_NAMES, QueueName } from '@stowage/queue';
+import { FileSystemStorage } from '@stowage/storage';
+import type { FlowProducer, Queue } from 'bullmq';
+import type { FastifyInstance } from 'fastify';
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import { type ApiDeps, buildApp } from './app.js';
+import type { AuthMode } from './auth.js';
+import { createPipelineControl } from './pipeline-control.js';
+
+export interface ApiServiceOptions {
+  config: StowageConfig;
+  logger: Logger;
+  /** Port to listen on (0 = a free one); default config.api.port. */
+  port?: number;
+  host?: string;
+  /** Pipeline tuning beyond the env config (tests shorten waits). */
+  pipeline?: Partial<PipelineConfig>;
+  /** Host the backups queue (plan, finalize) in this process; default true. */
+  hostBackupsQueue?: boolean;
+  /** Extra ApiDeps (tests: heartbeat). */
+  app?: Partial<Pick<ApiDeps, 'heartbeatMs' | 'dashboardReadOnly'>>;
+}
+
+export interface ApiService {
+  app: FastifyInstance;
+  /** `http://host:port` the API listens on. */
+  url: string;
+  port: number;
+  producer: Redis;
+  workers: RunningWorkers | undefined;
+  markReady(): void;
+  /** Shutdown steps, in order: HTTP intake → workers → queues → Redis. Each is safe to call twice. */
+  stopHttp(): Promise<void>;
+  stopWorkers(): Promise<void>;
+  stopQueues(): Promise<void>;
+  stopRedis(): Promise<void>;
+}
+
+export function authModeOf(config: StowageConfig): AuthMode {
+  return config.api.auth === 'disabled' ? { mode: 'disabled' } : { mode: 'tokens', tokens: config.api.tokens };
+}
+
+/** Waits for the first `ready`; a producer that cannot connect at start is a startup failure, not a retry loop. */
+async function connected(redis: Redis, what: string, timeoutMs = 10_000): Promise<void> {
+  if (redis.status === 'ready') return;
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => done(new Error(`${what}: Redis not reachable within ${timeoutMs} ms`)), timeoutMs);
+    const onReady = () => done();
+    const onError = (err: Error) => lastError.push(err.message);
+    const lastError: string[] = [];
+    function done(err?: Error) {
+      clearTimeout(timer);
+      redis.off('ready', onReady);
+      redis.off('error', onError);
+      if (err) reject(new Error(`${err.message}${lastError.length ? ` (last error: ${lastError.at(-1)})` : ''}`, { cause: err }));
+      else resolve();
+    }
+    redis.on('ready', onReady);
+    redis.on('error', onError);
+  });
+}
+
+/**
+ * Wires the API service: a producer connection (fail fast) for the API, the queues and the state;
+ * a worker connection hosting the `backups` queue (plan, finalize) through pipeline's startWorkers;
+ * then the fastify app, listening. Built apart from main.ts so a test can start one in-process.
+ */
+export async function startApiService(opts: ApiServiceOptions): Promise<ApiService> {
+  const { config, logger } = opts;
+  if (!config.redis.url) throw new Error('REDIS_URL is required for the api service');
+  const prefix = config.redis.queuePrefix;
+  const statePrefix = statePrefixFor(prefix);
+  const onError = (role: string) => (err: Error) => logger.warn({ err: err.message, role }, 'redis connection error');
+
+  const producer = createProducerConnection(config.redis.url, { connectionName: 'stowage-api', onError: onError('producer') });
+  await connected(producer, 'api producer connection');
+  const state = new BackupState({ redis: producer, prefix: statePrefix });
+  const queues: Queue[] = QUEUE_NAMES.map((name) => createQueue(name, { connection: producer, prefix }));
+  const flowProducer: FlowProducer = createFlowProducer({ connection: producer, prefix });
+  for (const q of queues) q.on('error', (err) => logger.warn({ err: err.message, queue: q.name }, 'queue error'));
+  flowProducer.on('error', (err) => logger.warn({ err: err.message }, 'flow producer error'));
+  const storage = new FileSystemStorage(config.storage.path);
+
+  let workerConnection: Redis | undefined;
+  let workers: RunningWorkers | undefined;
+  if (opts.hostBackupsQueue ?? true) {
+    workerConnection = createWorkerConnection(config.redis.url, { connectionName: 'stowage-api-worker', onError: onError('worker') });
+    const kube = createKubeClients(config.kube.kubeconfig ? { kubeconfigPath: config.kube.kubeconfig } : {});
+    workers = startWorkers({
+      deps: {
+        connection: workerConnection,
+        queuePrefix: prefix,
+        state: new BackupState({ redis: workerConnection, prefix: statePrefix }),
+        agents: new NodeAgentRegistry({ redis: workerConnection, prefix: statePrefix }),
+        kube,
+        pvbs: createPvbClient(kube, { namespace: config.kube.namespace }),
+        storage,
+        logger: logger.child({ component: 'pipeline' }),
+        clock: { now: Date.now },
+        config: { ...DEFAULT_PIPELINE_CONFIG, namespace: config.kube.namespace, waitMode: config.pipeline.waitMode, ...opts.pipeline },
+      },
+      queues: [QueueName.backups],
+      closeTimeoutMs: Math.max(1_000, config.shutdown.timeoutMs - 5_000),
+    });
+  }
+
+  let ready = false;
+  const app = await buildApp({
+    logger,
+    redis: producer,
+    state,
+    queues,
+    control: createPipelineControl({ state, flowProducer, queuePrefix: prefix }),
+    storage,
+    auth: authModeOf(config),
+    isReady: () => ready && (workerConnection === undefined || workerConnection.status === 'ready'),
+    ...opts.app,
+  });
+  const url = await app.listen({ port: opts.port ?? config.api.port, host: opts.host ?? '0.0.0.0' });
+  const port = (app.server.address() as { port: number }).port;
+  logger.info({ port, prefix, hostsBackupsQueue: workers !== undefined, auth: config.api.auth }, 'api started');
+
+  const once = <T>(fn: () => Promise<T>) => {
+    let p: Promise<T> | undefined;
+    return () => (p ??= fn());
+  };
+  return {
+    app,
+    url: url.replace('0.0.0.0', '127.0.0.1'),
+    port,
+    producer,
+    workers,
+    markReady: () => {
+      ready = true;
+    },
+    stopHttp: once(async () => {
+      ready = false;
+      await app.close();
+    }),
+    stopWorkers: once(async () => {
+      await workers?.close();
+    }),
+    stopQueues: once(async () => {
+      await Promise.allSettled([flowProducer.close(), ...queues.map((q) => q.close())]);
+    }),
+    stopRedis: once(async () => {
+      await Promise.allSettled([
+        producer.quit().catch(() => producer.disconnect()),
+        workerConnection?.quit().catch(() => workerConnection?.disconnect()),
+      ]);
+    }),
+  };
+}
