@@ -1,0 +1,356 @@
+import type { Backup, BackupEvent, BackupList, Block, BlockPage, CreateBackupRequest } from './api-types.js';
+import { isTerminalBackupEvent } from './api-types.js';
+import { CliError, CliErrorCode, type CliProblem } from './errors.js';
+import { SseParser } from './sse-parser.js';
+
+export interface ApiClientOptions {
+  /** e.g. `http://127.0.0.1:8080` (a path prefix is kept: `https://host/stowage`). */
+  baseUrl: string;
+  token?: string | undefined;
+  /** Bound of each ordinary request; default 30 s. Event streams are not bounded. */
+  timeoutMs?: number;
+  fetch?: typeof fetch;
+}
+
+export interface EventStreamOptions {
+  /** Resume after this event id (Last-Event-ID). */
+  lastEventId?: string;
+  signal?: AbortSignal;
+  /** Consecutive failed (re)connects tolerated before giving up; default 10. */
+  maxReconnects?: number;
+  /** Delay before a reconnect when the server sent no `retry:`; default 1 s. */
+  reconnectDelayMs?: number;
+}
+
+interface ErrorBody {
+  error: { code: string; message: string; requestId?: string; problems?: CliProblem[] };
+}
+
+const isErrorBody = (v: unknown): v is ErrorBody =>
+  typeof v === 'object' &&
+  v !== null &&
+  typeof (v as ErrorBody).error === 'object' &&
+  (v as ErrorBody).error !== null &&
+  typeof (v as ErrorBody).error.code === 'string' &&
+  typeof (v as ErrorBody).error.message === 'string';
+
+/** Parses and normalises STOWAGE_API_URL; a bad one is a config error naming the variable. */
+export function parseApiUrl(raw: string | undefined): string {
+  const value = raw?.trim() ?? '';
+  if (value === '')
+    throw new CliError(CliErrorCode.config, 'STOWAGE_API_URL is not set; set it to the API address, e.g. http://127.0.0.1:8080');
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new CliError(CliErrorCode.config, `STOWAGE_API_URL ${JSON.stringify(value)} is not a URL; use e.g. http://127.0.0.1:8080`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw new CliError(CliErrorCode.config, `STOWAGE_API_URL must be http:// or https://, got ${url.protocol}//`);
+  if (url.username || url.password)
+    throw new CliError(CliErrorCode.config, 'STOWAGE_API_URL must not contain credentials; put the token in STOWAGE_API_TOKEN');
+  url.search = '';
+  url.hash = '';
+  return url.toString().replace(/\/+$/, '');
+}
+
+/**
+ * The Stowage REST API over fetch. Every failure becomes one CliError that tells the user what
+ * to check: the URL when the API cannot be reached, the token on 401, the name on 404, each
+ * problem with its path on a validation error.
+ */
+export class StowageApiClient {
+  readonly baseUrl: string;
+  private readonly token: string | undefined;
+  private readonly timeoutMs: number;
+  private readonly doFetch: typeof fetch;
+
+  constructor(opts: ApiClientOptions) {
+    this.baseUrl = opts.baseUrl.replace(/\/+$/, '');
+    this.token = opts.token?.trim() || undefined;
+    this.timeoutMs = opts.timeoutMs ?? 30_000;
+    this.doFetch = opts.fetch ?? fetch;
+  }
+
+  createBackup(body: CreateBackupRequest, requestId?: string): Promise<Backup> {
+    return this.json('POST', '/v1/backups', { body, headers: requestId ? { 'x-request-id': requestId } : {} });
+  }
+
+  getBackup(name: string): Promise<Backup> {
+    return this.json('GET', `/v1/backups/${encodeURIComponent(name)}`);
+  }
+
+  listBackups(query: { phase?: string; limit?: number; cursor?: string } = {}): Promise<BackupList> {
+    const q = new URLSearchParams();
+    if (query.phase) q.set('phase', query.phase);
+    if (query.limit) q.set('limit', String(query.limit));
+    if (query.cursor) q.set('cursor', query.cursor);
+    const qs = q.toString();
+    return this.json('GET', `/v1/backups${qs ? `?${qs}` : ''}`);
+  }
+
+  listBlocks(name: string, page: { limit?: number; cursor?: string } = {}): Promise<BlockPage> {
+    const q = new URLSearchParams();
+    if (page.limit) q.set('limit', String(page.limit));
+    if (page.cursor) q.set('cursor', page.cursor);
+    const qs = q.toString();
+    return this.json('GET', `/v1/backups/${encodeURIComponent(name)}/blocks${qs ? `?${qs}` : ''}`);
+  }
+
+  /** Every block of a backup, page by page (plan order). */
+  async allBlocks(name: string, pageSize = 500): Promise<Block[]> {
+    const out: Block[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await this.listBlocks(name, { limit: pageSize, ...(cursor ? { cursor } : {}) });
+      out.push(...page.items);
+      cursor = page.nextCursor;
+    } while (cursor);
+    return out;
+  }
+
+  cancelBackup(name: string): Promise<{ name: string; phase: string; cancelRequested: true }> {
+    return this.json('POST', `/v1/backups/${encodeURIComponent(name)}/cancel`);
+  }
+
+  deleteBackup(name: string): Promise<{ name: string; deleted: true }> {
+    return this.json('DELETE', `/v1/backups/${encodeURIComponent(name)}`);
+  }
+
+  /** The backup's log lines (NDJSON), one parsed object at a time. */
+  async *logs(name: string): AsyncGenerator<Record<string, unknown>> {
+    const res = await this.send('GET', `/v1/backups/${encodeURIComponent(name)}/logs`, { timeout: false });
+    if (!res.ok) throw await this.errorFrom(res);
+    for await (const line of lines(res)) {
+      if (line.trim() === '') continue;
+      try {
+        yield JSON.parse(line) as Record<string, unknown>;
+      } catch (err) {
+        throw new CliError(CliErrorCode.notStowage, `the API sent a log line that is not JSON: ${line.slice(0, 80)}`, [], { cause: err });
+      }
+    }
+  }
+
+  /**
+   * The backup's live events (SSE). Reconnects with Last-Event-ID when the connection drops and
+   * ends after the event that moves the backup into a terminal phase (or when the server ends
+   * the stream because the backup had already ended).
+   */
+  async *events(name: string, opts: EventStreamOptions = {}): AsyncGenerator<BackupEvent> {
+    const maxReconnects = opts.maxReconnects ?? 10;
+    let lastEventId = opts.lastEventId;
+    let failures = 0;
+    let retryMs = opts.reconnectDelayMs ?? 1_000;
+    for (;;) {
+      const headers: Record<string, string> = { accept: 'text/event-stream' };
+      if (lastEventId) headers['last-event-id'] = lastEventId;
+      let res: Response;
+      try {
+        res = await this.send('GET', `/v1/backups/${encodeURIComponent(name)}/events`, { headers, timeout: false, signal: opts.signal });
+      } catch (err) {
+        if (opts.signal?.aborted || failures >= maxReconnects || (err instanceof CliError && err.code !== CliErrorCode.apiUnreachable))
+          throw err;
+        failures++;
+        await sleep(retryMs, opts.signal);
+        continue;
+      }
+      if (!res.ok) throw await this.errorFrom(res);
+      const parser = new SseParser();
+      let progressed = false;
+      try {
+        const decoder = new TextDecoder();
+        for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+          for (const msg of parser.feed(decoder.decode(chunk, { stream: true }))) {
+            const ev = parseEvent(msg.data, msg.id, msg.event);
+            if (!ev) continue;
+            lastEventId = ev.id;
+            progressed = true;
+            failures = 0;
+            yield ev;
+            if (isTerminalBackupEvent(ev)) return;
+          }
+        }
+      } catch (err) {
+        if (opts.signal?.aborted) throw err;
+        // dropped mid-stream: reconnect below
+      }
+      if (parser.retryMs !== undefined) retryMs = parser.retryMs;
+      // The stream ended without the terminal event: either it dropped, or the backup had
+      // already ended before we connected (the server drains and closes). Ask which.
+      const now = await this.getBackup(name);
+      if (isTerminalPhase(now.phase)) return;
+      if (!progressed) failures++;
+      if (failures > maxReconnects)
+        throw new CliError(CliErrorCode.streamFailed, `the event stream of backup "${name}" kept closing without events; try again`);
+      await sleep(Math.min(retryMs, 5_000), opts.signal);
+    }
+  }
+
+  /** GET /readyz; true when the API says it can serve. */
+  async ready(): Promise<boolean> {
+    try {
+      const res = await this.send('GET', '/readyz', { timeoutMs: 2_000 });
+      await res.body?.cancel();
+      return res.status === 200;
+    } catch {
+      return false;
+    }
+  }
+
+  private async json<T>(method: string, path: string, opts: { body?: unknown; headers?: Record<string, string> } = {}): Promise<T> {
+    const res = await this.send(method, path, opts);
+    if (!res.ok) throw await this.errorFrom(res);
+    const text = await res.text();
+    try {
+      return JSON.parse(text) as T;
+    } catch (err) {
+      throw new CliError(
+        CliErrorCode.notStowage,
+        `the server at ${this.baseUrl} answered ${method} ${path} with something that is not JSON; is STOWAGE_API_URL the Stowage API?`,
+        [],
+        { cause: err },
+      );
+    }
+  }
+
+  private async send(
+    method: string,
+    path: string,
+    opts: {
+      body?: unknown;
+      headers?: Record<string, string>;
+      timeout?: boolean;
+      timeoutMs?: number;
+      signal?: AbortSignal | undefined;
+    } = {},
+  ): Promise<Response> {
+    const headers: Record<string, string> = { accept: 'application/json', ...opts.headers };
+    if (this.token) headers.authorization = `Bearer ${this.token}`;
+    if (opts.body !== undefined) headers['content-type'] = 'application/json';
+    const signals: AbortSignal[] = [];
+    const timeoutMs = opts.timeoutMs ?? this.timeoutMs;
+    if (opts.timeout !== false) signals.push(AbortSignal.timeout(timeoutMs));
+    if (opts.signal) signals.push(opts.signal);
+    try {
+      return await this.doFetch(`${this.baseUrl}${path}`, {
+        method,
+        headers,
+        ...(opts.body !== undefined ? { body: JSON.stringify(opts.body) } : {}),
+        ...(signals.length > 0 ? { signal: AbortSignal.any(signals) } : {}),
+      });
+    } catch (err) {
+      if (opts.signal?.aborted) throw err;
+      if ((err as Error).name === 'TimeoutError')
+        throw new CliError(CliErrorCode.apiTimeout, `the Stowage API at ${this.baseUrl} did not answer within ${timeoutMs / 1000} s`, [], {
+          cause: err,
+        });
+      throw new CliError(
+        CliErrorCode.apiUnreachable,
+        `cannot reach the Stowage API at ${this.baseUrl} (${networkReason(err)}); is it running, and is STOWAGE_API_URL right?`,
+        [],
+        { cause: err },
+      );
+    }
+  }
+
+  private async errorFrom(res: Response): Promise<CliError> {
+    const text = await res.text().catch(() => '');
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      body = undefined;
+    }
+    if (!isErrorBody(body)) {
+      return new CliError(
+        CliErrorCode.notStowage,
+        `the server at ${this.baseUrl} answered HTTP ${res.status} without a Stowage error body; is STOWAGE_API_URL the Stowage API?`,
+      );
+    }
+    const { code, message, problems } = body.error;
+    switch (res.status) {
+      case 401:
+        return this.token
+          ? new CliError(CliErrorCode.apiUnauthorized, `the API refused the token (${message}); check STOWAGE_API_TOKEN`)
+          : new CliError(CliErrorCode.apiUnauthorized, 'the API needs a token: set STOWAGE_API_TOKEN to one of the API tokens');
+      case 404:
+        if (code === 'API_ROUTE_NOT_FOUND')
+          return new CliError(
+            CliErrorCode.notStowage,
+            `${this.baseUrl} does not serve this Stowage API route (${message}); check STOWAGE_API_URL`,
+          );
+        return new CliError(CliErrorCode.notFound, message);
+      case 400:
+        if (problems && problems.length > 0)
+          return new CliError(
+            CliErrorCode.validation,
+            `the API rejected the request: ${problems.length} problem${problems.length === 1 ? '' : 's'}`,
+            problems,
+          );
+        return new CliError(CliErrorCode.validation, `the API rejected the request: ${message}`);
+      case 409:
+        return new CliError(CliErrorCode.conflict, message);
+      default:
+        return new CliError(
+          CliErrorCode.apiFailed,
+          `the API answered ${res.status} ${code}: ${message}${body.error.requestId ? ` (request ${body.error.requestId})` : ''}`,
+        );
+    }
+  }
+}
+
+export const isTerminalPhase = (phase: string): boolean =>
+  ['Completed', 'PartiallyFailed', 'Failed', 'FailedValidation', 'Canceled'].includes(phase);
+
+function parseEvent(data: string, id: string | undefined, type: string): BackupEvent | undefined {
+  try {
+    const parsed = JSON.parse(data) as Partial<BackupEvent>;
+    if (typeof parsed !== 'object' || parsed === null) return undefined;
+    return {
+      id: typeof parsed.id === 'string' ? parsed.id : (id ?? ''),
+      type: typeof parsed.type === 'string' ? parsed.type : type,
+      at: typeof parsed.at === 'string' ? parsed.at : new Date().toISOString(),
+      data: typeof parsed.data === 'object' && parsed.data !== null ? parsed.data : {},
+    };
+  } catch {
+    return undefined;
+  }
+}
+
+function networkReason(err: unknown): string {
+  const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+  if (cause?.code === 'ECONNREFUSED') return 'connection refused';
+  if (cause?.code === 'ENOTFOUND' || cause?.code === 'EAI_AGAIN') return 'host not found';
+  if (cause?.code) return cause.code;
+  return cause?.message ?? (err as Error).message;
+}
+
+async function* lines(res: Response): AsyncGenerator<string> {
+  const decoder = new TextDecoder();
+  let rest = '';
+  for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+    rest += decoder.decode(chunk, { stream: true });
+    let nl = rest.indexOf('\n');
+    while (nl >= 0) {
+      yield rest.slice(0, nl);
+      rest = rest.slice(nl + 1);
+      nl = rest.indexOf('\n');
+    }
+  }
+  rest += decoder.decode();
+  if (rest) yield rest;
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal?.addEventListener(
+      'abort',
+      () => {
+        clearTimeout(timer);
+        resolve();
+      },
+      { once: true },
+    );
+  });
+}

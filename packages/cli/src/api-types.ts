@@ -1,0 +1,117 @@
+/*
+ * What the Stowage REST API returns (mirrors services/api's api.schema.ts). The CLI reads these
+ * shapes tolerantly: optional fields may be absent and unknown fields are ignored.
+ */
+
+export const TERMINAL_BACKUP_PHASES: ReadonlySet<string> = new Set([
+  'Completed',
+  'PartiallyFailed',
+  'Failed',
+  'FailedValidation',
+  'Canceled',
+]);
+export const TERMINAL_PVB_PHASES: ReadonlySet<string> = new Set(['Completed', 'Failed', 'Canceled']);
+
+export interface PvbCounts {
+  total: number;
+  New: number;
+  InProgress: number;
+  Completed: number;
+  Failed: number;
+  Canceling: number;
+  Canceled: number;
+}
+
+export interface Backup {
+  name: string;
+  uid: string;
+  phase: string;
+  spec: unknown;
+  requestId?: string;
+  progress: { totalItems: number; itemsBackedUp: number };
+  hookStatus: { hooksAttempted: number; hooksFailed: number };
+  podVolumeBackups: PvbCounts;
+  errors: number;
+  warnings: number;
+  failureReason?: string;
+  createdAt: string;
+  startedAt?: string;
+  completedAt?: string;
+  cancelRequestedAt?: string;
+}
+
+export interface BackupSummary {
+  name: string;
+  uid: string;
+  phase: string;
+  createdAt: string;
+  startedAt?: string;
+  completedAt?: string;
+}
+
+export interface BackupList {
+  items: BackupSummary[];
+  nextCursor?: string;
+}
+
+export interface HookRun {
+  pod: string;
+  container: string;
+  phase: 'pre' | 'post';
+  source: string;
+  command: string[];
+  outcome: string;
+  exitCode?: number;
+  startedAt?: string;
+  endedAt?: string;
+  message?: string;
+}
+
+export interface BlockPvb {
+  name: string;
+  pod: string;
+  node: string;
+  volume: string;
+  phase: string;
+  totalBytes?: number;
+  bytesDone?: number;
+  message?: string;
+  startTimestamp?: string;
+  completionTimestamp?: string;
+}
+
+export interface Block {
+  id: string;
+  state: string;
+  pods: string[];
+  itemCount: number;
+  itemsWritten?: number;
+  failedPods?: string[];
+  error?: string;
+  startedAt?: string;
+  completedAt?: string;
+  podVolumeBackups: BlockPvb[];
+  hookRuns: HookRun[];
+}
+
+export interface BlockPage {
+  items: Block[];
+  total: number;
+  nextCursor?: string;
+}
+
+/** One event of `GET /v1/backups/:name/events` (the SSE `data:` JSON). */
+export interface BackupEvent {
+  id: string;
+  type: string;
+  at: string;
+  data: Record<string, unknown>;
+}
+
+export interface CreateBackupRequest {
+  name?: string;
+  spec: Record<string, unknown>;
+}
+
+export const isTerminalBackupEvent = (ev: BackupEvent): boolean =>
+  ev.type === 'backup.phase' && typeof ev.data.to === 'string' && TERMINAL_BACKUP_PHASES.has(ev.data.to);
