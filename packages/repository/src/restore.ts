@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import { chmod, lchown, lstat, lutimes, mkdir, open, rename, rm, symlink, unlink, utimes } from 'node:fs/promises';
+import { close, fchmod, fchown, futimes, open, write } from 'node:fs';
+import { chmod, lchown, lstat, lutimes, mkdir, rename, rm, symlink, unlink, utimes } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
+import { promisify } from 'node:util';
 import { ChunkReadError, type ChunkReader, type ChunkStore } from './chunk-store.js';
 import { errnoCode, isRepoError, RepoError, RepoErrorCode } from './errors.js';
 import { isSafeRelativePath, type SnapshotManifest, type TreeEntry } from './snapshot.js';
@@ -129,6 +131,14 @@ async function prepareTarget(targetDir: string): Promise<void> {
   }
 }
 
+// Plain fds and the callback API: about half the CPU of FileHandle per small file (measured in backup).
+const openFd = promisify(open);
+const writeFd = promisify(write);
+const closeFd = promisify(close);
+const fchmodFd = promisify(fchmod);
+const futimesFd = promisify(futimes);
+const fchownFd = promisify(fchown);
+
 async function restoreFile(
   reader: ChunkReader,
   entry: TreeEntry,
@@ -137,8 +147,7 @@ async function restoreFile(
   onBytes: (n: number) => void,
 ): Promise<void> {
   const tmp = join(dirname(path), `.stowage-restore-${randomBytes(6).toString('hex')}`);
-  const file = await open(tmp, 'wx', 0o600);
-  let done = false;
+  let fd: number | undefined = await openFd(tmp, 'wx', 0o600);
   try {
     const chunks = entry.chunks ?? [];
     let position = 0;
@@ -148,7 +157,7 @@ async function restoreFile(
       const data = await pending!;
       pending = i + 1 < chunks.length ? readChunk(reader, chunks[i + 1]!, entry) : undefined;
       pending?.catch(() => {});
-      await file.write(data, 0, data.length, position);
+      for (let off = 0; off < data.length; ) off += (await writeFd(fd, data, off, data.length - off, position + off)).bytesWritten;
       position += data.length;
       onBytes(data.length);
     }
@@ -161,14 +170,15 @@ async function restoreFile(
         },
       );
     }
-    await file.close();
-    done = true;
-    if (asRoot) await lchown(tmp, entry.uid, entry.gid).catch(() => {});
-    await chmod(tmp, entry.mode);
-    await utimes(tmp, entry.mtimeMs / 1000, entry.mtimeMs / 1000);
+    if (asRoot) await fchownFd(fd, entry.uid, entry.gid).catch(() => {});
+    await fchmodFd(fd, entry.mode);
+    await futimesFd(fd, entry.mtimeMs / 1000, entry.mtimeMs / 1000);
+    const closing = fd;
+    fd = undefined;
+    await closeFd(closing);
     await rename(tmp, path);
   } catch (error) {
-    if (!done) await file.close().catch(() => {});
+    if (fd !== undefined) await closeFd(fd).catch(() => {});
     await unlink(tmp).catch(() => {});
     throw error;
   }
