@@ -11,9 +11,7 @@ export interface LoadConcurrencyConfig {
   perNodeConfig?: { nodeSelector: LabelSelector; number: number }[];
 }
 
-export type ParsedLoadConcurrency =
-  | { ok: true; config: LoadConcurrencyConfig; warnings: string[] }
-  | { ok: false; problems: string[] };
+export type ParsedLoadConcurrency = { ok: true; config: LoadConcurrencyConfig; warnings: string[] } | { ok: false; problems: string[] };
 
 export const DEFAULT_LOAD_CONCURRENCY = 1;
 

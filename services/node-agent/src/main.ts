@@ -1,0 +1,23 @@
+import { createLifecycle, createLogger } from '@stowage/platform';
+import { loadNodeAgentConfig } from './agent-config.js';
+import { startNodeAgentService } from './node-agent-service.js';
+
+// Thin host: config (every problem at once), logger, the service, graceful shutdown.
+const loaded = loadNodeAgentConfig(process.env);
+if (!loaded.ok) {
+  process.stderr.write(
+    `Stowage node agent configuration has ${loaded.problems.length} problem(s):\n${loaded.problems.map((p) => `  - ${p}`).join('\n')}\n`,
+  );
+  process.exit(1);
+}
+const config = loaded.config;
+const logger = createLogger({ level: config.shared.log.level, name: 'node-agent' });
+const lifecycle = createLifecycle({ logger, timeoutMs: config.shared.shutdown.timeoutMs });
+lifecycle.installProcessHandlers();
+
+const service = await startNodeAgentService(config, logger);
+// Shutdown runs these last-registered-first: the agent (abort copies, left InProgress to resume) → HTTP → Redis.
+lifecycle.onShutdown('redis', service.stopRedis);
+lifecycle.onShutdown('http', service.stopHttp);
+lifecycle.onShutdown('agent', service.stopAgent);
+lifecycle.markReady();

@@ -1,0 +1,105 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createKubeClients } from '@stowage/kube';
+import { DEFAULT_AGENT_TTL_MS, NodeAgentRegistry, statePrefixFor } from '@stowage/pipeline';
+import type { Logger } from '@stowage/platform';
+import { Redis } from 'ioredis';
+import { type NodeAgent, type NodeAgentOptions, startNodeAgent } from './agent.js';
+import type { NodeAgentConfig } from './agent-config.js';
+import { renderMetrics } from './metrics.js';
+
+export interface NodeAgentService {
+  agent: NodeAgent;
+  server: Server;
+  port: number;
+  redis: Redis | undefined;
+  /** Shutdown steps, in the order main.ts runs them. */
+  stopAgent(): Promise<void>;
+  stopHttp(): Promise<void>;
+  stopRedis(): Promise<void>;
+}
+
+/**
+ * Wires the node agent: Kubernetes clients, the agent, the Redis heartbeat that tells planners
+ * this node has an agent (when REDIS_URL is set), and /livez /readyz /metrics. Apart from main.ts
+ * so a test can host it in-process.
+ */
+export async function startNodeAgentService(
+  config: NodeAgentConfig,
+  logger: Logger,
+  extra: Partial<Pick<NodeAgentOptions, 'takeoverGraceMs' | 'progressIntervalMs'>> = {},
+): Promise<NodeAgentService> {
+  for (const warning of config.loadConcurrencyWarnings) logger.warn(warning);
+  const kube = createKubeClients(config.shared.kube.kubeconfig ? { kubeconfigPath: config.shared.kube.kubeconfig } : {});
+  const agent = await startNodeAgent({
+    nodeName: config.nodeName,
+    kube,
+    namespace: config.shared.kube.namespace,
+    repoDir: config.repoDir,
+    repoKey: config.repoKey,
+    kubeletRoot: config.kubeletRoot,
+    loadConcurrency: config.loadConcurrency,
+    bandwidthBytesPerSec: config.bandwidthBytesPerSec,
+    logger,
+    stopTimeoutMs: Math.max(1000, config.shared.shutdown.timeoutMs - 5000),
+    ...extra,
+  });
+
+  let redis: Redis | undefined;
+  let heartbeat: NodeJS.Timeout | undefined;
+  if (config.shared.redis.url) {
+    redis = new Redis(config.shared.redis.url, {
+      maxRetriesPerRequest: 1,
+      enableOfflineQueue: false,
+      connectionName: 'stowage-node-agent',
+    });
+    redis.on('error', (err) => logger.warn({ err: err.message }, 'redis connection error'));
+    const registry = new NodeAgentRegistry({ redis, prefix: statePrefixFor(config.shared.redis.queuePrefix) });
+    const beat = () =>
+      registry
+        .registerNodeAgent(config.nodeName, DEFAULT_AGENT_TTL_MS)
+        .catch((err: unknown) => logger.warn({ err: (err as Error).message }, 'node agent heartbeat not written'));
+    redis.once('ready', () => void beat());
+    heartbeat = setInterval(beat, DEFAULT_AGENT_TTL_MS / 3);
+    heartbeat.unref();
+  }
+
+  const server = createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    if (path === '/livez') {
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
+    } else if (path === '/readyz') {
+      const ok = agent.isReady() && (!redis || redis.status === 'ready');
+      res
+        .writeHead(ok ? 200 : 503, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ status: ok ? 'ready' : 'not-ready', watching: agent.isReady(), redis: redis?.status ?? 'not-configured' }));
+    } else if (path === '/metrics') {
+      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(renderMetrics(agent.metrics()));
+    } else {
+      res
+        .writeHead(404, { 'content-type': 'application/json' })
+        .end('{"error":{"code":"NODE_AGENT_NOT_FOUND","message":"only /livez, /readyz and /metrics"}}');
+    }
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.port, () => resolve());
+  });
+  const port = (server.address() as AddressInfo).port;
+  logger.info({ port, node: config.nodeName, loadConcurrency: agent.loadConcurrency }, 'node agent listening');
+
+  return {
+    agent,
+    server,
+    port,
+    redis,
+    stopAgent: () => agent.stop(),
+    stopHttp: () => new Promise<void>((resolve) => server.close(() => resolve())),
+    stopRedis: async () => {
+      // The heartbeat is left to expire (30 s) rather than removed: a restarting agent picks up
+      // PVBs created meanwhile, and a drained node drops out of the registry by itself.
+      if (heartbeat) clearInterval(heartbeat);
+      await redis?.quit().catch(() => redis?.disconnect());
+    },
+  };
+}
