@@ -3,40 +3,6 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 /** How the API authenticates: bearer tokens, or (only when asked for explicitly) nothing. */
 export type AuthMode = { mode: 'tokens'; tokens: readonly string[] } | { mode: 'disabled' };
 
-export type AuthSettingsResult = { ok: true; auth: AuthMode } | { ok: false; problem: string };
-
-/**
- * Decides the auth mode from `STOWAGE_API_TOKENS` (comma separated) and `STOWAGE_AUTH`.
- * No tokens is an error unless auth is disabled on purpose: an API that silently runs open
- * is how queues and backups leak.
- */
-export function resolveAuthSettings(env: {
-  STOWAGE_API_TOKENS?: string | undefined;
-  STOWAGE_AUTH?: string | undefined;
-}): AuthSettingsResult {
-  const authSetting = env.STOWAGE_AUTH?.trim();
-  if (authSetting !== undefined && authSetting !== '' && authSetting !== 'disabled' && authSetting !== 'tokens') {
-    return { ok: false, problem: `STOWAGE_AUTH: must be "tokens" (default) or "disabled", got ${JSON.stringify(authSetting)}` };
-  }
-  if (authSetting === 'disabled') return { ok: true, auth: { mode: 'disabled' } };
-  const tokens = parseTokenList(env.STOWAGE_API_TOKENS ?? '');
-  if (tokens.length === 0) {
-    return {
-      ok: false,
-      problem:
-        'STOWAGE_API_TOKENS: no API token is set; set one or more comma-separated tokens, or set STOWAGE_AUTH=disabled to run without auth',
-    };
-  }
-  return { ok: true, auth: { mode: 'tokens', tokens } };
-}
-
-export function parseTokenList(raw: string): string[] {
-  return raw
-    .split(',')
-    .map((t) => t.trim())
-    .filter((t) => t.length > 0);
-}
-
 const digest = (value: string): Buffer => createHash('sha256').update(value, 'utf8').digest();
 
 /**

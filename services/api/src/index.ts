@@ -1,5 +1,6 @@
+export { type ApiService, type ApiServiceOptions, authModeOf, startApiService } from './api-service.js';
 export { type ApiDeps, type BackupControl, buildApp, DEFAULT_BODY_LIMIT_BYTES } from './app.js';
-export { type AuthMode, type AuthSettingsResult, createTokenVerifier, parseTokenList, resolveAuthSettings } from './auth.js';
+export { type AuthMode, createTokenVerifier } from './auth.js';
 export { formatSseEvent, isTerminalPhaseEvent } from './backup-events.routes.js';
 export { ApiError, type ApiErrorBody, ApiErrorCode, type ApiProblem, HTTP_STATUS_OF } from './errors.js';
 export { type ApiMetrics, createApiMetrics } from './metrics.plugin.js';

@@ -1,6 +1,5 @@
 import { useTestRedis } from '@stowage/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { resolveAuthSettings } from '../src/auth.js';
 import { auth, type Harness, OTHER_TOKEN, startHarness, TOKEN, validBody } from './api-harness.js';
 
 let redis: { url: string; stop: () => Promise<void> };
@@ -108,17 +107,6 @@ describe('auth', () => {
 });
 
 describe('auth settings', () => {
-  it('refuses to start without tokens unless auth is disabled explicitly', () => {
-    expect(resolveAuthSettings({})).toMatchObject({ ok: false, problem: expect.stringContaining('STOWAGE_API_TOKENS') });
-    expect(resolveAuthSettings({ STOWAGE_API_TOKENS: ' , ' })).toMatchObject({ ok: false });
-    expect(resolveAuthSettings({ STOWAGE_AUTH: 'off' })).toMatchObject({ ok: false, problem: expect.stringContaining('STOWAGE_AUTH') });
-    expect(resolveAuthSettings({ STOWAGE_AUTH: 'disabled' })).toEqual({ ok: true, auth: { mode: 'disabled' } });
-    expect(resolveAuthSettings({ STOWAGE_API_TOKENS: 'a-token, b-token' })).toEqual({
-      ok: true,
-      auth: { mode: 'tokens', tokens: ['a-token', 'b-token'] },
-    });
-  });
-
   it('with auth disabled explicitly, routes answer without a token but query tokens are still refused', async () => {
     const open = await startHarness(redis.url, { authMode: { mode: 'disabled' } });
     try {
