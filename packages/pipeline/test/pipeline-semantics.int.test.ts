@@ -199,8 +199,8 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
         `log mentions: ${text}`,
       ).toBe(true);
     expectSkip('pods/shop/db-1 volume data: PVC shared-data is already backed up through pod shop/db-0');
-    expectSkip('pods/shop/web-0 volume logs: not opted in by backup.velero.io/backup-volumes');
-    expectSkip('pods/shop/lonely-0 volume scratch: no node agent on node node-c');
+    expectSkip('pods/shop/web-0 volume logs: not listed in backup.velero.io/backup-volumes');
+    expectSkip('pods/shop/lonely-0 volume scratch: no node agent runs on node node-c');
     expectSkip('pods/shop/cfg-0 volume creds: secret volumes are never backed up');
     expectSkip('pods/shop/done-0 volume out: pod is not running');
     expectSkip('pod shop/fail-0 not backed up');
@@ -293,8 +293,8 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
     const uid = uidOf(objects, 'pol-0');
     expect(pvbs.map((p) => p.metadata.name).sort()).toEqual([pvbName('pol-1', uid, 'gold'), pvbName('pol-1', uid, 'tmp')].sort());
     const msgs = (await h.deps.state.readLogs('pol-1')).map((l) => l.msg);
-    expect(msgs).toContain('skipped pods/ops/pol-0 volume cold: volume policy #0 says skip');
-    expect(msgs).toContain('skipped pods/ops/pol-0 volume skipme: opted out by backup.velero.io/backup-volumes-excludes');
+    expect(msgs).toContain('skipped pods/ops/pol-0 volume cold: volume policy #1 says skip');
+    expect(msgs).toContain('skipped pods/ops/pol-0 volume skipme: listed in backup.velero.io/backup-volumes-excludes');
     const [blockId] = await h.deps.state.blockIds('pol-1');
     const plan = await h.deps.state.getBlockPlan<BlockPlan>('pol-1', blockId ?? '');
     expect(plan?.skips.map((s) => s.what).sort()).toEqual(['pods/ops/pol-0 volume cold', 'pods/ops/pol-0 volume skipme']);

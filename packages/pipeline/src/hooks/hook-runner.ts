@@ -57,6 +57,21 @@ export async function runPodHooks(
       });
       continue;
     }
+    if (hook.invalid !== undefined) {
+      result.failed++;
+      await state.recordHookRun(backupName, { ...base, outcome: 'invalid', message: hook.invalid });
+      await state.countOnce(backupName, `hook-failed:${blockId}:${pk}:${phase}:${hook.index}`, 'hooksFailed');
+      await state.recordProblem(backupName, {
+        level: 'error',
+        onceKey: `hook:${blockId}:${pk}:${phase}:${hook.index}`,
+        msg: `${phase} hook ${hook.hookName || hook.source} #${hook.index} in ${pk} cannot run: ${hook.invalid}`,
+        namespace: pod.namespace,
+        blockId,
+        pod: pk,
+      });
+      if (hook.onError === 'Fail') result.failedWithFail = true;
+      continue;
+    }
     const startedAt = deps.clock.now();
     await state.appendEvent(backupName, 'hook.started', { blockId, pod: pk, container: hook.container, phase, index: hook.index });
     const res = await execInPod(deps.kube, {

@@ -17,6 +17,8 @@ export interface PlannedHook {
   hookName: string;
   /** Position in the pod's list for this phase (part of the once-key). */
   index: number;
+  /** Set when the hook cannot run (e.g. its container does not exist): attempted and failed, never run. */
+  invalid?: string | undefined;
 }
 
 export interface PlannedVolume {
@@ -65,6 +67,8 @@ export interface BlockPlan {
   pods: PlannedPod[];
   items: PlannedItem[];
   skips: PlanSkip[];
+  /** Problems with hook annotations and the like (the default was used). */
+  warnings?: string[];
 }
 
 export function podKey(pod: { namespace: string; name: string }): string {

@@ -73,10 +73,12 @@ export async function processFinalize(rt: PipelineRuntime, job: Job, _token: str
 
   const counters = await state.counters(backupName);
   const latest = (await state.getBackup(backupName)) ?? record;
-  const phase =
+  const decision =
     record.phase === 'FailedValidation'
-      ? 'FailedValidation'
+      ? { phase: 'FailedValidation', reasons: [record.failureReason ?? 'the backup spec is invalid'] }
       : decideBackupPhase({ counters, planFailed: planFailure !== undefined, canceled: latest.cancelRequestedAt !== undefined });
+  const phase = decision.phase;
+  if (decision.reasons.length > 0) await state.log(backupName, { level: 'info', msg: `phase ${phase}: ${decision.reasons.join('; ')}` });
   const completedAt = clock.now();
 
   const logs = await state.readLogs(backupName);
@@ -86,11 +88,15 @@ export async function processFinalize(rt: PipelineRuntime, job: Job, _token: str
     logs.map((l) => JSON.stringify(l)),
   );
   await writeResultsSidecar(storage, backupName, resultsFromLogs(logs));
-  await writeBackupMetadata(storage, backupName, veleroBackupJson(latest, phase, completedAt, counters, deps.config.namespace));
+  await writeBackupMetadata(
+    storage,
+    backupName,
+    veleroBackupJson(latest, phase, decision.reasons, completedAt, counters, deps.config.namespace),
+  );
 
   const moved = await state.transitionPhase(backupName, ['Finalizing', 'New', 'InProgress'], phase, {
     completedAt,
-    ...(planFailure !== undefined ? { failureReason: `planning failed: ${planFailure}` } : {}),
+    ...(phase !== 'Completed' && phase !== 'FailedValidation' ? { failureReason: decision.reasons.join('; ') } : {}),
   });
   await state.dropItems(backupName);
   deps.logger.info({ backup: backupName, phase: moved.phase, items: assembled.items, pvbs: pvbObjects.length }, 'backup finished');
@@ -124,6 +130,7 @@ function iso(ms: number | undefined): string | undefined {
 function veleroBackupJson(
   record: BackupRecord,
   phase: string,
+  reasons: readonly string[],
   completedAt: number,
   counters: Record<string, number>,
   namespace: string,
@@ -151,7 +158,7 @@ function veleroBackupJson(
       },
       errors: counters.errors ?? 0,
       warnings: counters.warnings ?? 0,
-      ...(record.failureReason ? { failureReason: record.failureReason } : {}),
+      ...(reasons.length > 0 && phase !== 'Completed' ? { failureReason: reasons.join('; ') } : {}),
     },
   };
 }

@@ -58,6 +58,7 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
     if (res.failedWithFail) {
       failedPods.add(key);
       prePhaseDone.delete(key);
+      await state.countOnce(backupName, `pod-skipped:${key}`, 'podsSkippedByHooks');
       await state.recordProblem(backupName, {
         level: 'error',
         onceKey: `pod-skipped:${key}`,
@@ -84,6 +85,7 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
     if (!item || skippedItems.has(item.key)) continue;
     if (!object) {
       itemErrors++;
+      await state.countOnce(backupName, `item-write-failed:${item.key}`, 'itemWriteFailures');
       await state.recordProblem(backupName, {
         level: 'error',
         onceKey: `item-missing:${item.key}`,

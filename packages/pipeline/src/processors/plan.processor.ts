@@ -93,6 +93,9 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
         for (const skip of plan.skips) {
           await state.log(backupName, { level: 'info', msg: `skipped ${skip.what}: ${skip.reason}`, blockId: plan.id, skip: true });
         }
+        for (const warning of plan.warnings ?? []) {
+          await state.recordProblem(backupName, { level: 'warn', onceKey: `plan:${warning}`, msg: warning, blockId: plan.id });
+        }
       }
       const res = await addBlockFlows(rt.flowProducer, {
         backupName,
@@ -155,6 +158,7 @@ function buildBlockPlan(block: ItemBlock<ClusterItem>, backupName: string, ctx: 
   const items: PlannedItem[] = [];
   const manifests: unknown[] = [];
   const skips: PlanSkip[] = [];
+  const warnings: string[] = [];
   const pods: PlannedPod[] = [];
   for (const item of block.items) {
     const meta = item.object.metadata;
@@ -175,7 +179,8 @@ function buildBlockPlan(block: ItemBlock<ClusterItem>, backupName: string, ctx: 
     const meta = pod.metadata;
     const hooks = resolvePodHooks(pod, ctx.spec);
     skips.push(...hooks.skips);
-    const volumes = selectFsBackupVolumes(pod, backupName, ctx, (uid, volume) => pvbName(backupName, uid, volume));
+    warnings.push(...hooks.warnings);
+    const volumes = selectFsBackupVolumes(pod, ctx, (uid, volume) => pvbName(backupName, uid, volume));
     for (const v of volumes)
       if (v.action === 'skip') skips.push({ what: `pods/${meta.namespace}/${meta.name} volume ${v.name}`, reason: v.reason ?? 'skipped' });
     pods.push({
@@ -188,7 +193,7 @@ function buildBlockPlan(block: ItemBlock<ClusterItem>, backupName: string, ctx: 
       volumes,
     });
   }
-  return { plan: { id: block.id, pods, items, skips }, manifests };
+  return { plan: { id: block.id, pods, items, skips, ...(warnings.length > 0 ? { warnings } : {}) }, manifests };
 }
 
 function specProblems(spec: BackupSpec | undefined): string[] {
