@@ -11,7 +11,7 @@
 import { execFileSync, execSync } from 'node:child_process';
 import { randomBytes, randomFillSync } from 'node:crypto';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { cpus, tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Repository } from '../src/index.js';
 
@@ -26,6 +26,8 @@ interface Row {
   seconds: number;
   mbPerSec: number;
   filesPerSec: number;
+  /** CPU seconds of this process (all threads) for the pass; empty for shell commands. */
+  cpuSeconds: number | undefined;
   note: string;
 }
 const rows: Row[] = [];
@@ -40,8 +42,17 @@ function evict(dir: string): void {
   ]);
 }
 
-function record(dataset: string, pass: string, seconds: number, bytes: number, files: number, note = ''): void {
-  rows.push({ dataset, pass, seconds, mbPerSec: bytes / MB / seconds, filesPerSec: files / seconds, note });
+let cpuMark = process.cpuUsage();
+function markCpu(): void {
+  cpuMark = process.cpuUsage();
+}
+function cpuSince(): number {
+  const used = process.cpuUsage(cpuMark);
+  return (used.user + used.system) / 1e6;
+}
+
+function record(dataset: string, pass: string, seconds: number, bytes: number, files: number, note = '', cpuSeconds?: number): void {
+  rows.push({ dataset, pass, seconds, mbPerSec: bytes / MB / seconds, filesPerSec: files / seconds, cpuSeconds, note });
   console.error(
     `${dataset} | ${pass} | ${seconds.toFixed(2)} s | ${(bytes / MB / seconds).toFixed(1)} MB/s | ${(files / seconds).toFixed(0)} files/s ${note}`,
   );
@@ -59,17 +70,31 @@ async function makeLarge(dir: string): Promise<{ bytes: number; files: number }>
   const count = Math.max(2, Math.round(LARGE_MB / fileMb));
   const block = Buffer.allocUnsafe(MB);
   for (let i = 0; i < count; i++) {
-    // Even files: random (incompressible). Odd files: random hex text (deflate ≈ 55%, still unique).
+    // Even files: random (incompressible). Odd files: log-like text with random ids (deflate ≈ 25–30 %, every line unique).
     const semi = i % 2 === 1;
-    const path = join(dir, `${semi ? 'semi' : 'random'}-${i}.bin`);
+    const path = join(dir, `${semi ? 'log' : 'random'}-${i}.bin`);
     const parts: Buffer[] = [];
     for (let m = 0; m < fileMb; m++) {
-      if (semi) parts.push(Buffer.from(randomBytes(MB / 2).toString('hex')));
+      if (semi) parts.push(logLines(MB, i * fileMb + m));
       else parts.push(Buffer.from(randomFillSync(block)));
     }
     await writeFile(path, Buffer.concat(parts));
   }
   return { bytes: count * fileMb * MB, files: count };
+}
+
+const WORDS = ['volume', 'backup', 'stowage', 'chunk', 'node', 'agent', 'pod', 'restore', 'verify', 'snapshot', 'INFO', 'WARN'];
+function logLines(bytes: number, seq: number): Buffer {
+  const ids = randomBytes(8 * 4096);
+  const lines: string[] = [];
+  let size = 0;
+  for (let n = 0; size < bytes; n++) {
+    const id = ids.toString('hex', (n % 4096) * 8, (n % 4096) * 8 + 6);
+    const line = `2026-12-02T12:${String(n % 60).padStart(2, '0')}:${String((n * 7) % 60).padStart(2, '0')}.${n % 1000}Z ${WORDS[n % 12]} ${WORDS[(n * 5) % 12]} req=${id} seq=${seq}.${n} took=${(n * 13) % 997}ms\n`;
+    lines.push(line);
+    size += line.length;
+  }
+  return Buffer.from(lines.join('')).subarray(0, bytes);
 }
 
 async function makeSmall(dir: string): Promise<{ bytes: number; files: number }> {
@@ -109,41 +134,46 @@ async function measure(
       key: KEY,
       ...(variant.packBlobMaxBytes === undefined ? {} : { packBlobMaxBytes: variant.packBlobMaxBytes }),
     });
+    const timed = async <T>(pass: string, run: () => Promise<T>, note: (result: T) => string): Promise<T> => {
+      const t = performance.now();
+      markCpu();
+      const result = await run();
+      record(name, `${pass} (${variant.label})`, (performance.now() - t) / 1000, size.bytes, size.files, note(result), cpuSince());
+      return result;
+    };
     evict(tree);
-    let t = performance.now();
-    const first = await repo.backup(tree);
-    record(
-      name,
-      `backup, first (${variant.label})`,
-      (performance.now() - t) / 1000,
-      size.bytes,
-      size.files,
-      `stored ${(first.stats.storedBytes / MB).toFixed(0)} MiB, ${first.stats.newChunks} chunks`,
+    const first = await timed(
+      'backup, first',
+      () => repo.backup(tree),
+      (r) => `stored ${(r.stats.storedBytes / MB).toFixed(0)} MiB, ${r.stats.newChunks} chunks`,
     );
     evict(tree);
-    t = performance.now();
-    const second = await repo.backup(tree);
-    record(
-      name,
-      `backup, unchanged re-run (${variant.label})`,
-      (performance.now() - t) / 1000,
-      size.bytes,
-      size.files,
-      `${second.stats.newChunks} new chunks`,
+    await timed(
+      'backup, unchanged re-run',
+      () => repo.backup(tree),
+      (r) => `${r.stats.newChunks} new chunks`,
     );
     if (variant === variants[0]) {
       const target = join(work, `restore-${name}`);
-      t = performance.now();
-      await repo.restore(first.snapshotId, target);
-      record(name, `restore (${variant.label})`, (performance.now() - t) / 1000, size.bytes, size.files);
+      await timed(
+        'restore',
+        () => repo.restore(first.snapshotId, target),
+        () => '',
+      );
       await rm(target, { recursive: true, force: true });
-      t = performance.now();
-      const report = await repo.verify();
-      record(name, `verify (${variant.label})`, (performance.now() - t) / 1000, size.bytes, size.files, report.ok ? 'clean' : 'DAMAGED');
+      await timed(
+        'verify',
+        () => repo.verify(),
+        (r) => (r.ok ? 'clean' : 'DAMAGED'),
+      );
     }
     await rm(repoDir, { recursive: true, force: true });
   }
 }
+
+const loadAtStart = loadavg()
+  .map((l) => l.toFixed(1))
+  .join(' ');
 
 async function main() {
   const base = process.env.BENCH_DIR ?? tmpdir();
@@ -155,7 +185,7 @@ async function main() {
     const largeSize = await makeLarge(large);
     const smallSize = await makeSmall(small);
     execSync('sync');
-    await measure(`large (${largeSize.files} files, ${largeSize.bytes / MB} MiB, half random, half hex text)`, large, largeSize, work, [
+    await measure(`large (${largeSize.files} files, ${largeSize.bytes / MB} MiB, half random, half log text)`, large, largeSize, work, [
       { label: 'default' },
     ]);
     await measure(`small (${smallSize.files} x 4 KiB random)`, small, smallSize, work, [
@@ -166,13 +196,21 @@ async function main() {
     await rm(work, { recursive: true, force: true });
   }
   const cpu = cpus()[0]?.model ?? 'unknown cpu';
-  console.log(`\nNode ${process.version}, ${cpus().length} × ${cpu}, ${new Date().toISOString()}\n`);
-  console.log('| dataset | pass | seconds | MB/s | files/s | note |');
-  console.log('|---|---|---:|---:|---:|---|');
-  for (const r of rows)
+  const loadAtEnd = loadavg()
+    .map((l) => l.toFixed(1))
+    .join(' ');
+  console.log(
+    `\nNode ${process.version}, ${cpus().length} × ${cpu}, ${new Date().toISOString()}, load average ${loadAtStart} at start, ${loadAtEnd} at end\n`,
+  );
+  console.log('| dataset | pass | seconds | MB/s | files/s | CPU s | note |');
+  console.log('|---|---|---:|---:|---:|---:|---|');
+  for (const r of rows) {
+    const cpuCell = r.cpuSeconds === undefined ? '' : r.cpuSeconds.toFixed(1);
+    const pass = r.pass.replaceAll('|', '\\|');
     console.log(
-      `| ${r.dataset} | ${r.pass} | ${r.seconds.toFixed(2)} | ${r.mbPerSec.toFixed(1)} | ${r.filesPerSec.toFixed(0)} | ${r.note} |`,
+      `| ${r.dataset} | ${pass} | ${r.seconds.toFixed(2)} | ${r.mbPerSec.toFixed(1)} | ${r.filesPerSec.toFixed(0)} | ${cpuCell} | ${r.note} |`,
     );
+  }
 }
 
 await main();
