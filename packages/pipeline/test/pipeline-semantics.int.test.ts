@@ -1,8 +1,8 @@
 import { blockJobId, pvbName } from '@stowage/core';
 import { pvbLabels } from '@stowage/kube';
 import type { BlockPlan, RunningWorkers } from '@stowage/pipeline';
-import { startWorkers, submitBackup } from '@stowage/pipeline';
-import { QueueName } from '@stowage/queue';
+import { cancelBackup, startWorkers, submitBackup } from '@stowage/pipeline';
+import { JobName, QueueName } from '@stowage/queue';
 import { useTestRedis } from '@stowage/testing';
 import { Queue } from 'bullmq';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -109,6 +109,16 @@ const objects: unknown[] = [
     volumes: [{ name: 'data', emptyDir: {} }],
     annotations: hookAnnotations({ 'backup.velero.io/backup-volumes': 'data' }),
   }),
+  ...[0, 1, 2].map((i) =>
+    pod({
+      name: `cxl-${i}`,
+      namespace: 'ops',
+      labels: { app: 'cxl' },
+      volumes: [{ name: 'data', emptyDir: {} }],
+      annotations: hookAnnotations({ 'backup.velero.io/backup-volumes': 'data' }),
+      exec: { '*': { rules: [{ command: PRE, durationMs: 800 }] } },
+    }),
+  ),
   pvc('pol-gold', 'ops', { tier: 'gold' }),
   pvc('pol-cold', 'ops', { tier: 'bronze' }),
   pod({
@@ -342,5 +352,44 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
     const entries = tarballEntries(h.storageDir, name);
     expect(entries.filter((e) => e === 'resources/pods/namespaces/ops/dupe-0.json')).toHaveLength(1);
     expect(execsOf(h, 'ops', 'dupe-0', POST)).toHaveLength(1);
+  });
+
+  it('cancel: outstanding PVBs get spec.cancel, blocks not started skip, started ones still run post hooks; Canceled', async () => {
+    controller = new TestPvbController({ pvbs: h.pvbs, durationMs: 120_000, perNodeConcurrency: 4 });
+    await controller.start();
+    workers = startWorkers({ deps: h.deps, queues: ALL_QUEUES, concurrency: { itemBlocks: 1 } });
+    const name = 'cxl-1';
+    await submit(name, opsSpec('cxl'));
+    await waitFor('the first PVB', async () => ((await h.deps.state.allPvbNames(name)).length > 0 ? true : undefined));
+    expect(await cancelBackup({ state: h.deps.state }, name)).toEqual({ outcome: 'requested', phase: 'InProgress' });
+    expect(await cancelBackup({ state: h.deps.state }, name)).toEqual({ outcome: 'already-requested', phase: 'InProgress' });
+    expect(await waitForBackupEnd(h.deps.state, name)).toBe('Canceled');
+
+    const pvbs = await h.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=${name}` });
+    expect(pvbs.length).toBeGreaterThanOrEqual(1);
+    for (const p of pvbs) expect(p).toMatchObject({ spec: { cancel: true }, status: { phase: 'Canceled' } });
+    // The first pod's block started: its post hook still ran (after its PVB stopped).
+    const posts = execsOf(h, 'ops', 'cxl-0', POST);
+    expect(posts).toHaveLength(1);
+    // The last block never started: nothing ran in its pod, and its state says why.
+    expect(h.sim.execLog({ namespace: 'ops', pod: 'cxl-2' })).toEqual([]);
+    const blocks = await h.deps.state.getBlocks(name, await h.deps.state.blockIds(name));
+    expect(blocks.filter((b) => b?.state === 'Canceled').length).toBeGreaterThanOrEqual(1);
+    expect(await cancelBackup({ state: h.deps.state }, name)).toEqual({ outcome: 'already-ended', phase: 'Canceled' });
+    expect(await cancelBackup({ state: h.deps.state }, 'no-such-backup')).toEqual({ outcome: 'not-found' });
+  });
+
+  it('a job whose payload fails its schema fails at once, with the reason', async () => {
+    workers = startWorkers({ deps: h.deps, queues: [QueueName.itemBlocks] });
+    const queue = new Queue(QueueName.itemBlocks, { connection: h.redis, prefix: h.queuePrefix });
+    try {
+      const job = await queue.add(JobName.backupItemBlock, { backupName: 'x' }, { jobId: 'bad-payload', attempts: 5 });
+      const failed = await waitFor('the job to fail', async () => ((await job.isFailed()) ? await queue.getJob('bad-payload') : undefined));
+      expect(failed?.attemptsMade).toBe(1);
+      expect(failed?.failedReason).toContain('QUEUE_BAD_PAYLOAD');
+      expect(failed?.failedReason).toContain('blockId');
+    } finally {
+      await queue.close();
+    }
   });
 });
