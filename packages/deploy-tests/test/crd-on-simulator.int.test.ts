@@ -37,7 +37,7 @@ const validSpec = {
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'stowage-crd-'));
-  sim = await startSimulator({ materializeVolumes: false, kubeconfigPath: join(dir, 'kubeconfig') });
+  sim = await startSimulator({ materializeVolumes: 'none', kubeconfigPath: join(dir, 'kubeconfig') });
   const applied = await kubectl('apply', '--validate=false', '-f', CRD_FILE);
   if (applied.exitCode !== 0) throw new Error(`kubectl apply of the CRD failed:\n${applied.stderr}`);
 });
