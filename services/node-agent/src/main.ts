@@ -1,6 +1,5 @@
 import { createLifecycle, createLogger } from '@stowage/platform';
 import { loadNodeAgentConfig } from './agent-config.js';
-import { startNodeAgentService } from './node-agent-service.js';
 
 // Thin host: config (every problem at once), logger, the service, graceful shutdown.
 const loaded = loadNodeAgentConfig(process.env);
@@ -15,6 +14,8 @@ const logger = createLogger({ level: config.shared.log.level, name: 'node-agent'
 const lifecycle = createLifecycle({ logger, timeoutMs: config.shared.shutdown.timeoutMs });
 lifecycle.installProcessHandlers();
 
+// Imported after the config is known good, so a misconfigured start fails fast.
+const { startNodeAgentService } = await import('./node-agent-service.js');
 const service = await startNodeAgentService(config, logger);
 // Shutdown runs these last-registered-first: the agent (abort copies, left InProgress to resume) → HTTP → Redis.
 lifecycle.onShutdown('redis', service.stopRedis);

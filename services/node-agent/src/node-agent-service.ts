@@ -1,9 +1,8 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createKubeClients } from '@stowage/kube';
-import { DEFAULT_AGENT_TTL_MS, NodeAgentRegistry, statePrefixFor } from '@stowage/pipeline';
 import type { Logger } from '@stowage/platform';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { type NodeAgent, type NodeAgentOptions, startNodeAgent } from './agent.js';
 import type { NodeAgentConfig } from './agent-config.js';
 import { renderMetrics } from './metrics.js';
@@ -48,6 +47,11 @@ export async function startNodeAgentService(
   let redis: Redis | undefined;
   let heartbeat: NodeJS.Timeout | undefined;
   if (config.shared.redis.url) {
+    // Loaded only when needed: @stowage/pipeline pulls in BullMQ, which an agent without Redis never uses.
+    const [{ DEFAULT_AGENT_TTL_MS, NodeAgentRegistry, statePrefixFor }, { Redis }] = await Promise.all([
+      import('@stowage/pipeline'),
+      import('ioredis'),
+    ]);
     redis = new Redis(config.shared.redis.url, {
       maxRetriesPerRequest: 1,
       enableOfflineQueue: false,
