@@ -1,0 +1,108 @@
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { type ApiService, startApiService } from '@stowage/api';
+import { type Simulator, startSimulator } from '@stowage/kube-sim';
+import { loadNodeAgentConfig, type NodeAgentService, startNodeAgentService } from '@stowage/node-agent';
+import { createLogger, loadConfig } from '@stowage/platform';
+import { uniquePrefix, useTestRedis } from '@stowage/testing';
+import { startWorkerService, type WorkerService } from '@stowage/worker';
+
+export const STOWAGE_BIN = fileURLToPath(new URL('../bin/stowage.js', import.meta.url));
+export const TOKEN = 'cli-test-token-0123456789abcdef';
+export const REPO_KEY = 'cli-test-repository-key';
+
+export interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `stowage …` as a child process (the real bin shim) with only the given env added. */
+export function runStowage(args: string[], env: Record<string, string | undefined>, timeoutMs = 60_000): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const childEnv: Record<string, string | undefined> = { ...process.env };
+    for (const k of Object.keys(childEnv)) if (k.startsWith('STOWAGE_')) delete childEnv[k];
+    const child = spawn(process.execPath, [STOWAGE_BIN, ...args], { env: { ...childEnv, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`stowage ${args.join(' ')} did not finish within ${timeoutMs} ms\n${stdout}\n${stderr}`));
+    }, timeoutMs);
+    child.once('error', reject);
+    child.once('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+export interface Stack {
+  apiUrl: string;
+  sim: Simulator;
+  storageDir: string;
+  env: { STOWAGE_API_URL: string; STOWAGE_API_TOKEN: string };
+  close(): Promise<void>;
+}
+
+/**
+ * The whole backend in this process on a private redis-server and the simulator with the demo
+ * cluster: the API (hosting plan/finalize), one worker service and a node agent per demo node.
+ */
+export async function startStack(): Promise<Stack> {
+  const redis = await useTestRedis();
+  const sim = await startSimulator();
+  const storageDir = await mkdtemp(join(tmpdir(), 'stowage-cli-storage-'));
+  const env = {
+    REDIS_URL: redis.url,
+    KUBECONFIG: sim.kubeconfigPath,
+    STOWAGE_STORAGE: storageDir,
+    STOWAGE_API_TOKENS: TOKEN,
+    STOWAGE_QUEUE_PREFIX: uniquePrefix(),
+    STOWAGE_REPO_KEY: REPO_KEY,
+    STOWAGE_SHUTDOWN_TIMEOUT_MS: '8000',
+    LOG_LEVEL: 'error',
+  };
+  const loaded = loadConfig(env);
+  if (!loaded.ok) throw new Error(JSON.stringify(loaded.problems));
+  const config = loaded.config;
+  const logger = createLogger({ level: 'error', name: 'cli-test' });
+  const api: ApiService = await startApiService({ config, logger, port: 0, host: '127.0.0.1', app: { heartbeatMs: 1_000 } });
+  api.markReady();
+  const worker: WorkerService = await startWorkerService({ config, logger, port: 0 });
+  worker.markReady();
+  const agents: NodeAgentService[] = [];
+  for (const node of ['node-a', 'node-b', 'node-c']) {
+    const agentConfig = loadNodeAgentConfig({ ...env, STOWAGE_NODE_NAME: node, STOWAGE_KUBELET_ROOT: join(sim.dataRoot, node), PORT: '0' });
+    if (!agentConfig.ok) throw new Error(agentConfig.problems.join('; '));
+    agents.push(await startNodeAgentService(agentConfig.config, logger));
+  }
+  return {
+    apiUrl: api.url,
+    sim,
+    storageDir,
+    env: { STOWAGE_API_URL: api.url, STOWAGE_API_TOKEN: TOKEN },
+    async close() {
+      await api.stopHttp();
+      await api.stopWorkers();
+      await worker.stopWorkers();
+      for (const a of agents) {
+        await a.stopAgent();
+        await a.stopHttp();
+        await a.stopRedis();
+      }
+      await worker.stopHttp();
+      await worker.stopRedis();
+      await api.stopQueues();
+      await api.stopRedis();
+      await sim.close();
+      await redis.stop();
+      await rm(storageDir, { recursive: true, force: true });
+    },
+  };
+}
