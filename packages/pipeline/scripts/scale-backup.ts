@@ -26,7 +26,13 @@ const started = Date.now();
 const since = () => `${((Date.now() - started) / 1000).toFixed(1)}s`;
 
 const redisServer = await startRedisServer();
-const fixture = generateCluster({ namespaces: Math.max(1, Math.ceil(pods / 1_000)), podsPerNamespace: Math.min(pods, 1_000), volumesPerPod, bytesPerVolume: 0, nodes });
+const fixture = generateCluster({
+  namespaces: Math.max(1, Math.ceil(pods / 1_000)),
+  podsPerNamespace: Math.min(pods, 1_000),
+  volumesPerPod,
+  bytesPerVolume: 0,
+  nodes,
+});
 const sim = await startSimulator({ fixture, port: 0, materializeVolumes: 'none' });
 console.log(`[${since()}] simulator up with ${pods} pods × ${volumesPerPod} volumes on ${nodes} nodes`);
 const kube = createKubeClients({ kubeconfigPath: sim.kubeconfigPath });
@@ -83,7 +89,9 @@ for (;;) {
   phase = rec?.phase ?? 'missing';
   if (['Completed', 'PartiallyFailed', 'Failed', 'Canceled', 'FailedValidation'].includes(phase)) break;
   const c = await state.counters(name);
-  process.stdout.write(`\r[${since()}] ${phase} items ${c.itemsBackedUp ?? 0}/${c.totalItems ?? '?'} blocks ${c.blocksDone ?? 0}/${c.blocksPlanned ?? '?'} PVBs ${c.pvbsCompleted ?? 0}   `);
+  process.stdout.write(
+    `\r[${since()}] ${phase} items ${c.itemsBackedUp ?? 0}/${c.totalItems ?? '?'} blocks ${c.blocksDone ?? 0}/${c.blocksPlanned ?? '?'} PVBs ${c.pvbsCompleted ?? 0}   `,
+  );
   await new Promise((r) => setTimeout(r, 1_000));
 }
 const tookMs = Date.now() - submittedAt;

@@ -69,6 +69,7 @@ export async function finishBlock(deps: PipelineDeps, input: FinishBlockInput): 
     return input.blockJobFailed === undefined || prePhaseDone.has(key);
   });
   let hooksFailed = 0;
+  if (pods.some((pod) => pod.hooks.post.length > 0)) await state.updateBlock(backupName, blockId, { state: 'RunningPostHooks' });
   for (const pod of pods) {
     if (pod.hooks.post.length === 0) continue;
     const res = await runPodHooks(deps, { backupName, blockId, pod, phase: 'post', attempt: input.attempt });
