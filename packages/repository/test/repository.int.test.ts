@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { chmod, mkdtemp, open, readdir, readFile, rm, unlink, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, open, readdir, readFile, rm, stat, unlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -118,7 +118,7 @@ describe('backup and restore', () => {
     const repo = await initRepo();
     const first = await repo.backup(source);
     const originalTree = await describeTree(source);
-    await flipByte(join(source, 'big.bin'), 2_000_000);
+    await flipByte(join(source, 'big.bin'), 1_000_000);
     const second = await repo.backup(source);
     expect(second.stats.newChunks).toBeGreaterThanOrEqual(1);
     expect(second.stats.newChunks).toBeLessThanOrEqual(2);
@@ -128,6 +128,19 @@ describe('backup and restore', () => {
     expect(await describeTree(join(work, 'r2'))).toEqual(changedTree);
     await repo.restore(first.snapshotId, join(work, 'r1'));
     expect(await describeTree(join(work, 'r1'))).toEqual(originalTree);
+  });
+
+  it('an empty volume gives a snapshot that restores to an empty directory with its mode', async () => {
+    const repo = await initRepo();
+    const empty = join(work, 'empty-volume');
+    await mkdir(empty, { mode: 0o750 });
+    await chmod(empty, 0o750);
+    const { snapshotId, stats } = await repo.backup(empty);
+    expect(stats).toMatchObject({ files: 0, dirs: 1, bytes: 0, newChunks: 0 });
+    const target = join(work, 'empty-restored');
+    await repo.restore(snapshotId, target);
+    expect(await readdir(target)).toEqual([]);
+    expect((await stat(target)).mode & 0o777).toBe(0o750);
   });
 
   it('skips sockets/FIFOs with a reason instead of hanging on them', async () => {
@@ -176,8 +189,8 @@ describe('cancellation', () => {
     const controller = new AbortController();
     let sawProgress = false;
     const cancelled = repo.backup(source, {
-      // ~4.3 MB at 4 MB/s: about a second, so the abort lands mid-copy.
-      bandwidthBytesPerSec: 4 * 1024 * 1024,
+      // ~2.6 MB at 1 MiB/s: slow enough that the abort on the first progress report lands mid-copy.
+      bandwidthBytesPerSec: 1024 * 1024,
       progressIntervalMs: 0,
       onProgress: (p) => {
         if (p.bytesDone > 0 && p.bytesDone < p.totalBytes && !sawProgress) {

@@ -27,8 +27,8 @@ export async function makeTree(root: string): Promise<void> {
   await mkdir(join(root, 'nested/a/b/c'), { recursive: true });
   await mkdir(join(root, 'empty-dir'), { recursive: true });
   await mkdir(join(root, 'read-only-dir'), { recursive: true });
-  await writeFile(join(root, 'big.bin'), randomBytes(3 * 1024 * 1024 + 777));
-  await writeFile(join(root, 'app.log'), semiCompressible(1024 * 1024));
+  await writeFile(join(root, 'big.bin'), randomBytes(2 * 1024 * 1024 + 777));
+  await writeFile(join(root, 'app.log'), semiCompressible(512 * 1024));
   for (let i = 0; i < 40; i++) {
     const dir = ['nested', 'nested/a', 'nested/a/b', 'nested/a/b/c'][i % 4]!;
     await writeFile(join(root, dir, `small-${i}.dat`), randomBytes(500 + i * 97));
