@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { PodVolumeBackup } from '@stowage/kube';
@@ -228,5 +228,57 @@ describe('node agent on the simulator', () => {
     const raceSnapshots = (await repo.listSnapshots()).filter((s) => s.tags.pvb?.startsWith('pvb-race-'));
     expect(raceSnapshots.map((s) => s.tags.pvb).sort()).toEqual([...names].sort());
     expect(new Set(done.map((p) => p.status?.snapshotID)).size).toBe(names.length);
+  });
+  it('a graceful stop leaves the running PVB InProgress, and the next agent resumes it to Completed', async () => {
+    const dir = h.volumeDir('app', 'workers', 'v0');
+    await writeRandomFile(join(dir, 'graceful.bin'), 4 * 1024 * 1024);
+    const first = await startNodeAgent({
+      nodeName: 'node-a',
+      kube: h.kube,
+      repoDir,
+      repoKey: TEST_REPO_KEY,
+      kubeletRoot: h.kubeletRoot('node-a'),
+      loadConcurrency: {},
+      logger: h.logger,
+      bandwidthBytesPerSec: 1024 * 1024,
+      progressIntervalMs: 300,
+    });
+    await h.createPvb('pvb-graceful', { node: 'node-a', namespace: 'app', pod: 'workers', volume: 'v0' });
+    await waitFor(
+      () => h.pvbs.getPvb('pvb-graceful'),
+      (p) => p?.status?.phase === 'InProgress' && (p.status.progress?.bytesDone ?? 0) > 0,
+      15_000,
+      'the copy to be under way',
+    );
+    await first.stop();
+    const interrupted = await h.pvbs.getPvb('pvb-graceful');
+    expect(interrupted?.status?.phase).toBe('InProgress');
+    expect(interrupted?.status?.message).toMatch(/interrupted by a node agent shutdown/);
+
+    const second = await agentFor('node-a');
+    const done = (await waitForPhase(h.pvbs, 'pvb-graceful', ['Completed', 'Failed']))!;
+    expect(done.status?.phase).toBe('Completed');
+    expect(second.copyStarts()).toEqual([expect.objectContaining({ pvb: 'pvb-graceful', resumed: true })]);
+  });
+
+  it('fails with an actionable message when the repository key is wrong or the repository is unreachable', async () => {
+    await Repository.open({ dir: repoDir, key: TEST_REPO_KEY }).catch(() => Repository.init({ dir: repoDir, key: TEST_REPO_KEY }));
+    await writeRandomFile(join(h.volumeDir('app', 'web', 'cache'), 'k.bin'), 1024);
+    await agentFor('node-b', { repoKey: 'not-the-key-the-repository-was-made-with' });
+    await h.createPvb('pvb-wrong-key', { node: 'node-b', namespace: 'app', pod: 'web', volume: 'cache' });
+    const wrongKey = (await waitForPhase(h.pvbs, 'pvb-wrong-key', ['Completed', 'Failed']))!;
+    expect(wrongKey.status?.phase).toBe('Failed');
+    expect(wrongKey.status?.message).toContain('the repository key (STOWAGE_REPO_KEY) does not match the repository at');
+    await Promise.all(agents.splice(0).map((a) => a.stop()));
+
+    const notADir = join(storage, 'a-file');
+    await writeFile(notADir, 'storage is not mounted here');
+    await agentFor('node-b', { repoDir: join(notADir, 'repository') });
+    await h.createPvb('pvb-unreachable', { node: 'node-b', namespace: 'app', pod: 'web', volume: 'cache' });
+    const unreachable = (await waitForPhase(h.pvbs, 'pvb-unreachable', ['Completed', 'Failed']))!;
+    expect(unreachable.status?.phase).toBe('Failed');
+    expect(unreachable.status?.message).toMatch(
+      /the repository at .*a-file\/repository cannot be reached.*check that the backup storage is mounted/,
+    );
   });
 });
