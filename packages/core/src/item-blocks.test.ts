@@ -5,7 +5,10 @@ import { type ClusterItem, groupItemBlocks, itemKey } from './item-blocks.js';
 import { claimNamesOfPod, isPodRunning, type PersistentVolumeClaim, type Pod } from './kube-types.js';
 import { isItemIncluded, isRelatedItemIncluded } from './resource-selection.js';
 
-const keysOf = (items: ClusterItem[]) => groupItemBlocks(items, specOf()).blocks.map((block) => block.keys);
+/** Block contents, sorted by first key so tests about membership do not depend on block order. */
+const sortedKeys = (result: ReturnType<typeof groupItemBlocks>) =>
+  result.blocks.map((block) => block.keys).sort((a, b) => ((a[0] ?? '') < (b[0] ?? '') ? -1 : 1));
+const keysOf = (items: ClusterItem[]) => sortedKeys(groupItemBlocks(items, specOf()));
 
 describe('groupItemBlocks: relations', () => {
   it('puts a pod with its PVC and PV', () => {
@@ -76,7 +79,7 @@ describe('groupItemBlocks: relations', () => {
       ['CORE_GROUPING_PVC_NOT_FOUND', 'pods/default/web'],
     ]);
     expect(result.warnings[1]?.message).toContain('mounts PVC gone, which does not exist');
-    expect(result.blocks.map((block) => block.keys)).toEqual([['pods/default/web'], ['persistentvolumeclaims/default/orphan']]);
+    expect(sortedKeys(result)).toEqual([['persistentvolumeclaims/default/orphan'], ['pods/default/web']]);
   });
 
   it('mounts a generic ephemeral volume through its generated PVC', () => {
@@ -93,7 +96,7 @@ describe('groupItemBlocks: filters', () => {
     [
       'PVCs excluded: the pod is alone',
       { excludedResources: ['persistentvolumeclaims'] },
-      [['pods/default/web'], ['persistentvolumes/pv-data']],
+      [['persistentvolumes/pv-data'], ['pods/default/web']],
     ],
     [
       'PVCs excluded, one namespace: pod alone, PV not listed',
@@ -114,7 +117,7 @@ describe('groupItemBlocks: filters', () => {
     ['namespace excluded: nothing', { excludedNamespaces: ['default'] }, []],
     ['only pods included: pod alone', { includedResources: ['pods'] }, [['pods/default/web']]],
   ])('%s', (_case, spec, expected) => {
-    expect(groupItemBlocks(cluster(), specOf(spec)).blocks.map((block) => block.keys)).toEqual(expected);
+    expect(sortedKeys(groupItemBlocks(cluster(), specOf(spec)))).toEqual(expected);
   });
 
   it('never includes an item that is being deleted', () => {
@@ -134,18 +137,21 @@ describe('groupItemBlocks: ids, order, batching', () => {
     otherItem('', 'configmaps', 'other', 'default'),
   ];
 
-  it('orders blocks with pods first, then by key, with stable ids', () => {
+  it('orders blocks with pods first, then by id, with stable ids', () => {
     const result = groupItemBlocks(items, specOf());
-    expect(result.blocks.map((block) => block.keys[0])).toEqual([
-      'pods/default/a',
-      'pods/default/b',
-      'configmaps/default/other',
-      'configmaps/default/settings',
-      'deployments.apps/default/web',
-    ]);
-    for (const block of result.blocks) expect(block.id).toMatch(/^blk-[0-9a-f]{16}$/);
-    expect(new Set(result.blocks.map((block) => block.id)).size).toBe(result.blocks.length);
-    expect(groupItemBlocks([...items].reverse(), specOf()).blocks.map((block) => block.id)).toEqual(result.blocks.map((block) => block.id));
+    const ids = result.blocks.map((block) => block.id);
+    for (const id of ids) expect(id).toMatch(/^blk-[0-9a-f]{16}$/);
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(result.blocks.map((block) => block.pods.length > 0)).toEqual([true, true, false, false, false]);
+    expect(ids.slice(0, 2)).toEqual([...ids.slice(0, 2)].sort());
+    expect(ids.slice(2)).toEqual([...ids.slice(2)].sort());
+    expect(groupItemBlocks([...items].reverse(), specOf()).blocks.map((block) => block.id)).toEqual(ids);
+  });
+
+  it('derives a block id from its first item, so it survives unrelated changes to the cluster', () => {
+    const before = groupItemBlocks(items, specOf()).blocks.find((block) => block.keys[0] === 'pods/default/b')?.id;
+    const after = groupItemBlocks([...items, podItem(pod('z'))], specOf()).blocks.find((block) => block.keys[0] === 'pods/default/b')?.id;
+    expect(after).toBe(before);
   });
 
   it('exposes the pods of each block', () => {
@@ -155,11 +161,16 @@ describe('groupItemBlocks: ids, order, batching', () => {
 
   it('batches pod-free items when asked, never pods', () => {
     const result = groupItemBlocks(items, specOf(), { unrelatedBatchSize: 2 });
-    expect(result.blocks.map((block) => block.keys)).toEqual([
+    expect(sortedKeys(result).filter((keys) => keys[0]?.startsWith('pods/'))).toEqual([
       ['pods/default/a'],
       ['pods/default/b', 'persistentvolumeclaims/default/cb'],
-      ['configmaps/default/other', 'configmaps/default/settings'],
-      ['deployments.apps/default/web'],
+    ]);
+    const podFree = result.blocks.filter((block) => block.pods.length === 0);
+    expect(podFree.map((block) => block.keys.length).sort()).toEqual([1, 2]);
+    expect(podFree.flatMap((block) => block.keys).sort()).toEqual([
+      'configmaps/default/other',
+      'configmaps/default/settings',
+      'deployments.apps/default/web',
     ]);
   });
 

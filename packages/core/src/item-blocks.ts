@@ -107,13 +107,30 @@ export function groupItemBlocks<T extends ClusterItem>(
   const batchSize = Math.max(1, Math.floor(options.unrelatedBatchSize ?? 1));
   const warnings: GroupingWarning[] = [];
 
-  // 1. Unique items with their keys and ranks.
+  // 1. One pass over the input (each object's memory is touched once): unique items, their
+  //    keys, ranks and listing decision, and the indexes for the relations. The indexes are
+  //    nested maps keyed by the objects' own strings: building "ns/name" strings per lookup
+  //    cost as much as the rest of the grouping.
   const byKey = new Map<string, number>();
   const nodes: T[] = [];
   const keys: string[] = [];
   const ranks: number[] = [];
+  const namespaces: string[] = [];
+  // 0 = not decided, 1 = in the backup, 2 = kept out (never re-checked), 3 = being deleted
+  const state: number[] = [];
+  const pvcByName = new Map<string, Map<string, number>>(); // ns → name → node
+  const pvByName = new Map<string, number>();
+  // ns → claim → the running pod that mounts it, or all of them when several do (RWX)
+  const runningPodsByClaim = new Map<string, Map<string, number | number[]>>();
+  const claimsOfPod = new Map<number, string[]>();
+  const probe: SelectableItem = { group: '', resource: '', namespaced: true, namespace: null, name: '' };
+  const queue: number[] = [];
+
   for (const item of items) {
-    const key = itemKey(item);
+    const meta = item.object.metadata;
+    const namespace = item.namespaced ? (meta.namespace ?? '') : '';
+    const groupResource = groupResourceOf(item);
+    const key = item.namespaced ? `${groupResource}/${namespace}/${meta.name}` : `${groupResource}/${meta.name}`;
     if (byKey.has(key)) {
       warnings.push({
         code: CORE_ERROR_CODES.CORE_GROUPING_DUPLICATE_ITEM,
@@ -122,40 +139,45 @@ export function groupItemBlocks<T extends ClusterItem>(
       });
       continue;
     }
-    byKey.set(key, nodes.length);
+    const i = nodes.length;
+    const rank = rankOf(item);
+    byKey.set(key, i);
     nodes.push(item);
     keys.push(key);
-    ranks.push(rankOf(item));
-  }
-  const count = nodes.length;
+    ranks.push(rank);
+    namespaces.push(namespace);
 
-  // 2. Indexes for the relations.
-  // Nested maps keyed by the objects' own (already hashed) strings: building "ns/name" strings
-  // per lookup cost as much as the rest of the grouping.
-  const pvcByName = new Map<string, Map<string, number>>(); // ns → name → node
-  const pvByName = new Map<string, number>();
-  // ns → claim → the running pod that mounts it, or all of them when several do (rare: RWX)
-  const runningPodsByClaim = new Map<string, Map<string, number | number[]>>();
-  const claimsOfPod: (string[] | undefined)[] = new Array(count);
-  for (let i = 0; i < count; i++) {
-    const item = nodes[i] as T;
-    const meta = item.object.metadata;
-    if (ranks[i] === RANK_PVC) {
-      const namespace = meta.namespace ?? '';
+    // the probe is reused: the selection functions only read it
+    probe.group = item.group;
+    probe.resource = item.resource;
+    probe.namespaced = item.namespaced;
+    probe.namespace = item.namespaced ? namespace : null;
+    probe.name = meta.name;
+    probe.labels = meta.labels;
+    if (meta.deletionTimestamp) {
+      state.push(3);
+    } else if (isItemIncluded(probe, spec)) {
+      state.push(1);
+      queue.push(i);
+    } else {
+      state.push(isRelatedItemIncluded(probe, spec) ? 0 : 2);
+    }
+
+    if (rank === RANK_PVC) {
       let byName = pvcByName.get(namespace);
       if (!byName) {
         byName = new Map();
         pvcByName.set(namespace, byName);
       }
       byName.set(meta.name, i);
-    } else if (ranks[i] === RANK_PV) pvByName.set(meta.name, i);
-    else if (ranks[i] === RANK_POD) {
+    } else if (rank === RANK_PV) {
+      pvByName.set(meta.name, i);
+    } else if (rank === RANK_POD) {
       const pod = item.object as Pod;
       const claims = claimNamesOfPod(pod);
       if (claims.length === 0) continue;
-      claimsOfPod[i] = claims;
+      claimsOfPod.set(i, claims);
       if (!isPodRunning(pod)) continue;
-      const namespace = meta.namespace ?? '';
       let byClaim = runningPodsByClaim.get(namespace);
       if (!byClaim) {
         byClaim = new Map();
@@ -169,10 +191,9 @@ export function groupItemBlocks<T extends ClusterItem>(
       }
     }
   }
+  const count = nodes.length;
 
-  // 3. Membership: listed items that pass the filters, then whatever they pull in (BFS).
-  // 0 = not decided, 1 = in, 2 = excluded as a related item (never re-checked)
-  const state = new Uint8Array(count);
+  // 2. Union-find over the relations, pulling related items in (BFS from the listed items).
   const parent = new Int32Array(count);
   const size = new Int32Array(count).fill(1);
   for (let i = 0; i < count; i++) parent[i] = i;
@@ -197,23 +218,11 @@ export function groupItemBlocks<T extends ClusterItem>(
     parent[rootB] = rootA;
     size[rootA] = (size[rootA] as number) + (size[rootB] as number);
   };
-  const isBeingDeleted = (i: number): boolean => Boolean((nodes[i] as T).object.metadata.deletionTimestamp);
-
-  const queue: number[] = [];
-  for (let i = 0; i < count; i++) {
-    if (!isBeingDeleted(i) && isItemIncluded(toSelectableItem(nodes[i] as T), spec)) {
-      state[i] = 1;
-      queue.push(i);
-    }
-  }
   /** Pulls a related item in if the filters allow it; true when it is (now) in the backup. */
   const pull = (i: number): boolean => {
-    if (state[i] === 1) return true;
-    if (state[i] === 2) return false;
-    if (isBeingDeleted(i) || !isRelatedItemIncluded(toSelectableItem(nodes[i] as T), spec)) {
-      state[i] = 2;
-      return false;
-    }
+    const current = state[i];
+    if (current === 1) return true;
+    if (current !== 0) return false;
     state[i] = 1;
     queue.push(i);
     return true;
@@ -221,11 +230,14 @@ export function groupItemBlocks<T extends ClusterItem>(
 
   for (let head = 0; head < queue.length; head++) {
     const i = queue[head] as number;
+    const rank = ranks[i];
+    if (rank !== RANK_POD && rank !== RANK_PVC) continue;
     const item = nodes[i] as T;
-    const namespace = item.object.metadata.namespace ?? '';
-    if (ranks[i] === RANK_POD) {
-      for (const claim of claimsOfPod[i] ?? []) {
-        const pvc = pvcByName.get(namespace)?.get(claim);
+    const namespace = namespaces[i] as string;
+    if (rank === RANK_POD) {
+      const pvcs = pvcByName.get(namespace);
+      for (const claim of claimsOfPod.get(i) ?? []) {
+        const pvc = pvcs?.get(claim);
         if (pvc === undefined) {
           warnings.push({
             code: CORE_ERROR_CODES.CORE_GROUPING_PVC_NOT_FOUND,
@@ -236,31 +248,31 @@ export function groupItemBlocks<T extends ClusterItem>(
           union(i, pvc);
         }
       }
-    } else if (ranks[i] === RANK_PVC) {
+    } else {
       const pvc = item.object as PersistentVolumeClaim;
       const volumeName = pvc.spec.volumeName;
-      if (pvc.status?.phase === 'Bound' && volumeName) {
-        const pv = pvByName.get(volumeName);
-        if (pv === undefined) {
-          warnings.push({
-            code: CORE_ERROR_CODES.CORE_GROUPING_PV_NOT_FOUND,
-            itemKey: keys[i] as string,
-            message: `PVC ${namespace}/${pvc.metadata.name} is bound to PV ${volumeName}, which does not exist`,
-          });
-        } else if (pull(pv)) {
-          union(i, pv);
-        }
-        const mounters = runningPodsByClaim.get(namespace)?.get(pvc.metadata.name);
-        if (typeof mounters === 'number') {
-          if (pull(mounters)) union(i, mounters);
-        } else if (mounters) {
-          for (const pod of mounters) if (pull(pod)) union(i, pod);
-        }
+      if (pvc.status?.phase !== 'Bound' || !volumeName) continue;
+      const pv = pvByName.get(volumeName);
+      if (pv === undefined) {
+        warnings.push({
+          code: CORE_ERROR_CODES.CORE_GROUPING_PV_NOT_FOUND,
+          itemKey: keys[i] as string,
+          message: `PVC ${namespace}/${pvc.metadata.name} is bound to PV ${volumeName}, which does not exist`,
+        });
+      } else if (pull(pv)) {
+        union(i, pv);
+      }
+      const mounters = runningPodsByClaim.get(namespace)?.get(pvc.metadata.name);
+      if (typeof mounters === 'number') {
+        if (pull(mounters)) union(i, mounters);
+      } else if (mounters) {
+        for (const pod of mounters) if (pull(pod)) union(i, pod);
       }
     }
   }
 
-  // 4. Components, members sorted by (rank, key).
+  // 3. Components laid out in one flat array by counting sort on their root (no per-component
+  //    arrays or maps: allocation was the largest cost at 300k items).
   const byRank = (a: number, b: number): number => {
     const rankDiff = (ranks[a] as number) - (ranks[b] as number);
     if (rankDiff !== 0) return rankDiff;
@@ -268,8 +280,6 @@ export function groupItemBlocks<T extends ClusterItem>(
     const keyB = keys[b] as string;
     return keyA < keyB ? -1 : keyA > keyB ? 1 : 0;
   };
-  // Counting sort by root into one flat array: no per-component arrays or maps (GC was the
-  // largest cost at 300k items).
   const rootOf = new Int32Array(count);
   const componentSize = new Int32Array(count);
   let includedCount = 0;
@@ -298,53 +308,83 @@ export function groupItemBlocks<T extends ClusterItem>(
     flat[fill[root] as number] = i;
     fill[root] = (fill[root] as number) + 1;
   }
-  const components: Int32Array[] = roots.map((root) => {
+  // members of each component by (rank, key): insertion sort, components are small
+  for (const root of roots) {
     const start = componentStart[root] as number;
-    const component = flat.subarray(start, start + (componentSize[root] as number));
-    if (component.length > 1) component.sort(byRank);
-    return component;
+    const end = start + (componentSize[root] as number);
+    for (let a = start + 1; a < end; a++) {
+      const value = flat[a] as number;
+      let b = a - 1;
+      while (b >= start && byRank(flat[b] as number, value) > 0) {
+        flat[b + 1] = flat[b] as number;
+        b--;
+      }
+      flat[b + 1] = value;
+    }
+  }
+  // Block ids come from each component's first (smallest) member key. Components are ordered
+  // pods-first, then by that id: a numeric sort key (rank, 48 bits of the id) instead of string
+  // comparisons, which were the largest single cost at 300k items. Ties (1 in 10^5 at 100k
+  // blocks) fall back to the member key, so the order never depends on the input order.
+  const sortKey = new Float64Array(count);
+  const firstHash: string[] = [];
+  const usedIds = new Set<string>();
+  const idFor = (firstKey: string, hash: string): string => {
+    let id = `blk-${hash}`;
+    // a 64-bit collision is astronomically unlikely; resolve it deterministically anyway
+    for (let attempt = 1; usedIds.has(id); attempt++) id = `blk-${hashParts('block', firstKey, String(attempt))}`;
+    usedIds.add(id);
+    return id;
+  };
+  for (const root of roots) {
+    const first = flat[componentStart[root] as number] as number;
+    const hash = hashParts('block', keys[first] as string);
+    firstHash[root] = hash;
+    sortKey[root] = (ranks[first] === RANK_POD ? 0 : 1) * 2 ** 48 + Number.parseInt(hash.slice(0, 12), 16);
+  }
+  roots.sort((a, b) => {
+    const difference = (sortKey[a] as number) - (sortKey[b] as number);
+    if (difference !== 0) return difference;
+    return byRank(flat[componentStart[a] as number] as number, flat[componentStart[b] as number] as number);
   });
-  // order components by their first (smallest) member
-  const order = components.map((_, index) => index);
-  const firsts = components.map((component) => component[0] as number);
-  order.sort((a, b) => byRank(firsts[a] as number, firsts[b] as number));
-  const orderedComponents = order.map((index) => components[index] as Int32Array);
 
-  // 5. Blocks: components with pods alone; pod-free ones batched.
-  const groups: ArrayLike<number>[] = [];
+  // 4. Blocks: components with pods alone; pod-free ones batched when asked.
+  const blocks: ItemBlock<T>[] = [];
+  const emit = (members: number[], componentHash: string | undefined): void => {
+    if (members.length > 1 && batchSize > 1) members.sort(byRank);
+    const firstKey = keys[members[0] as number] as string;
+    const id = idFor(firstKey, componentHash ?? hashParts('block', firstKey));
+    const blockItems: T[] = new Array(members.length);
+    const blockKeys: string[] = new Array(members.length);
+    const pods: T[] = [];
+    for (let m = 0; m < members.length; m++) {
+      const i = members[m] as number;
+      blockItems[m] = nodes[i] as T;
+      blockKeys[m] = keys[i] as string;
+      if (ranks[i] === RANK_POD) pods.push(nodes[i] as T);
+    }
+    blocks.push({ id, items: blockItems, keys: blockKeys, pods });
+  };
   let batch: number[] = [];
   let batchComponents = 0;
-  for (const component of orderedComponents) {
-    if (ranks[component[0] as number] === RANK_POD || batchSize === 1) {
-      groups.push(component);
+  for (const root of roots) {
+    const start = componentStart[root] as number;
+    const end = start + (componentSize[root] as number);
+    const members: number[] = [];
+    for (let m = start; m < end; m++) members.push(flat[m] as number);
+    if (batchSize === 1 || ranks[members[0] as number] === RANK_POD) {
+      emit(members, firstHash[root]);
       continue;
     }
-    batch.push(...component);
+    batch.push(...members);
     batchComponents++;
     if (batchComponents === batchSize) {
-      groups.push(batch.sort(byRank));
+      emit(batch, undefined);
       batch = [];
       batchComponents = 0;
     }
   }
-  if (batch.length > 0) groups.push(batch.sort(byRank));
-
-  const usedIds = new Set<string>();
-  const blocks: ItemBlock<T>[] = groups.map((groupLike) => {
-    const group = Array.from(groupLike);
-    const firstKey = keys[group[0] as number] as string;
-    let id = `blk-${hashParts('block', firstKey)}`;
-    // A 64-bit collision is astronomically unlikely; resolve it deterministically anyway.
-    for (let attempt = 1; usedIds.has(id); attempt++) id = `blk-${hashParts('block', firstKey, String(attempt))}`;
-    usedIds.add(id);
-    const blockItems = group.map((i) => nodes[i] as T);
-    return {
-      id,
-      items: blockItems,
-      keys: group.map((i) => keys[i] as string),
-      pods: group.filter((i) => ranks[i] === RANK_POD).map((i) => nodes[i] as T),
-    };
-  });
+  if (batch.length > 0) emit(batch, undefined);
 
   warnings.sort((a, b) => (a.itemKey < b.itemKey ? -1 : a.itemKey > b.itemKey ? 1 : a.message < b.message ? -1 : 1));
   return { blocks, warnings, includedCount, excludedCount: count - includedCount };
