@@ -1,0 +1,135 @@
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+/*
+ * `pnpm demo --json` for real: a private redis-server, the simulator, three node agents, two
+ * workers and the API as separate processes, one backup through the REST API. The demo runs
+ * with its own TMPDIR and a marker in its environment, so "nothing left behind" is checked
+ * exactly: no process carrying the marker, no entry left in that TMPDIR.
+ */
+
+const REPO_ROOT = fileURLToPath(new URL('../', import.meta.url));
+const DEMO = join(REPO_ROOT, 'packages/cli/src/demo.ts');
+const TSX = pathToFileURL(createRequire(join(REPO_ROOT, 'packages/cli/package.json')).resolve('tsx')).href;
+
+interface DemoSummary {
+  ok: boolean;
+  phase: string;
+  backup: string;
+  items: { total: number; backedUp: number };
+  pvbs: { total: number; byPhase: Record<string, number>; bytes: number };
+  hooks: { attempted: number; failed: number; runs: Array<{ phase: string; exitCode: number | null }> };
+  postHookLags: Array<{ pod: string; blockPvbs: number; lagMs: number | null }>;
+  storage: { kept: boolean };
+  repositoryVerify: { ok: boolean; chunksChecked: number } | null;
+  dashboard: { url: string };
+  api: { token: string };
+  processes: Array<{ name: string; pid: number }>;
+  cleanup: { processesStopped: boolean; tempRemoved: boolean } | null;
+}
+
+async function processesWithMarker(marker: string): Promise<number[]> {
+  const found: number[] = [];
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const environ = await readFile(`/proc/${entry}/environ`, 'latin1');
+      if (environ.includes(marker)) found.push(Number(entry));
+    } catch {
+      // gone, or not ours to read
+    }
+  }
+  return found;
+}
+
+const alive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+};
+
+describe('pnpm demo --json', () => {
+  let tmp: string;
+  const marker = `STOWAGE_E2E_MARKER=${randomUUID()}`;
+  let run: { code: number | null; stdout: string; stderr: string };
+
+  beforeAll(async () => {
+    tmp = await mkdtemp(join(tmpdir(), 'stowage-e2e-demo-'));
+    const env: Record<string, string | undefined> = { ...process.env };
+    for (const k of Object.keys(env))
+      if (k.startsWith('STOWAGE_') || k === 'REDIS_URL' || k === 'KUBECONFIG' || k === 'PORT') delete env[k];
+    const [key, value] = marker.split('=') as [string, string];
+    env[key] = value;
+    env.TMPDIR = tmp;
+    run = await new Promise((resolve, reject) => {
+      const child = spawn(process.execPath, ['--conditions=@stowage/source', '--import', TSX, DEMO, '--json', '--timeout-s', '300'], {
+        cwd: REPO_ROOT,
+        env,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+      child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+      const timer = setTimeout(() => {
+        child.kill('SIGTERM'); // the demo cleans up on SIGTERM
+        reject(new Error(`the demo did not finish within 420 s\n${stderr}`));
+      }, 420_000);
+      child.once('error', reject);
+      child.once('close', (code) => {
+        clearTimeout(timer);
+        resolve({ code, stdout, stderr });
+      });
+    });
+  }, 450_000);
+
+  afterAll(async () => {
+    if (tmp) await rm(tmp, { recursive: true, force: true });
+  });
+
+  it('ends with a Completed backup, exit 0 and a summary with PVBs, hooks and post-hook lags', () => {
+    expect(run.code, run.stderr).toBe(0);
+    const s = JSON.parse(run.stdout) as DemoSummary;
+    expect(s.ok).toBe(true);
+    expect(s.phase).toBe('Completed');
+    expect(s.items.total).toBeGreaterThan(0);
+    expect(s.items.backedUp).toBe(s.items.total);
+    expect(s.pvbs.total).toBeGreaterThan(0);
+    expect(s.pvbs.byPhase.Completed).toBe(s.pvbs.total);
+    expect(s.pvbs.bytes).toBeGreaterThan(0);
+    expect(s.hooks.failed).toBe(0);
+    expect(s.hooks.runs.map((r) => r.phase).sort()).toEqual(['post', 'pre']); // the postgres freeze/thaw pair
+    expect(s.postHookLags.length).toBeGreaterThan(0);
+    for (const lag of s.postHookLags) {
+      expect(lag.blockPvbs, lag.pod).toBeGreaterThan(0);
+      expect(lag.lagMs, lag.pod).not.toBeNull();
+      expect(lag.lagMs!, lag.pod).toBeGreaterThanOrEqual(0);
+    }
+    expect(s.repositoryVerify).toMatchObject({ ok: true });
+    expect(s.dashboard.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/admin\/queues$/);
+    expect(s.api.token.length).toBeGreaterThanOrEqual(32);
+    // Three node agents, two workers and the API ran as separate processes.
+    expect(s.processes.map((p) => p.name).sort()).toEqual(['agent-node-a', 'agent-node-b', 'agent-node-c', 'api', 'worker-1', 'worker-2']);
+    expect(new Set(s.processes.map((p) => p.pid)).size).toBe(6);
+    expect(s.storage.kept).toBe(false);
+    expect(s.cleanup).toEqual({ processesStopped: true, tempRemoved: true });
+  });
+
+  it('leaves no process and no temp dir behind', async () => {
+    const s = JSON.parse(run.stdout) as DemoSummary;
+    for (const p of s.processes) expect(alive(p.pid), `${p.name} (pid ${p.pid})`).toBe(false);
+    expect(await processesWithMarker(marker)).toEqual([]);
+    // tsx keeps its compile cache in TMPDIR (tsx-<uid>); everything else must be gone.
+    const left = (await readdir(tmp)).filter((e) => !e.startsWith('tsx-'));
+    expect(left).toEqual([]);
+  });
+});
