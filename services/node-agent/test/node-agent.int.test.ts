@@ -207,6 +207,20 @@ describe('node agent on the simulator', () => {
     const noVolume = (await waitForPhase(h.pvbs, 'pvb-no-volume', ['Completed', 'Failed']))!;
     expect(noVolume.status?.phase).toBe('Failed');
     expect(noVolume.status?.message).toBe('pod app/web has no volume named logs');
+
+    // A PVB made for an earlier pod of the same name (another uid) must not back up the new one.
+    await h.pvbs.createPvb({
+      metadata: { name: 'pvb-stale-uid', labels: { [pvbLabels.node]: 'node-b' } },
+      spec: {
+        node: 'node-b',
+        pod: { namespace: 'app', name: 'web', uid: 'uid-of-an-older-pod' },
+        volume: 'cache',
+        backupStorageLocation: 'default',
+      },
+    });
+    const stale = (await waitForPhase(h.pvbs, 'pvb-stale-uid', ['Completed', 'Failed']))!;
+    expect(stale.status?.phase).toBe('Failed');
+    expect(stale.status?.message).toMatch(/^pod app\/web was replaced \(uid .+, the PVB was made for uid uid-of-an-older-pod\)/);
   });
 
   it('two agents for the same node never both copy one PVB', async () => {
