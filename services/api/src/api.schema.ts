@@ -116,6 +116,9 @@ export const hookRunSchema = z.object({
   exitCode: z.number().int().optional(),
   startedAt: isoTime.optional(),
   endedAt: isoTime.optional(),
+  durationMs: z.number().optional().describe('endedAt - startedAt'),
+  stdoutTail: z.string().optional().describe("The last bytes of the hook's stdout"),
+  stderrTail: z.string().optional().describe("The last bytes of the hook's stderr"),
   message: z.string().optional(),
 });
 
@@ -141,6 +144,7 @@ export const blockSchema = z.object({
   failedPods: z.array(z.string()).optional(),
   error: z.string().optional(),
   startedAt: isoTime.optional(),
+  itemsDoneAt: isoTime.optional().describe("When the block's items were written (after its pre hooks)"),
   completedAt: isoTime.optional(),
   podVolumeBackups: z.array(blockPvbSchema),
   hookRuns: z.array(hookRunSchema),

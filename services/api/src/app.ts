@@ -18,10 +18,13 @@ import { type AuthMode, redactUrl } from './auth.js';
 import { authPlugin } from './auth.plugin.js';
 import { backupEventsRoutes } from './backup-events.routes.js';
 import { backupsRoutes } from './backups.routes.js';
+import { consolePlugin } from './console.plugin.js';
 import { ApiError, ApiErrorCode, type ApiProblem, errorBody, HTTP_STATUS_OF } from './errors.js';
 import { healthRoutes } from './health.routes.js';
 import { metricsPlugin } from './metrics.plugin.js';
 import { queuesDashboardPlugin } from './queues-dashboard.plugin.js';
+import { sessionRoutes } from './session.routes.js';
+import { createSessionCookies, DEFAULT_SESSION_TTL_MS } from './session-cookie.js';
 
 /** Submitting and cancelling backups: the pipeline's job (records the backup, adds `finalize ← plan`). */
 export interface BackupControl {
@@ -52,6 +55,10 @@ export interface ApiDeps {
   bodyLimitBytes?: number;
   /** bull-board action buttons (retry, clean, ...) answer 405 when true. Default false. */
   dashboardReadOnly?: boolean;
+  /** Lifetime of the console's session cookie (POST /v1/session); default 8 h. */
+  sessionTtlMs?: number;
+  /** Clock for session cookies (tests). */
+  now?: () => number;
 }
 
 export const DEFAULT_BODY_LIMIT_BYTES = 1024 * 1024;
@@ -153,13 +160,18 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
     }),
   });
 
-  await app.register(authPlugin, { auth: deps.auth });
+  const sessions =
+    deps.auth.mode === 'tokens' ? createSessionCookies(deps.auth.tokens, deps.sessionTtlMs ?? DEFAULT_SESSION_TTL_MS) : undefined;
+  const now = deps.now ?? Date.now;
+  await app.register(authPlugin, { auth: deps.auth, sessions, now });
   await app.register(healthRoutes, { redis: deps.redis, isClosing: () => state.closing, isReady: deps.isReady });
   await app.register(metricsPlugin, { state: deps.state, queues: deps.queues });
   await app.register(backupsRoutes, deps);
   await app.register(backupEventsRoutes, { state: deps.state, redis: deps.redis, heartbeatMs: deps.heartbeatMs ?? 15_000 });
   await app.register(queuesDashboardPlugin, { queues: deps.queues, basePath: '/admin/queues', readOnly: deps.dashboardReadOnly ?? false });
   await app.register(fastifySwaggerUi, { routePrefix: '/docs' });
+  await app.register(sessionRoutes, { sessions, now });
+  await app.register(consolePlugin);
 
   return app;
 }

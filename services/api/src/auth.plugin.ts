@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { type AuthMode, bearerToken, createTokenVerifier, QUERY_TOKEN_PARAMS } from './auth.js';
 import { ApiErrorCode, errorBody } from './errors.js';
+import { cookieMayOpen, readCookie, SESSION_COOKIE, type SessionCookies } from './session-cookie.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -9,13 +10,23 @@ declare module 'fastify' {
   }
 }
 
+export interface AuthPluginOptions {
+  auth: AuthMode;
+  /** The console's session cookies (tokens mode only): accepted for GET/HEAD of the dashboard and /docs, nothing else. */
+  sessions?: SessionCookies | undefined;
+  now?: () => number;
+}
+
 /**
  * Bearer-token auth on every route except those marked `config: { public: true }`, including the
  * dashboard, /docs and unknown routes. A credential in the query string is refused outright:
- * URLs end up in proxy logs and browser history.
+ * URLs end up in proxy logs and browser history. Without an Authorization header, a valid console
+ * session cookie opens GET/HEAD of the routes `cookieMayOpen` names (decided on the matched route
+ * pattern, not the raw URL), so a browser can show the dashboard and the docs; never the REST API.
  */
-const plugin: FastifyPluginAsync<{ auth: AuthMode }> = async (app: FastifyInstance, opts) => {
+const plugin: FastifyPluginAsync<AuthPluginOptions> = async (app: FastifyInstance, opts) => {
   const verify = opts.auth.mode === 'tokens' ? createTokenVerifier(opts.auth.tokens) : undefined;
+  const now = opts.now ?? Date.now;
   app.addHook('onRequest', async (req, reply) => {
     if (req.routeOptions.config?.public === true) return;
     const query = req.url.indexOf('?');
@@ -30,6 +41,10 @@ const plugin: FastifyPluginAsync<{ auth: AuthMode }> = async (app: FastifyInstan
     if (!verify) return;
     const header = req.headers.authorization;
     const token = bearerToken(header);
+    if (header === undefined && opts.sessions && cookieMayOpen(req.method, req.routeOptions.url ?? '')) {
+      const cookie = readCookie(req.headers.cookie, SESSION_COOKIE);
+      if (cookie !== undefined && opts.sessions.verify(cookie, now())) return;
+    }
     if (token === undefined) {
       return deny(
         req,

@@ -123,6 +123,7 @@ function toBlockView(
     failedPods: block?.failedPods,
     error: typeof block?.error === 'string' ? block.error : undefined,
     startedAt: iso(numberOrUndefined(block?.startedAt)),
+    itemsDoneAt: iso(numberOrUndefined(block?.itemsDoneAt)),
     completedAt: iso(numberOrUndefined(block?.completedAt)),
     podVolumeBackups: pvbs.map((p) => ({
       name: p.name,
@@ -136,18 +137,25 @@ function toBlockView(
       startTimestamp: typeof p.startTimestamp === 'string' ? p.startTimestamp : undefined,
       completionTimestamp: typeof p.completionTimestamp === 'string' ? p.completionTimestamp : undefined,
     })),
-    hookRuns: runs.map((r) => ({
-      pod: `${r.podNamespace}/${r.podName}`,
-      container: r.container,
-      phase: r.phase,
-      source: r.source,
-      command: r.command,
-      outcome: r.outcome,
-      exitCode: numberOrUndefined(r.exitCode),
-      startedAt: iso(numberOrUndefined(r.startedAt)),
-      endedAt: iso(numberOrUndefined(r.endedAt)),
-      message: r.message,
-    })),
+    hookRuns: runs.map((r) => {
+      const startedAt = numberOrUndefined(r.startedAt);
+      const endedAt = numberOrUndefined(r.endedAt);
+      return {
+        pod: `${r.podNamespace}/${r.podName}`,
+        container: r.container,
+        phase: r.phase,
+        source: r.source,
+        command: r.command,
+        outcome: r.outcome,
+        exitCode: numberOrUndefined(r.exitCode),
+        startedAt: iso(startedAt),
+        endedAt: iso(endedAt),
+        durationMs: startedAt !== undefined && endedAt !== undefined ? endedAt - startedAt : undefined,
+        stdoutTail: typeof r.stdoutTail === 'string' && r.stdoutTail !== '' ? r.stdoutTail : undefined,
+        stderrTail: typeof r.stderrTail === 'string' && r.stderrTail !== '' ? r.stderrTail : undefined,
+        message: r.message,
+      };
+    }),
   };
 }
 

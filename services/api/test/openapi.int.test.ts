@@ -22,6 +22,7 @@ const ROUTES: Record<string, string[]> = {
   '/v1/backups/{name}/events': ['get'],
   '/v1/backups/{name}/logs': ['get'],
   '/v1/backups/{name}/cancel': ['post'],
+  '/v1/session': ['delete', 'post'],
   '/livez': ['get'],
   '/readyz': ['get'],
   '/metrics': ['get'],

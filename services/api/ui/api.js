@@ -1,0 +1,112 @@
+// The console's only way to the API: every request carries the bearer token from sessionStorage.
+
+const TOKEN_KEY = 'stowage.token';
+
+export function getToken() {
+  return sessionStorage.getItem(TOKEN_KEY) ?? undefined;
+}
+
+export function setToken(token) {
+  sessionStorage.setItem(TOKEN_KEY, token);
+}
+
+export function clearToken() {
+  sessionStorage.removeItem(TOKEN_KEY);
+}
+
+/** The API answered 401: the token is missing, wrong or no longer configured. */
+export class UnauthorizedError extends Error {
+  constructor(message) {
+    super(message);
+    this.name = 'UnauthorizedError';
+  }
+}
+
+/** Any other answer outside 2xx, with the API's `{ error: { code, message } }` when there is one. */
+export class ApiRequestError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.name = 'ApiRequestError';
+    this.status = status;
+    this.code = code;
+  }
+}
+
+const listeners = new Set();
+/** Called with the error whenever any request is answered 401 (the app goes back to the prompt). */
+export function onUnauthorized(listener) {
+  listeners.add(listener);
+  return () => listeners.delete(listener);
+}
+
+async function errorOf(res) {
+  let code = `HTTP_${res.status}`;
+  let message = `${res.status} ${res.statusText}`;
+  try {
+    const body = await res.json();
+    if (body?.error) {
+      code = body.error.code ?? code;
+      message = body.error.message ?? message;
+    }
+  } catch {
+    // not JSON: keep the status line
+  }
+  return res.status === 401 ? new UnauthorizedError(message) : new ApiRequestError(res.status, code, message);
+}
+
+/**
+ * fetch() with `Authorization: Bearer <token>`. Throws UnauthorizedError on 401 (and tells the
+ * listeners), ApiRequestError on other failures. `token` overrides the stored one (the prompt
+ * checks a token before keeping it).
+ */
+export async function apiFetch(path, { method = 'GET', body, headers = {}, signal, token = getToken() } = {}) {
+  if (!token) {
+    const err = new UnauthorizedError('no token given');
+    for (const l of listeners) l(err);
+    throw err;
+  }
+  const res = await fetch(path, {
+    method,
+    signal,
+    credentials: 'same-origin',
+    cache: 'no-store',
+    headers: {
+      authorization: `Bearer ${token}`,
+      accept: 'application/json',
+      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+      ...headers,
+    },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+  });
+  if (!res.ok) {
+    const err = await errorOf(res);
+    if (err instanceof UnauthorizedError) for (const l of listeners) l(err);
+    throw err;
+  }
+  return res;
+}
+
+export async function apiJson(path, options) {
+  const res = await apiFetch(path, options);
+  return res.json();
+}
+
+export const api = {
+  listBackups: (limit = 50, cursor) => apiJson(`/v1/backups?limit=${limit}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`),
+  getBackup: (name) => apiJson(`/v1/backups/${encodeURIComponent(name)}`),
+  blocks: (name, cursor, limit = 500) =>
+    apiJson(`/v1/backups/${encodeURIComponent(name)}/blocks?limit=${limit}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`),
+  createBackup: (body) => apiJson('/v1/backups', { method: 'POST', body }),
+  cancelBackup: (name) => apiJson(`/v1/backups/${encodeURIComponent(name)}/cancel`, { method: 'POST' }),
+  logs: async (name) => {
+    const text = await (await apiFetch(`/v1/backups/${encodeURIComponent(name)}/logs`)).text();
+    return text
+      .split('\n')
+      .filter((l) => l.trim() !== '')
+      .map((l) => JSON.parse(l));
+  },
+  /** Checks a token before keeping it: resolves, or throws UnauthorizedError. */
+  checkToken: (token) => apiJson('/v1/backups?limit=1', { token }),
+  openSession: () => apiJson('/v1/session', { method: 'POST' }),
+  closeSession: (token) => apiJson('/v1/session', { method: 'DELETE', token }),
+};
