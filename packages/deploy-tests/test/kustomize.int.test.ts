@@ -267,7 +267,13 @@ describe.each(['dev', 'prod'] as const)('k8s/overlays/%s', (overlay) => {
 
     expect(worker).toEqual(expect.arrayContaining(['/pods/exec:create', 'stowage.dev/podvolumebackups:create', '/pods:list']));
     expect(agent).toEqual(
-      expect.arrayContaining(['stowage.dev/podvolumebackups:watch', 'stowage.dev/podvolumebackups/status:patch', '/pods:get']),
+      expect.arrayContaining([
+        'stowage.dev/podvolumebackups:watch',
+        'stowage.dev/podvolumebackups/status:patch',
+        '/pods:get',
+        // the bound PV of a PVC names the kubelet directory of a PVC-backed volume
+        '/persistentvolumeclaims:get',
+      ]),
     );
     expect(api).toEqual(expect.arrayContaining(['stowage.dev/podvolumebackups:patch', '/namespaces:list']));
     expect(agent.filter((grant) => grant.includes('exec') || grant.endsWith(':create') || grant.includes('secrets'))).toEqual([]);
