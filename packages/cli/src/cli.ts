@@ -281,7 +281,7 @@ export function formatBackup(b: Backup): string[] {
 
 export function formatDescribe(b: Backup, blocks: readonly Block[]): string[] {
   const lines = [...formatBackup(b), '', 'Spec:'];
-  const spec = toYaml(b.spec ?? {}).trimEnd();
+  const spec = toYaml(compact(b.spec) ?? {}).trimEnd();
   lines.push(...spec.split('\n').map((l) => `  ${l}`));
   lines.push('', `Blocks (${blocks.length}):`);
   lines.push(
@@ -354,4 +354,18 @@ export function formatLogLine(line: Record<string, unknown>): string {
   return `${time} ${String(level ?? 'info')
     .toUpperCase()
     .padEnd(5)} ${String(msg ?? '')}${extra ? `  ${extra}` : ''}`;
+}
+
+/** The spec without its empty defaults (null, [], {}), so describe shows what was asked for. */
+function compact(value: unknown): unknown {
+  if (Array.isArray(value)) return value.length === 0 ? undefined : value.map((v) => compact(v) ?? v);
+  if (typeof value === 'object' && value !== null) {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value)) {
+      const c = compact(v);
+      if (c !== undefined) out[k] = c;
+    }
+    return Object.keys(out).length === 0 ? undefined : out;
+  }
+  return value === null ? undefined : value;
 }

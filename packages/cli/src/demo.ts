@@ -1,3 +1,4 @@
+import { rmSync } from 'node:fs';
 import { DEMO_USAGE, parseDemoArgs } from './demo/demo-options.js';
 import { runDemo } from './demo/demo-runner.js';
 import type { ManagedProcess } from './demo/managed-process.js';
@@ -7,6 +8,11 @@ import { CliError, ExitCode } from './errors.js';
 // one kills every started process group at once and exits.
 const controller = new AbortController();
 const started: ManagedProcess[] = [];
+const tempDirs: string[] = [];
+// A closed terminal (SIGHUP, a pipe that went away) must not crash the demo before it has
+// stopped what it started: output is best effort, clean-up is not.
+process.stdout.on('error', () => {});
+process.stderr.on('error', () => {});
 let signals = 0;
 const onSignal = (sig: NodeJS.Signals) => {
   signals++;
@@ -23,6 +29,7 @@ process.on('SIGHUP', onSignal);
 // Last resort if this process dies some other way: no service outlives it.
 process.on('exit', () => {
   for (const p of started) p.killNow();
+  for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
 });
 
 try {
@@ -31,8 +38,13 @@ try {
     process.stdout.write(`${DEMO_USAGE}\n`);
     process.exit(ExitCode.ok);
   }
-  const { exitCode } = await runDemo(opts, { stdout: process.stdout, stderr: process.stderr }, process.env, controller.signal, (p) =>
-    started.push(p),
+  const { exitCode } = await runDemo(
+    opts,
+    { stdout: process.stdout, stderr: process.stderr },
+    process.env,
+    controller.signal,
+    (p) => started.push(p),
+    (dir) => tempDirs.push(dir),
   );
   process.exitCode = exitCode;
 } catch (err) {

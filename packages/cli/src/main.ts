@@ -3,6 +3,13 @@ import { runCli } from './cli.js';
 import { ExitCode } from './errors.js';
 
 // `stowage …`: the CLI entry (bin/stowage.js runs this through tsx).
+// `stowage backup logs x | head`: a reader that went away is not an error.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+    throw err;
+  });
+}
 runCli(process.argv.slice(2), process.env, {
   stdout: process.stdout,
   stderr: process.stderr,

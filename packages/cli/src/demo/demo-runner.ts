@@ -79,6 +79,7 @@ export async function runDemo(
   env: Readonly<Record<string, string | undefined>>,
   signal: AbortSignal,
   registerProcess: (p: ManagedProcess) => void = () => {},
+  registerTempDir: (dir: string) => void = () => {},
 ): Promise<{ exitCode: number; summary: DemoSummary | undefined }> {
   const info = opts.json ? io.stderr : io.stdout;
   const say = (line: string) => info.write(`${line}\n`);
@@ -90,6 +91,7 @@ export async function runDemo(
   let exitCode = 1;
 
   const workDir = await mkdtemp(join(tmpdir(), 'stowage-demo-'));
+  registerTempDir(workDir);
   cleanup.add('temp dir', () => rm(workDir, { recursive: true, force: true }));
   const outDir = opts.out ? resolve(opts.out) : opts.keep ? join(REPO_ROOT, '.stowage', `demo-${runId}`) : undefined;
   const storageDir = outDir ? join(outDir, 'storage') : join(workDir, 'storage');
@@ -319,7 +321,7 @@ export function formatDemoSummary(s: DemoSummary): string[] {
   ];
   for (const r of s.hooks.runs)
     lines.push(
-      `              ${r.phase.padEnd(4)} ${r.pod}/${r.container}: ${r.outcome}${r.exitCode !== null ? ` exit ${r.exitCode}` : ''} in ${formatDuration(r.durationMs ?? undefined)}`,
+      `              ${r.phase.padEnd(4)} ${r.pod}/${r.container}: ${r.outcome === 'exited' ? `exit ${r.exitCode ?? '?'}` : r.outcome} in ${formatDuration(r.durationMs ?? undefined)}`,
     );
   if (s.postHookLags.length > 0) {
     lines.push("  post hooks started after their block's last PVB completed:");
