@@ -128,6 +128,13 @@ function newBackupForm(onCreated) {
   const name = h('input', { id: 'nb-name', name: 'name', placeholder: 'generated when empty', pattern: '[a-z0-9]([-a-z0-9]*[a-z0-9])?' });
   const namespaces = h('input', { id: 'nb-ns', name: 'namespaces', placeholder: 'shop, media (empty: all)' });
   const fs = h('input', { id: 'nb-fs', type: 'checkbox', checked: true });
+  const specJson = h('textarea', {
+    id: 'nb-spec',
+    rows: '5',
+    spellcheck: 'false',
+    placeholder: '{"hooks": {"resources": [...]}, "labelSelector": {...}}',
+    'aria-describedby': 'nb-spec-help',
+  });
   const error = h('p', { class: 'form-error', role: 'alert' });
   const submit = h('button', { type: 'submit', class: 'primary' }, 'Start backup');
   const form = h(
@@ -136,6 +143,13 @@ function newBackupForm(onCreated) {
     h('div', { class: 'field' }, h('label', { for: 'nb-name' }, 'Name'), name),
     h('div', { class: 'field' }, h('label', { for: 'nb-ns' }, 'Included namespaces'), namespaces),
     h('div', { class: 'field check' }, fs, h('label', { for: 'nb-fs' }, 'Back up all pod volumes (defaultVolumesToFsBackup)')),
+    h(
+      'div',
+      { class: 'field wide' },
+      h('label', { for: 'nb-spec' }, 'More spec fields (JSON, optional)'),
+      specJson,
+      h('span', { id: 'nb-spec-help', class: 'muted small' }, 'Merged into the spec; the API lists every problem with its path.'),
+    ),
     submit,
     error,
   );
@@ -143,7 +157,18 @@ function newBackupForm(onCreated) {
     e.preventDefault();
     submit.disabled = true;
     error.textContent = '';
-    const spec = { defaultVolumesToFsBackup: fs.checked };
+    let extra = {};
+    if (specJson.value.trim()) {
+      try {
+        extra = JSON.parse(specJson.value);
+      } catch (err) {
+        error.textContent = `The spec fields are not valid JSON: ${err.message}`;
+        submit.disabled = false;
+        specJson.focus();
+        return;
+      }
+    }
+    const spec = { defaultVolumesToFsBackup: fs.checked, ...extra };
     const ns = namespaces.value
       .split(',')
       .map((s) => s.trim())

@@ -308,7 +308,7 @@ export function createTimeline(container, { onSelectBlock = () => {} } = {}) {
       } (started ${formatTime(new Date(it.start).toISOString())}). Block ${it.blockId}.`;
     }
     if (it.kind === 'items')
-      return `Items written: ${it.items ?? '?'} item(s) of block ${it.blockId}, done at +${formatDuration(it.end - layout.origin)}.`;
+      return `Items written: ${it.items ?? '?'} item(s), done at +${formatDuration(it.end - layout.origin)}. Block ${it.blockId}.`;
     const what = it.kind === 'pre' ? 'Pre hook' : 'Post hook';
     const result = it.outcome === 'exited' ? `exit ${it.exitCode}` : (it.outcome ?? 'running');
     const dur = it.end !== undefined ? formatDuration(it.end - it.start) : 'running';

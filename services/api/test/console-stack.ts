@@ -1,0 +1,178 @@
+/*
+ * Everything the console's end-to-end test runs, in one process: a private redis-server, the
+ * simulator with the demo cluster, the API (hosting `backups`), the worker queues (item-blocks,
+ * pvb-watch, hooks) and a real node agent per node; plus Debian's Chromium through playwright-core.
+ * Used by e2e/console.e2e.test.ts (the root e2e folder has no dependencies of its own).
+ */
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createKubeClients, createPvbClient } from '@stowage/kube';
+import { demoFixturePath, type Simulator, startSimulator } from '@stowage/kube-sim';
+import { type NodeAgent, startNodeAgent } from '@stowage/node-agent';
+import {
+  BackupState,
+  DEFAULT_PIPELINE_CONFIG,
+  NodeAgentRegistry,
+  type RunningWorkers,
+  startWorkers,
+  statePrefixFor,
+} from '@stowage/pipeline';
+import { createLogger, loadConfig } from '@stowage/platform';
+import { createWorkerConnection, QueueName } from '@stowage/queue';
+import { FileSystemStorage } from '@stowage/storage';
+import { uniquePrefix, useTestRedis } from '@stowage/testing';
+import type { Redis } from 'ioredis';
+import { type BrowserContext, chromium } from 'playwright-core';
+import { type ApiService, startApiService } from '../src/api-service.js';
+
+export const CHROMIUM_PATH = '/usr/bin/chromium';
+export const CHROMIUM_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+
+export interface ConsoleStack {
+  apiUrl: string;
+  token: string;
+  sim: Simulator;
+  nodes: readonly string[];
+  close(): Promise<void>;
+}
+
+export interface ConsoleStackOptions {
+  /** Volume read rate of each node agent, so a backup lasts long enough to be watched. */
+  bandwidthBytesPerSec?: number;
+}
+
+/** Starts the whole stack; `close()` stops it in reverse order (each step even if one fails). */
+export async function startConsoleStack(opts: ConsoleStackOptions = {}): Promise<ConsoleStack> {
+  const stops: Array<[string, () => Promise<unknown>]> = [];
+  const close = async () => {
+    const failures: string[] = [];
+    for (const [what, stop] of stops.reverse()) {
+      try {
+        await stop();
+      } catch (err) {
+        failures.push(`${what}: ${(err as Error).message}`);
+      }
+    }
+    stops.length = 0;
+    if (failures.length > 0) throw new Error(`console stack did not stop cleanly: ${failures.join('; ')}`);
+  };
+  try {
+    const redis = await useTestRedis();
+    stops.push(['redis', () => redis.stop()]);
+    const sim = await startSimulator({ fixture: demoFixturePath, port: 0 });
+    stops.push(['simulator', () => sim.close()]);
+    const storageDir = await mkdtemp(join(tmpdir(), 'stowage-console-e2e-'));
+    stops.push(['storage dir', () => rm(storageDir, { recursive: true, force: true })]);
+    const token = randomBytes(24).toString('base64url');
+    const prefix = uniquePrefix();
+    const loaded = loadConfig({
+      REDIS_URL: redis.url,
+      KUBECONFIG: sim.kubeconfigPath,
+      STOWAGE_STORAGE: storageDir,
+      STOWAGE_API_TOKENS: token,
+      STOWAGE_QUEUE_PREFIX: prefix,
+      LOG_LEVEL: 'warn',
+    });
+    if (!loaded.ok) throw new Error(`config: ${JSON.stringify(loaded.problems)}`);
+    const logger = createLogger({ level: process.env.TEST_LOG_LEVEL === 'debug' ? 'debug' : 'warn', name: 'console-e2e' });
+
+    const api: ApiService = await startApiService({
+      config: loaded.config,
+      logger,
+      port: 0,
+      host: '127.0.0.1',
+      app: { heartbeatMs: 2_000 },
+    });
+    stops.push(['api', () => api.stopRedis()]);
+    stops.push(['api queues', () => api.stopQueues()]);
+    stops.push(['api workers', () => api.stopWorkers()]);
+    stops.push(['api http', () => api.stopHttp()]);
+    api.markReady();
+
+    const kube = createKubeClients({ kubeconfigPath: sim.kubeconfigPath });
+    const statePrefix = statePrefixFor(prefix);
+    const workerConnection: Redis = createWorkerConnection(redis.url);
+    stops.push(['worker connection', () => workerConnection.quit()]);
+    const agents = new NodeAgentRegistry({ redis: workerConnection, prefix: statePrefix });
+    const workers: RunningWorkers = startWorkers({
+      deps: {
+        connection: workerConnection,
+        queuePrefix: prefix,
+        state: new BackupState({ redis: workerConnection, prefix: statePrefix }),
+        agents,
+        kube,
+        pvbs: createPvbClient(kube, { namespace: 'stowage' }),
+        storage: new FileSystemStorage(storageDir),
+        logger: logger.child({ component: 'pipeline' }),
+        clock: { now: Date.now },
+        config: { ...DEFAULT_PIPELINE_CONFIG, pvbPollBaseMs: 200, pvbPollMaxMs: 1_000 },
+      },
+      queues: [QueueName.itemBlocks, QueueName.pvbWatch, QueueName.hooks],
+    });
+    stops.push(['workers', () => workers.close()]);
+
+    const nodes = ['node-a', 'node-b', 'node-c'];
+    const repoKey = randomBytes(32).toString('base64');
+    const running: NodeAgent[] = [];
+    stops.push(['node agents', () => Promise.all(running.map((a) => a.stop()))]);
+    for (const node of nodes) {
+      running.push(
+        await startNodeAgent({
+          nodeName: node,
+          kube,
+          namespace: 'stowage',
+          repoDir: join(storageDir, 'repository'),
+          repoKey,
+          kubeletRoot: join(sim.dataRoot, node),
+          loadConcurrency: { globalConfig: 1 },
+          bandwidthBytesPerSec: opts.bandwidthBytesPerSec,
+          progressIntervalMs: 200,
+          logger: logger.child({ component: `agent-${node}` }),
+        }),
+      );
+      // What the node agent service's heartbeat does: tells the planner this node has an agent.
+      await agents.registerNodeAgent(node, 10 * 60_000);
+    }
+    return { apiUrl: api.url, token, sim, nodes, close };
+  } catch (err) {
+    await close().catch(() => undefined);
+    throw err;
+  }
+}
+
+/**
+ * Debian's Chromium through playwright-core, with a fresh profile directory (removed on close).
+ * Fails with a hint when the binary is missing rather than skipping: the console test must run.
+ */
+export async function launchChromium(): Promise<{ context: BrowserContext; close: () => Promise<void> }> {
+  if (!existsSync(CHROMIUM_PATH)) {
+    throw new Error(`${CHROMIUM_PATH} is missing: apt-get update && apt-get install -y chromium (.ci/run installs it)`);
+  }
+  const userDataDir = await mkdtemp(join(tmpdir(), 'stowage-chromium-'));
+  const context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: CHROMIUM_PATH,
+    headless: true,
+    args: CHROMIUM_ARGS,
+    viewport: { width: 1360, height: 900 },
+    timeout: 60_000,
+  });
+  return {
+    context,
+    close: async () => {
+      await context.close().catch(() => undefined);
+      await rm(userDataDir, { recursive: true, force: true });
+    },
+  };
+}
