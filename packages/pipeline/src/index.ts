@@ -44,4 +44,6 @@ export {
   type StartWorkersOptions,
   startWorkers,
   type WorkerConcurrency,
+  type WorkerLockTiming,
+  workerLockTimingFromEnv,
 } from './workers.js';

@@ -91,6 +91,40 @@ export interface StartWorkersOptions {
   concurrency?: WorkerConcurrency;
   /** How long close() waits for active jobs before forcing. Default 10 s. */
   closeTimeoutMs?: number;
+  /** BullMQ lock and stalled-check timing; BullMQ's defaults (30 s each) when unset. */
+  lock?: WorkerLockTiming;
+}
+
+/**
+ * How fast a crashed process's active jobs are taken over: its locks expire after
+ * `durationMs`, and any live worker's stalled check (every `stalledIntervalMs`) moves them back
+ * to wait. Shorter means faster recovery but more Redis traffic and a risk of false stalls when
+ * an event loop is blocked longer than `durationMs`.
+ */
+export interface WorkerLockTiming {
+  durationMs?: number;
+  stalledIntervalMs?: number;
+}
+
+/**
+ * Reads `STOWAGE_LOCK_DURATION_MS` and `STOWAGE_STALLED_INTERVAL_MS` (whole ms, 500..600000) from
+ * an env object; every problem at once. Unset or blank → BullMQ's defaults.
+ */
+export function workerLockTimingFromEnv(
+  env: Readonly<Record<string, string | undefined>>,
+): { ok: true; lock: WorkerLockTiming } | { ok: false; problems: string[] } {
+  const problems: string[] = [];
+  const lock: WorkerLockTiming = {};
+  const read = (variable: string, key: keyof WorkerLockTiming) => {
+    const raw = env[variable]?.trim();
+    if (!raw) return;
+    const value = /^\d+$/.test(raw) ? Number(raw) : Number.NaN;
+    if (!(value >= 500 && value <= 600_000)) problems.push(`${variable}: must be a whole number of ms from 500 to 600000; default 30000`);
+    else lock[key] = value;
+  };
+  read('STOWAGE_LOCK_DURATION_MS', 'durationMs');
+  read('STOWAGE_STALLED_INTERVAL_MS', 'stalledIntervalMs');
+  return problems.length > 0 ? { ok: false, problems } : { ok: true, lock };
 }
 
 export interface RunningWorkers {
@@ -124,6 +158,8 @@ export function startWorkers(opts: StartWorkersOptions): RunningWorkers {
       connection: deps.connection,
       prefix: deps.queuePrefix,
       concurrency: concurrencyOf[queue],
+      ...(opts.lock?.durationMs !== undefined ? { lockDuration: opts.lock.durationMs } : {}),
+      ...(opts.lock?.stalledIntervalMs !== undefined ? { stalledInterval: opts.lock.stalledIntervalMs } : {}),
     });
     const log = deps.logger.child({ queue });
     worker.on('error', (err) => log.error({ err: err.message }, 'worker error'));

@@ -7,6 +7,7 @@ import {
   type RunningWorkers,
   startWorkers,
   statePrefixFor,
+  type WorkerLockTiming,
 } from '@stowage/pipeline';
 import type { StowageConfig } from '@stowage/platform';
 import { createFlowProducer, createProducerConnection, createQueue, createWorkerConnection, QUEUE_NAMES, QueueName } from '@stowage/queue';
@@ -29,6 +30,8 @@ export interface ApiServiceOptions {
   pipeline?: Partial<PipelineConfig>;
   /** Host the backups queue (plan, finalize) in this process; default true. */
   hostBackupsQueue?: boolean;
+  /** BullMQ lock/stalled-check timing of the hosted backups queue (STOWAGE_LOCK_DURATION_MS, STOWAGE_STALLED_INTERVAL_MS). */
+  lock?: WorkerLockTiming;
   /** Extra ApiDeps (tests: heartbeat). */
   app?: Partial<Pick<ApiDeps, 'heartbeatMs' | 'dashboardReadOnly'>>;
 }
@@ -113,6 +116,7 @@ export async function startApiService(opts: ApiServiceOptions): Promise<ApiServi
       },
       queues: [QueueName.backups],
       closeTimeoutMs: Math.max(1_000, config.shutdown.timeoutMs - 5_000),
+      ...(opts.lock ? { lock: opts.lock } : {}),
     });
   }
 

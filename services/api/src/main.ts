@@ -1,15 +1,23 @@
+import { workerLockTimingFromEnv } from '@stowage/pipeline';
 import { createLifecycle, createLogger, loadConfigOrExit } from '@stowage/platform';
 import { startApiService } from './api-service.js';
 
 // Thin host: config (every problem at once; no tokens and no STOWAGE_AUTH=disabled is one),
 // logger with redaction, the API service, graceful shutdown.
 const config = loadConfigOrExit(process.env, { require: ['REDIS_URL', 'STOWAGE_API_TOKENS'], service: 'api' });
+const lockTiming = workerLockTimingFromEnv(process.env);
+if (!lockTiming.ok) {
+  process.stderr.write(
+    `Stowage api configuration has ${lockTiming.problems.length} problem(s):\n  - ${lockTiming.problems.join('\n  - ')}\n`,
+  );
+  process.exit(1);
+}
 const logger = createLogger({ level: config.log.level, name: 'api' });
 const lifecycle = createLifecycle({ logger, timeoutMs: config.shutdown.timeoutMs });
 lifecycle.installProcessHandlers();
 
 if (config.api.auth === 'disabled') logger.warn('STOWAGE_AUTH=disabled: the API answers without a token');
-const service = await startApiService({ config, logger });
+const service = await startApiService({ config, logger, lock: lockTiming.lock });
 // Registered in start order; shutdown runs them in reverse (readiness is turned off first):
 // HTTP (app.close) → workers → queues → Redis.
 lifecycle.onShutdown('redis', service.stopRedis);

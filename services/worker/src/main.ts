@@ -1,15 +1,23 @@
+import { workerLockTimingFromEnv } from '@stowage/pipeline';
 import { createLifecycle, createLogger, loadConfigOrExit } from '@stowage/platform';
 import { startWorkerService } from './worker-service.js';
 
 // Thin host: config (every problem at once), logger, the worker service, graceful shutdown.
 const config = loadConfigOrExit(process.env, { require: ['REDIS_URL'], service: 'worker' });
+const lockTiming = workerLockTimingFromEnv(process.env);
+if (!lockTiming.ok) {
+  process.stderr.write(
+    `Stowage worker configuration has ${lockTiming.problems.length} problem(s):\n  - ${lockTiming.problems.join('\n  - ')}\n`,
+  );
+  process.exit(1);
+}
 const logger = createLogger({ level: config.log.level, name: 'worker' });
 const lifecycle = createLifecycle({ logger, timeoutMs: config.shutdown.timeoutMs });
 lifecycle.installProcessHandlers();
 
 // PORT defaults to the API's 8080 in the shared config; the worker's own default is 8081.
 const port = process.env.PORT ? config.api.port : 8081;
-const service = await startWorkerService({ config, logger, port });
+const service = await startWorkerService({ config, logger, port, lock: lockTiming.lock });
 // Registered in start order; shutdown runs them in reverse: workers → HTTP → Redis.
 lifecycle.onShutdown('redis', service.stopRedis);
 lifecycle.onShutdown('http', service.stopHttp);

@@ -10,6 +10,7 @@ import {
   type RunningWorkers,
   startWorkers,
   statePrefixFor,
+  type WorkerLockTiming,
 } from '@stowage/pipeline';
 import type { StowageConfig } from '@stowage/platform';
 import { createWorkerConnection, QueueName } from '@stowage/queue';
@@ -23,6 +24,8 @@ export interface WorkerServiceOptions {
   port: number;
   /** Pipeline tuning beyond the env config (tests shorten waits). */
   pipeline?: Partial<PipelineConfig>;
+  /** BullMQ lock/stalled-check timing (STOWAGE_LOCK_DURATION_MS, STOWAGE_STALLED_INTERVAL_MS). */
+  lock?: WorkerLockTiming;
 }
 
 export interface WorkerService {
@@ -71,6 +74,7 @@ export async function startWorkerService(opts: WorkerServiceOptions): Promise<Wo
     queues: [QueueName.itemBlocks, QueueName.pvbWatch, QueueName.hooks],
     concurrency: { itemBlocks: config.concurrency.block, pvbWatch: config.concurrency.watch, hooks: config.concurrency.hook },
     closeTimeoutMs: Math.max(1_000, config.shutdown.timeoutMs - 5_000),
+    ...(opts.lock ? { lock: opts.lock } : {}),
   });
 
   let ready = false;
