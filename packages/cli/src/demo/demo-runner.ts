@@ -29,6 +29,7 @@ export interface DemoSummary extends BackupReport {
   backup: string;
   api: { url: string; token: string };
   dashboard: { url: string; note: string };
+  console: { url: string };
   storage: { dir: string; backupDir: string; repositoryDir: string; kept: boolean };
   repositoryVerify: { ok: boolean; chunksChecked: number; snapshotsChecked: number } | null;
   logs: { dir: string; kept: boolean };
@@ -227,8 +228,11 @@ export async function runDemo(
       api: { url: apiUrl, token },
       dashboard: {
         url: `${apiUrl}/admin/queues`,
-        note: opts.keep ? 'send the header "Authorization: Bearer <token>"' : 'run with --keep to explore it',
+        note: opts.keep
+          ? 'sign in at the console (/ui) with the token first, or send "Authorization: Bearer <token>"'
+          : 'run with --keep to explore it',
       },
+      console: { url: `${apiUrl}/ui` },
       storage: { dir: storageDir, backupDir: join(storageDir, 'backups', name), repositoryDir, kept: outDir !== undefined },
       repositoryVerify,
       logs: { dir: logDir, kept: outDir !== undefined },
@@ -334,6 +338,7 @@ export function formatDemoSummary(s: DemoSummary): string[] {
   lines.push(
     `  stored in   ${s.storage.backupDir}${s.storage.kept ? '' : ' (a temp dir, removed at exit; --out DIR keeps it)'}`,
     `  volumes     ${s.storage.repositoryDir}${s.repositoryVerify ? ` (verified: ${s.repositoryVerify.chunksChecked} chunks, ${s.repositoryVerify.ok ? 'no damage' : 'DAMAGE FOUND'})` : ''}`,
+    `  console     ${s.console.url}`,
     `  dashboard   ${s.dashboard.url} (${s.dashboard.note})`,
     `  API token   ${s.api.token}`,
   );
