@@ -26,6 +26,7 @@ export class TestPvbController {
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private readonly seen = new Set<string>();
   private stopped = false;
+  private sweepTimer: NodeJS.Timeout | undefined;
   readonly errors: string[] = [];
 
   constructor(private readonly opts: TestPvbControllerOptions) {}
@@ -38,10 +39,25 @@ export class TestPvbController {
       onError: (err) => this.errors.push(err.message),
     });
     await this.informer.synced;
+    // Like an agent's resync: anything not terminal and not in hand is picked up again, so a
+    // missed event or a failed status write never strands a PVB.
+    this.sweepTimer = setInterval(() => {
+      for (const pvb of this.informer?.list() ?? []) {
+        const name = pvb.metadata.name;
+        if (this.isInHand(pvb.spec.node, name)) continue;
+        this.seen.delete(name);
+        this.onPvb(pvb);
+      }
+    }, 2_000);
+  }
+
+  private isInHand(node: string, name: string): boolean {
+    return this.running.get(node)?.has(name) === true || (this.queued.get(node) ?? []).includes(name);
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
+    clearInterval(this.sweepTimer);
     for (const timer of this.timers.values()) clearTimeout(timer);
     this.timers.clear();
     await this.informer?.stop();
@@ -57,7 +73,12 @@ export class TestPvbController {
       this.cancel(pvb);
       return;
     }
-    if ((phase === undefined || phase === 'New') && !this.seen.has(name)) {
+    // New, or InProgress but not ours (a status write that failed half-way): (re)run it.
+    if (
+      (phase === undefined || phase === 'New' || (phase === 'InProgress' && !this.timers.has(name))) &&
+      !this.seen.has(name) &&
+      !this.isInHand(node, name)
+    ) {
       this.seen.add(name);
       this.queued.set(node, [...(this.queued.get(node) ?? []), name]);
       this.pump(node);
@@ -96,7 +117,9 @@ export class TestPvbController {
         }, duration),
       );
     } catch (err) {
+      // Left to the sweep, which picks it up again.
       this.errors.push(`${name}: ${(err as Error).message}`);
+      this.seen.delete(name);
       this.release(node, name);
     }
   }
@@ -120,6 +143,7 @@ export class TestPvbController {
       );
     } catch (err) {
       this.errors.push(`${name}: ${(err as Error).message}`);
+      this.seen.delete(name);
     } finally {
       this.release(node, name);
     }
