@@ -356,7 +356,7 @@ function showBackup(name) {
       stat('Started', formatTime(backup.startedAt ?? backup.createdAt)),
       stat('Duration', formatDuration(durationOf(backup.startedAt, backup.completedAt)), backup.completedAt ? '' : ' so far'),
       stat('Items', progressBar(p.done, p.total, 'items backed up'), ` ${p.done} / ${p.total}`),
-      stat('PVBs', progressBar(p.pvbDone, p.pvbs.total, 'PVBs finished'), ` ${p.pvbs.Completed ?? 0} completed / ${p.pvbs.total ?? 0}`),
+      stat('PVBs', progressBar(p.pvbDone, p.pvbs.total, 'PVBs finished'), ` ${p.pvbs.Completed ?? 0} / ${p.pvbs.total ?? 0} done`),
       stat(
         'Hooks',
         `${backup.hookStatus.hooksAttempted} run, `,

@@ -11,15 +11,15 @@ export const LAYOUT = {
   gutter: 120,
   rightPad: 16,
   axisHeight: 28,
-  markRow: 11,
-  barRow: 14,
-  barGap: 3,
-  laneGap: 10,
+  markRow: 13,
+  barRow: 16,
+  barGap: 4,
+  laneGap: 12,
   maxBarRows: 6,
 };
 
 /** A lane label for blocks whose pods are on no known node (no volumes backed up). */
-export const NO_NODE_LANE = 'no volumes';
+export const NO_NODE_LANE = 'no PVBs';
 
 /**
  * Lays out a backup on a canvas `width` CSS pixels wide.

@@ -4,7 +4,7 @@
 // arrows move between items (←/→ in time, ↑/↓ between lanes), Enter shows the block in the table.
 
 import { formatBytes, formatDuration, formatTime, h } from './format.js';
-import { axisTicks, layoutTimeline, NO_NODE_LANE } from './timeline-layout.js';
+import { axisTicks, LAYOUT, layoutTimeline, NO_NODE_LANE } from './timeline-layout.js';
 
 const PHASE_VARS = ['New', 'InProgress', 'Completed', 'Failed', 'Canceling', 'Canceled'];
 
@@ -171,13 +171,22 @@ export function createTimeline(container, { onSelectBlock = () => {} } = {}) {
     ctx.fillStyle = colors.text;
     ctx.font = '600 12px system-ui, sans-serif';
     ctx.textBaseline = 'middle';
-    ctx.fillText(lane.node === NO_NODE_LANE ? 'no volumes' : lane.node, 8, lane.preY + 6);
+    const mid = LAYOUT.markRow / 2;
+    ctx.fillText(fit(ctx, lane.node, 72), 8, lane.preY + mid);
     ctx.fillStyle = colors.muted;
     ctx.font = '10px system-ui, sans-serif';
-    ctx.fillText('pre', 80, lane.preY + 5);
-    ctx.fillText('items', 80, lane.itemY + 5);
-    ctx.fillText('post', 80, lane.postY + 5);
-    if (lane.node !== NO_NODE_LANE) ctx.fillText('PVBs', 8, lane.barsY + 7);
+    ctx.fillText('pre', 84, lane.preY + mid);
+    ctx.fillText('items', 84, lane.itemY + mid);
+    ctx.fillText('post', 84, lane.postY + mid);
+    if (lane.node !== NO_NODE_LANE) ctx.fillText('PVBs', 84, lane.barsY + LAYOUT.barRow / 2);
+  }
+
+  /** Long node names are cut with an ellipsis (the full name is in the tooltip and the table). */
+  function fit(ctx, text, maxWidth) {
+    if (ctx.measureText(text).width <= maxWidth) return text;
+    let cut = text;
+    while (cut.length > 1 && ctx.measureText(`${cut}…`).width > maxWidth) cut = cut.slice(0, -1);
+    return `${cut}…`;
   }
 
   function drawBar(ctx, bar) {
@@ -226,14 +235,14 @@ export function createTimeline(container, { onSelectBlock = () => {} } = {}) {
     ctx.beginPath();
     if (m.kind === 'pre') {
       // ▼ pointing at the work it precedes
-      ctx.moveTo(m.x - 4, m.y - 4);
-      ctx.lineTo(m.x + 4, m.y - 4);
-      ctx.lineTo(m.x, m.y + 4);
+      ctx.moveTo(m.x - 5, m.y - 4);
+      ctx.lineTo(m.x + 5, m.y - 4);
+      ctx.lineTo(m.x, m.y + 5);
     } else if (m.kind === 'post') {
       // ▲ after the bars
-      ctx.moveTo(m.x - 4, m.y + 4);
-      ctx.lineTo(m.x + 4, m.y + 4);
-      ctx.lineTo(m.x, m.y - 4);
+      ctx.moveTo(m.x - 5, m.y + 4);
+      ctx.lineTo(m.x + 5, m.y + 4);
+      ctx.lineTo(m.x, m.y - 5);
     } else {
       ctx.rect(m.x - 3, m.y - 3, 6, 6);
     }
@@ -393,7 +402,10 @@ export function createTimeline(container, { onSelectBlock = () => {} } = {}) {
     if (!focused && nav.length > 0) setFocused(nav.find((l) => l.length > 0)?.[0]);
   });
   canvas.addEventListener('blur', () => {
+    // The keyboard choice lasts while the timeline has focus; the table keeps the selected block.
+    focused = undefined;
     focusText.textContent = '';
+    schedule();
   });
   canvas.addEventListener('keydown', (e) => {
     if (!layout || nav.length === 0) return;
