@@ -1,0 +1,275 @@
+import { randomBytes } from 'node:crypto';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createKubeClients, createPvbClient, type KubeClients, type PvbClient } from '@stowage/kube';
+import { type Fixture, type MaterializeMode, type Simulator, startSimulator } from '@stowage/kube-sim';
+import {
+  BackupState,
+  DEFAULT_PIPELINE_CONFIG,
+  NodeAgentRegistry,
+  type PipelineLogger,
+  type RunningWorkers,
+  startWorkers,
+  statePrefixFor,
+  submitBackup,
+} from '@stowage/pipeline';
+import { type EmbeddedRedis, getFreePort, startEmbeddedRedis } from '@stowage/platform';
+import { QueueName } from '@stowage/queue';
+import { FileSystemStorage } from '@stowage/storage';
+import { Redis } from 'ioredis';
+import { BenchChild } from './child-process.js';
+import { commandStatsDelta, parseCommandStats } from './stats.js';
+
+export const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+const WORKER_MAIN = join(REPO_ROOT, 'services/worker/src/main.ts');
+const AGENT_HOST_MAIN = fileURLToPath(new URL('./agent-host.main.ts', import.meta.url));
+const QUEUE_PREFIX = '{bench}';
+const ENDED = new Set(['Completed', 'PartiallyFailed', 'Failed', 'Canceled', 'FailedValidation']);
+
+/** Warnings and errors only; the driver hosts plan/finalize and must stay quiet. */
+function driverLogger(problems: string[]): PipelineLogger {
+  const logger: PipelineLogger = {
+    debug: () => {},
+    info: () => {},
+    warn: (obj, msg) => void problems.push(`warn ${msg ?? ''} ${JSON.stringify(obj)}`),
+    error: (obj, msg) => void problems.push(`error ${msg ?? ''} ${JSON.stringify(obj)}`),
+    child: () => logger,
+  };
+  return logger;
+}
+
+export interface WaitResult {
+  phase: string;
+  submittedAt: number;
+  completedAt: number;
+  /** HGETALL calls the driver made while waiting (subtracted from the Redis command counts). */
+  pollCommands: number;
+}
+
+/**
+ * One isolated run: its own redis-server, its own simulator with the generated cluster, its own
+ * storage dir and repository key. The driver process hosts the `backups` queue (plan, finalize)
+ * as the API service would; workers and node agents are separate processes.
+ */
+export class BenchEnv {
+  readonly children: BenchChild[] = [];
+  readonly problems: string[] = [];
+  readonly queuePrefix = QUEUE_PREFIX;
+  private driverWorkers: RunningWorkers | undefined;
+  private constructor(
+    readonly redisServer: EmbeddedRedis,
+    readonly sim: Simulator,
+    readonly redis: Redis,
+    readonly state: BackupState,
+    readonly kube: KubeClients,
+    readonly pvbs: PvbClient,
+    readonly workDir: string,
+    readonly logDir: string,
+    readonly repoKey: string,
+  ) {}
+
+  static async start(fixture: Fixture, materializeVolumes: MaterializeMode, logDir: string): Promise<BenchEnv> {
+    const workDir = await mkdtemp(join(tmpdir(), 'stowage-bench-'));
+    await mkdir(logDir, { recursive: true });
+    const redisServer = await startEmbeddedRedis();
+    const sim = await startSimulator({ fixture, port: 0, dataRoot: join(workDir, 'sim-data'), materializeVolumes });
+    const redis = new Redis(redisServer.url, { maxRetriesPerRequest: null });
+    const state = new BackupState({ redis, prefix: statePrefixFor(QUEUE_PREFIX) });
+    const kube = createKubeClients({ kubeconfigPath: sim.kubeconfigPath });
+    const pvbs = createPvbClient(kube, { namespace: 'stowage' });
+    return new BenchEnv(redisServer, sim, redis, state, kube, pvbs, workDir, logDir, randomBytes(32).toString('base64'));
+  }
+
+  get storageDir(): string {
+    return join(this.workDir, 'storage');
+  }
+
+  private baseEnv(): Record<string, string | undefined> {
+    const env: Record<string, string | undefined> = {};
+    for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('STOWAGE_') && k !== 'PORT' && k !== 'REDIS_URL') env[k] = v;
+    return {
+      ...env,
+      REDIS_URL: this.redisServer.url,
+      KUBECONFIG: this.sim.kubeconfigPath,
+      STOWAGE_STORAGE: this.storageDir,
+      STOWAGE_QUEUE_PREFIX: QUEUE_PREFIX,
+      STOWAGE_NAMESPACE: 'stowage',
+      LOG_LEVEL: 'warn',
+      STOWAGE_SHUTDOWN_TIMEOUT_MS: '8000',
+    };
+  }
+
+  /** W real worker processes (services/worker/src/main.ts); resolves when every /readyz says ready. */
+  async startWorkers(opts: { count: number; blockConcurrency: number; hookConcurrency: number; waitMode: string }): Promise<BenchChild[]> {
+    const started: Array<{ child: BenchChild; port: number }> = [];
+    for (let i = 1; i <= opts.count; i++) {
+      const port = await getFreePort();
+      const child = new BenchChild({
+        name: `worker-${i}`,
+        script: WORKER_MAIN,
+        cwd: REPO_ROOT,
+        logFile: join(this.logDir, `worker-${i}.log`),
+        env: {
+          ...this.baseEnv(),
+          PORT: String(port),
+          STOWAGE_BLOCK_CONCURRENCY: String(opts.blockConcurrency),
+          STOWAGE_HOOK_CONCURRENCY: String(opts.hookConcurrency),
+          STOWAGE_WAIT_MODE: opts.waitMode,
+        },
+      });
+      this.children.push(child);
+      started.push({ child, port });
+    }
+    await Promise.all(started.map(({ child, port }) => waitReady(child, port, 120_000)));
+    return started.map((s) => s.child);
+  }
+
+  /** The node agents for `nodes`, `perProcess` to an agent-host process; resolves when every node has registered. */
+  async startNodeAgents(opts: {
+    nodes: string[];
+    perProcess: number;
+    loadConcurrency: number;
+    bandwidthBytesPerSec: number;
+  }): Promise<BenchChild[]> {
+    const hosts: BenchChild[] = [];
+    const readiness: Promise<void>[] = [];
+    for (let i = 0; i < opts.nodes.length; i += opts.perProcess) {
+      const group = opts.nodes.slice(i, i + opts.perProcess);
+      let markReady: () => void = () => {};
+      readiness.push(new Promise<void>((r) => (markReady = r)));
+      const child = new BenchChild({
+        name: `agents-${hosts.length + 1}`,
+        script: AGENT_HOST_MAIN,
+        cwd: REPO_ROOT,
+        logFile: join(this.logDir, `agents-${hosts.length + 1}.log`),
+        env: {
+          ...this.baseEnv(),
+          STOWAGE_REPO_KEY: this.repoKey,
+          STOWAGE_LOAD_CONCURRENCY: JSON.stringify({ globalConfig: opts.loadConcurrency }),
+          STOWAGE_BANDWIDTH_LIMIT: String(opts.bandwidthBytesPerSec),
+          BENCH_AGENT_NODES: group.join(','),
+          BENCH_DATA_ROOT: this.sim.dataRoot,
+        },
+        onLine: (line) => {
+          if (line.startsWith('agents-ready')) markReady();
+        },
+      });
+      this.children.push(child);
+      hosts.push(child);
+    }
+    const deadline = Date.now() + 180_000;
+    const all = Promise.all(readiness);
+    for (;;) {
+      const dead = hosts.find((h) => h.hasExited);
+      if (dead) throw new Error(`${dead.name} stopped while starting; last lines:\n${dead.lastLines().join('\n')}`);
+      const done = await Promise.race([all.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 200))]);
+      if (done) break;
+      if (Date.now() > deadline) throw new Error('node agents were not ready within 180 s');
+    }
+    // The planner skips volumes on nodes without a registered agent: wait for every heartbeat.
+    const registry = new NodeAgentRegistry({ redis: this.redis, prefix: statePrefixFor(QUEUE_PREFIX) });
+    for (;;) {
+      const have = await registry.nodesWithAgent();
+      if (opts.nodes.every((n) => have.has(n))) break;
+      if (Date.now() > deadline) throw new Error(`node agents not registered within 180 s (have ${have.size}/${opts.nodes.length})`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    return hosts;
+  }
+
+  /** plan and finalize, hosted here as the API service hosts them. */
+  hostBackupsQueue(): void {
+    const deps = {
+      connection: this.redis,
+      queuePrefix: QUEUE_PREFIX,
+      state: this.state,
+      agents: new NodeAgentRegistry({ redis: this.redis, prefix: statePrefixFor(QUEUE_PREFIX) }),
+      kube: this.kube,
+      pvbs: this.pvbs,
+      storage: new FileSystemStorage(this.storageDir),
+      logger: driverLogger(this.problems),
+      clock: { now: Date.now },
+      config: { ...DEFAULT_PIPELINE_CONFIG },
+    };
+    this.driverWorkers = startWorkers({ deps, queues: [QueueName.backups], concurrency: { backups: 2 } });
+  }
+
+  async commandStats(): Promise<Record<string, number>> {
+    return parseCommandStats(await this.redis.info('commandstats'));
+  }
+
+  async commandStatsSince(before: Record<string, number>): Promise<Record<string, number>> {
+    return commandStatsDelta(before, await this.commandStats());
+  }
+
+  /** Submits the backup and waits (bounded) until it has ended. */
+  async runBackup(name: string, namespaces: string[], timeoutMs: number): Promise<WaitResult> {
+    const spec = {
+      includedNamespaces: namespaces,
+      excludedNamespaces: [],
+      includedResources: [],
+      excludedResources: [],
+      includeClusterResources: null,
+      labelSelector: null,
+      orLabelSelectors: [],
+      defaultVolumesToFsBackup: true,
+      hooks: { resources: [] },
+      resourcePolicy: null,
+      fsBackupTimeoutMs: 4 * 3_600_000,
+      ttlMs: 720 * 3_600_000,
+      storageLocation: 'default',
+    };
+    const submittedAt = Date.now();
+    await submitBackup({ state: this.state, connection: this.redis, queuePrefix: QUEUE_PREFIX }, { name, spec });
+    let polls = 0;
+    const deadline = submittedAt + timeoutMs;
+    for (;;) {
+      polls++;
+      const rec = await this.state.getBackup(name);
+      if (rec && ENDED.has(rec.phase)) {
+        return { phase: rec.phase, submittedAt, completedAt: rec.completedAt ?? Date.now(), pollCommands: polls };
+      }
+      const dead = this.children.find((c) => c.hasExited);
+      if (dead) throw new Error(`${dead.name} exited during the run; last lines:\n${dead.lastLines().join('\n')}`);
+      if (Date.now() > deadline) throw new Error(`backup ${name} did not end within ${timeoutMs / 1000} s (phase ${rec?.phase})`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  /** Stops everything it started, each step on its own. */
+  async close(keepLogs: boolean): Promise<void> {
+    const steps: Array<() => Promise<unknown>> = [
+      () => Promise.all(this.children.map((c) => c.stop())),
+      async () => this.driverWorkers?.close(),
+      async () => this.redis.quit().catch(() => this.redis.disconnect()),
+      () => this.sim.close(),
+      () => this.redisServer.stop(),
+      () => rm(this.workDir, { recursive: true, force: true }),
+      async () => (keepLogs ? undefined : rm(this.logDir, { recursive: true, force: true })),
+    ];
+    for (const step of steps) await step().catch((err: unknown) => this.problems.push(`clean-up: ${(err as Error).message}`));
+  }
+
+  /** Synchronous last resort on process exit. */
+  killChildren(): void {
+    for (const c of this.children) c.killNow();
+  }
+}
+
+async function waitReady(child: BenchChild, port: number, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (child.hasExited) throw new Error(`${child.name} stopped while starting; last lines:\n${child.lastLines().join('\n')}`);
+    const ok = await fetch(`http://127.0.0.1:${port}/readyz`, { signal: AbortSignal.timeout(2_000) })
+      .then(async (r) => {
+        await r.body?.cancel();
+        return r.status === 200;
+      })
+      .catch(() => false);
+    if (ok) return;
+    if (Date.now() > deadline) throw new Error(`${child.name} not ready within ${timeoutMs / 1000} s; see ${child.logFile}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}

@@ -1,0 +1,259 @@
+import { parseByteRate } from '@stowage/node-agent';
+
+/** One fs-backup scenario: B blocks (a pod each) × V volumes of S bytes, N nodes × K, W workers × C. */
+export interface FsScenario {
+  blocks: number;
+  volumesPerPod: number;
+  bytesPerVolume: number;
+  filesPerVolume: number;
+  nodes: number;
+  loadConcurrency: number;
+  /** Bytes per second per node agent (its token bucket, shared by its copies). */
+  bandwidthBytesPerSec: number;
+  workers: number;
+  blockConcurrency: number;
+  postHookMs: number;
+  /** Node agents hosted per agent-host process. */
+  agentsPerProcess: number;
+}
+
+export interface OrchestrationScenario {
+  blocks: number;
+  /** Worker counts to measure, e.g. [1, 2]. */
+  workers: number[];
+  /** STOWAGE_BLOCK_CONCURRENCY (and hook concurrency) of each worker. */
+  concurrency: number;
+}
+
+export type Mode = 'decoupled' | 'inline';
+
+export interface BenchOptions {
+  scenario: 'default' | 'large';
+  fs: FsScenario;
+  orchestration: OrchestrationScenario;
+  modes: Mode[];
+  runOrchestration: boolean;
+  json: string | undefined;
+  /** BENCHMARKS.md to append to; undefined = do not append. */
+  markdown: string | undefined;
+  svgDir: string | undefined;
+  /** Wait (up to this long) for the 1-minute load average to drop below `maxLoad` before measuring. */
+  waitForLoadMs: number;
+  maxLoad: number;
+  keepLogs: boolean;
+}
+
+export const SCENARIOS: Record<'default' | 'large', { fs: FsScenario; orchestration: OrchestrationScenario }> = {
+  // About two minutes on a 2-core machine: decoupled ≈ 8 waves of 1 s copies, inline ≈ 10× that.
+  default: {
+    fs: {
+      blocks: 320,
+      volumesPerPod: 1,
+      bytesPerVolume: 256 * 1024,
+      filesPerVolume: 2,
+      nodes: 40,
+      loadConcurrency: 1,
+      bandwidthBytesPerSec: 256 * 1024,
+      workers: 2,
+      blockConcurrency: 2,
+      postHookMs: 20,
+      agentsPerProcess: 10,
+    },
+    orchestration: { blocks: 5_000, workers: [1, 2], concurrency: 32 },
+  },
+  // Several times the work, two volumes per pod and K = 2 (each agent's bucket shared by 2 copies).
+  large: {
+    fs: {
+      blocks: 1_000,
+      volumesPerPod: 2,
+      bytesPerVolume: 512 * 1024,
+      filesPerVolume: 4,
+      nodes: 20,
+      loadConcurrency: 2,
+      bandwidthBytesPerSec: 1024 * 1024,
+      workers: 2,
+      blockConcurrency: 2,
+      postHookMs: 20,
+      agentsPerProcess: 10,
+    },
+    orchestration: { blocks: 20_000, workers: [1, 2], concurrency: 32 },
+  },
+};
+
+export const USAGE = `pnpm bench [options]
+
+  --scenario default|large     preset (default: default, about two minutes)
+  --blocks B                   blocks (one pod each) in the fs-backup scenario
+  --volumes V                  fs-backup volumes per pod
+  --bytes S                    bytes per volume (e.g. 256KiB)
+  --files F                    files per volume
+  --nodes N                    nodes, one node agent each
+  --load-concurrency K         node agent loadConcurrency
+  --bandwidth L                per node agent bandwidth limit (e.g. 256KiB/s)
+  --workers W                  worker processes
+  --block-concurrency C        STOWAGE_BLOCK_CONCURRENCY per worker
+  --post-hook-ms MS            scripted post hook duration
+  --agents-per-process M       node agents hosted per process
+  --modes decoupled,inline     which modes to run (default both)
+  --orch-blocks B              volume-less, hook-less blocks in the orchestration scenario
+  --orch-workers 1,2           worker counts for the orchestration scenario
+  --orch-concurrency C         block and hook concurrency per worker there
+  --no-orchestration           skip the orchestration scenario
+  --json FILE                  write the results as JSON
+  --markdown FILE              append the results table (default: BENCHMARKS.md at the repo root)
+  --no-markdown                do not append to BENCHMARKS.md
+  --svg-dir DIR                timelines (default: docs/bench at the repo root); --no-svg to skip
+  --wait-for-load SECONDS      wait up to this long for a quiet machine first (default 0)
+  --max-load X                 the 1-minute load average that counts as quiet (default 1.5)
+  --keep-logs                  keep the child processes' logs (printed path)
+  -h, --help`;
+
+export type ParseResult = { ok: true; options: BenchOptions } | { ok: false; problems: string[] } | { ok: 'help' };
+
+const INT_FLAGS: Record<string, keyof FsScenario> = {
+  '--blocks': 'blocks',
+  '--volumes': 'volumesPerPod',
+  '--files': 'filesPerVolume',
+  '--nodes': 'nodes',
+  '--load-concurrency': 'loadConcurrency',
+  '--workers': 'workers',
+  '--block-concurrency': 'blockConcurrency',
+  '--post-hook-ms': 'postHookMs',
+  '--agents-per-process': 'agentsPerProcess',
+};
+
+/** Parses argv (after the script name); every problem is reported at once. */
+export function parseBenchArgs(argv: readonly string[], defaults: { markdown: string; svgDir: string }): ParseResult {
+  const problems: string[] = [];
+  const args = [...argv];
+  const scenarioAt = args.indexOf('--scenario');
+  let scenario: 'default' | 'large' = 'default';
+  if (scenarioAt >= 0) {
+    const v = args[scenarioAt + 1];
+    if (v === 'default' || v === 'large') scenario = v;
+    else problems.push(`--scenario must be default or large, got ${v ?? 'nothing'}`);
+    args.splice(scenarioAt, 2);
+  }
+  const preset = SCENARIOS[scenario];
+  const fs: FsScenario = { ...preset.fs };
+  const orchestration: OrchestrationScenario = { ...preset.orchestration, workers: [...preset.orchestration.workers] };
+  const opts: BenchOptions = {
+    scenario,
+    fs,
+    orchestration,
+    modes: ['decoupled', 'inline'],
+    runOrchestration: true,
+    json: undefined,
+    markdown: defaults.markdown,
+    svgDir: defaults.svgDir,
+    waitForLoadMs: 0,
+    maxLoad: 1.5,
+    keepLogs: false,
+  };
+  const positiveInt = (flag: string, v: string | undefined, min = 1): number | undefined => {
+    const n = Number(v);
+    if (v === undefined || !Number.isInteger(n) || n < min) {
+      problems.push(`${flag} needs an integer >= ${min}, got ${v ?? 'nothing'}`);
+      return undefined;
+    }
+    return n;
+  };
+  for (let i = 0; i < args.length; i++) {
+    const flag = args[i] ?? '';
+    const value = args[i + 1];
+    const take = () => {
+      i++;
+      return value;
+    };
+    if (flag === '-h' || flag === '--help') return { ok: 'help' };
+    const intKey = INT_FLAGS[flag];
+    if (intKey) {
+      const n = positiveInt(flag, take(), intKey === 'postHookMs' ? 0 : 1);
+      if (n !== undefined) fs[intKey] = n;
+      continue;
+    }
+    switch (flag) {
+      case '--bytes':
+      case '--bandwidth': {
+        const v = take();
+        const parsed = v === undefined ? undefined : parseByteRate(v);
+        if (!parsed?.ok) problems.push(`${flag} needs a byte size like 256KiB or 1MiB, got ${v ?? 'nothing'}`);
+        else if (flag === '--bytes') fs.bytesPerVolume = Math.round(parsed.bytesPerSec);
+        else fs.bandwidthBytesPerSec = Math.round(parsed.bytesPerSec);
+        break;
+      }
+      case '--modes': {
+        const v = take() ?? '';
+        const modes = v.split(',').filter(Boolean);
+        const bad = modes.filter((m) => m !== 'decoupled' && m !== 'inline');
+        if (modes.length === 0 || bad.length > 0) problems.push(`--modes takes decoupled and/or inline, got ${v || 'nothing'}`);
+        else opts.modes = [...new Set(modes as Mode[])];
+        break;
+      }
+      case '--orch-blocks': {
+        const n = positiveInt(flag, take());
+        if (n !== undefined) orchestration.blocks = n;
+        break;
+      }
+      case '--orch-concurrency': {
+        const n = positiveInt(flag, take());
+        if (n !== undefined) orchestration.concurrency = n;
+        break;
+      }
+      case '--orch-workers': {
+        const v = take() ?? '';
+        const ns = v.split(',').map(Number);
+        if (v === '' || ns.some((n) => !Number.isInteger(n) || n < 1)) problems.push(`--orch-workers takes counts like 1,2, got ${v || 'nothing'}`);
+        else orchestration.workers = ns;
+        break;
+      }
+      case '--no-orchestration':
+        opts.runOrchestration = false;
+        break;
+      case '--json': {
+        const v = take();
+        if (!v || v.startsWith('--')) problems.push('--json needs a file name');
+        else opts.json = v;
+        break;
+      }
+      case '--markdown': {
+        const v = take();
+        if (!v || v.startsWith('--')) problems.push('--markdown needs a file name');
+        else opts.markdown = v;
+        break;
+      }
+      case '--no-markdown':
+        opts.markdown = undefined;
+        break;
+      case '--svg-dir': {
+        const v = take();
+        if (!v || v.startsWith('--')) problems.push('--svg-dir needs a directory');
+        else opts.svgDir = v;
+        break;
+      }
+      case '--no-svg':
+        opts.svgDir = undefined;
+        break;
+      case '--wait-for-load': {
+        const n = Number(take());
+        if (!Number.isFinite(n) || n < 0) problems.push(`--wait-for-load needs seconds >= 0, got ${value ?? 'nothing'}`);
+        else opts.waitForLoadMs = n * 1000;
+        break;
+      }
+      case '--max-load': {
+        const n = Number(take());
+        if (!Number.isFinite(n) || n <= 0) problems.push(`--max-load needs a number > 0, got ${value ?? 'nothing'}`);
+        else opts.maxLoad = n;
+        break;
+      }
+      case '--keep-logs':
+        opts.keepLogs = true;
+        break;
+      default:
+        problems.push(`unknown option ${flag}`);
+    }
+  }
+  if (fs.bytesPerVolume < 1) problems.push('--bytes must be at least 1 byte (the fs-backup scenario copies real data)');
+  if (fs.bandwidthBytesPerSec < 1024) problems.push('--bandwidth must be at least 1KiB/s');
+  return problems.length > 0 ? { ok: false, problems } : { ok: true, options: opts };
+}

@@ -1,0 +1,220 @@
+import { join } from 'node:path';
+import type { PodVolumeBackup } from '@stowage/kube';
+import { type ExecRecord, generateCluster, type RequestCounts } from '@stowage/kube-sim';
+import { createQueue, QueueName } from '@stowage/queue';
+import { BenchEnv } from './bench-env.js';
+import type { FsScenario, Mode } from './bench-options.js';
+import { type Distribution, distribution, type NodeAgentBound, nodeAgentBound, sum } from './stats.js';
+import type { TimelineBar, TimelineInput } from './timeline-svg.js';
+
+export interface FsModeResult {
+  mode: Mode;
+  phase: string;
+  makespanMs: number;
+  pvbs: number;
+  blocks: number;
+  /** Per-PVB copy time (startTimestamp → completionTimestamp), ms. */
+  pvbCopyMs: Distribution;
+  bound: NodeAgentBound;
+  makespanOverBound: number;
+  postHookLagMs: Distribution;
+  postHooks: number;
+  /** Non-watch Kubernetes API requests of the whole run ÷ PVBs. */
+  apiRequestsPerPvb: number;
+  /** The same split by who makes them (see README: attribution by resource and verb). */
+  apiRequestsPerPvbBy: { pipeline: number; nodeAgents: number };
+  apiRequests: { total: number; watchesOpened: number; byResource: Record<string, Record<string, number>> };
+  redisCommandsPerBlock: number;
+  redisCommands: number;
+  redisTopCommands: Record<string, number>;
+  workerPeakRssBytes: number[];
+  workerCpuSeconds: number[];
+  timeline: TimelineInput;
+  problems: string[];
+}
+
+/** Requests only a node agent makes (it reads the pod and PVC of a PVB and writes PVB status). */
+function isNodeAgentRequest(resource: string, verb: string): boolean {
+  if (resource === 'podvolumebackups.stowage.dev/status') return true;
+  if ((resource === 'pods' || resource === 'persistentvolumeclaims' || resource === 'nodes') && verb === 'get') return true;
+  return false;
+}
+
+export function splitRequests(counts: RequestCounts): { total: number; pipeline: number; nodeAgents: number } {
+  let total = 0;
+  let nodeAgents = 0;
+  for (const [resource, verbs] of Object.entries(counts.byResource)) {
+    for (const [verb, n] of Object.entries(verbs)) {
+      total += n;
+      if (isNodeAgentRequest(resource, verb)) nodeAgents += n;
+    }
+  }
+  return { total, pipeline: total - nodeAgents, nodeAgents };
+}
+
+const ms = (iso: string | undefined | null): number | undefined => (iso ? Date.parse(iso) : undefined);
+
+export function fsNamespaces(blocks: number): { namespaces: number; podsPerNamespace: number } {
+  // Up to 500 pods per namespace, evenly: the smallest namespace count that divides the blocks.
+  for (let n = Math.ceil(blocks / 500); n <= blocks; n++) if (blocks % n === 0) return { namespaces: n, podsPerNamespace: blocks / n };
+  return { namespaces: blocks, podsPerNamespace: 1 };
+}
+
+/** One mode of the fs-backup scenario in a fresh environment. */
+export async function runFsMode(
+  scenario: FsScenario,
+  mode: Mode,
+  logDir: string,
+  keepLogs: boolean,
+  say: (line: string) => void,
+): Promise<FsModeResult> {
+  const { namespaces, podsPerNamespace } = fsNamespaces(scenario.blocks);
+  const fixture = generateCluster({
+    namespaces,
+    podsPerNamespace,
+    volumesPerPod: scenario.volumesPerPod,
+    bytesPerVolume: scenario.bytesPerVolume,
+    filesPerVolume: scenario.filesPerVolume,
+    nodes: scenario.nodes,
+    postHook: { durationMs: scenario.postHookMs },
+  });
+  const env = await BenchEnv.start(fixture, 'all', join(logDir, mode));
+  const onExit = () => env.killChildren();
+  process.once('exit', onExit);
+  try {
+    const nodes = Array.from({ length: scenario.nodes }, (_, i) => `node-${i}`);
+    const t0 = Date.now();
+    await env.startNodeAgents({
+      nodes,
+      perProcess: scenario.agentsPerProcess,
+      loadConcurrency: scenario.loadConcurrency,
+      bandwidthBytesPerSec: scenario.bandwidthBytesPerSec,
+    });
+    const workers = await env.startWorkers({
+      count: scenario.workers,
+      blockConcurrency: scenario.blockConcurrency,
+      hookConcurrency: 4,
+      waitMode: mode,
+    });
+    env.hostBackupsQueue();
+    say(`  ${mode}: ${scenario.nodes} node agents and ${scenario.workers} workers ready in ${((Date.now() - t0) / 1000).toFixed(1)} s; backing up`);
+
+    const name = `bench-${mode}`;
+    const nsNames = Array.from({ length: namespaces }, (_, i) => `bench-${i}`);
+    env.sim.resetRequests();
+    const redisBefore = await env.commandStats();
+    const cpuBefore = await Promise.all(workers.map((w) => w.cpuSeconds()));
+    const wait = await env.runBackup(name, nsNames, 30 * 60_000);
+    const requests = env.sim.requests();
+    const redisDelta = await env.commandStatsSince(redisBefore);
+    const cpuAfter = await Promise.all(workers.map((w) => w.cpuSeconds()));
+    const rss = await Promise.all(workers.map((w) => w.peakRssBytes()));
+    // Our own waiting loop and the two INFO calls are not the pipeline's.
+    redisDelta.hgetall = Math.max(0, (redisDelta.hgetall ?? 0) - wait.pollCommands);
+    redisDelta.info = Math.max(0, (redisDelta.info ?? 0) - 2);
+
+    const pvbObjects: PodVolumeBackup[] = await env.pvbs.listPvbs({ labelSelector: `stowage.dev/backup-name=${name}` });
+    const execs: ExecRecord[] = env.sim.execLog();
+    const counters = await env.state.counters(name);
+    const blocks = counters.blocksPlanned ?? counters.blocksDone ?? 0;
+    const queueBars = await jobBars(env);
+
+    // Per-PVB copy time and the bound.
+    const copies = pvbObjects
+      .map((p) => ({
+        name: p.metadata.name,
+        node: p.spec.node,
+        pod: `${p.spec.pod.namespace}/${p.spec.pod.name}`,
+        start: ms(p.status?.startTimestamp),
+        end: ms(p.status?.completionTimestamp),
+        phase: p.status?.phase ?? 'New',
+      }))
+      .filter((c): c is typeof c & { start: number; end: number } => c.start !== undefined && c.end !== undefined);
+    const bound = nodeAgentBound(
+      copies.map((c) => ({ node: c.node, copyMs: c.end - c.start })),
+      scenario.nodes,
+      scenario.loadConcurrency,
+    );
+    const makespanMs = wait.completedAt - wait.submittedAt;
+
+    // Post-hook lag: exec start − the last completion among its pod's PVBs (one pod per block here).
+    const lastCompletionByPod = new Map<string, number>();
+    for (const c of copies) lastCompletionByPod.set(c.pod, Math.max(lastCompletionByPod.get(c.pod) ?? 0, c.end));
+    const lags: number[] = [];
+    for (const e of execs) {
+      const last = lastCompletionByPod.get(`${e.namespace}/${e.pod}`);
+      const start = ms(e.startedAt);
+      if (last !== undefined && start !== undefined) lags.push(start - last);
+    }
+
+    const split = splitRequests(requests);
+    const pvbCount = Math.max(1, pvbObjects.length);
+    const redisTotal = sum(Object.values(redisDelta));
+    const top = Object.fromEntries(
+      Object.entries(redisDelta)
+        .sort((a, b) => b[1] - a[1])
+        .slice(0, 8),
+    );
+
+    const byNode = new Map<string, TimelineBar[]>(nodes.map((n) => [n, []]));
+    for (const c of copies) byNode.get(c.node)?.push({ startMs: c.start, endMs: c.end, label: `${c.name} (${c.pod}) ${c.end - c.start} ms` });
+    const hookBars: TimelineBar[] = execs
+      .map((e) => ({ startMs: ms(e.startedAt) ?? 0, endMs: ms(e.endedAt) ?? ms(e.startedAt) ?? 0, label: `post hook ${e.namespace}/${e.pod}` }))
+      .filter((b) => b.startMs > 0);
+    const timeline: TimelineInput = {
+      title: `Stowage bench — ${mode}: ${makespanMs} ms for ${pvbObjects.length} PVBs (bound ${Math.round(bound.boundMs)} ms, ×${(makespanMs / bound.boundMs).toFixed(2)})`,
+      subtitle: `${scenario.blocks} blocks × ${scenario.volumesPerPod} vol × ${scenario.bytesPerVolume} B; N=${scenario.nodes} K=${scenario.loadConcurrency} (${scenario.bandwidthBytesPerSec} B/s per agent); W=${scenario.workers} C=${scenario.blockConcurrency}. Lanes: PVB copies per node, item-block jobs, post-hooks jobs, post hook execs.`,
+      originMs: wait.submittedAt,
+      endMs: wait.completedAt,
+      groups: [
+        ...[...byNode].map(([node, bars]) => ({ name: node, bars, color: '#4c78a8' })),
+        { name: 'item-block jobs', bars: queueBars.itemBlocks, color: '#f58518' },
+        { name: 'post-hooks jobs', bars: queueBars.postHooks, color: '#b279a2' },
+        { name: 'post hook execs', bars: hookBars, color: '#54a24b' },
+      ],
+      markers: [{ atMs: wait.submittedAt + bound.boundMs, label: 'bound', color: '#e45756' }],
+    };
+
+    return {
+      mode,
+      phase: wait.phase,
+      makespanMs,
+      pvbs: pvbObjects.length,
+      blocks,
+      pvbCopyMs: distribution(copies.map((c) => c.end - c.start)),
+      bound,
+      makespanOverBound: makespanMs / bound.boundMs,
+      postHookLagMs: distribution(lags),
+      postHooks: execs.length,
+      apiRequestsPerPvb: split.total / pvbCount,
+      apiRequestsPerPvbBy: { pipeline: split.pipeline / pvbCount, nodeAgents: split.nodeAgents / pvbCount },
+      apiRequests: { total: split.total, watchesOpened: requests.watches.opened, byResource: requests.byResource },
+      redisCommandsPerBlock: redisTotal / Math.max(1, blocks),
+      redisCommands: redisTotal,
+      redisTopCommands: top,
+      workerPeakRssBytes: rss.map((r) => r ?? 0),
+      workerCpuSeconds: cpuAfter.map((a, i) => Math.max(0, (a ?? 0) - (cpuBefore[i] ?? 0))),
+      timeline,
+      problems: env.problems,
+    };
+  } finally {
+    process.removeListener('exit', onExit);
+    await env.close(keepLogs);
+  }
+}
+
+/** Start/end of every finished item-block and post-hooks job (BullMQ keeps the last 10,000 of each). */
+async function jobBars(env: BenchEnv): Promise<{ itemBlocks: TimelineBar[]; postHooks: TimelineBar[] }> {
+  const read = async (name: QueueName) => {
+    const queue = createQueue(name, { connection: env.redis, prefix: env.queuePrefix });
+    try {
+      const jobs = await queue.getJobs(['completed', 'failed'], 0, -1);
+      return jobs
+        .filter((j) => j.processedOn !== undefined && j.finishedOn !== undefined)
+        .map((j) => ({ startMs: j.processedOn ?? 0, endMs: j.finishedOn ?? 0, label: `${j.name} ${j.id}` }));
+    } finally {
+      await queue.close();
+    }
+  };
+  return { itemBlocks: await read(QueueName.itemBlocks), postHooks: await read(QueueName.hooks) };
+}

@@ -1,0 +1,84 @@
+import { join } from 'node:path';
+import { generateCluster } from '@stowage/kube-sim';
+import { BenchEnv } from './bench-env.js';
+import { fsNamespaces, splitRequests } from './fs-backup-run.js';
+import { sum } from './stats.js';
+
+export interface OrchestrationResult {
+  workers: number;
+  concurrency: number;
+  pods: number;
+  /** Blocks the plan made (one per pod, plus the namespaces' and other items' blocks). */
+  blocks: number;
+  phase: string;
+  makespanMs: number;
+  /** Submit → plan stored and every block added. */
+  planMs: number | undefined;
+  blocksPerSecond: number;
+  redisCommandsPerBlock: number;
+  apiRequests: number;
+  workerPeakRssBytes: number[];
+  workerCpuSeconds: number[];
+  problems: string[];
+}
+
+/** Volume-less, hook-less blocks end to end: what the queue graph costs with nothing to wait for. */
+export async function runOrchestration(
+  opts: { pods: number; workers: number; concurrency: number },
+  logDir: string,
+  keepLogs: boolean,
+  say: (line: string) => void,
+): Promise<OrchestrationResult> {
+  const { namespaces, podsPerNamespace } = fsNamespaces(opts.pods);
+  const fixture = generateCluster({ namespaces, podsPerNamespace, volumesPerPod: 0, bytesPerVolume: 0, nodes: 4 });
+  const env = await BenchEnv.start(fixture, 'none', join(logDir, `orchestration-w${opts.workers}`));
+  const onExit = () => env.killChildren();
+  process.once('exit', onExit);
+  try {
+    const workers = await env.startWorkers({
+      count: opts.workers,
+      blockConcurrency: opts.concurrency,
+      hookConcurrency: opts.concurrency,
+      waitMode: 'decoupled',
+    });
+    env.hostBackupsQueue();
+    const name = `bench-orch-w${opts.workers}`;
+    env.sim.resetRequests();
+    const redisBefore = await env.commandStats();
+    const cpuBefore = await Promise.all(workers.map((w) => w.cpuSeconds()));
+    say(`  orchestration, ${opts.workers} worker(s): backing up ${opts.pods} volume-less pods`);
+    const wait = await env.runBackup(
+      name,
+      Array.from({ length: namespaces }, (_, i) => `bench-${i}`),
+      30 * 60_000,
+    );
+    const requests = env.sim.requests();
+    const redisDelta = await env.commandStatsSince(redisBefore);
+    redisDelta.hgetall = Math.max(0, (redisDelta.hgetall ?? 0) - wait.pollCommands);
+    redisDelta.info = Math.max(0, (redisDelta.info ?? 0) - 2);
+    const cpuAfter = await Promise.all(workers.map((w) => w.cpuSeconds()));
+    const rss = await Promise.all(workers.map((w) => w.peakRssBytes()));
+    const counters = await env.state.counters(name);
+    const record = await env.state.getBackup(name);
+    const blocks = counters.blocksPlanned ?? counters.blocksDone ?? 0;
+    const makespanMs = wait.completedAt - wait.submittedAt;
+    return {
+      workers: opts.workers,
+      concurrency: opts.concurrency,
+      pods: opts.pods,
+      blocks,
+      phase: wait.phase,
+      makespanMs,
+      planMs: record?.planCompletedAt !== undefined ? record.planCompletedAt - wait.submittedAt : undefined,
+      blocksPerSecond: blocks / (makespanMs / 1000),
+      redisCommandsPerBlock: sum(Object.values(redisDelta)) / Math.max(1, blocks),
+      apiRequests: splitRequests(requests).total,
+      workerPeakRssBytes: rss.map((r) => r ?? 0),
+      workerCpuSeconds: cpuAfter.map((a, i) => Math.max(0, (a ?? 0) - (cpuBefore[i] ?? 0))),
+      problems: env.problems,
+    };
+  } finally {
+    process.removeListener('exit', onExit);
+    await env.close(keepLogs);
+  }
+}

@@ -1,0 +1,122 @@
+import type { BenchOptions } from './bench-options.js';
+import type { FsModeResult } from './fs-backup-run.js';
+import type { OrchestrationResult } from './orchestration-run.js';
+
+export interface MachineInfo {
+  cpus: number;
+  cpuModel: string;
+  memoryGiB: number;
+  node: string;
+  loadAverageStart: number[];
+  loadAverageEnd: number[];
+}
+
+export interface TargetCheck {
+  target: string;
+  measured: string;
+  met: boolean | null;
+}
+
+export interface BenchReport {
+  command: string;
+  startedAt: string;
+  machine: MachineInfo;
+  scenario: BenchOptions['scenario'];
+  fs: BenchOptions['fs'];
+  lowerBoundMs: number | null;
+  decoupled?: Omit<FsModeResult, 'timeline'>;
+  inline?: Omit<FsModeResult, 'timeline'>;
+  inlineOverDecoupled: number | null;
+  orchestration?: { blocksPerSecond: number; workers: number; runs: OrchestrationResult[] };
+  targets: TargetCheck[];
+}
+
+const f1 = (n: number | null | undefined) => (n === null || n === undefined ? '–' : n.toFixed(1));
+const f2 = (n: number | null | undefined) => (n === null || n === undefined ? '–' : n.toFixed(2));
+const mib = (b: number) => `${(b / 1024 / 1024).toFixed(0)} MiB`;
+
+/** The targets of issue 8, checked against a report (null when that part was not run). */
+export function checkTargets(r: Omit<BenchReport, 'targets'>): TargetCheck[] {
+  const d = r.decoupled;
+  const i = r.inline;
+  const slots = r.fs.nodes * r.fs.loadConcurrency;
+  const cw = r.fs.workers * r.fs.blockConcurrency;
+  const o = r.orchestration?.runs.find((x) => x.workers === 2);
+  return [
+    {
+      target: `decoupled makespan ≤ 1.10 × node-agent bound (C·W = ${cw}, N·K = ${slots}; asked for 4 and 40)`,
+      measured: d ? `${d.makespanMs} ms = ${f2(d.makespanOverBound)} × ${Math.round(d.bound.boundMs)} ms` : 'not run',
+      met: d ? d.makespanOverBound <= 1.1 : null,
+    },
+    {
+      target: 'inline ≥ 5× slower than decoupled, same run',
+      measured: r.inlineOverDecoupled !== null ? `${f2(r.inlineOverDecoupled)}×` : 'not run',
+      met: r.inlineOverDecoupled !== null ? r.inlineOverDecoupled >= 5 : null,
+    },
+    {
+      target: 'post-hook lag p99 ≤ 250 ms (decoupled)',
+      measured: d?.postHookLagMs.p99 != null ? `${d.postHookLagMs.p99} ms` : 'not run',
+      met: d?.postHookLagMs.p99 != null ? d.postHookLagMs.p99 <= 250 : null,
+    },
+    {
+      target: '≤ 3 API requests per PVB outside watches (decoupled, all clients)',
+      measured: d ? `${f2(d.apiRequestsPerPvb)} (pipeline ${f2(d.apiRequestsPerPvbBy.pipeline)}, node agents ${f2(d.apiRequestsPerPvbBy.nodeAgents)})` : 'not run',
+      met: d ? d.apiRequestsPerPvb <= 3 : null,
+    },
+    {
+      target: '≥ 1,000 volume-less blocks/s end to end with 2 workers',
+      measured: o ? `${Math.round(o.blocksPerSecond)} blocks/s` : 'not run',
+      met: o ? o.blocksPerSecond >= 1000 : null,
+    },
+  ];
+}
+
+export function renderMarkdown(r: BenchReport): string {
+  const m = r.machine;
+  const lines: string[] = [];
+  lines.push(
+    `## Bench: decoupled vs inline waiting, ${r.startedAt.slice(0, 10)} (${r.scenario})`,
+    '',
+    `Command: \`${r.command}\``,
+    `Machine: ${m.cpus} × ${m.cpuModel}, ${m.memoryGiB.toFixed(0)} GiB, Node ${m.node}; ${r.startedAt}; load average ${m.loadAverageStart.map(f2).join(' ')} at start, ${m.loadAverageEnd.map(f2).join(' ')} at end.`,
+    `Scenario: ${r.fs.blocks} blocks (a pod each) × ${r.fs.volumesPerPod} fs-backup volume(s) of ${r.fs.bytesPerVolume} B in ${r.fs.filesPerVolume} file(s), a ${r.fs.postHookMs} ms post hook each; N = ${r.fs.nodes} node agents × K = ${r.fs.loadConcurrency} (bandwidth ${r.fs.bandwidthBytesPerSec} B/s per agent, ${r.fs.agentsPerProcess} agents per process); W = ${r.fs.workers} worker processes × C = ${r.fs.blockConcurrency}. Fresh redis-server and simulator per mode.`,
+    '',
+    '| | decoupled | inline |',
+    '|---|---:|---:|',
+  );
+  const row = (label: string, get: (x: Omit<FsModeResult, 'timeline'>) => string) =>
+    lines.push(`| ${label} | ${r.decoupled ? get(r.decoupled) : '–'} | ${r.inline ? get(r.inline) : '–'} |`);
+  row('phase', (x) => x.phase);
+  row('makespan', (x) => `${(x.makespanMs / 1000).toFixed(2)} s`);
+  row('PVBs / blocks planned', (x) => `${x.pvbs} / ${x.blocks}`);
+  row('per-PVB copy time p50 / max', (x) => `${x.pvbCopyMs.p50} / ${x.pvbCopyMs.max} ms`);
+  row('node-agent bound (Σ copy ÷ N·K)', (x) => `${(x.bound.boundMs / 1000).toFixed(2)} s`);
+  row('makespan ÷ bound', (x) => f2(x.makespanOverBound));
+  row('post-hook lag p50 / p99 / max', (x) => `${x.postHookLagMs.p50} / ${x.postHookLagMs.p99} / ${x.postHookLagMs.max} ms`);
+  row('API requests per PVB (non-watch, all)', (x) => f2(x.apiRequestsPerPvb));
+  row('… pipeline / node agents', (x) => `${f2(x.apiRequestsPerPvbBy.pipeline)} / ${f2(x.apiRequestsPerPvbBy.nodeAgents)}`);
+  row('watch streams opened', (x) => String(x.apiRequests.watchesOpened));
+  row('Redis commands per block', (x) => f1(x.redisCommandsPerBlock));
+  row('worker peak RSS (VmHWM)', (x) => x.workerPeakRssBytes.map(mib).join(', '));
+  row('worker CPU s during the run', (x) => x.workerCpuSeconds.map(f1).join(', '));
+  lines.push('');
+  if (r.inlineOverDecoupled !== null) lines.push(`Inline ÷ decoupled makespan: **${f2(r.inlineOverDecoupled)}×**.`, '');
+  if (r.orchestration) {
+    lines.push(
+      'Orchestration (volume-less, hook-less pods; plan and finalize included; end to end = submit → Completed):',
+      '',
+      '| workers × concurrency | pods | blocks | makespan | plan done at | blocks/s | Redis cmds/block | worker peak RSS | worker CPU s |',
+      '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
+    );
+    for (const o of r.orchestration.runs) {
+      lines.push(
+        `| ${o.workers} × ${o.concurrency} | ${o.pods} | ${o.blocks} | ${(o.makespanMs / 1000).toFixed(2)} s | ${o.planMs !== undefined ? `${(o.planMs / 1000).toFixed(2)} s` : '–'} | ${Math.round(o.blocksPerSecond)} | ${f1(o.redisCommandsPerBlock)} | ${o.workerPeakRssBytes.map(mib).join(', ')} | ${o.workerCpuSeconds.map(f1).join(', ')} |`,
+      );
+    }
+    lines.push('');
+  }
+  lines.push('| target | measured | met |', '|---|---|---|');
+  for (const t of r.targets) lines.push(`| ${t.target} | ${t.measured} | ${t.met === null ? '–' : t.met ? 'yes' : '**no**'} |`);
+  lines.push('');
+  return `${lines.join('\n')}\n`;
+}

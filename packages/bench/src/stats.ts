@@ -1,0 +1,96 @@
+/** Pure numbers behind the report: percentiles, the node-agent bound, Redis command counts. */
+
+export interface Distribution {
+  count: number;
+  p50: number | null;
+  p99: number | null;
+  max: number | null;
+  mean: number | null;
+}
+
+/**
+ * Nearest-rank percentile (the smallest value with at least p% of the values at or below it),
+ * so p99 of 100 values is the 99th, and p100 is the max. `null` for no values.
+ */
+export function percentile(values: readonly number[], p: number): number | null {
+  if (!(p >= 0 && p <= 100)) throw new RangeError(`percentile: p must be within 0..100, got ${p}`);
+  if (values.length === 0) return null;
+  const sorted = [...values].sort((a, b) => a - b);
+  const rank = Math.max(1, Math.ceil((p / 100) * sorted.length));
+  return sorted[rank - 1] ?? null;
+}
+
+export function distribution(values: readonly number[]): Distribution {
+  if (values.length === 0) return { count: 0, p50: null, p99: null, max: null, mean: null };
+  let sum = 0;
+  let max = Number.NEGATIVE_INFINITY;
+  for (const v of values) {
+    sum += v;
+    if (v > max) max = v;
+  }
+  return { count: values.length, p50: percentile(values, 50), p99: percentile(values, 99), max, mean: sum / values.length };
+}
+
+export interface NodeAgentBound {
+  /** Σ per-PVB copy time (completionTimestamp − startTimestamp), ms. */
+  totalPvbWorkMs: number;
+  /** N·K: copies that can run at once across the cluster. */
+  copySlots: number;
+  /** totalPvbWorkMs ÷ copySlots: no schedule can finish the copies sooner. */
+  lowerBoundMs: number;
+  /** The busiest node's work ÷ K: also a bound (a node cannot borrow another's slots). */
+  busiestNodeBoundMs: number;
+  /** The larger of the two. */
+  boundMs: number;
+}
+
+/**
+ * The node-agent lower bound of a run from the measured copy times: total PVB work spread
+ * perfectly over N nodes × K slots, and — since PVBs are pinned to their pod's node — the
+ * busiest node's work over its K slots. With work spread evenly the two agree.
+ */
+export function nodeAgentBound(
+  pvbs: ReadonlyArray<{ node: string; copyMs: number }>,
+  nodes: number,
+  loadConcurrency: number,
+): NodeAgentBound {
+  if (!(Number.isInteger(nodes) && nodes > 0)) throw new RangeError(`nodes must be a positive integer, got ${nodes}`);
+  if (!(Number.isInteger(loadConcurrency) && loadConcurrency > 0))
+    throw new RangeError(`loadConcurrency must be a positive integer, got ${loadConcurrency}`);
+  const perNode = new Map<string, number>();
+  let total = 0;
+  for (const p of pvbs) {
+    total += p.copyMs;
+    perNode.set(p.node, (perNode.get(p.node) ?? 0) + p.copyMs);
+  }
+  const copySlots = nodes * loadConcurrency;
+  const lowerBoundMs = total / copySlots;
+  const busiestNodeBoundMs = Math.max(0, ...perNode.values()) / loadConcurrency;
+  return { totalPvbWorkMs: total, copySlots, lowerBoundMs, busiestNodeBoundMs, boundMs: Math.max(lowerBoundMs, busiestNodeBoundMs) };
+}
+
+/** `INFO commandstats` → calls per command (`cmdstat_evalsha:calls=12,...` → `{ evalsha: 12 }`). */
+export function parseCommandStats(info: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const line of info.split(/\r?\n/)) {
+    const m = /^cmdstat_([^:]+):calls=(\d+)/.exec(line.trim());
+    if (m?.[1] && m[2]) out[m[1]] = Number(m[2]);
+  }
+  return out;
+}
+
+/** Calls per command made between two `parseCommandStats` snapshots (commands with no calls left out). */
+export function commandStatsDelta(before: Record<string, number>, after: Record<string, number>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [cmd, calls] of Object.entries(after)) {
+    const d = calls - (before[cmd] ?? 0);
+    if (d > 0) out[cmd] = d;
+  }
+  return out;
+}
+
+export function sum(values: Iterable<number>): number {
+  let s = 0;
+  for (const v of values) s += v;
+  return s;
+}
