@@ -100,6 +100,9 @@ describe('the console in Chromium', () => {
       await expect.poll(() => alert.textContent(), { timeout: 10_000 }).toContain('not accepted');
       expect(await page.getByLabel('API token').isVisible()).toBe(true);
       expect(await page.content()).not.toContain(CANARY);
+      await mkdir(OUTPUT_DIR, { recursive: true });
+      await page.screenshot({ path: `${OUTPUT_DIR}prompt.png` });
+      console.log(`console screenshot: ${OUTPUT_DIR}prompt.png`);
       expect(await page.evaluate(() => sessionStorage.getItem('stowage.token'))).toBeNull();
 
       // No API call succeeded: the only one made was refused, and the API refuses the page without a bearer header.
@@ -128,6 +131,10 @@ describe('the console in Chromium', () => {
       await page.getByRole('button', { name: 'Open console' }).click();
       await page.getByRole('heading', { name: 'Backups' }).waitFor({ timeout: 15_000 });
       await page.getByRole('link', { name: CANARY }).waitFor({ timeout: 10_000 });
+      await page.locator('tbody tr', { hasText: 'Completed' }).first().waitFor({ timeout: 30_000 });
+      await mkdir(OUTPUT_DIR, { recursive: true });
+      await page.screenshot({ path: `${OUTPUT_DIR}backups-list.png` });
+      console.log(`console screenshot: ${OUTPUT_DIR}backups-list.png`);
 
       // The session cookie now opens the dashboard and the docs for this browser (GET only), never the API.
       // (Asked from a second tab, so these deliberate refusals stay out of this page's request log.)
