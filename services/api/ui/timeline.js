@@ -151,7 +151,7 @@ export function createTimeline(container, { onSelectBlock = () => {} } = {}) {
       ctx.stroke();
       ctx.fillStyle = colors.muted;
       const label = `+${formatDuration(t - layout.origin)}`.replace('+0 ms', '0');
-      ctx.fillText(label, x + 3, 12);
+      if (x + 3 + ctx.measureText(label).width <= width) ctx.fillText(label, x + 3, 12);
     }
     if (backup && !backup.completedAt) {
       const x = Math.round(layout.xOf(Date.now())) + 0.5;
