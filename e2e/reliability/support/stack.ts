@@ -1,0 +1,279 @@
+/*
+ * The real parts a reliability test kills and restarts: a private redis-server, the simulator
+ * (with the PVB CRD), and the api, worker and node-agent services as separate OS processes.
+ * Each service runs as ONE node process (`node --conditions=@stowage/source --import tsx main.ts`,
+ * no tsx wrapper in between) in its own process group, so a SIGKILL hits the process that holds
+ * the jobs, like a pod being OOM-killed. The root e2e folder has no dependencies of its own, so
+ * workspace packages are imported through their sources.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { createKubeClients, createPvbClient, type KubeClients, type PvbClient } from '../../../packages/kube/src/index.js';
+import { type Fixture, type Simulator, startSimulator } from '../../../packages/kube-sim/src/index.js';
+import { type BackupRecord, BackupState, NodeAgentRegistry, statePrefixFor } from '../../../packages/pipeline/src/index.js';
+import { createWorkerConnection } from '../../../packages/queue/src/index.js';
+import { getFreePort, type RedisServer, startRedisServer, uniquePrefix } from '../../../packages/testing/src/index.js';
+
+export const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+export const CRD_PATH = join(REPO_ROOT, 'k8s/base/crd-podvolumebackups.yaml');
+const TSX_LOADER = pathToFileURL(createRequire(join(REPO_ROOT, 'package.json')).resolve('tsx')).href;
+
+const MAINS = {
+  api: 'services/api/src/main.ts',
+  worker: 'services/worker/src/main.ts',
+  'node-agent': 'services/node-agent/src/main.ts',
+} as const;
+export type ServiceKind = keyof typeof MAINS;
+
+export type RedisClient = ReturnType<typeof createWorkerConnection>;
+
+/** Fast takeover of a killed process's jobs: locks expire after 4 s, stalled checks every 1.5 s. */
+export const TEST_LOCK_ENV = { STOWAGE_LOCK_DURATION_MS: '4000', STOWAGE_STALLED_INTERVAL_MS: '1500' };
+
+export interface ServiceProcess {
+  kind: ServiceKind;
+  name: string;
+  pid: number;
+  port: number;
+  child: ChildProcess;
+  /** Everything it wrote (stdout and stderr), for failure messages. */
+  output: string[];
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** SIGKILL to the whole process group: no shutdown hook runs. */
+  killHard(): Promise<void>;
+  /** SIGTERM, bounded wait, then SIGKILL; resolves with the exit code. */
+  stop(): Promise<number | null>;
+  /** Open file descriptors right now (/proc/<pid>/fd). */
+  fdCount(): Promise<number>;
+}
+
+/** Polls `check` until it returns a value other than undefined, or fails after `timeoutMs`. */
+export async function waitFor<T>(
+  what: string,
+  check: () => Promise<T | undefined> | T | undefined,
+  timeoutMs = 30_000,
+  everyMs = 100,
+): Promise<T> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > until) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+/** Starts a service process and waits until its /readyz answers 200 (tsx starts can take 20 s here). */
+export async function spawnService(
+  kind: ServiceKind,
+  name: string,
+  env: Record<string, string>,
+  readyTimeoutMs = 90_000,
+): Promise<ServiceProcess> {
+  const port = await getFreePort();
+  const output: string[] = [];
+  const child = spawn(process.execPath, ['--conditions=@stowage/source', '--import', TSX_LOADER, MAINS[kind]], {
+    cwd: REPO_ROOT,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', LOG_LEVEL: 'warn', ...env, PORT: String(port) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
+  const keep = (d: Buffer) => {
+    output.push(d.toString());
+    if (output.length > 2_000) output.splice(0, output.length - 2_000);
+  };
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
+  const pid = child.pid;
+  if (pid === undefined) throw new Error(`${name}: spawn failed`);
+  const killGroup = (signal: NodeJS.Signals) => {
+    try {
+      process.kill(-pid, signal);
+    } catch {
+      // already gone
+    }
+  };
+  const proc: ServiceProcess = {
+    kind,
+    name,
+    pid,
+    port,
+    child,
+    output,
+    exited,
+    async killHard() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      killGroup('SIGKILL');
+      await exited;
+    },
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+      killGroup('SIGTERM');
+      const timer = setTimeout(() => killGroup('SIGKILL'), 20_000);
+      const { code } = await exited;
+      clearTimeout(timer);
+      return code;
+    },
+    fdCount: async () => (await readdir(`/proc/${pid}/fd`)).length,
+  };
+  try {
+    await waitFor(
+      `${name} to be ready`,
+      async () => {
+        if (child.exitCode !== null) throw new Error(`${name} exited with ${child.exitCode} before it was ready:\n${output.join('')}`);
+        const ok = await fetch(`http://127.0.0.1:${port}/readyz`)
+          .then((r) => r.status === 200)
+          .catch(() => false);
+        return ok ? true : undefined;
+      },
+      readyTimeoutMs,
+      250,
+    );
+  } catch (err) {
+    killGroup('SIGKILL');
+    throw new Error(`${(err as Error).message}\n${output.join('').slice(-4_000)}`, { cause: err });
+  }
+  return proc;
+}
+
+export interface StackOptions {
+  fixture: Fixture;
+  /** Redis with `appendonly yes` (restart tests). */
+  appendOnly?: boolean;
+  materializeVolumes?: 'all' | 'with-files' | 'none';
+}
+
+export interface Stack {
+  redisServer: RedisServer;
+  redis: RedisClient;
+  sim: Simulator;
+  kube: KubeClients;
+  pvbs: PvbClient;
+  state: BackupState;
+  agents: NodeAgentRegistry;
+  storageDir: string;
+  queuePrefix: string;
+  token: string;
+  repoKey: string;
+  /** Env every service shares (Redis, simulator, storage, prefix, tokens, fast lock takeover). */
+  env: Record<string, string>;
+  /** Env of a node agent process for `node`. */
+  agentEnv(node: string, extra?: Record<string, string>): Record<string, string>;
+  /** Processes started through `spawn` are killed on close. */
+  spawn(kind: ServiceKind, name: string, extra?: Record<string, string>): Promise<ServiceProcess>;
+  processes: ServiceProcess[];
+  close(): Promise<void>;
+}
+
+export async function startStack(opts: StackOptions): Promise<Stack> {
+  const redisServer = await startRedisServer({ appendOnly: opts.appendOnly ?? false });
+  const sim = await startSimulator({
+    fixture: opts.fixture,
+    port: 0,
+    extraManifests: [CRD_PATH],
+    ...(opts.materializeVolumes ? { materializeVolumes: opts.materializeVolumes } : {}),
+  });
+  const storageDir = await mkdtemp(join(tmpdir(), 'stowage-reliability-'));
+  const queuePrefix = uniquePrefix();
+  const statePrefix = statePrefixFor(queuePrefix);
+  const redis = createWorkerConnection(redisServer.url, { onError: () => undefined });
+  const kube = createKubeClients({ kubeconfigPath: sim.kubeconfigPath });
+  const token = randomBytes(24).toString('base64url');
+  const repoKey = randomBytes(32).toString('base64');
+  const env = {
+    REDIS_URL: redisServer.url,
+    KUBECONFIG: sim.kubeconfigPath,
+    STOWAGE_STORAGE: storageDir,
+    STOWAGE_QUEUE_PREFIX: queuePrefix,
+    STOWAGE_NAMESPACE: 'stowage',
+    STOWAGE_API_TOKENS: token,
+    STOWAGE_SHUTDOWN_TIMEOUT_MS: '8000',
+    ...TEST_LOCK_ENV,
+  };
+  const processes: ServiceProcess[] = [];
+  const stack: Stack = {
+    redisServer,
+    redis,
+    sim,
+    kube,
+    pvbs: createPvbClient(kube, { namespace: 'stowage' }),
+    state: new BackupState({ redis, prefix: statePrefix }),
+    agents: new NodeAgentRegistry({ redis, prefix: statePrefix }),
+    storageDir,
+    queuePrefix,
+    token,
+    repoKey,
+    env,
+    processes,
+    agentEnv: (node, extra = {}) => ({
+      ...env,
+      STOWAGE_NODE_NAME: node,
+      STOWAGE_REPO_KEY: repoKey,
+      STOWAGE_KUBELET_ROOT: join(sim.dataRoot, node),
+      STOWAGE_LOAD_CONCURRENCY: '{"globalConfig": 2}',
+      ...extra,
+    }),
+    async spawn(kind, name, extra = {}) {
+      const proc = await spawnService(kind, name, { ...env, ...extra });
+      processes.push(proc);
+      return proc;
+    },
+    async close() {
+      await Promise.allSettled(processes.map((p) => p.killHard()));
+      redis.disconnect();
+      await sim.close().catch(() => undefined);
+      await redisServer.stop().catch(() => undefined);
+      await rm(storageDir, { recursive: true, force: true });
+    },
+  };
+  return stack;
+}
+
+/** REST client of the api process. */
+export function apiClient(stack: Stack, api: () => ServiceProcess) {
+  const call = async (method: string, path: string, body?: unknown) => {
+    const res = await fetch(`http://127.0.0.1:${api().port}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${stack.token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    });
+    const text = await res.text();
+    return { status: res.status, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
+  };
+  return {
+    call,
+    async submit(name: string, spec: Record<string, unknown>) {
+      const res = await call('POST', '/v1/backups', { name, spec });
+      if (res.status !== 201) throw new Error(`POST /v1/backups ${name}: ${res.status} ${JSON.stringify(res.body)}`);
+      return res.body;
+    },
+    async get(name: string) {
+      const res = await call('GET', `/v1/backups/${name}`);
+      if (res.status !== 200) throw new Error(`GET /v1/backups/${name}: ${res.status} ${JSON.stringify(res.body)}`);
+      return res.body;
+    },
+  };
+}
+
+const ENDED = new Set(['Completed', 'PartiallyFailed', 'Failed', 'FailedValidation', 'Canceled']);
+
+/** Waits (on Redis state) until the backup reaches a final phase. */
+export function waitForBackupEnd(state: BackupState, name: string, timeoutMs = 90_000): Promise<BackupRecord> {
+  return waitFor(
+    `backup ${name} to end`,
+    async () => {
+      const rec = await state.getBackup(name).catch(() => undefined);
+      return rec && ENDED.has(rec.phase) ? rec : undefined;
+    },
+    timeoutMs,
+    200,
+  );
+}
