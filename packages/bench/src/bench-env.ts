@@ -109,6 +109,8 @@ export class BenchEnv {
       const child = new BenchChild({
         name: `worker-${i}`,
         script: WORKER_MAIN,
+        // Profiling hook: e.g. BENCH_WORKER_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof".
+        nodeArgs: (process.env.BENCH_WORKER_NODE_ARGS ?? '').split(' ').filter(Boolean),
         cwd: REPO_ROOT,
         logFile: join(this.logDir, `worker-${i}.log`),
         env: {
@@ -198,6 +200,13 @@ export class BenchEnv {
 
   async commandStats(): Promise<Record<string, number>> {
     return parseCommandStats(await this.redis.info('commandstats'));
+  }
+
+  /** redis-server's own CPU seconds (INFO cpu, user + sys). */
+  async redisCpuSeconds(): Promise<number> {
+    const info = await this.redis.info('cpu');
+    const get = (k: string) => Number(new RegExp(`^${k}:([\\d.]+)`, 'm').exec(info)?.[1] ?? 0);
+    return get('used_cpu_user') + get('used_cpu_sys');
   }
 
   async commandStatsSince(before: Record<string, number>): Promise<Record<string, number>> {

@@ -13,6 +13,8 @@ export interface FsScenario {
   workers: number;
   blockConcurrency: number;
   postHookMs: number;
+  /** STOWAGE_HOOK_CONCURRENCY per worker (post-hooks jobs at once). */
+  hookConcurrency: number;
   /** Node agents hosted per agent-host process. */
   agentsPerProcess: number;
 }
@@ -44,36 +46,40 @@ export interface BenchOptions {
 }
 
 export const SCENARIOS: Record<'default' | 'large', { fs: FsScenario; orchestration: OrchestrationScenario }> = {
-  // About two minutes on a 2-core machine: decoupled ≈ 8 waves of 1 s copies, inline ≈ 10× that.
+  // A few minutes on a 2-core machine: decoupled ≈ 4 waves of 2 s copies on 40 slots, inline ≈ 10× that
+  // (C·W = 4 blocks at a time, each waiting for its 2 PVBs one after the other on a K = 1 node).
   default: {
     fs: {
-      blocks: 320,
-      volumesPerPod: 1,
+      blocks: 80,
+      volumesPerPod: 2,
       bytesPerVolume: 256 * 1024,
       filesPerVolume: 2,
       nodes: 40,
       loadConcurrency: 1,
-      bandwidthBytesPerSec: 256 * 1024,
+      bandwidthBytesPerSec: 128 * 1024,
       workers: 2,
       blockConcurrency: 2,
       postHookMs: 20,
+      hookConcurrency: 16,
       agentsPerProcess: 10,
     },
-    orchestration: { blocks: 5_000, workers: [1, 2], concurrency: 32 },
+    orchestration: { blocks: 3_000, workers: [1, 2], concurrency: 32 },
   },
-  // Several times the work, two volumes per pod and K = 2 (each agent's bucket shared by 2 copies).
+  // Many times the work, N = 20 × K = 2: each agent's bucket is shared by its 2 copies (≈ 4 s each
+  // when both run), so inline, running few copies per node, copies faster per PVB (see README).
   large: {
     fs: {
-      blocks: 1_000,
+      blocks: 500,
       volumesPerPod: 2,
-      bytesPerVolume: 512 * 1024,
+      bytesPerVolume: 1024 * 1024,
       filesPerVolume: 4,
       nodes: 20,
       loadConcurrency: 2,
-      bandwidthBytesPerSec: 1024 * 1024,
+      bandwidthBytesPerSec: 512 * 1024,
       workers: 2,
       blockConcurrency: 2,
       postHookMs: 20,
+      hookConcurrency: 16,
       agentsPerProcess: 10,
     },
     orchestration: { blocks: 20_000, workers: [1, 2], concurrency: 32 },
@@ -93,6 +99,7 @@ export const USAGE = `pnpm bench [options]
   --workers W                  worker processes
   --block-concurrency C        STOWAGE_BLOCK_CONCURRENCY per worker
   --post-hook-ms MS            scripted post hook duration
+  --hook-concurrency H         STOWAGE_HOOK_CONCURRENCY per worker
   --agents-per-process M       node agents hosted per process
   --modes decoupled,inline     which modes to run (default both)
   --orch-blocks B              volume-less, hook-less blocks in the orchestration scenario
@@ -119,6 +126,7 @@ const INT_FLAGS: Record<string, keyof FsScenario> = {
   '--workers': 'workers',
   '--block-concurrency': 'blockConcurrency',
   '--post-hook-ms': 'postHookMs',
+  '--hook-concurrency': 'hookConcurrency',
   '--agents-per-process': 'agentsPerProcess',
 };
 

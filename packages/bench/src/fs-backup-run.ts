@@ -22,13 +22,18 @@ export interface FsModeResult {
   /** Non-watch Kubernetes API requests of the whole run ÷ PVBs. */
   apiRequestsPerPvb: number;
   /** The same split by who makes them (see README: attribution by resource and verb). */
-  apiRequestsPerPvbBy: { pipeline: number; nodeAgents: number };
+  apiRequestsPerPvbBy: { pipeline: number; hookExecs: number; nodeAgents: number };
   apiRequests: { total: number; watchesOpened: number; byResource: Record<string, Record<string, number>> };
   redisCommandsPerBlock: number;
   redisCommands: number;
   redisTopCommands: Record<string, number>;
   workerPeakRssBytes: number[];
   workerCpuSeconds: number[];
+  redisCpuSeconds: number;
+  /** The driver process (plan, finalize, this script's polling). */
+  driverCpuSeconds: number;
+  /** Per PVB, ms after the submit: copy start and end (for a skeptic's own analysis). */
+  pvbTimes: Array<{ node: string; startMs: number; endMs: number }>;
   timeline: TimelineInput;
   problems: string[];
 }
@@ -40,16 +45,23 @@ function isNodeAgentRequest(resource: string, verb: string): boolean {
   return false;
 }
 
-export function splitRequests(counts: RequestCounts): { total: number; pipeline: number; nodeAgents: number } {
+/**
+ * Non-watch requests by who makes them: node agents (see above), hook execs (`pods/exec`, one
+ * per hook run, by the workers), and the rest of the pipeline (plan's discovery and lists, PVB
+ * create/get/list/patch, finalize's list).
+ */
+export function splitRequests(counts: RequestCounts): { total: number; pipeline: number; hookExecs: number; nodeAgents: number } {
   let total = 0;
   let nodeAgents = 0;
+  let hookExecs = 0;
   for (const [resource, verbs] of Object.entries(counts.byResource)) {
     for (const [verb, n] of Object.entries(verbs)) {
       total += n;
       if (isNodeAgentRequest(resource, verb)) nodeAgents += n;
+      else if (resource === 'pods/exec') hookExecs += n;
     }
   }
-  return { total, pipeline: total - nodeAgents, nodeAgents };
+  return { total, pipeline: total - nodeAgents - hookExecs, hookExecs, nodeAgents };
 }
 
 const ms = (iso: string | undefined | null): number | undefined => (iso ? Date.parse(iso) : undefined);
@@ -78,6 +90,19 @@ export async function runFsMode(
     nodes: scenario.nodes,
     postHook: { durationMs: scenario.postHookMs },
   });
+  // A warm-up backup (one small pod per node, namespace warmup-0) runs first in the same
+  // environment, so module loading, JIT and the repository's creation are not measured.
+  const warmup = generateCluster({
+    namespaces: 1,
+    podsPerNamespace: scenario.nodes,
+    volumesPerPod: 1,
+    bytesPerVolume: 4096,
+    nodes: scenario.nodes,
+    postHook: { durationMs: scenario.postHookMs },
+    namespacePrefix: 'warmup',
+    includeStowage: false,
+  });
+  fixture.objects.push(...warmup.objects.filter((o) => (o as { kind?: string }).kind !== 'Node'));
   const env = await BenchEnv.start(fixture, 'all', join(logDir, mode));
   const onExit = () => env.killChildren();
   process.once('exit', onExit);
@@ -93,20 +118,29 @@ export async function runFsMode(
     const workers = await env.startWorkers({
       count: scenario.workers,
       blockConcurrency: scenario.blockConcurrency,
-      hookConcurrency: 4,
+      hookConcurrency: scenario.hookConcurrency,
       waitMode: mode,
     });
     env.hostBackupsQueue();
     say(`  ${mode}: ${scenario.nodes} node agents and ${scenario.workers} workers ready in ${((Date.now() - t0) / 1000).toFixed(1)} s; backing up`);
 
+    const warm = await env.runBackup(`warmup-${mode}`, ['warmup-0'], 10 * 60_000);
+    if (warm.phase !== 'Completed') env.problems.push(`warm-up backup ended ${warm.phase}`);
+    const warmExecs = env.sim.execLog().length;
+    say(`  ${mode}: warm-up backup ${warm.phase} in ${warm.completedAt - warm.submittedAt} ms; measuring`);
+
     const name = `bench-${mode}`;
     const nsNames = Array.from({ length: namespaces }, (_, i) => `bench-${i}`);
     env.sim.resetRequests();
     const redisBefore = await env.commandStats();
+    const redisCpuBefore = await env.redisCpuSeconds();
+    const driverCpuBefore = process.cpuUsage();
     const cpuBefore = await Promise.all(workers.map((w) => w.cpuSeconds()));
     const wait = await env.runBackup(name, nsNames, 30 * 60_000);
     const requests = env.sim.requests();
     const redisDelta = await env.commandStatsSince(redisBefore);
+    const redisCpu = (await env.redisCpuSeconds()) - redisCpuBefore;
+    const driverCpu = process.cpuUsage(driverCpuBefore);
     const cpuAfter = await Promise.all(workers.map((w) => w.cpuSeconds()));
     const rss = await Promise.all(workers.map((w) => w.peakRssBytes()));
     // Our own waiting loop and the two INFO calls are not the pipeline's.
@@ -114,7 +148,7 @@ export async function runFsMode(
     redisDelta.info = Math.max(0, (redisDelta.info ?? 0) - 2);
 
     const pvbObjects: PodVolumeBackup[] = await env.pvbs.listPvbs({ labelSelector: `stowage.dev/backup-name=${name}` });
-    const execs: ExecRecord[] = env.sim.execLog();
+    const execs: ExecRecord[] = env.sim.execLog().slice(warmExecs);
     const counters = await env.state.counters(name);
     const blocks = counters.blocksPlanned ?? counters.blocksDone ?? 0;
     const queueBars = await jobBars(env);
@@ -187,13 +221,18 @@ export async function runFsMode(
       postHookLagMs: distribution(lags),
       postHooks: execs.length,
       apiRequestsPerPvb: split.total / pvbCount,
-      apiRequestsPerPvbBy: { pipeline: split.pipeline / pvbCount, nodeAgents: split.nodeAgents / pvbCount },
+      apiRequestsPerPvbBy: { pipeline: split.pipeline / pvbCount, hookExecs: split.hookExecs / pvbCount, nodeAgents: split.nodeAgents / pvbCount },
       apiRequests: { total: split.total, watchesOpened: requests.watches.opened, byResource: requests.byResource },
       redisCommandsPerBlock: redisTotal / Math.max(1, blocks),
       redisCommands: redisTotal,
       redisTopCommands: top,
       workerPeakRssBytes: rss.map((r) => r ?? 0),
       workerCpuSeconds: cpuAfter.map((a, i) => Math.max(0, (a ?? 0) - (cpuBefore[i] ?? 0))),
+      redisCpuSeconds: redisCpu,
+      driverCpuSeconds: (driverCpu.user + driverCpu.system) / 1e6,
+      pvbTimes: copies
+        .map((c) => ({ node: c.node, startMs: c.start - wait.submittedAt, endMs: c.end - wait.submittedAt }))
+        .sort((a, b) => a.startMs - b.startMs),
       timeline,
       problems: env.problems,
     };

@@ -19,6 +19,8 @@ export interface OrchestrationResult {
   apiRequests: number;
   workerPeakRssBytes: number[];
   workerCpuSeconds: number[];
+  redisCpuSeconds: number;
+  driverCpuSeconds: number;
   problems: string[];
 }
 
@@ -45,6 +47,8 @@ export async function runOrchestration(
     const name = `bench-orch-w${opts.workers}`;
     env.sim.resetRequests();
     const redisBefore = await env.commandStats();
+    const redisCpuBefore = await env.redisCpuSeconds();
+    const driverCpuBefore = process.cpuUsage();
     const cpuBefore = await Promise.all(workers.map((w) => w.cpuSeconds()));
     say(`  orchestration, ${opts.workers} worker(s): backing up ${opts.pods} volume-less pods`);
     const wait = await env.runBackup(
@@ -54,6 +58,8 @@ export async function runOrchestration(
     );
     const requests = env.sim.requests();
     const redisDelta = await env.commandStatsSince(redisBefore);
+    const redisCpu = (await env.redisCpuSeconds()) - redisCpuBefore;
+    const driverCpu = process.cpuUsage(driverCpuBefore);
     redisDelta.hgetall = Math.max(0, (redisDelta.hgetall ?? 0) - wait.pollCommands);
     redisDelta.info = Math.max(0, (redisDelta.info ?? 0) - 2);
     const cpuAfter = await Promise.all(workers.map((w) => w.cpuSeconds()));
@@ -75,6 +81,8 @@ export async function runOrchestration(
       apiRequests: splitRequests(requests).total,
       workerPeakRssBytes: rss.map((r) => r ?? 0),
       workerCpuSeconds: cpuAfter.map((a, i) => Math.max(0, (a ?? 0) - (cpuBefore[i] ?? 0))),
+      redisCpuSeconds: redisCpu,
+      driverCpuSeconds: (driverCpu.user + driverCpu.system) / 1e6,
       problems: env.problems,
     };
   } finally {
