@@ -211,7 +211,8 @@ export function parseBenchArgs(argv: readonly string[], defaults: { markdown: st
       case '--orch-workers': {
         const v = take() ?? '';
         const ns = v.split(',').map(Number);
-        if (v === '' || ns.some((n) => !Number.isInteger(n) || n < 1)) problems.push(`--orch-workers takes counts like 1,2, got ${v || 'nothing'}`);
+        if (v === '' || ns.some((n) => !Number.isInteger(n) || n < 1))
+          problems.push(`--orch-workers takes counts like 1,2, got ${v || 'nothing'}`);
         else orchestration.workers = ns;
         break;
       }

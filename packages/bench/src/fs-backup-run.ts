@@ -122,7 +122,9 @@ export async function runFsMode(
       waitMode: mode,
     });
     env.hostBackupsQueue();
-    say(`  ${mode}: ${scenario.nodes} node agents and ${scenario.workers} workers ready in ${((Date.now() - t0) / 1000).toFixed(1)} s; backing up`);
+    say(
+      `  ${mode}: ${scenario.nodes} node agents and ${scenario.workers} workers ready in ${((Date.now() - t0) / 1000).toFixed(1)} s; backing up`,
+    );
 
     const warm = await env.runBackup(`warmup-${mode}`, ['warmup-0'], 10 * 60_000);
     if (warm.phase !== 'Completed') env.problems.push(`warm-up backup ended ${warm.phase}`);
@@ -191,9 +193,14 @@ export async function runFsMode(
     );
 
     const byNode = new Map<string, TimelineBar[]>(nodes.map((n) => [n, []]));
-    for (const c of copies) byNode.get(c.node)?.push({ startMs: c.start, endMs: c.end, label: `${c.name} (${c.pod}) ${c.end - c.start} ms` });
+    for (const c of copies)
+      byNode.get(c.node)?.push({ startMs: c.start, endMs: c.end, label: `${c.name} (${c.pod}) ${c.end - c.start} ms` });
     const hookBars: TimelineBar[] = execs
-      .map((e) => ({ startMs: ms(e.startedAt) ?? 0, endMs: ms(e.endedAt) ?? ms(e.startedAt) ?? 0, label: `post hook ${e.namespace}/${e.pod}` }))
+      .map((e) => ({
+        startMs: ms(e.startedAt) ?? 0,
+        endMs: ms(e.endedAt) ?? ms(e.startedAt) ?? 0,
+        label: `post hook ${e.namespace}/${e.pod}`,
+      }))
       .filter((b) => b.startMs > 0);
     const timeline: TimelineInput = {
       title: `Stowage bench — ${mode}: ${makespanMs} ms for ${pvbObjects.length} PVBs (bound ${Math.round(bound.boundMs)} ms, ×${(makespanMs / bound.boundMs).toFixed(2)})`,
@@ -221,7 +228,11 @@ export async function runFsMode(
       postHookLagMs: distribution(lags),
       postHooks: execs.length,
       apiRequestsPerPvb: split.total / pvbCount,
-      apiRequestsPerPvbBy: { pipeline: split.pipeline / pvbCount, hookExecs: split.hookExecs / pvbCount, nodeAgents: split.nodeAgents / pvbCount },
+      apiRequestsPerPvbBy: {
+        pipeline: split.pipeline / pvbCount,
+        hookExecs: split.hookExecs / pvbCount,
+        nodeAgents: split.nodeAgents / pvbCount,
+      },
       apiRequests: { total: split.total, watchesOpened: requests.watches.opened, byResource: requests.byResource },
       redisCommandsPerBlock: redisTotal / Math.max(1, blocks),
       redisCommands: redisTotal,

@@ -5,10 +5,10 @@
  * the flags.
  */
 import { appendFile, mkdir, readFile, writeFile } from 'node:fs/promises';
-import { cpus, loadavg, totalmem, tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { parseBenchArgs, USAGE } from './bench-options.js';
 import { REPO_ROOT } from './bench-env.js';
+import { parseBenchArgs, USAGE } from './bench-options.js';
 import { type FsModeResult, runFsMode } from './fs-backup-run.js';
 import { type OrchestrationResult, runOrchestration } from './orchestration-run.js';
 import { type BenchReport, checkTargets, renderMarkdown } from './report.js';
@@ -120,5 +120,6 @@ if (opts.markdown) {
   say(`appended the results to ${opts.markdown}`);
 }
 if (opts.keepLogs) say(`logs kept in ${logDir}`);
-const failed = [results.decoupled, results.inline].some((r) => r && r.phase !== 'Completed') || orchestrationRuns.some((o) => o.phase !== 'Completed');
+const failed =
+  [results.decoupled, results.inline].some((r) => r && r.phase !== 'Completed') || orchestrationRuns.some((o) => o.phase !== 'Completed');
 process.exit(failed ? 1 : 0);

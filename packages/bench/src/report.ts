@@ -38,7 +38,6 @@ const mib = (b: number) => `${(b / 1024 / 1024).toFixed(0)} MiB`;
 /** The targets of issue 8, checked against a report (null when that part was not run). */
 export function checkTargets(r: Omit<BenchReport, 'targets'>): TargetCheck[] {
   const d = r.decoupled;
-  const i = r.inline;
   const slots = r.fs.nodes * r.fs.loadConcurrency;
   const cw = r.fs.workers * r.fs.blockConcurrency;
   const o = r.orchestration?.runs.find((x) => x.workers === 2);
@@ -59,7 +58,7 @@ export function checkTargets(r: Omit<BenchReport, 'targets'>): TargetCheck[] {
       met: d?.postHookLagMs.p99 != null ? d.postHookLagMs.p99 <= 250 : null,
     },
     {
-      target: '≤ 3 API requests per PVB outside watches (decoupled; the pipeline\'s, without hook execs and node agents)',
+      target: "≤ 3 API requests per PVB outside watches (decoupled; the pipeline's, without hook execs and node agents)",
       measured: d
         ? `pipeline ${f2(d.apiRequestsPerPvbBy.pipeline)} (+ hook execs ${f2(d.apiRequestsPerPvbBy.hookExecs)}, node agents ${f2(d.apiRequestsPerPvbBy.nodeAgents)}; all ${f2(d.apiRequestsPerPvb)})`
         : 'not run',
@@ -96,11 +95,17 @@ export function renderMarkdown(r: BenchReport): string {
   row('makespan ÷ bound', (x) => f2(x.makespanOverBound));
   row('post-hook lag p50 / p99 / max', (x) => `${x.postHookLagMs.p50} / ${x.postHookLagMs.p99} / ${x.postHookLagMs.max} ms`);
   row('API requests per PVB (non-watch, all)', (x) => f2(x.apiRequestsPerPvb));
-  row('… pipeline / hook execs / node agents', (x) => `${f2(x.apiRequestsPerPvbBy.pipeline)} / ${f2(x.apiRequestsPerPvbBy.hookExecs)} / ${f2(x.apiRequestsPerPvbBy.nodeAgents)}`);
+  row(
+    '… pipeline / hook execs / node agents',
+    (x) => `${f2(x.apiRequestsPerPvbBy.pipeline)} / ${f2(x.apiRequestsPerPvbBy.hookExecs)} / ${f2(x.apiRequestsPerPvbBy.nodeAgents)}`,
+  );
   row('watch streams opened', (x) => String(x.apiRequests.watchesOpened));
   row('Redis commands per block', (x) => f1(x.redisCommandsPerBlock));
   row('worker peak RSS (VmHWM)', (x) => x.workerPeakRssBytes.map(mib).join(', '));
-  row('CPU s: workers / redis-server / driver', (x) => `${x.workerCpuSeconds.map(f1).join(' + ')} / ${f1(x.redisCpuSeconds)} / ${f1(x.driverCpuSeconds)}`);
+  row(
+    'CPU s: workers / redis-server / driver',
+    (x) => `${x.workerCpuSeconds.map(f1).join(' + ')} / ${f1(x.redisCpuSeconds)} / ${f1(x.driverCpuSeconds)}`,
+  );
   lines.push('');
   if (r.inlineOverDecoupled !== null) lines.push(`Inline ÷ decoupled makespan: **${f2(r.inlineOverDecoupled)}×**.`, '');
   if (r.orchestration) {

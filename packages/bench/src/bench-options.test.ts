@@ -1,0 +1,40 @@
+import { describe, expect, it } from 'vitest';
+import { parseBenchArgs, SCENARIOS } from './bench-options.js';
+
+const defaults = { markdown: '/repo/BENCHMARKS.md', svgDir: '/repo/docs/bench' };
+
+describe('parseBenchArgs', () => {
+  it('uses the default scenario, both modes, the orchestration run, markdown and SVGs', () => {
+    const r = parseBenchArgs([], defaults);
+    if (r.ok !== true) throw new Error('expected ok');
+    expect(r.options.fs).toEqual(SCENARIOS.default.fs);
+    expect(r.options.modes).toEqual(['decoupled', 'inline']);
+    expect(r.options.runOrchestration).toBe(true);
+    expect(r.options.markdown).toBe(defaults.markdown);
+    expect(r.options.svgDir).toBe(defaults.svgDir);
+  });
+  it('starts from the large preset and applies flags over it, sizes included', () => {
+    const r = parseBenchArgs(
+      ['--blocks', '12', '--scenario', 'large', '--bytes', '64KiB', '--bandwidth', '1MiB/s', '--json', 'out.json'],
+      defaults,
+    );
+    if (r.ok !== true) throw new Error('expected ok');
+    expect(r.options.scenario).toBe('large');
+    expect(r.options.fs.nodes).toBe(SCENARIOS.large.fs.nodes);
+    expect(r.options.fs.blocks).toBe(12);
+    expect(r.options.fs.bytesPerVolume).toBe(65536);
+    expect(r.options.fs.bandwidthBytesPerSec).toBe(1048576);
+    expect(r.options.json).toBe('out.json');
+  });
+  it('reports every problem at once', () => {
+    const r = parseBenchArgs(['--blocks', '0', '--modes', 'fast', '--bytes', 'lots', '--frobnicate', '--scenario', 'huge'], defaults);
+    expect(r.ok).toBe(false);
+    if (r.ok !== false) return;
+    expect(r.problems).toHaveLength(5);
+    expect(r.problems.join('\n')).toMatch(/--blocks needs an integer >= 1, got 0/);
+    expect(r.problems.join('\n')).toMatch(/unknown option --frobnicate/);
+  });
+  it('answers --help', () => {
+    expect(parseBenchArgs(['--help'], defaults).ok).toBe('help');
+  });
+});
