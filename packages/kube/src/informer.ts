@@ -281,6 +281,10 @@ export function startInformer<T extends KubernetesObject>(kube: KubeClients, opt
           case 'error':
             stats.watchErrors++;
             failures++;
+            // Re-list before the next watch (as client-go's reflector does): while watches keep
+            // failing, lists still bring the cache up to date instead of it going stale until
+            // the next resync (minutes).
+            needList = true;
             reportError(end.error, `informer watch ${options.path}`);
             break;
           case 'expired':

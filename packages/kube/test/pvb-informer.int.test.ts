@@ -198,6 +198,31 @@ describe('watchPvbs', () => {
     expect(informer.stats.watchErrors).toBeGreaterThanOrEqual(1);
   });
 
+  it('keeps its cache current by re-listing while every watch is refused (lists still answer)', async () => {
+    const { informer, events } = recordPvbEvents(kube, `${pvbLabels.backupName}=w5`);
+    expect(await informer.synced).toBe(true);
+    sim.resetRequests();
+    sim.setFaults({
+      errorRate: 1,
+      statuses: [503],
+      dropWatchesEveryMs: 200,
+      appliesTo: { resources: ['podvolumebackups.stowage.dev'], verbs: ['watch'] },
+    });
+    try {
+      await pvbs.createPvb(newPvb('w5-outage', 'w5'));
+      // Well before the 5-minute resync: the refused watches make the informer list again.
+      await waitFor(
+        'the outage-time PVB to reach the cache',
+        () => (events.some((e) => e.object.metadata.name === 'w5-outage') && informer.list().length > 0 ? true : undefined),
+        15_000,
+      );
+      expect(sim.requests().faulted['503'] ?? 0).toBeGreaterThanOrEqual(1);
+      expect(informer.stats.watchErrors).toBeGreaterThanOrEqual(1);
+    } finally {
+      sim.clearFaults();
+    }
+  });
+
   it('re-lists when a watch goes quiet without closing (no events, no bookmarks)', async () => {
     const quiet = await startSimulator({
       fixture: smallCluster(),
