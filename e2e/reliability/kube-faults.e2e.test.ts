@@ -141,14 +141,20 @@ describe('Kubernetes API faults', () => {
 
   it('every PVB watch refused: pvb-watch jobs complete by polling (GETs), the post hooks still follow', async () => {
     stack.sim.resetRequests();
-    // Only the PVB watches fail: the workers' informers never deliver, so nothing is promoted.
-    stack.sim.setFaults({ errorRate: 1, statuses: [503], appliesTo: { resources: ['podvolumebackups.stowage.dev'], verbs: ['watch'] } });
+    // Only the PVB watches fail: open ones are cut every second and every new one is refused, so
+    // the workers' informers deliver no events and promote nothing.
+    stack.sim.setFaults({
+      errorRate: 1,
+      statuses: [503],
+      dropWatchesEveryMs: 1_000,
+      appliesTo: { resources: ['podvolumebackups.stowage.dev'], verbs: ['watch'] },
+    });
     const since = Date.now();
     try {
       await submit('kube-no-watch');
       const facts = await expectWhole('kube-no-watch', since);
       const counts = stack.sim.requests();
-      expect(counts.faulted['503'] ?? 0).toBeGreaterThan(0);
+      expect(counts.faulted['503'] ?? 0, JSON.stringify(counts)).toBeGreaterThan(0);
       // The watch jobs read the PVBs themselves.
       expect(counts.byResource['podvolumebackups.stowage.dev']?.get ?? 0).toBeGreaterThanOrEqual(PODS);
       recordRun('kube-faults/no-pvb-watch', {

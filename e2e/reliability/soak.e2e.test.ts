@@ -60,7 +60,7 @@ beforeAll(async () => {
     bytesPerVolume: 0,
     nodes: NODE_COUNT,
   });
-  stack = await startStack({ fixture, materializeVolumes: 'all' });
+  stack = await startStack({ fixture, materializeVolumes: 'all', withCrd: false });
   const logger = createLogger({ level: 'error', name: 'soak-agents' });
   for (let i = 0; i < NODE_COUNT; i++) {
     const nodeName = `node-${i}`;

@@ -101,6 +101,10 @@ export async function spawnService(
       // already gone
     }
   };
+  // Its own process group outlives this one: never leave it running when the test process ends.
+  const killOnExit = () => killGroup('SIGKILL');
+  process.once('exit', killOnExit);
+  void exited.then(() => process.off('exit', killOnExit));
   const proc: ServiceProcess = {
     kind,
     name,
@@ -149,6 +153,8 @@ export interface StackOptions {
   /** Redis with `appendonly yes` (restart tests). */
   appendOnly?: boolean;
   materializeVolumes?: 'all' | 'with-files' | 'none';
+  /** Load the PVB CRD before the fixture (default true; generated clusters bring their own). */
+  withCrd?: boolean;
 }
 
 export interface Stack {
@@ -178,7 +184,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
   const sim = await startSimulator({
     fixture: opts.fixture,
     port: 0,
-    extraManifests: [CRD_PATH],
+    extraManifests: opts.withCrd === false ? [] : [CRD_PATH],
     ...(opts.materializeVolumes ? { materializeVolumes: opts.materializeVolumes } : {}),
   });
   const storageDir = await mkdtemp(join(tmpdir(), 'stowage-reliability-'));
