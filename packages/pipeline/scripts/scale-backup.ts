@@ -116,6 +116,9 @@ console.log(
     : 'missing block.started or plan.done events',
 );
 if (logs.length > 0) console.log(`logger warnings/errors: ${logs.length}; first: ${logs[0]}`);
+if (controller.errors.length > 0)
+  console.log(`test PVB controller retried ${controller.errors.length} failed writes; first: ${controller.errors[0]}`);
+console.log(`API requests: ${JSON.stringify(sim.requests().byVerb)}`);
 await workers.close();
 await controller.stop();
 redis.disconnect();

@@ -78,7 +78,7 @@ describe('worker processes', () => {
     controller = new TestPvbController({
       pvbs: h.pvbs,
       durationMs: (pvb) =>
-        pvb.spec.pod.name === 'db-0' ? 2_500 : pvb.metadata.labels?.[pvbLabels.backupName] === 'inline-1' ? 600 : 2_000,
+        pvb.spec.pod.name === 'db-0' ? 2_500 : pvb.metadata.labels?.[pvbLabels.backupName] === 'inline-1' ? 600 : 3_000,
     });
     await controller.start();
   });

@@ -41,12 +41,23 @@ export class TestPvbController {
     await this.informer.synced;
     // Like an agent's resync: anything not terminal and not in hand is picked up again, so a
     // missed event or a failed status write never strands a PVB.
+    // A real LIST every 5th sweep: watch events can be lost (seen under a 10k create burst), and
+    // an agent must not strand a PVB until its informer's next resync.
+    let tick = 0;
     this.sweepTimer = setInterval(() => {
-      for (const pvb of this.informer?.list() ?? []) {
-        const name = pvb.metadata.name;
-        if (this.isInHand(pvb.spec.node, name)) continue;
-        this.seen.delete(name);
-        this.onPvb(pvb);
+      tick++;
+      const fromCache = this.informer?.list() ?? [];
+      const sweep = (pvbs: PodVolumeBackup[]) => {
+        for (const pvb of pvbs) {
+          const name = pvb.metadata.name;
+          if (this.stopped || this.isInHand(pvb.spec.node, name)) continue;
+          this.seen.delete(name);
+          this.onPvb(pvb);
+        }
+      };
+      sweep(fromCache);
+      if (tick % 5 === 0) {
+        this.opts.pvbs.listPvbs().then(sweep, (err: Error) => this.errors.push(`list: ${err.message}`));
       }
     }, 2_000);
   }
@@ -101,6 +112,8 @@ export class TestPvbController {
     try {
       const pvb = await this.opts.pvbs.getPvb(name);
       if (!pvb || this.stopped) return this.release(node, name);
+      const phase = pvb.status?.phase;
+      if (phase === 'Completed' || phase === 'Failed' || phase === 'Canceled') return this.release(node, name);
       if (pvb.spec.cancel && !this.opts.ignoreCancel) return this.cancel(pvb);
       const totalBytes = this.opts.totalBytes ?? 1024;
       await this.opts.pvbs.patchPvbStatus(name, {
