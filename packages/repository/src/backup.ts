@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { close, open, read } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
@@ -77,6 +78,8 @@ export async function runBackup(ctx: BackupContext, sourceDir: string, options: 
   const startedAt = Date.now();
   const started = performance.now();
   const internal = new AbortController();
+  // Every file in flight may wait on the throttle with its own (removed-after) abort listener.
+  setMaxListeners(64, internal.signal);
   const onAbort = () => internal.abort(options.signal?.reason);
   options.signal?.addEventListener('abort', onAbort, { once: true });
   const throttle = options.throttle ?? (options.bandwidthBytesPerSec ? new TokenBucket(options.bandwidthBytesPerSec) : undefined);
