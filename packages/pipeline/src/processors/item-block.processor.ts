@@ -11,6 +11,27 @@ import { stepPvbWait, type WatchProgress } from '../pvb/pvb-wait-step.js';
 import type { PipelineRuntime } from '../runtime.js';
 import { finishBlock } from './block-post-hooks.js';
 
+const ITEM_WRITE_CONCURRENCY = 8;
+const PVB_CREATE_CONCURRENCY = 8;
+
+/** Runs the tasks with at most `limit` in flight; rejects with the first failure after all settle. */
+async function runBounded(tasks: ReadonlyArray<() => Promise<unknown>>, limit: number): Promise<void> {
+  let next = 0;
+  let firstError: { error: unknown } | undefined;
+  const lane = async () => {
+    while (next < tasks.length) {
+      const task = tasks[next++]!;
+      try {
+        await task();
+      } catch (error) {
+        firstError ??= { error };
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, tasks.length) }, lane));
+  if (firstError) throw firstError.error;
+}
+
 /** What an item-block job returns to its post-hooks parent (small: it lives in the parent's hash). */
 export type ItemBlockResult =
   | { canceled: true }
@@ -79,6 +100,9 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
   let itemsWritten = 0;
   let itemErrors = 0;
   const counted: { onceKey: string; field: string }[] = [];
+  // Item writes are independent (each an atomic file write with two fsyncs): run a few at once
+  // instead of one after another, which made the item-block job the bottleneck (BENCHMARKS.md).
+  const writes: Array<() => Promise<unknown>> = [];
   for (let i = 0; i < plan.items.length; i++) {
     const item = plan.items[i];
     const object = manifests[i];
@@ -95,10 +119,13 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
       });
       continue;
     }
-    await writeItem(deps.storage, backupName, { groupResource: item.groupResource, namespace: item.namespace, name: item.name, object });
+    writes.push(() =>
+      writeItem(deps.storage, backupName, { groupResource: item.groupResource, namespace: item.namespace, name: item.name, object }),
+    );
     itemsWritten++;
     counted.push({ onceKey: `item:${item.key}`, field: 'itemsBackedUp' });
   }
+  await runBounded(writes, ITEM_WRITE_CONCURRENCY);
   await state.countOnceMany(backupName, counted);
   await state.updateBlock(backupName, blockId, { itemsWritten, itemsDoneAt: clock.now(), ...(itemErrors > 0 ? { itemErrors } : {}) });
 
@@ -136,9 +163,15 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
   await state.updateBlock(backupName, blockId, { pvbs: pvbNames, state: pvbNames.length > 0 ? 'WaitingForPvbs' : 'ItemsDone' });
 
   const lastAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
-  for (const { pod, volume } of toCreate) {
+  const deadlineAt = record.fsDeadlineAt ?? clock.now() + 4 * 3_600_000;
+  // PVBs of a block are independent: create and watch them at once (each is a few round trips).
+  await runBounded(
+    toCreate.map((w) => () => createAndWatch(w)),
+    PVB_CREATE_CONCURRENCY,
+  );
+  async function createAndWatch({ pod, volume }: (typeof toCreate)[number]): Promise<void> {
     const existing = await state.getPvb(backupName, volume.pvbName);
-    if (isPvbSettled(existing)) continue;
+    if (isPvbSettled(existing)) return;
     try {
       const res = await deps.pvbs.createPvb(
         buildPvb({
@@ -163,7 +196,7 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
       if (!permanent && !lastAttempt) throw err;
       log.error({ err: (err as Error).message, pvb: volume.pvbName }, 'PVB could not be created');
       await recordPvbMissing(deps, backupName, volume.pvbName, existing, `could not be created: ${(err as Error).message}`);
-      continue;
+      return;
     }
     if (parent) {
       await addPvbWatch(rt.watchQueue, parent, {
@@ -172,7 +205,7 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
         blockId,
         pvbName: volume.pvbName,
         namespace: deps.pvbs.namespace,
-        deadlineAt: record.fsDeadlineAt ?? clock.now() + 4 * 3_600_000,
+        deadlineAt,
         ...(data.requestId ? { requestId: data.requestId } : {}),
       });
     }
