@@ -92,13 +92,24 @@ export class ClusterState {
 
   list(type: ResourceType, namespace: string | undefined, options: ListOptions): ListResult {
     let afterKey: string | undefined;
-    if (options.continueToken) afterKey = decodeContinue(options.continueToken);
+    // Every page of one list shows the state at its first page's resourceVersion, as the API server
+    // does: otherwise an object created between pages, sorting before the cursor, is in no page
+    // although the list's resourceVersion (where a watch starts) is past its creation.
+    let snapshotRv = this.store.resourceVersion;
+    if (options.continueToken) ({ start: afterKey, rv: snapshotRv } = decodeContinue(options.continueToken));
     const limit = options.limit && options.limit > 0 ? options.limit : undefined;
     const items: KubeObject[] = [];
     let lastKey: string | undefined;
     let more = false;
     let matchedAfterLimit = 0;
-    for (const object of this.store.list(storageKey(type), type.namespaced ? namespace : undefined, afterKey)) {
+    const objects = this.store.listAt(storageKey(type), type.namespaced ? namespace : undefined, snapshotRv, afterKey);
+    if (!objects) {
+      throw apiError(
+        'Expired',
+        `The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter. (resourceVersion ${snapshotRv} is older than ${this.store.oldestResumableRv})`,
+      );
+    }
+    for (const object of objects) {
       if (!matchesFilter(options.filter, object)) continue;
       if (limit !== undefined && items.length >= limit) {
         more = true;
@@ -108,9 +119,9 @@ export class ClusterState {
       items.push(this.withServedVersion(type, object));
       lastKey = `${object.metadata.namespace ?? ''}/${object.metadata.name}`;
     }
-    const result: ListResult = { items, resourceVersion: String(this.store.resourceVersion) };
+    const result: ListResult = { items, resourceVersion: String(snapshotRv) };
     if (more && lastKey !== undefined) {
-      result.continueToken = encodeContinue(lastKey, this.store.resourceVersion);
+      result.continueToken = encodeContinue(lastKey, snapshotRv);
       result.remainingItemCount = matchedAfterLimit;
     }
     return result;
@@ -488,10 +499,18 @@ function encodeContinue(lastKey: string, rv: number): string {
   return Buffer.from(JSON.stringify({ v: 1, rv, start: lastKey })).toString('base64url');
 }
 
-function decodeContinue(token: string): string {
+function decodeContinue(token: string): { start: string; rv: number } {
   try {
     const parsed: unknown = JSON.parse(Buffer.from(token, 'base64url').toString('utf8'));
-    if (isPlainObject(parsed) && parsed.v === 1 && typeof parsed.start === 'string') return parsed.start;
+    if (
+      isPlainObject(parsed) &&
+      parsed.v === 1 &&
+      typeof parsed.start === 'string' &&
+      typeof parsed.rv === 'number' &&
+      Number.isInteger(parsed.rv) &&
+      parsed.rv >= 0
+    )
+      return { start: parsed.start, rv: parsed.rv };
   } catch {
     // fall through
   }

@@ -103,6 +103,43 @@ export class ObjectStore {
     }
   }
 
+  /**
+   * Objects as they were at `atRv` (for the pages of one list: a continue token pins its first
+   * page's snapshot, as the API server does), in the same order as `list`; undefined when history
+   * after `atRv` has been compacted and that state can no longer be rebuilt.
+   */
+  listAt(key: string, namespace: string | undefined, atRv: number, afterKey?: string): Generator<KubeObject> | undefined {
+    if (atRv >= this.currentRv) return this.list(key, namespace, afterKey);
+    const later = this.eventsSince(key, atRv);
+    if (!later) return undefined;
+    // The oldest change after atRv says what the object was at atRv: absent (ADDED) or `previous`.
+    const then = new Map<string, KubeObject | null>();
+    for (const event of later) {
+      if (namespace !== undefined && event.namespace !== namespace) continue;
+      const entry = `${event.namespace}/${event.object.metadata.name}`;
+      if (!then.has(entry)) then.set(entry, event.type === 'ADDED' ? null : (event.previous ?? null));
+    }
+    if (then.size === 0) return this.list(key, namespace, afterKey);
+    return this.mergeSnapshot(this.list(key, namespace, afterKey), then, afterKey);
+  }
+
+  private *mergeSnapshot(current: Iterable<KubeObject>, then: Map<string, KubeObject | null>, afterKey: string | undefined) {
+    const restored = [...then]
+      .filter((pair): pair is [string, KubeObject] => pair[1] !== null && (afterKey === undefined || pair[0] > afterKey))
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    let next = 0;
+    for (const object of current) {
+      const entry = `${object.metadata.namespace ?? ''}/${object.metadata.name}`;
+      while (next < restored.length && restored[next]![0] < entry) yield restored[next++]![1];
+      if (then.has(entry)) {
+        if (next < restored.length && restored[next]![0] === entry) yield restored[next++]![1];
+        continue;
+      }
+      yield object;
+    }
+    while (next < restored.length) yield restored[next++]![1];
+  }
+
   keys(): string[] {
     return [...this.buckets.keys()];
   }
