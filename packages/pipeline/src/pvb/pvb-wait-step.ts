@@ -94,7 +94,13 @@ export async function stepPvbWait(
     return { kind: 'done', result: { pvb: input.pvbName, phase: seen.phase, timedOut: true } };
   }
 
-  let delayMs = cappedBackoffMs(progress.polls, { baseMs: config.pvbPollBaseMs, maxMs: config.pvbPollMaxMs });
+  // With a healthy informer cache the hub promotes this job the moment the PVB turns terminal, so
+  // early short polls only re-read the cache and re-park (~20 Redis commands each): wait the cap.
+  // Without a usable cache (or a watch that stays quiet) polling backs off from the base as before.
+  const informerWillPromote = !mustGet && hub?.healthy() === true;
+  let delayMs = informerWillPromote
+    ? config.pvbPollMaxMs
+    : cappedBackoffMs(progress.polls, { baseMs: config.pvbPollBaseMs, maxMs: config.pvbPollMaxMs });
   // Wake up exactly at the deadline, and when the cancel wait ends, to act on time.
   if (now < input.deadlineAt) delayMs = Math.min(delayMs, input.deadlineAt - now);
   if (progress.cancelAskedAt !== undefined) delayMs = Math.min(delayMs, Math.max(0, progress.cancelAskedAt + config.pvbCancelWaitMs - now));
