@@ -18,6 +18,11 @@ export interface FsModeResult {
   bound: NodeAgentBound;
   makespanOverBound: number;
   postHookLagMs: Distribution;
+  /** The lag in two parts: last PVB completion → post-hooks job start, and job start → exec start. */
+  postHookLagPartsMs: { toJobStart: Distribution; jobStartToExec: Distribution };
+  /** BullMQ processedOn → finishedOn of the item-block and post-hooks jobs. */
+  itemBlockJobMs: Distribution;
+  postHooksJobMs: Distribution;
   postHooks: number;
   /** Non-watch Kubernetes API requests of the whole run ÷ PVBs. */
   apiRequestsPerPvb: number;
@@ -153,7 +158,7 @@ export async function runFsMode(
     const execs: ExecRecord[] = env.sim.execLog().slice(warmExecs);
     const counters = await env.state.counters(name);
     const blocks = counters.blocksPlanned ?? counters.blocksDone ?? 0;
-    const queueBars = await jobBars(env);
+    const queueBars = await jobBars(env, name);
 
     // Per-PVB copy time and the bound.
     const copies = pvbObjects
@@ -177,10 +182,28 @@ export async function runFsMode(
     const lastCompletionByPod = new Map<string, number>();
     for (const c of copies) lastCompletionByPod.set(c.pod, Math.max(lastCompletionByPod.get(c.pod) ?? 0, c.end));
     const lags: number[] = [];
+    // Where the lag goes: last PVB done → its post-hooks job starts (promotion, pvb-watch, BullMQ
+    // releasing the parent, a free hooks slot), then → the exec starts (reads, state, the exec call).
+    const pvbRecords = await env.state.getPvbs(
+      name,
+      pvbObjects.map((p) => p.metadata.name),
+    );
+    const blockOfPod = new Map<string, string>();
+    for (const r of pvbRecords) if (r) blockOfPod.set(`${r.podNamespace}/${r.podName}`, r.blockId);
+    const hooksJobStart = new Map(queueBars.postHooks.map((b) => [b.blockId, b.startMs]));
+    const toJobStart: number[] = [];
+    const jobStartToExec: number[] = [];
     for (const e of execs) {
-      const last = lastCompletionByPod.get(`${e.namespace}/${e.pod}`);
+      const pod = `${e.namespace}/${e.pod}`;
+      const last = lastCompletionByPod.get(pod);
       const start = ms(e.startedAt);
-      if (last !== undefined && start !== undefined) lags.push(start - last);
+      if (last === undefined || start === undefined) continue;
+      lags.push(start - last);
+      const jobStart = hooksJobStart.get(blockOfPod.get(pod) ?? '');
+      if (jobStart !== undefined && jobStart > 0) {
+        toJobStart.push(jobStart - last);
+        jobStartToExec.push(start - jobStart);
+      }
     }
 
     const split = splitRequests(requests);
@@ -226,6 +249,9 @@ export async function runFsMode(
       bound,
       makespanOverBound: makespanMs / bound.boundMs,
       postHookLagMs: distribution(lags),
+      postHookLagPartsMs: { toJobStart: distribution(toJobStart), jobStartToExec: distribution(jobStartToExec) },
+      itemBlockJobMs: distribution(queueBars.itemBlocks.map((b) => b.endMs - b.startMs)),
+      postHooksJobMs: distribution(queueBars.postHooks.map((b) => b.endMs - b.startMs)),
       postHooks: execs.length,
       apiRequestsPerPvb: split.total / pvbCount,
       apiRequestsPerPvbBy: {
@@ -254,14 +280,22 @@ export async function runFsMode(
 }
 
 /** Start/end of every finished item-block and post-hooks job (BullMQ keeps the last 10,000 of each). */
-async function jobBars(env: BenchEnv): Promise<{ itemBlocks: TimelineBar[]; postHooks: TimelineBar[] }> {
+type JobBar = TimelineBar & { blockId: string };
+
+async function jobBars(env: BenchEnv, backupName: string): Promise<{ itemBlocks: JobBar[]; postHooks: JobBar[] }> {
   const read = async (name: QueueName) => {
     const queue = createQueue(name, { connection: env.redis, prefix: env.queuePrefix });
     try {
       const jobs = await queue.getJobs(['completed', 'failed'], 0, -1);
       return jobs
+        .filter((j) => (j.data as { backupName?: unknown }).backupName === backupName)
         .filter((j) => j.processedOn !== undefined && j.finishedOn !== undefined)
-        .map((j) => ({ startMs: j.processedOn ?? 0, endMs: j.finishedOn ?? 0, label: `${j.name} ${j.id}` }));
+        .map((j) => ({
+          startMs: j.processedOn ?? 0,
+          endMs: j.finishedOn ?? 0,
+          label: `${j.name} ${j.id}`,
+          blockId: String((j.data as { blockId?: unknown }).blockId ?? ''),
+        }));
     } finally {
       await queue.close();
     }

@@ -94,6 +94,15 @@ export function renderMarkdown(r: BenchReport): string {
   row('node-agent bound (Σ copy ÷ N·K)', (x) => `${(x.bound.boundMs / 1000).toFixed(2)} s`);
   row('makespan ÷ bound', (x) => f2(x.makespanOverBound));
   row('post-hook lag p50 / p99 / max', (x) => `${x.postHookLagMs.p50} / ${x.postHookLagMs.p99} / ${x.postHookLagMs.max} ms`);
+  row(
+    '… PVB done → post-hooks job start, p50 / p99',
+    (x) => `${x.postHookLagPartsMs.toJobStart.p50} / ${x.postHookLagPartsMs.toJobStart.p99} ms`,
+  );
+  row(
+    '… job start → exec start, p50 / p99',
+    (x) => `${x.postHookLagPartsMs.jobStartToExec.p50} / ${x.postHookLagPartsMs.jobStartToExec.p99} ms`,
+  );
+  row('item-block job duration p50 / p99', (x) => `${x.itemBlockJobMs.p50} / ${x.itemBlockJobMs.p99} ms`);
   row('API requests per PVB (non-watch, all)', (x) => f2(x.apiRequestsPerPvb));
   row(
     '… pipeline / hook execs / node agents',
