@@ -145,7 +145,11 @@ export function startInformer<T extends KubernetesObject>(kube: KubeClients, opt
       pageSize: options.pageSize,
     })) {
       for (const item of page.items) fresh.set(keyOf(item), item);
-      listVersion = page.resourceVersion;
+      // Watch from the first page's resourceVersion. An API server gives every page of one list
+      // that same snapshot version; a server that serves later pages from newer state (the
+      // simulator did) can leave out objects created between pages that sort before the cursor,
+      // and only a watch from the first page's version replays those.
+      if (listVersion === '') listVersion = page.resourceVersion;
     }
     if (stopped) return;
     for (const [key, previous] of cache) {

@@ -28,7 +28,7 @@ export interface ListAllOptions {
 export interface ListPage<T> {
   /** Items as the server sent them (raw JSON: timestamps are strings), with apiVersion and kind filled in. */
   items: T[];
-  /** The list's resourceVersion; the last page's is a consistent point to start a watch from. */
+  /** The list's resourceVersion: the snapshot every page shows (the same on each page), where a watch starts. */
   resourceVersion: string;
   /** 1 for the first page. */
   pageNumber: number;
