@@ -20,7 +20,7 @@ describe('parseBenchArgs', () => {
     );
     if (r.ok !== true) throw new Error('expected ok');
     expect(r.options.scenario).toBe('large');
-    expect(r.options.fs.nodes).toBe(SCENARIOS.large.fs.nodes);
+    expect(r.options.fs.filesPerVolume).toBe(SCENARIOS.large.fs.filesPerVolume);
     expect(r.options.fs.blocks).toBe(12);
     expect(r.options.fs.bytesPerVolume).toBe(65536);
     expect(r.options.fs.bandwidthBytesPerSec).toBe(1048576);
