@@ -1,4 +1,4 @@
-import { isKubeError, KubeErrorCodes } from '@stowage/kube';
+import { isKubeError, isPvbTerminal, KubeErrorCodes } from '@stowage/kube';
 import { addPvbWatch, parseItemBlockJobData, postHooksParentOf } from '@stowage/queue';
 import { writeItem } from '@stowage/storage';
 import type { Job } from 'bullmq';
@@ -227,8 +227,13 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
       );
       if (step.kind === 'done') break;
       progress = step.progress;
-      if (rt.hub) await rt.hub.waitForChange(name, step.delayMs);
-      else await new Promise((r) => setTimeout(r, step.delayMs));
+      if (rt.hub) {
+        // Register first, then look again: an event that arrived while the step above was
+        // recording what it saw has no waiter to wake, and would cost the whole delay.
+        const changed = rt.hub.waitForChange(name, step.delayMs);
+        const current = rt.hub.cached(name);
+        if (!(current && isPvbTerminal(current))) await changed;
+      } else await new Promise((r) => setTimeout(r, step.delayMs));
     }
   }
   await finishBlock(deps, { backupName, blockId, plan, attempt: job.attemptsMade + 1 });
