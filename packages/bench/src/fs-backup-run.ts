@@ -200,7 +200,8 @@ export async function runFsMode(
       if (last === undefined || start === undefined) continue;
       lags.push(start - last);
       const jobStart = hooksJobStart.get(blockOfPod.get(pod) ?? '');
-      if (jobStart !== undefined && jobStart > 0) {
+      // Inline mode runs the post hooks inside the item-block job (its post-hooks job is a no-op).
+      if (mode === 'decoupled' && jobStart !== undefined && jobStart > 0) {
         toJobStart.push(jobStart - last);
         jobStartToExec.push(start - jobStart);
       }
