@@ -34,6 +34,7 @@ export interface BenchReport {
 const f1 = (n: number | null | undefined) => (n === null || n === undefined ? '–' : n.toFixed(1));
 const f2 = (n: number | null | undefined) => (n === null || n === undefined ? '–' : n.toFixed(2));
 const mib = (b: number) => `${(b / 1024 / 1024).toFixed(0)} MiB`;
+const v = (n: number | null | undefined) => (n === null || n === undefined ? '–' : String(n));
 
 /** The targets of issue 8, checked against a report (null when that part was not run). */
 export function checkTargets(r: Omit<BenchReport, 'targets'>): TargetCheck[] {
@@ -90,19 +91,19 @@ export function renderMarkdown(r: BenchReport): string {
   row('phase', (x) => x.phase);
   row('makespan', (x) => `${(x.makespanMs / 1000).toFixed(2)} s`);
   row('PVBs / blocks planned', (x) => `${x.pvbs} / ${x.blocks}`);
-  row('per-PVB copy time p50 / max', (x) => `${x.pvbCopyMs.p50} / ${x.pvbCopyMs.max} ms`);
+  row('per-PVB copy time p50 / max', (x) => `${v(x.pvbCopyMs.p50)} / ${v(x.pvbCopyMs.max)} ms`);
   row('node-agent bound (Σ copy ÷ N·K)', (x) => `${(x.bound.boundMs / 1000).toFixed(2)} s`);
   row('makespan ÷ bound', (x) => f2(x.makespanOverBound));
-  row('post-hook lag p50 / p99 / max', (x) => `${x.postHookLagMs.p50} / ${x.postHookLagMs.p99} / ${x.postHookLagMs.max} ms`);
+  row('post-hook lag p50 / p99 / max', (x) => `${v(x.postHookLagMs.p50)} / ${v(x.postHookLagMs.p99)} / ${v(x.postHookLagMs.max)} ms`);
   row(
     '… PVB done → post-hooks job start, p50 / p99',
-    (x) => `${x.postHookLagPartsMs.toJobStart.p50} / ${x.postHookLagPartsMs.toJobStart.p99} ms`,
+    (x) => `${v(x.postHookLagPartsMs.toJobStart.p50)} / ${v(x.postHookLagPartsMs.toJobStart.p99)} ms`,
   );
   row(
     '… job start → exec start, p50 / p99',
-    (x) => `${x.postHookLagPartsMs.jobStartToExec.p50} / ${x.postHookLagPartsMs.jobStartToExec.p99} ms`,
+    (x) => `${v(x.postHookLagPartsMs.jobStartToExec.p50)} / ${v(x.postHookLagPartsMs.jobStartToExec.p99)} ms`,
   );
-  row('item-block job duration p50 / p99', (x) => `${x.itemBlockJobMs.p50} / ${x.itemBlockJobMs.p99} ms`);
+  row('item-block job duration p50 / p99', (x) => `${v(x.itemBlockJobMs.p50)} / ${v(x.itemBlockJobMs.p99)} ms`);
   row('API requests per PVB (non-watch, all)', (x) => f2(x.apiRequestsPerPvb));
   row(
     '… pipeline / hook execs / node agents',
