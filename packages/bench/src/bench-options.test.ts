@@ -34,6 +34,10 @@ describe('parseBenchArgs', () => {
     expect(r.problems.join('\n')).toMatch(/--blocks needs an integer >= 1, got 0/);
     expect(r.problems.join('\n')).toMatch(/unknown option --frobnicate/);
   });
+  it('ignores the `--` pnpm passes through', () => {
+    const r = parseBenchArgs(['--', '--no-markdown'], defaults);
+    expect(r.ok === true && r.options.markdown).toBe(undefined);
+  });
   it('answers --help', () => {
     expect(parseBenchArgs(['--help'], defaults).ok).toBe('help');
   });

@@ -88,7 +88,7 @@ export const SCENARIOS: Record<'default' | 'large', { fs: FsScenario; orchestrat
 
 export const USAGE = `pnpm bench [options]
 
-  --scenario default|large     preset (default: default, about two minutes)
+  --scenario default|large     preset (default: default, about four minutes here)
   --blocks B                   blocks (one pod each) in the fs-backup scenario
   --volumes V                  fs-backup volumes per pod
   --bytes S                    bytes per volume (e.g. 256KiB)
@@ -133,7 +133,8 @@ const INT_FLAGS: Record<string, keyof FsScenario> = {
 /** Parses argv (after the script name); every problem is reported at once. */
 export function parseBenchArgs(argv: readonly string[], defaults: { markdown: string; svgDir: string }): ParseResult {
   const problems: string[] = [];
-  const args = [...argv];
+  // pnpm passes a separating `--` through to the script: ignore it.
+  const args = argv.filter((a) => a !== '--');
   const scenarioAt = args.indexOf('--scenario');
   let scenario: 'default' | 'large' = 'default';
   if (scenarioAt >= 0) {
