@@ -4,7 +4,7 @@
  * the simulator's generated cluster; a fresh redis-server and simulator per mode. `--help` lists
  * the flags.
  */
-import { appendFile, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { appendFile, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { REPO_ROOT } from './bench-env.js';
@@ -120,6 +120,7 @@ if (opts.markdown) {
   say(`appended the results to ${opts.markdown}`);
 }
 if (opts.keepLogs) say(`logs kept in ${logDir}`);
+else await rm(logDir, { recursive: true, force: true });
 const failed =
   [results.decoupled, results.inline].some((r) => r && r.phase !== 'Completed') || orchestrationRuns.some((o) => o.phase !== 'Completed');
 process.exit(failed ? 1 : 0);
