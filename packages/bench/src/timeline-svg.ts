@@ -94,7 +94,8 @@ export function renderTimelineSvg(input: TimelineInput, width = 1200): string {
   const x = (t: number) => LEFT + ((t - input.originMs) / span) * plotW;
   const out: string[] = [];
   out.push(
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${layout.height}" viewBox="0 0 ${width} ${layout.height}" font-family="sans-serif" font-size="10">`,
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${layout.height}" viewBox="0 0 ${width} ${layout.height}" font-family="sans-serif" font-size="10" role="img">`,
+    `<title>${escapeXml(input.title)}</title>`,
     `<rect width="100%" height="100%" fill="#fff"/>`,
     `<text x="10" y="18" font-size="14" font-weight="bold">${escapeXml(input.title)}</text>`,
   );
