@@ -6,6 +6,7 @@
  * stay bounded (item manifests dropped, finished jobs removed by policy, state kept); the api and
  * worker processes must not leak file descriptors or listeners.
  */
+import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateCluster } from '../../packages/kube-sim/src/index.js';
@@ -31,12 +32,33 @@ const onWarning = (w: Error) => warningsHere.push(`${w.name}: ${w.message}`);
 const usedMemory = async () => Number(/used_memory:(\d+)/.exec(await stack.redis.info('memory'))?.[1] ?? Number.NaN);
 
 async function submit(name: string, ns: string, fsBackup: boolean) {
-  const res = await fetch(`http://127.0.0.1:${api.port}/v1/backups`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${stack.token}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ name, spec: { includedNamespaces: [ns], defaultVolumesToFsBackup: fsBackup } }),
+  // A plain request without keep-alive: pooled idle client connections would otherwise sit in
+  // the api's fd table until its keep-alive timeout and read as a leak.
+  const body = JSON.stringify({ name, spec: { includedNamespaces: [ns], defaultVolumesToFsBackup: fsBackup } });
+  const { status, text } = await new Promise<{ status: number; text: string }>((resolve, reject) => {
+    const req = httpRequest(
+      {
+        host: '127.0.0.1',
+        port: api.port,
+        path: '/v1/backups',
+        method: 'POST',
+        agent: false,
+        headers: { authorization: `Bearer ${stack.token}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+      },
+      (res) => {
+        let data = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => {
+          data += chunk;
+        });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text: data }));
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
   });
-  if (res.status !== 201) throw new Error(`POST ${name}: ${res.status} ${await res.text()}`);
+  if (status !== 201) throw new Error(`POST ${name}: ${status} ${text}`);
 }
 
 async function waitAllEnded(names: string[], timeoutMs: number) {
