@@ -5,14 +5,13 @@
  * pvb-watch jobs must complete by polling. The node agents run in this process with a kube client
  * whose sleeps are recorded, so the test sees the backoff and Retry-After being honoured.
  */
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKubeClients, type KubeClients } from '../../packages/kube/src/index.js';
 import { createLogger } from '../../packages/platform/src/index.js';
-import { type NodeAgent, startNodeAgent } from '../../services/node-agent/src/index.js';
+import type { NodeAgent } from '../../services/node-agent/src/index.js';
 import { backupFacts, configMap, execsOf, namespace, node, pod } from './support/fixtures.js';
 import { recordRun } from './support/run-figures.js';
-import { type ServiceProcess, type Stack, startStack, waitFor, waitForBackupEnd } from './support/stack.js';
+import { type ServiceProcess, type Stack, startAgents, startStack, waitFor, waitForBackupEnd } from './support/stack.js';
 
 const FREEZE = ['/bin/freeze'];
 const UNFREEZE = ['/bin/unfreeze'];
@@ -49,22 +48,9 @@ beforeAll(async () => {
       },
     },
   });
-  for (const n of NODES) {
-    agents.push(
-      await startNodeAgent({
-        nodeName: n,
-        kube: agentKube,
-        namespace: 'stowage',
-        repoDir: join(stack.storageDir, 'repository'),
-        repoKey: stack.repoKey,
-        kubeletRoot: join(stack.sim.dataRoot, n),
-        loadConcurrency: { globalConfig: 2 },
-        progressIntervalMs: 250,
-        logger,
-      }),
-    );
-    await stack.agents.registerNodeAgent(n, 30 * 60_000);
-  }
+  agents.push(
+    ...(await startAgents(stack, NODES, { kube: agentKube, loadConcurrency: { globalConfig: 2 }, progressIntervalMs: 250, logger })),
+  );
   [api] = await Promise.all([stack.spawn('api', 'api'), stack.spawn('worker', 'worker')]);
 }, 180_000);
 

@@ -4,13 +4,12 @@
  * reconnect by themselves, the backup completes, and nothing is lost (every item, every PVB,
  * every hook counted once; the api answers again).
  */
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../packages/platform/src/index.js';
-import { type NodeAgent, startNodeAgent } from '../../services/node-agent/src/index.js';
+import type { NodeAgent } from '../../services/node-agent/src/index.js';
 import { backupFacts, configMap, execsOf, namespace, node, pod, pvbsOf } from './support/fixtures.js';
 import { recordRun } from './support/run-figures.js';
-import { type ServiceProcess, type Stack, startStack, waitFor, waitForBackupEnd } from './support/stack.js';
+import { type ServiceProcess, type Stack, startAgents, startStack, waitFor, waitForBackupEnd } from './support/stack.js';
 
 const FREEZE = ['/bin/freeze'];
 const UNFREEZE = ['/bin/unfreeze'];
@@ -37,23 +36,14 @@ const agents: NodeAgent[] = [];
 beforeAll(async () => {
   stack = await startStack({ fixture, appendOnly: true });
   const logger = createLogger({ level: 'warn', name: 'reliability-agents' });
-  for (const n of NODES) {
-    agents.push(
-      await startNodeAgent({
-        nodeName: n,
-        kube: stack.kube,
-        namespace: 'stowage',
-        repoDir: join(stack.storageDir, 'repository'),
-        repoKey: stack.repoKey,
-        kubeletRoot: join(stack.sim.dataRoot, n),
-        loadConcurrency: { globalConfig: 1 },
-        bandwidthBytesPerSec: 1024 * 1024,
-        progressIntervalMs: 250,
-        logger,
-      }),
-    );
-    await stack.agents.registerNodeAgent(n, 30 * 60_000);
-  }
+  agents.push(
+    ...(await startAgents(stack, NODES, {
+      loadConcurrency: { globalConfig: 1 },
+      bandwidthBytesPerSec: 1024 * 1024,
+      progressIntervalMs: 250,
+      logger,
+    })),
+  );
   [api, worker] = await Promise.all([stack.spawn('api', 'api'), stack.spawn('worker', 'worker')]);
 }, 180_000);
 

@@ -7,14 +7,14 @@
  * One api process (hosting plan/finalize) and one worker process at a time; node agents run in
  * this process (they are not under test here) at ~1 MiB/s so volume copies last seconds.
  */
-import { join } from 'node:path';
+/** The promises every stage test checks once the backup has ended. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pvbLabels } from '../../packages/kube/src/index.js';
 import { createLogger } from '../../packages/platform/src/index.js';
-import { type NodeAgent, startNodeAgent } from '../../services/node-agent/src/index.js';
+import type { NodeAgent } from '../../services/node-agent/src/index.js';
 import { backupFacts, configMap, execsOf, namespace, node, pod, pvbsOf } from './support/fixtures.js';
 import { recordRun } from './support/run-figures.js';
-import { type ServiceProcess, type Stack, startStack, waitFor, waitForBackupEnd } from './support/stack.js';
+import { type ServiceProcess, type Stack, startAgents, startStack, waitFor, waitForBackupEnd } from './support/stack.js';
 
 const FREEZE = ['/bin/freeze'];
 const UNFREEZE = ['/bin/unfreeze'];
@@ -50,23 +50,14 @@ const copiesStarted = () => agents.reduce((n, a) => n + a.metrics().copiesStarte
 beforeAll(async () => {
   stack = await startStack({ fixture });
   const logger = createLogger({ level: 'warn', name: 'reliability-agents' });
-  for (const n of NODES) {
-    agents.push(
-      await startNodeAgent({
-        nodeName: n,
-        kube: stack.kube,
-        namespace: 'stowage',
-        repoDir: join(stack.storageDir, 'repository'),
-        repoKey: stack.repoKey,
-        kubeletRoot: join(stack.sim.dataRoot, n),
-        loadConcurrency: { globalConfig: 2 },
-        bandwidthBytesPerSec: 1024 * 1024,
-        progressIntervalMs: 250,
-        logger,
-      }),
-    );
-    await stack.agents.registerNodeAgent(n, 30 * 60_000);
-  }
+  agents.push(
+    ...(await startAgents(stack, NODES, {
+      loadConcurrency: { globalConfig: 2 },
+      bandwidthBytesPerSec: 1024 * 1024,
+      progressIntervalMs: 250,
+      logger,
+    })),
+  );
   [api, worker] = await Promise.all([stack.spawn('api', 'api-1'), spawnWorker()]);
 }, 180_000);
 

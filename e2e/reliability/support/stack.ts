@@ -18,6 +18,7 @@ import { type Fixture, type Simulator, startSimulator } from '../../../packages/
 import { type BackupRecord, BackupState, NodeAgentRegistry, statePrefixFor } from '../../../packages/pipeline/src/index.js';
 import { createWorkerConnection } from '../../../packages/queue/src/index.js';
 import { getFreePort, type RedisServer, startRedisServer, uniquePrefix } from '../../../packages/testing/src/index.js';
+import { type NodeAgent, type NodeAgentOptions, startNodeAgent } from '../../../services/node-agent/src/index.js';
 
 export const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 export const CRD_PATH = join(REPO_ROOT, 'k8s/base/crd-podvolumebackups.yaml');
@@ -282,4 +283,34 @@ export function waitForBackupEnd(state: BackupState, name: string, timeoutMs = 9
     timeoutMs,
     200,
   );
+}
+
+/**
+ * Starts one in-process node agent per node against the stack's simulator and repository, and
+ * registers each with the planner, as a DaemonSet would. `kube` defaults to the stack's client.
+ */
+export async function startAgents(
+  stack: Stack,
+  nodes: readonly string[],
+  opts: Pick<NodeAgentOptions, 'loadConcurrency' | 'bandwidthBytesPerSec' | 'progressIntervalMs' | 'logger'> & { kube?: KubeClients },
+): Promise<NodeAgent[]> {
+  const agents: NodeAgent[] = [];
+  for (const nodeName of nodes) {
+    agents.push(
+      await startNodeAgent({
+        nodeName,
+        kube: opts.kube ?? stack.kube,
+        namespace: 'stowage',
+        repoDir: join(stack.storageDir, 'repository'),
+        repoKey: stack.repoKey,
+        kubeletRoot: join(stack.sim.dataRoot, nodeName),
+        loadConcurrency: opts.loadConcurrency,
+        logger: opts.logger,
+        ...(opts.bandwidthBytesPerSec ? { bandwidthBytesPerSec: opts.bandwidthBytesPerSec } : {}),
+        ...(opts.progressIntervalMs ? { progressIntervalMs: opts.progressIntervalMs } : {}),
+      }),
+    );
+    await stack.agents.registerNodeAgent(nodeName, 30 * 60_000);
+  }
+  return agents;
 }
