@@ -1,10 +1,11 @@
 import { blockJobId, pvbName } from '@stowage/core';
+import type { PvbClient } from '@stowage/kube';
 import { pvbLabels } from '@stowage/kube';
-import type { BlockPlan, RunningWorkers } from '@stowage/pipeline';
+import type { BlockPlan, PipelineDeps, RunningWorkers } from '@stowage/pipeline';
 import { cancelBackup, startWorkers, submitBackup } from '@stowage/pipeline';
 import { JobName, QueueName } from '@stowage/queue';
 import { useTestRedis } from '@stowage/testing';
-import { Queue } from 'bullmq';
+import { Queue, UnrecoverableError } from 'bullmq';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { backupSpec, configMap, namespace, node, pod, pvc } from './support/fixtures.js';
 import { type Harness, startHarness, waitFor, waitForBackupEnd } from './support/harness.js';
@@ -119,6 +120,15 @@ const objects: unknown[] = [
       exec: { '*': { rules: [{ command: PRE, durationMs: 800 }] } },
     }),
   ),
+  ...['orphan', 'stuck'].map((app) =>
+    pod({
+      name: `${app}-0`,
+      namespace: 'ops',
+      labels: { app },
+      volumes: [{ name: 'data', emptyDir: {} }],
+      annotations: hookAnnotations({ 'backup.velero.io/backup-volumes': 'data' }),
+    }),
+  ),
   pvc('pol-gold', 'ops', { tier: 'gold' }),
   pvc('pol-cold', 'ops', { tier: 'bronze' }),
   pod({
@@ -137,6 +147,19 @@ const objects: unknown[] = [
 
 const opsSpec = (app: string, extra: Record<string, unknown> = {}) =>
   backupSpec({ includedNamespaces: ['ops'], labelSelector: { matchLabels: { app }, matchExpressions: [] }, ...extra });
+
+/**
+ * The block job's last attempt dies right after its PVB create reached the API server (the create
+ * is real; the failure is injected after it): the PVB runs on with nobody watching it.
+ */
+function failingAfterCreate(deps: PipelineDeps, config: Partial<PipelineDeps['config']> = {}): PipelineDeps {
+  const pvbs: PvbClient = Object.create(deps.pvbs);
+  pvbs.createPvb = async (pvb) => {
+    await deps.pvbs.createPvb(pvb);
+    throw new UnrecoverableError(`injected: the item-block job died after creating ${pvb.metadata.name}`);
+  };
+  return { ...deps, pvbs, config: { ...deps.config, ...config } };
+}
 
 const execsOf = (h: Harness, ns: string, podName: string, command: string[]) =>
   h.sim.execLog({ namespace: ns, pod: podName }).filter((e) => e.command.join(' ') === command.join(' '));
@@ -290,6 +313,45 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
     const counters = await h.deps.state.counters('slow-1');
     expect(counters).toMatchObject({ pvbsCanceled: 1, hooksAttempted: 2 });
     expect(counters.hooksFailed ?? 0).toBe(0);
+  });
+
+  it('an item-block job that fails for good after creating a PVB: the PVB is asked to cancel and post hooks wait until it stops', async () => {
+    controller = new TestPvbController({ pvbs: h.pvbs, durationMs: 120_000 });
+    await controller.start();
+    workers = startWorkers({ deps: failingAfterCreate(h.deps), queues: ALL_QUEUES });
+    await submit('orphan-1', opsSpec('orphan'));
+    expect(await waitForBackupEnd(h.deps.state, 'orphan-1')).toBe('PartiallyFailed');
+    const [pvb] = await h.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=orphan-1` });
+    expect(pvb?.spec.cancel).toBe(true);
+    expect(pvb?.status?.phase).toBe('Canceled');
+    const posts = execsOf(h, 'ops', 'orphan-0', POST);
+    expect(posts).toHaveLength(1);
+    expect(Date.parse(posts[0]?.startedAt ?? '')).toBeGreaterThanOrEqual(Date.parse(pvb?.status?.completionTimestamp ?? ''));
+    const msgs = (await h.deps.state.readLogs('orphan-1')).filter((l) => l.level === 'error').map((l) => l.msg);
+    expect(msgs.some((m) => m.includes('item-block job of') && m.includes('injected: the item-block job died'))).toBe(true);
+    expect(msgs.some((m) => m.startsWith('pod volume backup canceled'))).toBe(true);
+    expect(await h.deps.state.counters('orphan-1')).toMatchObject({ pvbsCanceled: 1 });
+  });
+
+  it('an orphaned PVB that ignores the cancel: post hooks wait the bounded cancel wait, then run; the PVB is recorded as given up', async () => {
+    controller = new TestPvbController({ pvbs: h.pvbs, durationMs: 120_000, ignoreCancel: true });
+    await controller.start();
+    const cancelWaitMs = 1_500;
+    workers = startWorkers({ deps: failingAfterCreate(h.deps, { pvbCancelWaitMs: cancelWaitMs }), queues: ALL_QUEUES });
+    await submit('stuck-1', opsSpec('stuck'));
+    expect(await waitForBackupEnd(h.deps.state, 'stuck-1')).toBe('PartiallyFailed');
+    const [pvb] = await h.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=stuck-1` });
+    expect(pvb?.spec.cancel).toBe(true);
+    expect(pvb?.status?.phase).toBe('InProgress');
+    const record = await h.deps.state.getPvb('stuck-1', pvb?.metadata.name ?? '');
+    const askedAt = record?.cancelAskedAt;
+    expect(typeof askedAt).toBe('number');
+    const posts = execsOf(h, 'ops', 'stuck-0', POST);
+    expect(posts).toHaveLength(1);
+    expect(Date.parse(posts[0]?.startedAt ?? '') - (askedAt as number)).toBeGreaterThanOrEqual(cancelWaitMs);
+    const msgs = (await h.deps.state.readLogs('stuck-1')).filter((l) => l.level === 'error').map((l) => l.msg);
+    expect(msgs.some((m) => m.includes('was asked to cancel') && m.includes('did not stop within'))).toBe(true);
+    expect(await h.deps.state.counters('stuck-1')).toMatchObject({ pvbsTimedOut: 1 });
   });
 
   it('volume policies and opt-out decide which PVBs exist, each skip recorded with its reason', async () => {

@@ -1,10 +1,10 @@
 import { blockJobId, pvbWatchJobId } from '@stowage/core';
-import { parsePostHooksJobData, QueueName, qualifiedQueueName } from '@stowage/queue';
+import { parsePostHooksJobData, QueueName, qualifiedQueueName, repark } from '@stowage/queue';
 import type { Job } from 'bullmq';
 import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
 import type { BlockPlan } from '../plan/block-plan.js';
 import type { PipelineRuntime } from '../runtime.js';
-import { finishBlock } from './block-post-hooks.js';
+import { finishBlock, settleOrphanedPvbs } from './block-post-hooks.js';
 import type { ItemBlockResult } from './item-block.processor.js';
 
 export type PostHooksResult = { skipped: 'inline' | 'canceled' } | { state: string; postHookPods: number; hooksFailed: number };
@@ -12,9 +12,10 @@ export type PostHooksResult = { skipped: 'inline' | 'canceled' } | { state: stri
 /**
  * post-hooks: BullMQ releases it only when its children — the item-block job and one pvb-watch
  * job per PVB the block created — are all done (completed or failed for good). It reads their
- * values and failures, then runs the block's post hooks (finishBlock).
+ * values and failures, settles PVBs left without a watcher (re-parking itself while one still
+ * runs), then runs the block's post hooks (finishBlock).
  */
-export async function processPostHooks(rt: PipelineRuntime, job: Job, _token: string | undefined): Promise<PostHooksResult> {
+export async function processPostHooks(rt: PipelineRuntime, job: Job, token: string | undefined): Promise<PostHooksResult> {
   const { deps } = rt;
   const data = parsePostHooksJobData(job.data);
   const { backupName, blockId } = data;
@@ -47,13 +48,9 @@ export async function processPostHooks(rt: PipelineRuntime, job: Job, _token: st
     const reason = failures[`${watchPrefix}${pvbWatchJobId(backupName, name)}`];
     if (reason !== undefined) failedWatches.set(name, `pvb-watch job failed: ${reason}`);
   }
-  const res = await finishBlock(deps, {
-    backupName,
-    blockId,
-    plan,
-    blockJobFailed: blockFailed,
-    failedWatches,
-    attempt: job.attemptsMade + 1,
-  });
-  return res;
+  // A PVB left without a watcher may still be copying: never run post hooks before it stops (or the
+  // bounded cancel wait ends). Wait without holding a slot, like a pvb-watch job.
+  const recheckInMs = await settleOrphanedPvbs(deps, { backupName, blockId, blockJobFailed: blockFailed, failedWatches });
+  if (recheckInMs !== undefined) return repark(job, token, recheckInMs);
+  return finishBlock(deps, { backupName, blockId, plan, blockJobFailed: blockFailed, attempt: job.attemptsMade + 1 });
 }

@@ -109,13 +109,11 @@ export async function recordPvbGaveUp(
   backupName: string,
   pvbName: string,
   previous: PvbStateRecord | undefined,
-  reason: 'deadline' | 'canceled',
+  reason: 'deadline' | 'canceled' | 'orphaned',
   waitedMs: number,
 ): Promise<void> {
-  const msg =
-    reason === 'deadline'
-      ? `fs-backup deadline passed; PVB ${pvbName} was asked to cancel and did not stop within ${waitedMs} ms`
-      : `backup canceled; PVB ${pvbName} was asked to cancel and did not stop within ${waitedMs} ms`;
+  const why = { deadline: 'fs-backup deadline passed', canceled: 'backup canceled', orphaned: 'its watcher was lost' }[reason];
+  const msg = `${why}; PVB ${pvbName} was asked to cancel and did not stop within ${waitedMs} ms`;
   await deps.state.updatePvb(backupName, pvbName, { timedOut: true, message: msg });
   const counted = await deps.state.countOnce(backupName, `pvb:${pvbName}`, 'pvbsTimedOut');
   if (counted) {
