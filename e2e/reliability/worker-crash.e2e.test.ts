@@ -127,9 +127,11 @@ describe('a worker SIGKILLed mid-backup costs a retry, not the backup', () => {
     expect(freezes).toHaveLength(2);
     expect(freezes[0]).toMatchObject({ aborted: true, exitCode: null });
     expect(freezes[1]).toMatchObject({ aborted: false, exitCode: 0 });
+    // The backup's own hook log shows both runs too: the cut-off one as interrupted.
     const runs = (await stack.state.hookRuns('crash-item-block')).filter((r) => r.podName === 'db-0' && r.phase === 'pre');
-    expect(runs.length).toBeGreaterThanOrEqual(1);
-    expect(runs.at(-1)?.exitCode).toBe(0);
+    expect(runs.map((r) => r.outcome)).toEqual(['interrupted', 'exited']);
+    expect(runs[0]?.message).toContain('cut off before it finished');
+    expect(runs[1]?.exitCode).toBe(0);
     stack.sim.setExecBehaviour('shop', 'db-0', undefined);
     recordRun('worker-crash/item-block', { faults: 1, backups: 1, completed: 1, itemsLost: facts.totalItems - facts.itemsBackedUp });
   }, 240_000);
@@ -174,6 +176,8 @@ describe('a worker SIGKILLed mid-backup costs a retry, not the backup', () => {
     expect(unfreezes).toHaveLength(2);
     expect(unfreezes[0]).toMatchObject({ aborted: true, exitCode: null });
     expect(unfreezes[1]).toMatchObject({ aborted: false, exitCode: 0 });
+    const runs = (await stack.state.hookRuns('crash-post-hooks')).filter((r) => r.podName === 'db-1' && r.phase === 'post');
+    expect(runs.map((r) => r.outcome)).toEqual(['interrupted', 'exited']);
     stack.sim.setExecBehaviour('shop', 'db-1', undefined);
     recordRun('worker-crash/post-hooks', { faults: 1, backups: 1, completed: 1, itemsLost: facts.totalItems - facts.itemsBackedUp });
   }, 240_000);

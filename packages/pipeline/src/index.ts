@@ -25,6 +25,7 @@ export {
   type BlockStateRecord,
   ENDED_BACKUP_PHASES,
   type HookRunRecord,
+  interruptedRun,
   type LogLine,
   type PvbStateRecord,
 } from './state/backup-state.js';

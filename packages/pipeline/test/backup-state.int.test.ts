@@ -169,6 +169,40 @@ describe('BackupState', () => {
     ]);
   });
 
+  it('hook runs: one entry per run; a run cut off by a crash and started again reads as interrupted, both shown', async () => {
+    await state.createBackup(record('hooks-1'));
+    const base = {
+      blockId: 'b1',
+      podNamespace: 'shop',
+      podName: 'db-0',
+      container: 'db',
+      phase: 'pre' as const,
+      source: 'annotation',
+      command: ['/bin/pre'],
+    };
+    // Attempt 1 started the hook and died; attempt 2 ran it through; another hook ran through once.
+    await state.recordHookRun('hooks-1', { ...base, index: 0, runId: 'r1', outcome: 'running', startedAt: 1, attempt: 1 });
+    await state.recordHookRun('hooks-1', { ...base, index: 0, runId: 'r2', outcome: 'running', startedAt: 5, attempt: 2 });
+    await state.recordHookRun('hooks-1', { ...base, index: 1, runId: 'r3', outcome: 'running', startedAt: 6, attempt: 2 });
+    await state.recordHookRun('hooks-1', {
+      ...base,
+      index: 0,
+      runId: 'r2',
+      outcome: 'exited',
+      exitCode: 0,
+      startedAt: 5,
+      endedAt: 7,
+      attempt: 2,
+    });
+    const runs = await state.hookRuns('hooks-1');
+    expect(runs.map((r) => [r.runId, r.outcome])).toEqual([
+      ['r1', 'interrupted'],
+      ['r2', 'exited'],
+      ['r3', 'running'],
+    ]);
+    expect(runs[0]?.message).toContain('cut off before it finished');
+  });
+
   it('records a cancel request once and never after the backup ended', async () => {
     await state.createBackup(record('b1'));
     await state.createBackup(record('b2'));

@@ -1,4 +1,11 @@
-import type { BackupRecord, BackupState, BlockStateRecord, HookRunRecord, PvbStateRecord } from '@stowage/pipeline';
+import {
+  type BackupRecord,
+  type BackupState,
+  type BlockStateRecord,
+  type HookRunRecord,
+  interruptedRun,
+  type PvbStateRecord,
+} from '@stowage/pipeline';
 import type { z } from 'zod';
 import { type backupSchema, type backupSummarySchema, type blockSchema, PVB_PHASES, type pvbCountsSchema } from './api.schema.js';
 
@@ -100,11 +107,18 @@ export async function readBlockPage(
     const plan = plans[i];
     const pvbNames = block?.pvbs ?? [];
     const pvbs = (await state.getPvbs(name, pvbNames)).filter((p): p is PvbStateRecord => p !== undefined);
-    items.push(toBlockView(id, block, plan, pvbs, runsByBlock.get(id) ?? []));
+    let blockRuns = runsByBlock.get(id) ?? [];
+    // A hook still `running` in a block that has ended will never report: its job was cut off.
+    if (block?.state !== undefined && ENDED_BLOCK_STATES.has(block.state)) {
+      blockRuns = blockRuns.map((r) => (r.outcome === 'running' ? interruptedRun(r, 'its block ended without it') : r));
+    }
+    items.push(toBlockView(id, block, plan, pvbs, blockRuns));
   }
   const next = offset + ids.length;
   return next < total ? { items, total, nextCursor: String(next) } : { items, total };
 }
+
+const ENDED_BLOCK_STATES: ReadonlySet<string> = new Set(['Completed', 'PartiallyFailed', 'Failed', 'Canceled']);
 
 function toBlockView(
   id: string,

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { execInPod } from '@stowage/kube';
 import type { PipelineDeps } from '../deps.js';
 import { type HookPhase, type PlannedPod, podKey } from '../plan/block-plan.js';
@@ -73,6 +74,9 @@ export async function runPodHooks(
       continue;
     }
     const startedAt = deps.clock.now();
+    // Recorded before the exec, so a run cut off by a crash still shows in the backup's hook log.
+    const runId = randomUUID();
+    await state.recordHookRun(backupName, { ...base, runId, outcome: 'running', startedAt });
     await state.appendEvent(backupName, 'hook.started', { blockId, pod: pk, container: hook.container, phase, index: hook.index });
     const res = await execInPod(deps.kube, {
       namespace: pod.namespace,
@@ -96,6 +100,7 @@ export async function runPodHooks(
           : `${res.reason}: ${res.message}`;
     await state.recordHookRun(backupName, {
       ...base,
+      runId,
       outcome: res.outcome,
       exitCode,
       startedAt,

@@ -31,6 +31,32 @@ interface StateScriptCommands {
   stowageCountOnceMany(onceKey: string, countersKey: string, entries: string): Promise<number>;
   stowageRegisterPvb(pvbKey: string, setKey: string, ...args: ScriptArg[]): Promise<number>;
   stowageRequestCancel(recordKey: string, at: string, endedPhases: string): Promise<[number, string | null]>;
+  stowageBlockStep(
+    blockKey: string,
+    onceKey: string,
+    countersKey: string,
+    eventsKey: string,
+    step: string,
+    maxLen: string,
+  ): Promise<number>;
+}
+
+/** One step of a block (BackupState.blockStep): fields, once-counters and an event, in one round trip. */
+export interface BlockStep {
+  /** Fields of the block's live state to set (undefined values are left out). */
+  set?: Partial<BlockStateRecord>;
+  /** Counters moved once per key (see countOnceMany). */
+  once?: ReadonlyArray<{ onceKey: string; field: string; by?: number }>;
+  /** An event appended always, or — with `ifCounted` (index into `once`) — only when that key counted now. */
+  event?: { type: string; data: Record<string, unknown>; ifCounted?: number };
+}
+
+/** What an item-block job reads first, in one round trip. */
+export interface BlockContext<P = unknown, I = unknown> {
+  record: BackupRecord | undefined;
+  plan: P | undefined;
+  block: BlockStateRecord | undefined;
+  items: I | undefined;
 }
 
 /** Backup phases after which nothing changes any more. */
@@ -120,8 +146,13 @@ export interface HookRunRecord {
   source: string;
   index: number;
   command: string[];
-  /** exited | timeout | error | skipped | invalid */
+  /**
+   * exited | timeout | error | skipped | invalid; `running` while the exec is in flight;
+   * `interrupted` (derived when read) when its job was cut off before the hook finished.
+   */
   outcome: string;
+  /** One run: its `running` entry and its final entry share it; the later one wins when read. */
+  runId?: string;
   exitCode?: number;
   startedAt?: number;
   endedAt?: number;
@@ -180,6 +211,12 @@ export class BackupState {
     await this.redis.zadd(this.indexKey, 'NX', record.createdAt, record.name);
     if (created === 1) await this.appendEvent(record.name, 'backup.created', { phase: record.phase });
     return { created: created === 1 };
+  }
+
+  /** When the user asked to cancel (one field, not the whole record), or undefined. */
+  async cancelRequestedAt(name: string): Promise<number | undefined> {
+    const raw = await this.redis.hget(this.key(name, 'rec'), 'cancelRequestedAt');
+    return raw === null ? undefined : Number(raw);
   }
 
   async getBackup(name: string): Promise<BackupRecord | undefined> {
@@ -409,6 +446,62 @@ export class BackupState {
     await this.redis.hset(this.key(name, `b:${blockId}`), ...fields);
   }
 
+  /**
+   * Sets block fields, counts once-keys and appends an event in one script (one round trip, and
+   * atomic: the event is written exactly when its key counted). Returns how many keys counted now.
+   */
+  async blockStep(name: string, blockId: string, step: BlockStep): Promise<number> {
+    const set: string[] = [];
+    if (step.set) {
+      set.push('id', JSON.stringify(blockId));
+      for (const [k, v] of Object.entries(step.set)) {
+        if (v === undefined) continue;
+        set.push(k, JSON.stringify(v));
+      }
+    }
+    const once = (step.once ?? []).map((e) => [e.onceKey, e.field, e.by ?? 1]);
+    const event = step.event
+      ? { type: step.event.type, at: this.now(), data: JSON.stringify(step.event.data), ifCounted: (step.event.ifCounted ?? -1) + 1 }
+      : undefined;
+    // cjson turns an empty table into an object: send absent lists as absent.
+    const payload = JSON.stringify({
+      ...(set.length > 0 ? { set } : {}),
+      ...(once.length > 0 ? { once } : {}),
+      ...(event ? { event } : {}),
+    });
+    return (await this.cmd().stowageBlockStep(
+      this.key(name, `b:${blockId}`),
+      this.key(name, 'once'),
+      this.key(name, 'cnt'),
+      this.key(name, 'events'),
+      payload,
+      String(this.maxEvents),
+    )) as number;
+  }
+
+  /** The backup record, a block's plan, its live state and its item manifests, in one round trip. */
+  async readBlockContext<P = unknown, I = unknown>(name: string, blockId: string): Promise<BlockContext<P, I>> {
+    const rows =
+      (await this.redis
+        .pipeline()
+        .hgetall(this.key(name, 'rec'))
+        .hget(this.key(name, 'plan'), blockId)
+        .hgetall(this.key(name, `b:${blockId}`))
+        .hget(this.key(name, 'items'), blockId)
+        .exec()) ?? [];
+    for (const [err] of rows) if (err) throw err;
+    const rec = rows[0]?.[1] as Record<string, string> | undefined;
+    const plan = rows[1]?.[1] as string | null | undefined;
+    const block = rows[2]?.[1] as Record<string, string> | undefined;
+    const items = rows[3]?.[1] as string | null | undefined;
+    return {
+      record: rec?.name ? decodeRecord(rec) : undefined,
+      plan: plan ? (JSON.parse(plan) as P) : undefined,
+      block: block?.id ? decodeJsonHash<BlockStateRecord>(block) : undefined,
+      items: items ? (JSON.parse(items) as I) : undefined,
+    };
+  }
+
   async getBlock(name: string, blockId: string): Promise<BlockStateRecord | undefined> {
     const raw = await this.redis.hgetall(this.key(name, `b:${blockId}`));
     return raw.id ? decodeJsonHash<BlockStateRecord>(raw) : undefined;
@@ -455,6 +548,37 @@ export class BackupState {
     return { registered: res === 1 };
   }
 
+  /**
+   * registerPvb for several PVBs and the block fields that name them, in one round trip (a
+   * MULTI: a PVB named by the block is always registered).
+   */
+  async registerPvbs(
+    name: string,
+    blockId: string,
+    pvbs: ReadonlyArray<{ pvbName: string; record: Omit<PvbStateRecord, 'name'> }>,
+    blockPatch: Partial<BlockStateRecord>,
+  ): Promise<void> {
+    const multi = this.redis.multi() as ReturnType<Redis['multi']> & {
+      stowageRegisterPvb(pvbKey: string, setKey: string, ...args: ScriptArg[]): unknown;
+    };
+    for (const { pvbName, record } of pvbs) {
+      const fields: string[] = ['name', JSON.stringify(pvbName)];
+      for (const [k, v] of Object.entries(record)) {
+        if (v === undefined) continue;
+        fields.push(k, JSON.stringify(v));
+      }
+      multi.stowageRegisterPvb(this.key(name, `pvb:${pvbName}`), this.key(name, 'pvbset'), pvbName, ...fields);
+    }
+    const blockFields: string[] = ['id', JSON.stringify(blockId)];
+    for (const [k, v] of Object.entries(blockPatch)) {
+      if (v === undefined) continue;
+      blockFields.push(k, JSON.stringify(v));
+    }
+    multi.hset(this.key(name, `b:${blockId}`), ...blockFields);
+    const rows = (await multi.exec()) ?? [];
+    for (const [err] of rows) if (err) throw err;
+  }
+
   async getPvb(name: string, pvbName: string): Promise<PvbStateRecord | undefined> {
     const raw = await this.redis.hgetall(this.key(name, `pvb:${pvbName}`));
     return raw.name ? decodeJsonHash<PvbStateRecord>(raw) : undefined;
@@ -481,9 +605,33 @@ export class BackupState {
     await this.redis.rpush(this.key(name, 'hooks'), JSON.stringify(run));
   }
 
+  /**
+   * Every hook run in start order, one entry per run (its final entry replaces its `running` one).
+   * A run still `running` when the same hook was started again later was cut off — its worker died
+   * or lost the job — and reads as `interrupted`: at-least-once, and the log shows both runs.
+   */
   async hookRuns(name: string): Promise<HookRunRecord[]> {
     const rows = await this.redis.lrange(this.key(name, 'hooks'), 0, -1);
-    return rows.map((r) => JSON.parse(r) as HookRunRecord);
+    const runs: HookRunRecord[] = [];
+    const slotOfRun = new Map<string, number>();
+    for (const row of rows) {
+      const run = JSON.parse(row) as HookRunRecord;
+      const slot = run.runId !== undefined ? slotOfRun.get(run.runId) : undefined;
+      if (slot !== undefined) runs[slot] = run;
+      else {
+        if (run.runId !== undefined) slotOfRun.set(run.runId, runs.length);
+        runs.push(run);
+      }
+    }
+    const hookKey = (r: HookRunRecord) => `${r.blockId}|${r.podNamespace}/${r.podName}|${r.phase}|${r.index}`;
+    const startedAgain = new Set<string>();
+    for (let i = runs.length - 1; i >= 0; i--) {
+      const run = runs[i]!;
+      const key = hookKey(run);
+      if (run.outcome === 'running' && startedAgain.has(key)) runs[i] = interruptedRun(run, 'its job was run again');
+      startedAgain.add(key);
+    }
+    return runs;
   }
 
   // ---------------------------------------------------------------------------------------
@@ -532,4 +680,9 @@ function decodeEvent(id: string, flat: string[]): BackupEvent {
   const f: Record<string, string> = {};
   for (let i = 0; i + 1 < flat.length; i += 2) f[flat[i] as string] = flat[i + 1] as string;
   return { id, type: f.type ?? 'unknown', at: Number(f.at ?? 0), data: f.data ? (JSON.parse(f.data) as Record<string, unknown>) : {} };
+}
+
+/** A `running` hook run that will never report: its job was cut off before the exec finished. */
+export function interruptedRun(run: HookRunRecord, why: string): HookRunRecord {
+  return { ...run, outcome: 'interrupted', message: `cut off before it finished (${why}; the worker stopped or lost the job)` };
 }
