@@ -153,6 +153,8 @@ export interface StackOptions {
   fixture: Fixture;
   /** Redis with `appendonly yes` (restart tests). */
   appendOnly?: boolean;
+  /** Its fsync policy (default `always`); k8s/ and docker-compose ship `everysec`. */
+  appendFsync?: 'always' | 'everysec';
   materializeVolumes?: 'all' | 'with-files' | 'none';
   /** Load the PVB CRD before the fixture (default true; generated clusters bring their own). */
   withCrd?: boolean;
@@ -181,7 +183,10 @@ export interface Stack {
 }
 
 export async function startStack(opts: StackOptions): Promise<Stack> {
-  const redisServer = await startRedisServer({ appendOnly: opts.appendOnly ?? false });
+  const redisServer = await startRedisServer({
+    appendOnly: opts.appendOnly ?? false,
+    ...(opts.appendFsync ? { appendFsync: opts.appendFsync } : {}),
+  });
   const sim = await startSimulator({
     fixture: opts.fixture,
     port: 0,

@@ -15,6 +15,8 @@ export interface EmbeddedRedisOptions {
   logger?: Logger;
   /** Persist with AOF (restart tests). Default false: nothing is written to disk. */
   appendOnly?: boolean;
+  /** AOF fsync policy when `appendOnly`; default `always`. k8s/ and docker-compose ship `everysec`. */
+  appendFsync?: 'always' | 'everysec';
   /** Binary to run; default `redis-server` from PATH. */
   binary?: string;
   /** How long to wait for PING after spawning; default 10 s. */
@@ -62,7 +64,7 @@ export async function startEmbeddedRedis(opts: EmbeddedRedisOptions = {}): Promi
     '--appendonly',
     opts.appendOnly ? 'yes' : 'no',
     '--appendfsync',
-    'always',
+    opts.appendFsync ?? 'always',
     '--maxmemory-policy',
     'noeviction',
     '--daemonize',

@@ -3,6 +3,8 @@ import { type EmbeddedRedis, type EmbeddedRedisOptions, startEmbeddedRedis } fro
 export interface RedisServerOptions {
   /** Persist with AOF (for restart tests). Default false: nothing is written to disk. */
   appendOnly?: boolean;
+  /** AOF fsync policy when `appendOnly`; default `always` (k8s/ and docker-compose ship `everysec`). */
+  appendFsync?: 'always' | 'everysec';
   /** Binary to run; default `redis-server` from PATH. */
   binary?: string;
 }
@@ -18,6 +20,7 @@ export type RedisServer = EmbeddedRedis;
 export async function startRedisServer(opts: RedisServerOptions = {}): Promise<RedisServer> {
   const launchOptions: EmbeddedRedisOptions = {};
   if (opts.appendOnly !== undefined) launchOptions.appendOnly = opts.appendOnly;
+  if (opts.appendFsync !== undefined) launchOptions.appendFsync = opts.appendFsync;
   if (opts.binary !== undefined) launchOptions.binary = opts.binary;
   return await startEmbeddedRedis(launchOptions);
 }
