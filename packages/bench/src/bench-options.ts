@@ -101,7 +101,7 @@ export const USAGE = `pnpm bench [options]
   --post-hook-ms MS            scripted post hook duration
   --hook-concurrency H         STOWAGE_HOOK_CONCURRENCY per worker
   --agents-per-process M       node agents hosted per process
-  --modes decoupled,inline     which modes to run (default both)
+  --modes decoupled,inline     which fs-backup modes to run (default both; none = orchestration only)
   --orch-blocks B              volume-less, hook-less blocks in the orchestration scenario
   --orch-workers 1,2           worker counts for the orchestration scenario
   --orch-concurrency C         block and hook concurrency per worker there
@@ -193,6 +193,10 @@ export function parseBenchArgs(argv: readonly string[], defaults: { markdown: st
       }
       case '--modes': {
         const v = take() ?? '';
+        if (v === 'none') {
+          opts.modes = [];
+          break;
+        }
         const modes = v.split(',').filter(Boolean);
         const bad = modes.filter((m) => m !== 'decoupled' && m !== 'inline');
         if (modes.length === 0 || bad.length > 0) problems.push(`--modes takes decoupled and/or inline, got ${v || 'nothing'}`);

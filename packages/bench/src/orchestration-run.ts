@@ -16,6 +16,8 @@ export interface OrchestrationResult {
   planMs: number | undefined;
   blocksPerSecond: number;
   redisCommandsPerBlock: number;
+  /** The most frequent Redis commands of the run (evalsha = BullMQ's and our Lua scripts), per block. */
+  redisTopCommandsPerBlock: Record<string, number>;
   apiRequests: number;
   workerPeakRssBytes: number[];
   workerCpuSeconds: number[];
@@ -78,6 +80,12 @@ export async function runOrchestration(
       planMs: record?.planCompletedAt !== undefined ? record.planCompletedAt - wait.submittedAt : undefined,
       blocksPerSecond: blocks / (makespanMs / 1000),
       redisCommandsPerBlock: sum(Object.values(redisDelta)) / Math.max(1, blocks),
+      redisTopCommandsPerBlock: Object.fromEntries(
+        Object.entries(redisDelta)
+          .sort((a, b) => b[1] - a[1])
+          .slice(0, 12)
+          .map(([k, v]) => [k, Math.round((v / Math.max(1, blocks)) * 100) / 100]),
+      ),
       apiRequests: splitRequests(requests).total,
       workerPeakRssBytes: rss.map((r) => r ?? 0),
       workerCpuSeconds: cpuAfter.map((a, i) => Math.max(0, (a ?? 0) - (cpuBefore[i] ?? 0))),

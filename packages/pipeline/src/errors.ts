@@ -12,6 +12,8 @@ export const PipelineErrorCode = {
   unknownJob: 'PIPELINE_UNKNOWN_JOB',
   /** A caller passed something outside the contract (programming error or bad user input). */
   badArgument: 'PIPELINE_BAD_ARGUMENT',
+  /** finalize found fewer staged items than were counted as backed up, even after staging them again. */
+  itemsMissing: 'PIPELINE_ITEMS_MISSING',
   /** The backup spec failed validation. */
   specInvalid: 'PIPELINE_SPEC_INVALID',
 } as const;

@@ -56,10 +56,21 @@ export interface BlockFlowsInput {
   backupUid: string;
   /** The backup's finalize job (parent of every block's post-hooks job). */
   finalizeJobId: string;
-  blocks: readonly string[];
+  /**
+   * Block ids, or `{ id, solo: true }` for a block with no fs-backup volume and no post hook:
+   * such a block gets one item-block job straight under finalize instead of the two-job
+   * `post-hooks ← item-block` sub-flow (nothing to wait for, nothing to run after its items).
+   */
+  blocks: ReadonlyArray<string | BlockFlowSpec>;
   /** Blocks per `FlowProducer.addBulk` (one Redis transaction each). Default 1,000. */
   batchSize?: number;
   requestId?: string | undefined;
+}
+
+export interface BlockFlowSpec {
+  id: string;
+  /** One item-block job under finalize, no post-hooks parent (the block finishes itself). */
+  solo?: boolean | undefined;
 }
 
 export interface BlockFlowsResult {
@@ -71,9 +82,10 @@ export interface BlockFlowsResult {
 export const DEFAULT_BLOCK_BATCH_SIZE = 1_000;
 
 /**
- * Adds, under the existing `finalize` job, one `post-hooks ← item-block` sub-flow per block, in
- * `addBulk` batches (never one huge transaction). Every child has `ignoreDependencyOnFailure`.
- * Deterministic ids make re-adding a no-op while the jobs exist.
+ * Adds, under the existing `finalize` job, one `post-hooks ← item-block` sub-flow per block — or,
+ * for a solo block, one item-block job with `solo: true` — in `addBulk` batches (never one huge
+ * transaction). Every child has `ignoreDependencyOnFailure`. Deterministic ids make re-adding a
+ * no-op while the jobs exist.
  */
 export async function addBlockFlows(flowProducer: FlowProducer, input: BlockFlowsInput): Promise<BlockFlowsResult> {
   const batchSize = input.batchSize ?? DEFAULT_BLOCK_BATCH_SIZE;
@@ -94,7 +106,18 @@ export async function addBlockFlows(flowProducer: FlowProducer, input: BlockFlow
   const base = { backupName: input.backupName, backupUid: input.backupUid, ...(input.requestId ? { requestId: input.requestId } : {}) };
   let batches = 0;
   for (let start = 0; start < input.blocks.length; start += batchSize) {
-    const flows = input.blocks.slice(start, start + batchSize).map((blockId) => {
+    const flows = input.blocks.slice(start, start + batchSize).map((block) => {
+      const blockId = typeof block === 'string' ? block : block.id;
+      if (typeof block !== 'string' && block.solo === true) {
+        const solo: ItemBlockJobData = { ...base, blockId, solo: true };
+        const flow: FlowJob = {
+          name: JobName.backupItemBlock,
+          queueName: QueueName.itemBlocks,
+          data: solo,
+          opts: { ...childJobOptions(QueueName.itemBlocks, blockJobId(input.backupName, blockId)), parent },
+        };
+        return flow;
+      }
       const postHooks: PostHooksJobData = { ...base, blockId };
       const itemBlock: ItemBlockJobData = { ...base, blockId };
       const child: FlowJobNode = {

@@ -9,6 +9,7 @@ export {
   addPvbWatch,
   type BackupFlowIds,
   type BackupFlowInput,
+  type BlockFlowSpec,
   type BlockFlowsInput,
   type BlockFlowsResult,
   DEFAULT_BLOCK_BATCH_SIZE,

@@ -16,7 +16,18 @@ export type PlanJobData = z.infer<typeof planJobSchema>;
 export const finalizeJobSchema = z.object({ backupName: name, backupUid: name, requestId });
 export type FinalizeJobData = z.infer<typeof finalizeJobSchema>;
 
-export const itemBlockJobSchema = z.object({ backupName: name, backupUid: name, blockId: name, requestId });
+export const itemBlockJobSchema = z.object({
+  backupName: name,
+  backupUid: name,
+  blockId: name,
+  requestId,
+  /**
+   * The block has no fs-backup volume and no post hook (decided by plan from the stored block
+   * plan): the job was added straight under finalize, with no post-hooks parent, and finishes the
+   * block itself. Absent on every other block (and on jobs of older producers).
+   */
+  solo: z.boolean().optional(),
+});
 export type ItemBlockJobData = z.infer<typeof itemBlockJobSchema>;
 
 export const pvbWatchJobSchema = z.object({

@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
-import { mkdir, open, readdir, readFile, rename, rm, rmdir, stat, unlink } from 'node:fs/promises';
+import { type FileHandle, mkdir, open, readdir, readFile, rename, rm, rmdir, stat, unlink } from 'node:fs/promises';
 import { dirname, join, resolve, sep } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import type { BackupStorage } from './backup-storage.js';
+import type { BackupStorage, PutOptions } from './backup-storage.js';
 import { StorageError, StorageErrorCode } from './errors.js';
 import { assertValidKey, assertValidPrefix, TEMP_FILE_MARKER } from './keys.js';
 
@@ -20,7 +20,8 @@ function ioError(action: string, key: string, cause: unknown): StorageError {
 /**
  * Backup storage in a directory: key `a/b/c` is file `<root>/a/b/c`. A write goes to a temp
  * file in the target's directory, is fsynced, then renamed over the target (atomic on POSIX),
- * and the directory is fsynced so the rename survives a crash.
+ * and the directory is fsynced so the rename survives a crash. A `durable: false` put skips both
+ * fsyncs (still atomic for readers and across a process crash; see PutOptions).
  */
 export class FileSystemStorage implements BackupStorage {
   readonly rootDir: string;
@@ -33,22 +34,28 @@ export class FileSystemStorage implements BackupStorage {
     return join(this.rootDir, ...key.split('/'));
   }
 
-  async putObject(key: string, data: Buffer | string): Promise<void> {
+  async putObject(key: string, data: Buffer | string, opts: PutOptions = {}): Promise<void> {
     assertValidKey(key);
-    await this.writeAtomically(key, async (tempPath) => {
-      const handle = await open(tempPath, 'wx', 0o644);
-      try {
-        await handle.writeFile(data);
-        await handle.sync();
-      } finally {
-        await handle.close();
-      }
-    });
+    const durable = opts.durable ?? true;
+    await this.writeAtomically(
+      key,
+      async (tempPath) => {
+        const handle = await openCreatingDirectory(tempPath);
+        try {
+          await handle.writeFile(data);
+          if (durable) await handle.sync();
+        } finally {
+          await handle.close();
+        }
+      },
+      durable,
+    );
   }
 
   async putStream(key: string, body: AsyncIterable<Uint8Array>): Promise<void> {
     assertValidKey(key);
     await this.writeAtomically(key, async (tempPath) => {
+      await mkdir(dirname(tempPath), { recursive: true });
       await pipeline(Readable.from(body), createWriteStream(tempPath, { flags: 'wx', mode: 0o644 }));
       const handle = await open(tempPath, 'r');
       try {
@@ -59,15 +66,15 @@ export class FileSystemStorage implements BackupStorage {
     });
   }
 
-  private async writeAtomically(key: string, write: (tempPath: string) => Promise<void>): Promise<void> {
+  /** `write` creates the temp file (and its directory when missing); then rename, and with `durable` a directory fsync. */
+  private async writeAtomically(key: string, write: (tempPath: string) => Promise<void>, durable = true): Promise<void> {
     const target = this.pathOf(key);
     const dir = dirname(target);
     const tempPath = join(dir, `${TEMP_FILE_MARKER}${randomUUID()}`);
     try {
-      await mkdir(dir, { recursive: true });
       await write(tempPath);
       await rename(tempPath, target);
-      await syncDirectory(dir);
+      if (durable) await syncDirectory(dir);
     } catch (err) {
       await rm(tempPath, { force: true }).catch(() => {});
       if (err instanceof StorageError) throw err;
@@ -151,6 +158,20 @@ export class FileSystemStorage implements BackupStorage {
       }
     }
   }
+}
+
+/**
+ * Opens a new file for writing; creates its directory only when the open says it is missing (a
+ * `mkdir -p` before every write cost more than the write itself for small items).
+ */
+async function openCreatingDirectory(path: string): Promise<FileHandle> {
+  try {
+    return await open(path, 'wx', 0o644);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  await mkdir(dirname(path), { recursive: true });
+  return await open(path, 'wx', 0o644);
 }
 
 async function syncDirectory(dir: string): Promise<void> {

@@ -1,4 +1,4 @@
-export type { BackupStorage } from './backup-storage.js';
+export type { BackupStorage, PutOptions } from './backup-storage.js';
 export { StorageError, StorageErrorCode } from './errors.js';
 export { FileSystemStorage } from './file-system-storage.js';
 export { type AssembleOptions, type AssembleResult, assembleTarball, BACKUP_FORMAT_VERSION, type BackupItem, writeItem } from './items.js';

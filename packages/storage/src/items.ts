@@ -1,7 +1,7 @@
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGzip } from 'node:zlib';
-import type { BackupStorage } from './backup-storage.js';
+import type { BackupStorage, PutOptions } from './backup-storage.js';
 import { StorageError, StorageErrorCode } from './errors.js';
 import { backupLayout, type ItemRef, itemStagingKey } from './layout.js';
 import { type TarEntry, writeTar } from './tar-writer.js';
@@ -14,11 +14,13 @@ export interface BackupItem extends ItemRef {
 
 /**
  * Stages one item under `backups/<name>/items/…`. Idempotent: a re-delivered job writes the same
- * key again (atomically), so the tarball holds each item once. Returns the key.
+ * key again (atomically), so the tarball holds each item once. Returns the key. With
+ * `durable: false` the item is not flushed to disk (PutOptions): whoever packs it must validate
+ * it — assembleTarball parses every staged item and rejects an empty or truncated one.
  */
-export async function writeItem(storage: BackupStorage, backupName: string, item: BackupItem): Promise<string> {
+export async function writeItem(storage: BackupStorage, backupName: string, item: BackupItem, opts: PutOptions = {}): Promise<string> {
   const key = itemStagingKey(backupName, item);
-  await storage.putObject(key, JSON.stringify(item.object));
+  await storage.putObject(key, JSON.stringify(item.object), opts);
   return key;
 }
 

@@ -78,3 +78,13 @@ export function podKey(pod: { namespace: string; name: string }): string {
 export function itemKeyOf(groupResource: string, namespace: string | undefined, name: string): string {
   return `${groupResource}/${namespace ?? '-cluster-'}/${name}`;
 }
+
+/**
+ * Whether the block needs a post-hooks job: some pod has a post hook, or a volume that gets a PVB
+ * (which the post hooks, if any, must wait for). A block without either is planned "solo": one
+ * item-block job under finalize, which finishes the block itself (DESIGN §2: blocks without PVBs
+ * run their post hooks — here none — right after their items).
+ */
+export function needsPostHooksJob(plan: Pick<BlockPlan, 'pods'>): boolean {
+  return plan.pods.some((pod) => pod.hooks.post.length > 0 || pod.volumes.some((v) => v.action === 'fs-backup'));
+}

@@ -1,19 +1,24 @@
-import { planJobId } from '@stowage/core';
+import { blockJobId, planJobId } from '@stowage/core';
 import { pvbLabels } from '@stowage/kube';
 import { parseFinalizeJobData, QueueName, qualifiedQueueName } from '@stowage/queue';
 import {
+  type AssembleResult,
   assembleTarball,
   type BackupResults,
   type ResultSet,
+  StorageError,
+  StorageErrorCode,
   writeBackupMetadata,
+  writeItem,
   writeLogsSidecar,
   writePodVolumeBackupsSidecar,
   writeResourceListSidecar,
   writeResultsSidecar,
 } from '@stowage/storage';
 import type { Job } from 'bullmq';
-import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
+import { PipelineError, PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
 import { decideBackupPhase } from '../phase.js';
+import { type BlockPlan, podKey } from '../plan/block-plan.js';
 import type { PipelineRuntime } from '../runtime.js';
 import { type BackupRecord, ENDED_BACKUP_PHASES, type LogLine } from '../state/backup-state.js';
 
@@ -43,8 +48,26 @@ export async function processFinalize(rt: PipelineRuntime, job: Job, _token: str
   const failures = await job.getIgnoredChildrenFailures();
   const planKey = `${qualifiedQueueName(deps.queuePrefix, QueueName.backups)}:${planJobId(backupName)}`;
   const planFailure = failures[planKey];
+  const itemBlockKeyPrefix = `${qualifiedQueueName(deps.queuePrefix, QueueName.itemBlocks)}:`;
   for (const [key, reason] of Object.entries(failures)) {
     if (key === planKey) continue;
+    // A solo block's item-block job (no post-hooks parent) that failed for good: end the block
+    // here as its post-hooks job would have (PartiallyFailed, counted done, one error).
+    const soloBlock = key.startsWith(itemBlockKeyPrefix) ? soloBlockIdOf(backupName, key.slice(itemBlockKeyPrefix.length)) : undefined;
+    if (soloBlock !== undefined) {
+      await state.recordProblem(backupName, {
+        level: 'error',
+        onceKey: `block-failed:${soloBlock}`,
+        msg: `item-block job of ${soloBlock} failed: ${reason}`,
+        blockId: soloBlock,
+      });
+      await state.blockStep(backupName, soloBlock, {
+        set: { state: 'PartiallyFailed', completedAt: clock.now(), error: reason },
+        once: [{ onceKey: `block-done:${soloBlock}`, field: 'blocksDone' }],
+        event: { type: 'block.done', data: { blockId: soloBlock, state: 'PartiallyFailed', pvbs: 0, postHookPods: 0 }, ifCounted: 0 },
+      });
+      continue;
+    }
     await state.recordProblem(backupName, { level: 'error', onceKey: `child-failed:${key}`, msg: `job ${key} failed: ${reason}` });
   }
   if (planFailure !== undefined) {
@@ -54,7 +77,7 @@ export async function processFinalize(rt: PipelineRuntime, job: Job, _token: str
     await state.transitionPhase(backupName, ['New', 'InProgress', 'Finalizing'], 'Finalizing');
   }
 
-  const assembled = await assembleTarball(storage, backupName, { mtime: new Date(record.startedAt ?? record.createdAt) });
+  const assembled = await assembleValidated(rt, backupName, new Date(record.startedAt ?? record.createdAt));
   await writeResourceListSidecar(storage, backupName, assembled.resourceList);
 
   let pvbObjects: unknown[];
@@ -101,6 +124,67 @@ export async function processFinalize(rt: PipelineRuntime, job: Job, _token: str
   await state.dropItems(backupName);
   deps.logger.info({ backup: backupName, phase: moved.phase, items: assembled.items, pvbs: pvbObjects.length }, 'backup finished');
   return { phase: moved.phase ?? phase, items: assembled.items, pvbs: pvbObjects.length };
+}
+
+/**
+ * The tarball, from staged items that are known whole. Item-block jobs stage items without fsync
+ * (`durable: false`, one fsync pair per item was most of their cost), so after a machine crash a
+ * staged item may be missing, empty or truncated although its job completed. This is where that
+ * is caught: assembleTarball parses every item it packs (an empty or cut JSON object does not
+ * parse: STORAGE_CORRUPT_ITEM), and the number packed must reach the items counted as backed up.
+ * If either fails, every item is staged again — durably — from the manifests still held in Redis
+ * (they are dropped only after finalize), and the tarball assembled again. The tarball itself is
+ * fsynced before the backup may end, so nothing shipped depends on an unflushed item.
+ */
+async function assembleValidated(rt: PipelineRuntime, backupName: string, mtime: Date): Promise<AssembleResult> {
+  const { state, storage } = rt.deps;
+  const expected = (await state.counters(backupName)).itemsBackedUp ?? 0;
+  let problem: string;
+  try {
+    const assembled = await assembleTarball(storage, backupName, { mtime });
+    if (assembled.items >= expected) return assembled;
+    problem = `${expected - assembled.items} of ${expected} staged items are missing`;
+  } catch (err) {
+    if (!(err instanceof StorageError && err.code === StorageErrorCode.corruptItem)) throw err;
+    problem = err.message;
+  }
+  await state.log(backupName, { level: 'warn', msg: `staged items not whole (${problem}): staging them again from the plan` });
+  const restaged = await restageItems(rt, backupName);
+  const assembled = await assembleTarball(storage, backupName, { mtime });
+  if (assembled.items < expected) {
+    throw new PipelineError(
+      PipelineErrorCode.itemsMissing,
+      `backup ${backupName}: ${assembled.items} items staged after restaging ${restaged}, ${expected} counted as backed up`,
+    );
+  }
+  return assembled;
+}
+
+/** Stages every item of every block again, durably, from the manifests in Redis (pods failed by a pre hook excluded). */
+async function restageItems(rt: PipelineRuntime, backupName: string): Promise<number> {
+  const { state, storage } = rt.deps;
+  let written = 0;
+  for (const blockId of await state.blockIds(backupName)) {
+    const { plan, block, items } = await state.readBlockContext<BlockPlan, Array<Record<string, unknown> | null>>(backupName, blockId);
+    if (!plan || !items) continue;
+    const failedPods = new Set(block?.failedPods ?? []);
+    const skipped = new Set(plan.pods.filter((p) => failedPods.has(podKey(p))).map((p) => p.itemKey));
+    for (const [i, item] of plan.items.entries()) {
+      const object = items[i];
+      if (!object || skipped.has(item.key)) continue;
+      await writeItem(storage, backupName, { groupResource: item.groupResource, namespace: item.namespace, name: item.name, object });
+      written++;
+    }
+  }
+  return written;
+}
+
+/** The block id of an item-block job id `<backup>.<blockId>` of this backup, else undefined. */
+function soloBlockIdOf(backupName: string, jobId: string): string | undefined {
+  const head = `${backupName}.`;
+  if (!jobId.startsWith(head)) return undefined;
+  const blockId = jobId.slice(head.length);
+  return blockId !== '' && blockJobId(backupName, blockId) === jobId ? blockId : undefined;
 }
 
 /** Velero's results file: errors and warnings for Velero itself, cluster-scoped items, and per namespace. */

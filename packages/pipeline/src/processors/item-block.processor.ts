@@ -2,9 +2,10 @@ import { isKubeError, isPvbTerminal, KubeErrorCodes } from '@stowage/kube';
 import { addPvbWatch, parseItemBlockJobData, postHooksParentOf } from '@stowage/queue';
 import { writeItem } from '@stowage/storage';
 import type { Job } from 'bullmq';
+import type { PipelineDeps, PipelineLogger } from '../deps.js';
 import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
 import { runPodHooks } from '../hooks/hook-runner.js';
-import { type BlockPlan, type PlannedVolume, podKey } from '../plan/block-plan.js';
+import { type BlockPlan, needsPostHooksJob, type PlannedVolume, podKey } from '../plan/block-plan.js';
 import { buildPvb } from '../pvb/pvb-object.js';
 import { isPvbSettled, recordPvbMissing } from '../pvb/pvb-observation.js';
 import { stepPvbWait, type WatchProgress } from '../pvb/pvb-wait-step.js';
@@ -38,43 +39,71 @@ export type ItemBlockResult =
   | { canceled?: false; failedPods: string[]; pvbs: string[]; itemsWritten: number; inline?: boolean };
 
 /**
- * item-block: pre hooks per pod, the block's items to storage (minus pods whose pre hook failed
- * with `onError: Fail`), then the PVBs — each recorded as pending first, then created (409 = it
- * exists), then watched by a pvb-watch child of the block's post-hooks parent — and return: the
- * slot is free while volumes copy. Safe to run twice: items and PVB names are deterministic,
- * counters count once per key; pre hooks do run again (at-least-once, recorded twice).
+ * item-block: pre hooks per pod, then the PVBs — each recorded as pending first, then created
+ * (409 = it exists), then watched by a pvb-watch child of the block's post-hooks parent — while
+ * the block's items go to storage (minus pods whose pre hook failed with `onError: Fail`); then
+ * return: the slot is free while volumes copy. Pre hooks always end before the first PVB is
+ * created (the freeze guarantee); the items are written while the PVBs copy, since nothing about
+ * a PVB depends on them. A solo block (no PVB, no post hook: `needsPostHooksJob`) has no post-hooks
+ * parent and finishes itself: its final state and `block.done` are written here.
+ * Safe to run twice: items and PVB names are deterministic, counters count once per key; pre hooks
+ * do run again (at-least-once, recorded twice).
  */
 export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: string | undefined): Promise<ItemBlockResult> {
   const { deps } = rt;
   const { state, clock } = deps;
   const data = parseItemBlockJobData(job.data);
   const { backupName, blockId } = data;
-  const log = deps.logger.child({ backup: backupName, block: blockId, jobId: job.id, attempt: job.attemptsMade + 1 });
+  const solo = data.solo === true;
+  // A child logger per job costs a redaction pass over its bindings: only make it when needed.
+  let jobLog: PipelineLogger | undefined;
+  const log = () => (jobLog ??= deps.logger.child({ backup: backupName, block: blockId, jobId: job.id, attempt: job.attemptsMade + 1 }));
 
-  const record = await state.getBackup(backupName);
+  // One round trip for everything the block starts from.
+  const ctx = await state.readBlockContext<BlockPlan, Record<string, unknown>[]>(backupName, blockId);
+  const { record, plan, block } = ctx;
   if (!record) throw new UnrecoverablePipelineError(PipelineErrorCode.backupMissing, `backup ${backupName} has no record`);
-  const plan = await state.getBlockPlan<BlockPlan>(backupName, blockId);
   if (!plan) throw new UnrecoverablePipelineError(PipelineErrorCode.blockMissing, `backup ${backupName} has no plan for block ${blockId}`);
-  const parent = rt.deps.config.waitMode === 'decoupled' ? postHooksParentOf(job) : undefined;
-  const block = await state.getBlock(backupName, blockId);
+  if (solo && needsPostHooksJob(plan)) {
+    throw new UnrecoverablePipelineError(
+      PipelineErrorCode.badArgument,
+      `block ${blockId} of backup ${backupName} was added solo but has post hooks or fs-backup volumes`,
+    );
+  }
+  const blockPlan: BlockPlan = plan;
+  const parent = rt.deps.config.waitMode === 'decoupled' && !solo ? postHooksParentOf(job) : undefined;
 
   if (record.cancelRequestedAt !== undefined && block?.startedAt === undefined) {
-    await state.updateBlock(backupName, blockId, { state: 'Canceled', completedAt: clock.now() });
+    await state.blockStep(backupName, blockId, {
+      set: { state: 'Canceled', completedAt: clock.now() },
+      // A solo block has no post-hooks job to count it done.
+      ...(solo ? { once: [{ onceKey: `block-done:${blockId}`, field: 'blocksDone' }] } : {}),
+    });
     await state.log(backupName, { level: 'info', msg: 'block not started: the backup was canceled', blockId });
     return { canceled: true };
   }
 
-  if (block?.startedAt === undefined) await state.updateBlock(backupName, blockId, { state: 'InProgress', startedAt: clock.now() });
-  if (await state.countOnce(backupName, `block-started:${blockId}`, 'blocksStarted')) {
-    await state.appendEvent(backupName, 'block.started', { blockId, pods: plan.pods.length, items: plan.items.length });
-  }
-
-  // 1. Pre hooks. A pod that failed once stays failed: it was not backed up and owes no post hook.
+  // 1. Start, and pre hooks. A pod that failed once stays failed: it was not backed up and owes
+  // no post hook. Pods without pre hooks are done with the pre phase at once (recorded with the
+  // start, in the same round trip).
   const failedPods = new Set(block?.failedPods ?? []);
   const prePhaseDone = new Set(block?.prePhaseDonePods ?? []);
+  for (const pod of plan.pods) if (pod.hooks.pre.length === 0 && !failedPods.has(podKey(pod))) prePhaseDone.add(podKey(pod));
+  await state.blockStep(backupName, blockId, {
+    set: {
+      ...(block?.startedAt === undefined ? { state: 'InProgress', startedAt: clock.now() } : {}),
+      failedPods: [...failedPods],
+      prePhaseDonePods: [...prePhaseDone],
+    },
+    once: [{ onceKey: `block-started:${blockId}`, field: 'blocksStarted' }],
+    // A solo block starts and ends within this job: its `block.done` says both.
+    ...(solo
+      ? {}
+      : { event: { type: 'block.started', data: { blockId, pods: plan.pods.length, items: plan.items.length }, ifCounted: 0 } }),
+  });
   for (const pod of plan.pods) {
     const key = podKey(pod);
-    if (failedPods.has(key)) continue;
+    if (failedPods.has(key) || pod.hooks.pre.length === 0) continue;
     const res = await runPodHooks(deps, { backupName, blockId, pod, phase: 'pre', attempt: job.attemptsMade + 1 });
     if (res.failedWithFail) {
       failedPods.add(key);
@@ -94,43 +123,7 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
     await state.updateBlock(backupName, blockId, { failedPods: [...failedPods], prePhaseDonePods: [...prePhaseDone] });
   }
 
-  // 2. Items (idempotent writes; counted once per item key).
-  const skippedItems = new Set(plan.pods.filter((p) => failedPods.has(podKey(p))).map((p) => p.itemKey));
-  const manifests = (await state.getBlockItems<Record<string, unknown>[]>(backupName, blockId)) ?? [];
-  let itemsWritten = 0;
-  let itemErrors = 0;
-  const counted: { onceKey: string; field: string }[] = [];
-  // Item writes are independent (each an atomic file write with two fsyncs): run a few at once
-  // instead of one after another, which made the item-block job the bottleneck (BENCHMARKS.md).
-  const writes: Array<() => Promise<unknown>> = [];
-  for (let i = 0; i < plan.items.length; i++) {
-    const item = plan.items[i];
-    const object = manifests[i];
-    if (!item || skippedItems.has(item.key)) continue;
-    if (!object) {
-      itemErrors++;
-      await state.countOnce(backupName, `item-write-failed:${item.key}`, 'itemWriteFailures');
-      await state.recordProblem(backupName, {
-        level: 'error',
-        onceKey: `item-missing:${item.key}`,
-        msg: `manifest of ${item.key} missing from the plan`,
-        namespace: item.namespace,
-        blockId,
-      });
-      continue;
-    }
-    writes.push(() =>
-      writeItem(deps.storage, backupName, { groupResource: item.groupResource, namespace: item.namespace, name: item.name, object }),
-    );
-    itemsWritten++;
-    counted.push({ onceKey: `item:${item.key}`, field: 'itemsBackedUp' });
-  }
-  await runBounded(writes, ITEM_WRITE_CONCURRENCY);
-  await state.countOnceMany(backupName, counted);
-  await state.updateBlock(backupName, blockId, { itemsWritten, itemsDoneAt: clock.now(), ...(itemErrors > 0 ? { itemErrors } : {}) });
-
-  // 3. PVBs: register all as pending first, then create and watch each.
-  const canceled = (await state.getBackup(backupName))?.cancelRequestedAt !== undefined;
+  // 2. PVBs (only after every pre hook) and items, at once.
   const wanted: { pod: (typeof plan.pods)[number]; volume: PlannedVolume & { pvbName: string } }[] = [];
   for (const pod of plan.pods) {
     if (failedPods.has(podKey(pod))) continue;
@@ -138,6 +131,7 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
       if (volume.action === 'fs-backup' && volume.pvbName && pod.node) wanted.push({ pod, volume: { ...volume, pvbName: volume.pvbName } });
     }
   }
+  const canceled = wanted.length > 0 && (await state.cancelRequestedAt(backupName)) !== undefined;
   const known = new Set(block?.pvbs ?? []);
   const toCreate = canceled ? wanted.filter((w) => known.has(w.volume.pvbName)) : wanted;
   if (canceled && toCreate.length < wanted.length) {
@@ -147,28 +141,34 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
       blockId,
     });
   }
-  for (const { pod, volume } of toCreate) {
-    await state.registerPvb(backupName, volume.pvbName, {
-      blockId,
-      podNamespace: pod.namespace,
-      podName: pod.name,
-      podUid: pod.uid,
-      volume: volume.name,
-      node: pod.node ?? '',
-      phase: 'Pending',
-    });
-    known.add(volume.pvbName);
-  }
+  for (const { volume } of toCreate) known.add(volume.pvbName);
   const pvbNames = [...known].sort();
-  await state.updateBlock(backupName, blockId, { pvbs: pvbNames, state: pvbNames.length > 0 ? 'WaitingForPvbs' : 'ItemsDone' });
+  if (solo && pvbNames.length > 0) {
+    throw new UnrecoverablePipelineError(PipelineErrorCode.badArgument, `solo block ${blockId} of backup ${backupName} would create PVBs`);
+  }
+  // Registered as pending before any is created (a fast PVB must never finish unregistered).
+  if (toCreate.length > 0 || !solo) {
+    await state.registerPvbs(
+      backupName,
+      blockId,
+      toCreate.map(({ pod, volume }) => ({
+        pvbName: volume.pvbName,
+        record: {
+          blockId,
+          podNamespace: pod.namespace,
+          podName: pod.name,
+          podUid: pod.uid,
+          volume: volume.name,
+          node: pod.node ?? '',
+          phase: 'Pending',
+        },
+      })),
+      { pvbs: pvbNames, ...(pvbNames.length > 0 ? { state: 'WaitingForPvbs' } : {}) },
+    );
+  }
 
   const lastAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
   const deadlineAt = record.fsDeadlineAt ?? clock.now() + 4 * 3_600_000;
-  // PVBs of a block are independent: create and watch them at once (each is a few round trips).
-  await runBounded(
-    toCreate.map((w) => () => createAndWatch(w)),
-    PVB_CREATE_CONCURRENCY,
-  );
   async function createAndWatch({ pod, volume }: (typeof toCreate)[number]): Promise<void> {
     const existing = await state.getPvb(backupName, volume.pvbName);
     if (isPvbSettled(existing)) return;
@@ -194,7 +194,7 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
     } catch (err) {
       const permanent = isKubeError(err, KubeErrorCodes.invalid) || isKubeError(err, KubeErrorCodes.forbidden);
       if (!permanent && !lastAttempt) throw err;
-      log.error({ err: (err as Error).message, pvb: volume.pvbName }, 'PVB could not be created');
+      log().error({ err: (err as Error).message, pvb: volume.pvbName }, 'PVB could not be created');
       await recordPvbMissing(deps, backupName, volume.pvbName, existing, `could not be created: ${(err as Error).message}`);
       return;
     }
@@ -211,8 +211,41 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
     }
   }
 
+  // PVBs of a block are independent: create and watch them at once (each is a few round trips),
+  // and write the items meanwhile. Both run to the end before a failure is rethrown, so a retry
+  // never overlaps with this attempt's writes.
+  const [pvbsDone, itemsDone] = await Promise.allSettled([
+    runBounded(
+      toCreate.map((w) => () => createAndWatch(w)),
+      PVB_CREATE_CONCURRENCY,
+    ),
+    writeBlockItems(deps, backupName, blockId, blockPlan, failedPods, ctx.items ?? []),
+  ]);
+  if (itemsDone.status === 'rejected') throw itemsDone.reason;
+  const { itemsWritten, itemErrors, counted } = itemsDone.value;
+  const now = clock.now();
+  const itemFields = { itemsWritten, itemsDoneAt: now, ...(itemErrors > 0 ? { itemErrors } : {}) };
+  if (!solo) {
+    // Items written are counted even when a PVB step failed (as when items came first).
+    await state.blockStep(backupName, blockId, {
+      set: { ...itemFields, ...(pvbNames.length === 0 ? { state: 'ItemsDone' } : {}) },
+      once: counted,
+    });
+    if (pvbsDone.status === 'rejected') throw pvbsDone.reason;
+  } else {
+    if (pvbsDone.status === 'rejected') throw pvbsDone.reason; // (a solo block has no PVB step)
+    // The block's tail, as finishBlock does it for a block without PVBs and post hooks, in the
+    // same round trip as the item counters.
+    const finalState = failedPods.size > 0 || itemErrors > 0 ? 'PartiallyFailed' : 'Completed';
+    await state.blockStep(backupName, blockId, {
+      set: { ...itemFields, state: finalState, completedAt: now },
+      once: [{ onceKey: `block-done:${blockId}`, field: 'blocksDone' }, ...counted],
+      event: { type: 'block.done', data: { blockId, state: finalState, pvbs: 0, postHookPods: 0 }, ifCounted: 0 },
+    });
+  }
+
   const result = { failedPods: [...failedPods].sort(), pvbs: pvbNames, itemsWritten };
-  if (deps.config.waitMode !== 'inline') return result;
+  if (deps.config.waitMode !== 'inline' || solo) return result;
 
   // Inline mode (Velero 1.16 behaviour, benchmark only): hold the slot until the PVBs are done,
   // then run the post hooks here; the post-hooks job sees `inline` and does nothing.
@@ -238,4 +271,59 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
   }
   await finishBlock(deps, { backupName, blockId, plan, attempt: job.attemptsMade + 1 });
   return { ...result, inline: true };
+}
+
+/**
+ * Writes the block's items to storage (idempotent writes, a few at once), minus those of pods
+ * whose pre hook failed with `onError: Fail`. Returns the once-counters to record with the
+ * block's next state step.
+ */
+async function writeBlockItems(
+  deps: PipelineDeps,
+  backupName: string,
+  blockId: string,
+  plan: BlockPlan,
+  failedPods: ReadonlySet<string>,
+  manifests: ReadonlyArray<Record<string, unknown> | undefined>,
+): Promise<{ itemsWritten: number; itemErrors: number; counted: { onceKey: string; field: string }[] }> {
+  const { state } = deps;
+  const skippedItems = new Set(plan.pods.filter((p) => failedPods.has(podKey(p))).map((p) => p.itemKey));
+  let itemsWritten = 0;
+  let itemErrors = 0;
+  const counted: { onceKey: string; field: string }[] = [];
+  // Item writes are independent: run a few at once instead of one after another, which made the
+  // item-block job the bottleneck (BENCHMARKS.md).
+  const writes: Array<() => Promise<unknown>> = [];
+  for (let i = 0; i < plan.items.length; i++) {
+    const item = plan.items[i];
+    const object = manifests[i];
+    if (!item || skippedItems.has(item.key)) continue;
+    if (!object) {
+      itemErrors++;
+      await state.countOnce(backupName, `item-write-failed:${item.key}`, 'itemWriteFailures');
+      await state.recordProblem(backupName, {
+        level: 'error',
+        onceKey: `item-missing:${item.key}`,
+        msg: `manifest of ${item.key} missing from the plan`,
+        namespace: item.namespace,
+        blockId,
+      });
+      continue;
+    }
+    // Staged without fsync: atomic for readers and across a worker crash (a retried job writes it
+    // again); a machine crash that loses or cuts it is caught by finalize, which parses every item
+    // it packs, counts them against itemsBackedUp and restages from Redis (assembleValidated).
+    writes.push(() =>
+      writeItem(
+        deps.storage,
+        backupName,
+        { groupResource: item.groupResource, namespace: item.namespace, name: item.name, object },
+        { durable: false },
+      ),
+    );
+    itemsWritten++;
+    counted.push({ onceKey: `item:${item.key}`, field: 'itemsBackedUp' });
+  }
+  await runBounded(writes, ITEM_WRITE_CONCURRENCY);
+  return { itemsWritten, itemErrors, counted };
 }

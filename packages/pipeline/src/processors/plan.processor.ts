@@ -16,7 +16,7 @@ import { type DiscoveredResource, discoverResources, listAll, pvbGroup, pvbPlura
 import { addBlockFlows, parsePlanJobData } from '@stowage/queue';
 import type { Job } from 'bullmq';
 import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
-import { type BlockPlan, itemKeyOf, type PlannedItem, type PlannedPod, type PlanSkip } from '../plan/block-plan.js';
+import { type BlockPlan, itemKeyOf, needsPostHooksJob, type PlannedItem, type PlannedPod, type PlanSkip } from '../plan/block-plan.js';
 import { resolvePodHooks, selectFsBackupVolumes, type VolumeContext } from '../plan/pod-decisions.js';
 import type { PipelineRuntime } from '../runtime.js';
 import { ENDED_BACKUP_PHASES } from '../state/backup-state.js';
@@ -101,7 +101,8 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
         backupName,
         backupUid: data.backupUid,
         finalizeJobId: finalizeId,
-        blocks: batch.map((b) => b.id),
+        // Blocks with no fs-backup volume and no post hook need no post-hooks job (one job, not two).
+        blocks: stored.map(({ plan }) => ({ id: plan.id, solo: !needsPostHooksJob(plan) })),
         batchSize: config.blockBatchSize,
         requestId: data.requestId,
       });

@@ -31,6 +31,14 @@ interface StateScriptCommands {
   stowageCountOnceMany(onceKey: string, countersKey: string, entries: string): Promise<number>;
   stowageRegisterPvb(pvbKey: string, setKey: string, ...args: ScriptArg[]): Promise<number>;
   stowageRequestCancel(recordKey: string, at: string, endedPhases: string): Promise<[number, string | null]>;
+  stowageRegisterPvbs(numberOfKeys: number, ...keysAndArgs: string[]): Promise<number>;
+  stowageReadBlock(
+    recordKey: string,
+    planKey: string,
+    blockKey: string,
+    itemsKey: string,
+    blockId: string,
+  ): Promise<[string[], string, string[], string]>;
   stowageBlockStep(
     blockKey: string,
     onceKey: string,
@@ -481,19 +489,15 @@ export class BackupState {
 
   /** The backup record, a block's plan, its live state and its item manifests, in one round trip. */
   async readBlockContext<P = unknown, I = unknown>(name: string, blockId: string): Promise<BlockContext<P, I>> {
-    const rows =
-      (await this.redis
-        .pipeline()
-        .hgetall(this.key(name, 'rec'))
-        .hget(this.key(name, 'plan'), blockId)
-        .hgetall(this.key(name, `b:${blockId}`))
-        .hget(this.key(name, 'items'), blockId)
-        .exec()) ?? [];
-    for (const [err] of rows) if (err) throw err;
-    const rec = rows[0]?.[1] as Record<string, string> | undefined;
-    const plan = rows[1]?.[1] as string | null | undefined;
-    const block = rows[2]?.[1] as Record<string, string> | undefined;
-    const items = rows[3]?.[1] as string | null | undefined;
+    const [recFlat, plan, blockFlat, items] = await this.cmd().stowageReadBlock(
+      this.key(name, 'rec'),
+      this.key(name, 'plan'),
+      this.key(name, `b:${blockId}`),
+      this.key(name, 'items'),
+      blockId,
+    );
+    const rec = flatToObject(recFlat);
+    const block = flatToObject(blockFlat);
     return {
       record: rec?.name ? decodeRecord(rec) : undefined,
       plan: plan ? (JSON.parse(plan) as P) : undefined,
@@ -549,8 +553,8 @@ export class BackupState {
   }
 
   /**
-   * registerPvb for several PVBs and the block fields that name them, in one round trip (a
-   * MULTI: a PVB named by the block is always registered).
+   * registerPvb for several PVBs and the block fields that name them, in one round trip (one
+   * script: a PVB named by the block is always registered).
    */
   async registerPvbs(
     name: string,
@@ -558,25 +562,28 @@ export class BackupState {
     pvbs: ReadonlyArray<{ pvbName: string; record: Omit<PvbStateRecord, 'name'> }>,
     blockPatch: Partial<BlockStateRecord>,
   ): Promise<void> {
-    const multi = this.redis.multi() as ReturnType<Redis['multi']> & {
-      stowageRegisterPvb(pvbKey: string, setKey: string, ...args: ScriptArg[]): unknown;
-    };
+    const entries: string[][] = [];
     for (const { pvbName, record } of pvbs) {
-      const fields: string[] = ['name', JSON.stringify(pvbName)];
+      const fields: string[] = [pvbName, 'name', JSON.stringify(pvbName)];
       for (const [k, v] of Object.entries(record)) {
         if (v === undefined) continue;
         fields.push(k, JSON.stringify(v));
       }
-      multi.stowageRegisterPvb(this.key(name, `pvb:${pvbName}`), this.key(name, 'pvbset'), pvbName, ...fields);
+      entries.push(fields);
     }
     const blockFields: string[] = ['id', JSON.stringify(blockId)];
     for (const [k, v] of Object.entries(blockPatch)) {
       if (v === undefined) continue;
       blockFields.push(k, JSON.stringify(v));
     }
-    multi.hset(this.key(name, `b:${blockId}`), ...blockFields);
-    const rows = (await multi.exec()) ?? [];
-    for (const [err] of rows) if (err) throw err;
+    const payload = JSON.stringify({ ...(entries.length > 0 ? { pvbs: entries } : {}), block: blockFields });
+    await this.cmd().stowageRegisterPvbs(
+      2 + pvbs.length,
+      this.key(name, 'pvbset'),
+      this.key(name, `b:${blockId}`),
+      ...pvbs.map((p) => this.key(name, `pvb:${p.pvbName}`)),
+      payload,
+    );
   }
 
   async getPvb(name: string, pvbName: string): Promise<PvbStateRecord | undefined> {
@@ -662,6 +669,12 @@ function decodeRecord(raw: Record<string, string>): BackupRecord {
     else out[k] = v;
   }
   return out as unknown as BackupRecord;
+}
+
+function flatToObject(flat: readonly string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (let i = 0; i + 1 < flat.length; i += 2) out[flat[i] as string] = flat[i + 1] as string;
+  return out;
 }
 
 function decodeJsonHash<T>(raw: Record<string, string>): T {

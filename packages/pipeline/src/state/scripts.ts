@@ -104,6 +104,79 @@ redis.call('HSET', KEYS[1], unpack(fields))
 return 1`,
   },
   /**
+   * What an item-block job starts from, in one round trip (a script, not a pipeline: building an
+   * ioredis pipeline copies every script BullMQ defined on the connection, which cost more CPU
+   * than the round trips it saved).
+   * KEYS[1] record hash, KEYS[2] plan hash, KEYS[3] block hash, KEYS[4] items hash. ARGV[1] block id.
+   * Returns {record as a flat field/value list, plan JSON or '', block flat list, items JSON or ''}.
+   */
+  stowageReadBlock: {
+    numberOfKeys: 4,
+    lua: `
+return {
+  redis.call('HGETALL', KEYS[1]),
+  redis.call('HGET', KEYS[2], ARGV[1]) or '',
+  redis.call('HGETALL', KEYS[3]),
+  redis.call('HGET', KEYS[4], ARGV[1]) or ''
+}`,
+  },
+  /**
+   * One step of a block in one round trip: sets fields of the block's hash, counts once-keys, and
+   * appends an event (always, or only when a given once-key counted now).
+   * KEYS[1] block hash, KEYS[2] once set, KEYS[3] counters hash, KEYS[4] event stream.
+   * ARGV[1] JSON `{ set: [field, value, ...], once: [[onceKey, field, increment], ...],
+   * event?: { type, at, data, ifCounted } }` (`data` a JSON string; `ifCounted` the 1-based index
+   * of a once entry, 0 = always), ARGV[2] MAXLEN of the stream.
+   * Returns the number of once-keys counted now.
+   */
+  stowageBlockStep: {
+    numberOfKeys: 4,
+    lua: `
+local step = cjson.decode(ARGV[1])
+if step.set and #step.set > 0 then redis.call('HSET', KEYS[1], unpack(step.set)) end
+local counted = 0
+local countedAt = {}
+if step.once then
+  for i, e in ipairs(step.once) do
+    if redis.call('SADD', KEYS[2], e[1]) == 1 then
+      redis.call('HINCRBY', KEYS[3], e[2], e[3])
+      counted = counted + 1
+      countedAt[i] = true
+    end
+  end
+end
+local ev = step.event
+if ev and (ev.ifCounted == 0 or countedAt[ev.ifCounted]) then
+  redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[2], '*', 'type', ev.type, 'at', tostring(ev.at), 'data', ev.data)
+end
+return counted`,
+  },
+  /**
+   * registerPvb for several PVBs of one block plus the block fields naming them, atomically.
+   * KEYS[1] PVB name set, KEYS[2] block hash, KEYS[3..n+2] the PVB hashes.
+   * ARGV[1] JSON `{ pvbs: [[name, field, value, ...], ...], block: [field, value, ...] }` (pvbs in KEYS order).
+   * Returns how many PVBs were registered now.
+   */
+  stowageRegisterPvbs: {
+    // No numberOfKeys: the caller passes the key count first (ioredis' dynamic-keys form).
+    lua: `
+local req = cjson.decode(ARGV[1])
+local registered = 0
+if req.pvbs then
+  for i, p in ipairs(req.pvbs) do
+    redis.call('SADD', KEYS[1], p[1])
+    if redis.call('EXISTS', KEYS[i + 2]) == 0 then
+      local fields = {}
+      for j = 2, #p do fields[#fields + 1] = p[j] end
+      redis.call('HSET', KEYS[i + 2], unpack(fields))
+      registered = registered + 1
+    end
+  end
+end
+if req.block and #req.block > 0 then redis.call('HSET', KEYS[2], unpack(req.block)) end
+return registered`,
+  },
+  /**
    * Records a cancel request unless the backup already ended or was asked before.
    * KEYS[1] record hash. ARGV[1] timestamp, ARGV[2] JSON array of phases that have ended.
    * Returns {1, phase} when recorded now, {0, phase} otherwise.
