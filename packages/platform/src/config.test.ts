@@ -10,7 +10,7 @@ describe('loadConfig', () => {
       redis: { url: undefined, queuePrefix: '{stowage}' },
       kube: { kubeconfig: undefined, namespace: 'stowage' },
       storage: { kind: 'filesystem' },
-      api: { port: 8080, auth: 'enabled', tokens: [] },
+      api: { port: 8080, host: '0.0.0.0', auth: 'enabled', tokens: [] },
       concurrency: { block: 4, watch: 50, hook: 4 },
       pipeline: { waitMode: 'decoupled' },
       log: { level: 'info' },
@@ -34,12 +34,13 @@ describe('loadConfig', () => {
       STOWAGE_WAIT_MODE: 'inline',
       STOWAGE_NAMESPACE: '',
       PORT: '0',
+      HOST: ' 127.0.0.1 ',
       LOG_LEVEL: 'debug',
     });
     if (!result.ok) throw new Error(formatConfigProblems(result.problems));
     expect(result.config.redis.url).toBe('redis://redis:6379/0');
     expect(result.config.storage).toEqual({ kind: 'filesystem', path: '/var/lib/stowage' });
-    expect(result.config.api).toEqual({ port: 0, auth: 'enabled', tokens: ['a-token', 'second'] });
+    expect(result.config.api).toEqual({ port: 0, host: '127.0.0.1', auth: 'enabled', tokens: ['a-token', 'second'] });
     expect(result.config.concurrency.block).toBe(2);
     expect(result.config.pipeline.waitMode).toBe('inline');
     expect(result.config.kube.namespace).toBe('stowage');
@@ -59,6 +60,7 @@ describe('loadConfig', () => {
       STOWAGE_NAMESPACE: 'Not A Namespace',
       STOWAGE_QUEUE_PREFIX: 'stowage',
       PORT: '70000',
+      HOST: 'every-interface',
       LOG_LEVEL: 'loud',
       STOWAGE_SHUTDOWN_TIMEOUT_MS: '-5',
     });
@@ -77,6 +79,7 @@ describe('loadConfig', () => {
         'STOWAGE_NAMESPACE',
         'STOWAGE_QUEUE_PREFIX',
         'PORT',
+        'HOST',
         'LOG_LEVEL',
         'STOWAGE_SHUTDOWN_TIMEOUT_MS',
       ].sort(),

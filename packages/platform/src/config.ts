@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
@@ -133,6 +134,16 @@ export const stowageEnvSchema = z.object({
       .default('{stowage}'),
   ),
   PORT: wholeNumber(0, 65_535, 8080, 'HTTP port of the API'),
+  HOST: z.preprocess(
+    blankToUndefined,
+    z
+      .string()
+      .refine((v) => isIP(v) !== 0 || v === 'localhost', {
+        error:
+          'must be an IP address to listen on (0.0.0.0 for every interface, 127.0.0.1 for this machine only, :: for IPv6) or localhost; default 0.0.0.0',
+      })
+      .default('0.0.0.0'),
+  ),
   LOG_LEVEL: oneOf(LOG_LEVELS, 'info', 'pino log level'),
   STOWAGE_SHUTDOWN_TIMEOUT_MS: wholeNumber(100, 600_000, 25_000, 'bound on graceful shutdown; keep it below terminationGracePeriodSeconds'),
 });
@@ -145,7 +156,8 @@ export interface StowageConfig {
   readonly redis: { readonly url: string | undefined; readonly queuePrefix: string };
   readonly kube: { readonly kubeconfig: string | undefined; readonly namespace: string };
   readonly storage: StorageLocation;
-  readonly api: { readonly port: number; readonly auth: 'enabled' | 'disabled'; readonly tokens: readonly string[] };
+  /** `host`: the interface every service's HTTP server listens on (HOST; default all, as containers need). */
+  readonly api: { readonly port: number; readonly host: string; readonly auth: 'enabled' | 'disabled'; readonly tokens: readonly string[] };
   readonly concurrency: { readonly block: number; readonly watch: number; readonly hook: number };
   readonly pipeline: { readonly waitMode: 'decoupled' | 'inline' };
   readonly node: { readonly name: string | undefined };
@@ -217,7 +229,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, op
     redis: { url: e.REDIS_URL, queuePrefix: e.STOWAGE_QUEUE_PREFIX },
     kube: { kubeconfig: e.KUBECONFIG, namespace: e.STOWAGE_NAMESPACE },
     storage: e.STOWAGE_STORAGE,
-    api: { port: e.PORT, auth: e.STOWAGE_AUTH, tokens: e.STOWAGE_API_TOKENS },
+    api: { port: e.PORT, host: e.HOST, auth: e.STOWAGE_AUTH, tokens: e.STOWAGE_API_TOKENS },
     concurrency: { block: e.STOWAGE_BLOCK_CONCURRENCY, watch: e.STOWAGE_WATCH_CONCURRENCY, hook: e.STOWAGE_HOOK_CONCURRENCY },
     pipeline: { waitMode: e.STOWAGE_WAIT_MODE },
     node: { name: e.STOWAGE_NODE_NAME },

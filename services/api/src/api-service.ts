@@ -132,7 +132,7 @@ export async function startApiService(opts: ApiServiceOptions): Promise<ApiServi
     isReady: () => ready && (workerConnection === undefined || workerConnection.status === 'ready'),
     ...opts.app,
   });
-  const url = await app.listen({ port: opts.port ?? config.api.port, host: opts.host ?? '0.0.0.0' });
+  const url = await app.listen({ port: opts.port ?? config.api.port, host: opts.host ?? config.api.host });
   const port = (app.server.address() as { port: number }).port;
   logger.info({ port, prefix, hostsBackupsQueue: workers !== undefined, auth: config.api.auth }, 'api started');
 

@@ -112,7 +112,11 @@ export const hookRunSchema = z.object({
   phase: z.enum(['pre', 'post']),
   source: z.string(),
   command: z.array(z.string()),
-  outcome: z.string().describe('exited, timeout, error, skipped, invalid; running while in flight; interrupted when its job was cut off (the hook ran again)'),
+  outcome: z
+    .string()
+    .describe(
+      'exited, timeout, error, skipped, invalid; running while in flight; interrupted when its job was cut off (the hook ran again)',
+    ),
   exitCode: z.number().int().optional(),
   startedAt: isoTime.optional(),
   endedAt: isoTime.optional(),

@@ -87,7 +87,7 @@ export async function startNodeAgentService(
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(config.port, () => resolve());
+    server.listen(config.port, config.shared.api.host, () => resolve());
   });
   const port = (server.address() as AddressInfo).port;
   logger.info({ port, node: config.nodeName, loadConcurrency: agent.loadConcurrency }, 'node agent listening');

@@ -97,7 +97,7 @@ export async function startWorkerService(opts: WorkerServiceOptions): Promise<Wo
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(opts.port, () => resolve());
+    server.listen(opts.port, opts.config.api.host, () => resolve());
   });
   const port = (server.address() as AddressInfo).port;
   logger.info(

@@ -133,7 +133,7 @@ export async function runDemo(
     const token = randomBytes(24).toString('base64url');
     const repoKey = randomBytes(32).toString('base64');
     const base: Record<string, string | undefined> = {};
-    for (const [k, v] of Object.entries(env)) if (!k.startsWith('STOWAGE_') && k !== 'PORT') base[k] = v;
+    for (const [k, v] of Object.entries(env)) if (!k.startsWith('STOWAGE_') && k !== 'PORT' && k !== 'HOST') base[k] = v;
     Object.assign(base, {
       REDIS_URL: redisUrl,
       KUBECONFIG: cluster.kubeconfigPath,
@@ -150,7 +150,8 @@ export async function runDemo(
         name,
         command: process.execPath,
         args: ['--conditions=@stowage/source', '--import', TSX_LOADER, join(REPO_ROOT, main)],
-        env: { ...base, ...extra, PORT: String(port) },
+        // The demo's services answer on this machine only (its token is printed on screen).
+        env: { ...base, ...extra, PORT: String(port), HOST: '127.0.0.1' },
         cwd: REPO_ROOT,
         logFile: join(logDir, `${name}.log`),
         ...(onLine ? { onLine } : {}),
