@@ -129,6 +129,22 @@ const objects: unknown[] = [
       annotations: hookAnnotations({ 'backup.velero.io/backup-volumes': 'data' }),
     }),
   ),
+  // Resource policies as Velero users store them: one key holding a YAML document.
+  {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name: 'bronze-skip', namespace: 'stowage' },
+    data: {
+      'policy.yaml':
+        'version: v1\nvolumePolicies:\n  - conditions:\n      pvcLabels:\n        tier: bronze\n    action:\n      type: skip\n',
+    },
+  },
+  {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name: 'broken-policy', namespace: 'stowage' },
+    data: { 'policy.yaml': 'version: v1\nvolumePolicies: [\n' },
+  },
   pvc('pol-gold', 'ops', { tier: 'gold' }),
   pvc('pol-cold', 'ops', { tier: 'bronze' }),
   pod({
@@ -370,6 +386,32 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
     const [blockId] = await h.deps.state.blockIds('pol-1');
     const plan = await h.deps.state.getBlockPlan<BlockPlan>('pol-1', blockId ?? '');
     expect(plan?.skips.map((s) => s.what).sort()).toEqual(['pods/ops/pol-0 volume cold', 'pods/ops/pol-0 volume skipme']);
+  });
+
+  it('a resource policy from a ConfigMap (a YAML document, as Velero stores it) decides like the inline one; a broken one fails validation, saying why', async () => {
+    controller = new TestPvbController({ pvbs: h.pvbs, durationMs: 100, perNodeConcurrency: 4 });
+    await controller.start();
+    workers = startWorkers({ deps: h.deps, queues: ALL_QUEUES });
+    await submit(
+      'pol-cm-1',
+      opsSpec('pol', { defaultVolumesToFsBackup: true, resourcePolicy: { kind: 'ConfigMap', name: 'bronze-skip' } }),
+    );
+    expect(await waitForBackupEnd(h.deps.state, 'pol-cm-1')).toBe('Completed');
+    const uid = uidOf(objects, 'pol-0');
+    const pvbs = await h.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=pol-cm-1` });
+    expect(pvbs.map((p) => p.metadata.name).sort()).toEqual([pvbName('pol-cm-1', uid, 'gold'), pvbName('pol-cm-1', uid, 'tmp')].sort());
+    expect((await h.deps.state.readLogs('pol-cm-1')).map((l) => l.msg)).toContain(
+      'skipped pods/ops/pol-0 volume cold: volume policy #1 says skip',
+    );
+
+    await submit(
+      'pol-cm-2',
+      opsSpec('pol', { defaultVolumesToFsBackup: true, resourcePolicy: { kind: 'ConfigMap', name: 'broken-policy' } }),
+    );
+    expect(await waitForBackupEnd(h.deps.state, 'pol-cm-2')).toBe('FailedValidation');
+    const record = await h.deps.state.getBackup('pol-cm-2');
+    expect(record?.failureReason).toMatch(/^resource policy ConfigMap broken-policy, key policy\.yaml: not a YAML document: /);
+    expect(await h.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=pol-cm-2` })).toHaveLength(0);
   });
 
   it('a block job delivered twice creates no second PVB and writes no item twice', async () => {

@@ -18,6 +18,7 @@ import type { Job } from 'bullmq';
 import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
 import { type BlockPlan, itemKeyOf, needsPostHooksJob, type PlannedItem, type PlannedPod, type PlanSkip } from '../plan/block-plan.js';
 import { resolvePodHooks, selectFsBackupVolumes, type VolumeContext } from '../plan/pod-decisions.js';
+import { readPolicyDocument } from '../plan/resource-policy-configmap.js';
 import type { PipelineRuntime } from '../runtime.js';
 import { ENDED_BACKUP_PHASES } from '../state/backup-state.js';
 
@@ -227,14 +228,9 @@ async function loadVolumePolicies(rt: PipelineRuntime, spec: BackupSpec, backupN
     return fail(`resource policy ConfigMap ${deps.config.namespace}/${ref.name} cannot be read: ${(err as Error).message}`);
   }
   const { validateResourcePolicyDocument } = await import('@stowage/core');
-  const text = Object.values(configMap.data ?? {})[0];
-  let doc: unknown;
-  try {
-    doc = text === undefined ? undefined : JSON.parse(text);
-  } catch {
-    return fail(`resource policy ConfigMap ${ref.name}: only JSON documents are supported for now`);
-  }
-  const res = validateResourcePolicyDocument(doc);
+  const read = readPolicyDocument(ref.name, configMap.data);
+  if (!read.ok) return fail(read.why);
+  const res = validateResourcePolicyDocument(read.document);
   if (!res.ok)
     return fail(`resource policy ConfigMap ${ref.name} is invalid: ${res.problems.map((p) => `${p.path}: ${p.message}`).join('; ')}`);
   return res.value;
