@@ -14,6 +14,8 @@ export interface OrchestrationResult {
   makespanMs: number;
   /** Submit → plan stored and every block added. */
   planMs: number | undefined;
+  /** Submit → finalize started (the backup moved to Finalizing: every block done). */
+  finalizeStartMs: number | undefined;
   blocksPerSecond: number;
   redisCommandsPerBlock: number;
   /** The most frequent Redis commands of the run (evalsha = BullMQ's and our Lua scripts), per block. */
@@ -53,11 +55,13 @@ export async function runOrchestration(
     const driverCpuBefore = process.cpuUsage();
     const cpuBefore = await Promise.all(workers.map((w) => w.cpuSeconds()));
     say(`  orchestration, ${opts.workers} worker(s): backing up ${opts.pods} volume-less pods`);
+    const profiler = await startDriverProfile();
     const wait = await env.runBackup(
       name,
       Array.from({ length: namespaces }, (_, i) => `bench-${i}`),
       30 * 60_000,
     );
+    await profiler?.stop(`orchestration-w${opts.workers}`);
     const requests = env.sim.requests();
     const redisDelta = await env.commandStatsSince(redisBefore);
     const redisCpu = (await env.redisCpuSeconds()) - redisCpuBefore;
@@ -69,6 +73,9 @@ export async function runOrchestration(
     const counters = await env.state.counters(name);
     const record = await env.state.getBackup(name);
     const blocks = counters.blocksPlanned ?? counters.blocksDone ?? 0;
+    const finalizingAt = (await env.state.readEvents(name, '0', { count: 1_000_000 })).find(
+      (e) => e.type === 'backup.phase' && e.data.to === 'Finalizing',
+    )?.at;
     const makespanMs = wait.completedAt - wait.submittedAt;
     return {
       workers: opts.workers,
@@ -78,6 +85,7 @@ export async function runOrchestration(
       phase: wait.phase,
       makespanMs,
       planMs: record?.planCompletedAt !== undefined ? record.planCompletedAt - wait.submittedAt : undefined,
+      finalizeStartMs: finalizingAt !== undefined ? finalizingAt - wait.submittedAt : undefined,
       blocksPerSecond: blocks / (makespanMs / 1000),
       redisCommandsPerBlock: sum(Object.values(redisDelta)) / Math.max(1, blocks),
       redisTopCommandsPerBlock: Object.fromEntries(
@@ -97,4 +105,27 @@ export async function runOrchestration(
     process.removeListener('exit', onExit);
     await env.close(keepLogs);
   }
+}
+
+/**
+ * Profiling the driver (plan, finalize, the simulator) over the measured backup only:
+ * BENCH_DRIVER_CPU_PROF=<dir> writes `<dir>/<run>.cpuprofile` (open it in Chrome DevTools).
+ */
+async function startDriverProfile(): Promise<{ stop(name: string): Promise<void> } | undefined> {
+  const dir = process.env.BENCH_DRIVER_CPU_PROF;
+  if (!dir) return undefined;
+  const { Session } = await import('node:inspector/promises');
+  const { mkdir, writeFile } = await import('node:fs/promises');
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.start');
+  return {
+    async stop(name: string) {
+      const { profile } = await session.post('Profiler.stop');
+      session.disconnect();
+      await mkdir(dir, { recursive: true });
+      await writeFile(join(dir, `${name}.cpuprofile`), JSON.stringify(profile));
+    },
+  };
 }

@@ -122,12 +122,12 @@ export function renderMarkdown(r: BenchReport): string {
     lines.push(
       'Orchestration (volume-less, hook-less pods; plan and finalize included; end to end = submit → Completed):',
       '',
-      '| workers × concurrency | pods | blocks | makespan | plan done at | blocks/s | Redis cmds/block | worker peak RSS | CPU s: workers / redis / driver |',
-      '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
+      '| workers × concurrency | pods | blocks | makespan | plan done at | finalize from | blocks/s | Redis cmds/block | worker peak RSS | CPU s: workers / redis / driver |',
+      '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
     );
     for (const o of r.orchestration.runs) {
       lines.push(
-        `| ${o.workers} × ${o.concurrency} | ${o.pods} | ${o.blocks} | ${(o.makespanMs / 1000).toFixed(2)} s | ${o.planMs !== undefined ? `${(o.planMs / 1000).toFixed(2)} s` : '–'} | ${Math.round(o.blocksPerSecond)} | ${f1(o.redisCommandsPerBlock)} | ${o.workerPeakRssBytes.map(mib).join(', ')} | ${o.workerCpuSeconds.map(f1).join(' + ')} / ${f1(o.redisCpuSeconds)} / ${f1(o.driverCpuSeconds)} |`,
+        `| ${o.workers} × ${o.concurrency} | ${o.pods} | ${o.blocks} | ${(o.makespanMs / 1000).toFixed(2)} s | ${o.planMs !== undefined ? `${(o.planMs / 1000).toFixed(2)} s` : '–'} | ${o.finalizeStartMs !== undefined ? `${(o.finalizeStartMs / 1000).toFixed(2)} s` : '–'} | ${Math.round(o.blocksPerSecond)} | ${f1(o.redisCommandsPerBlock)} | ${o.workerPeakRssBytes.map(mib).join(', ')} | ${o.workerCpuSeconds.map(f1).join(' + ')} / ${f1(o.redisCpuSeconds)} / ${f1(o.driverCpuSeconds)} |`,
       );
     }
     lines.push('');

@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { createGzip } from 'node:zlib';
+import { constants, createGzip } from 'node:zlib';
 import type { BackupStorage, PutOptions } from './backup-storage.js';
 import { StorageError, StorageErrorCode } from './errors.js';
 import { backupLayout, type ItemRef, itemStagingKey } from './layout.js';
@@ -23,6 +23,9 @@ export async function writeItem(storage: BackupStorage, backupName: string, item
   await storage.putObject(key, JSON.stringify(item.object), opts);
   return key;
 }
+
+/** Staged items read ahead of the tar writer while assembling. */
+const READ_AHEAD = 16;
 
 /** Velero's `metadata/version` content: the backup format version (velero-semantics §8.2). */
 export const BACKUP_FORMAT_VERSION = '1.1.0';
@@ -92,10 +95,22 @@ export async function assembleTarball(storage: BackupStorage, backupName: string
   const keys = await storage.list(layout.itemsPrefix);
   const resourceList = new Map<string, string[]>();
 
+  // Reads run a few items ahead of the tar writer: one after another, each read's latency (open,
+  // stat, read, close) added up to most of finalize's time for many small items.
+  const pending: Array<Promise<Buffer | undefined>> = [];
+  let nextRead = 0;
+  const readAhead = () => {
+    while (nextRead < keys.length && pending.length < READ_AHEAD) {
+      const read = storage.getObject(keys[nextRead++] as string);
+      read.catch(() => {}); // awaited in order below; a failure must not be unhandled meanwhile
+      pending.push(read);
+    }
+  };
   async function* entries(): AsyncGenerator<TarEntry> {
     yield { path: 'metadata/version', data: Buffer.from(`${BACKUP_FORMAT_VERSION}\n`) };
     for (const key of keys) {
-      const data = await storage.getObject(key);
+      readAhead();
+      const data = await pending.shift();
       if (!data) throw new StorageError(StorageErrorCode.corruptItem, `staged item ${key} disappeared during assembly`);
       const item = parseStagedItem(key, data);
       const relative = key.slice(layout.itemsPrefix.length); // <gr>/namespaces/<ns>/<name>.json | <gr>/cluster/<name>.json
@@ -113,7 +128,10 @@ export async function assembleTarball(storage: BackupStorage, backupName: string
     }
   }
 
-  const gzip = createGzip();
+  // Level 1 (fastest): on finalize's critical path the default level 6 cost ~5× the CPU. The
+  // price is size — 1.5× on the benchmark's uniform generated pods — for an archive that holds
+  // only manifests; any gzip reader (Velero's included) reads either.
+  const gzip = createGzip({ level: constants.Z_BEST_SPEED });
   const produced = pipeline(Readable.from(writeTar(entries(), { mtime, mode: 0o755 })), gzip);
   // If the tar side fails, `pipeline` destroys gzip and putStream rejects too; keep the first error.
   produced.catch(() => {});

@@ -10,6 +10,7 @@ import { buildPvb } from '../pvb/pvb-object.js';
 import { isPvbSettled, recordPvbMissing } from '../pvb/pvb-observation.js';
 import { stepPvbWait, type WatchProgress } from '../pvb/pvb-wait-step.js';
 import type { PipelineRuntime } from '../runtime.js';
+import type { PvbStateRecord } from '../state/backup-state.js';
 import { finishBlock } from './block-post-hooks.js';
 
 const ITEM_WRITE_CONCURRENCY = 8;
@@ -131,7 +132,11 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
       if (volume.action === 'fs-backup' && volume.pvbName && pod.node) wanted.push({ pod, volume: { ...volume, pvbName: volume.pvbName } });
     }
   }
-  const canceled = wanted.length > 0 && (await state.cancelRequestedAt(backupName)) !== undefined;
+  // A cancel asked while pre hooks ran stops PVB creation; without pre hooks the record read at
+  // the start is as fresh as another read would be.
+  const preHooksRan = plan.pods.some((pod) => pod.hooks.pre.length > 0);
+  const canceled =
+    wanted.length > 0 && (preHooksRan ? (await state.cancelRequestedAt(backupName)) !== undefined : record.cancelRequestedAt !== undefined);
   const known = new Set(block?.pvbs ?? []);
   const toCreate = canceled ? wanted.filter((w) => known.has(w.volume.pvbName)) : wanted;
   if (canceled && toCreate.length < wanted.length) {
@@ -147,8 +152,9 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
     throw new UnrecoverablePipelineError(PipelineErrorCode.badArgument, `solo block ${blockId} of backup ${backupName} would create PVBs`);
   }
   // Registered as pending before any is created (a fast PVB must never finish unregistered).
+  let registered = new Map<string, PvbStateRecord | undefined>();
   if (toCreate.length > 0 || !solo) {
-    await state.registerPvbs(
+    registered = await state.registerPvbs(
       backupName,
       blockId,
       toCreate.map(({ pod, volume }) => ({
@@ -170,8 +176,9 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
   const lastAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
   const deadlineAt = record.fsDeadlineAt ?? clock.now() + 4 * 3_600_000;
   async function createAndWatch({ pod, volume }: (typeof toCreate)[number]): Promise<void> {
-    const existing = await state.getPvb(backupName, volume.pvbName);
+    const existing = registered.get(volume.pvbName);
     if (isPvbSettled(existing)) return;
+    let created = false;
     try {
       const res = await deps.pvbs.createPvb(
         buildPvb({
@@ -183,14 +190,7 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
           backupStorageLocation: deps.config.backupStorageLocation,
         }),
       );
-      if (res.created)
-        await state.appendEvent(backupName, 'pvb.created', {
-          pvb: volume.pvbName,
-          blockId,
-          pod: podKey(pod),
-          volume: volume.name,
-          node: pod.node,
-        });
+      created = res.created;
     } catch (err) {
       const permanent = isKubeError(err, KubeErrorCodes.invalid) || isKubeError(err, KubeErrorCodes.forbidden);
       if (!permanent && !lastAttempt) throw err;
@@ -198,17 +198,29 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
       await recordPvbMissing(deps, backupName, volume.pvbName, existing, `could not be created: ${(err as Error).message}`);
       return;
     }
-    if (parent) {
-      await addPvbWatch(rt.watchQueue, parent, {
-        backupName,
-        backupUid: data.backupUid,
-        blockId,
-        pvbName: volume.pvbName,
-        namespace: deps.pvbs.namespace,
-        deadlineAt,
-        ...(data.requestId ? { requestId: data.requestId } : {}),
-      });
-    }
+    // The event and the watch are independent: one round trip's wait, not two.
+    await Promise.all([
+      created
+        ? state.appendEvent(backupName, 'pvb.created', {
+            pvb: volume.pvbName,
+            blockId,
+            pod: podKey(pod),
+            volume: volume.name,
+            node: pod.node,
+          })
+        : undefined,
+      parent
+        ? addPvbWatch(rt.watchQueue, parent, {
+            backupName,
+            backupUid: data.backupUid,
+            blockId,
+            pvbName: volume.pvbName,
+            namespace: deps.pvbs.namespace,
+            deadlineAt,
+            ...(data.requestId ? { requestId: data.requestId } : {}),
+          })
+        : undefined,
+    ]);
   }
 
   // PVBs of a block are independent: create and watch them at once (each is a few round trips),

@@ -31,7 +31,7 @@ interface StateScriptCommands {
   stowageCountOnceMany(onceKey: string, countersKey: string, entries: string): Promise<number>;
   stowageRegisterPvb(pvbKey: string, setKey: string, ...args: ScriptArg[]): Promise<number>;
   stowageRequestCancel(recordKey: string, at: string, endedPhases: string): Promise<[number, string | null]>;
-  stowageRegisterPvbs(numberOfKeys: number, ...keysAndArgs: string[]): Promise<number>;
+  stowageRegisterPvbs(numberOfKeys: number, ...keysAndArgs: string[]): Promise<string[][]>;
   stowageReadBlock(
     recordKey: string,
     planKey: string,
@@ -554,14 +554,15 @@ export class BackupState {
 
   /**
    * registerPvb for several PVBs and the block fields that name them, in one round trip (one
-   * script: a PVB named by the block is always registered).
+   * script: a PVB named by the block is always registered). Returns each PVB's state as it is
+   * now — the pending record, or what a PVB known already has reached — by PVB name.
    */
   async registerPvbs(
     name: string,
     blockId: string,
     pvbs: ReadonlyArray<{ pvbName: string; record: Omit<PvbStateRecord, 'name'> }>,
     blockPatch: Partial<BlockStateRecord>,
-  ): Promise<void> {
+  ): Promise<Map<string, PvbStateRecord | undefined>> {
     const entries: string[][] = [];
     for (const { pvbName, record } of pvbs) {
       const fields: string[] = [pvbName, 'name', JSON.stringify(pvbName)];
@@ -577,13 +578,19 @@ export class BackupState {
       blockFields.push(k, JSON.stringify(v));
     }
     const payload = JSON.stringify({ ...(entries.length > 0 ? { pvbs: entries } : {}), block: blockFields });
-    await this.cmd().stowageRegisterPvbs(
+    const rows = await this.cmd().stowageRegisterPvbs(
       2 + pvbs.length,
       this.key(name, 'pvbset'),
       this.key(name, `b:${blockId}`),
       ...pvbs.map((p) => this.key(name, `pvb:${p.pvbName}`)),
       payload,
     );
+    const out = new Map<string, PvbStateRecord | undefined>();
+    pvbs.forEach(({ pvbName }, i) => {
+      const raw = flatToObject(rows[i] ?? []);
+      out.set(pvbName, raw.name ? decodeJsonHash<PvbStateRecord>(raw) : undefined);
+    });
+    return out;
   }
 
   async getPvb(name: string, pvbName: string): Promise<PvbStateRecord | undefined> {

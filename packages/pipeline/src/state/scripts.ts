@@ -155,13 +155,13 @@ return counted`,
    * registerPvb for several PVBs of one block plus the block fields naming them, atomically.
    * KEYS[1] PVB name set, KEYS[2] block hash, KEYS[3..n+2] the PVB hashes.
    * ARGV[1] JSON `{ pvbs: [[name, field, value, ...], ...], block: [field, value, ...] }` (pvbs in KEYS order).
-   * Returns how many PVBs were registered now.
+   * Returns each PVB's hash after the call (field/value lists, in KEYS order).
    */
   stowageRegisterPvbs: {
     // No numberOfKeys: the caller passes the key count first (ioredis' dynamic-keys form).
     lua: `
 local req = cjson.decode(ARGV[1])
-local registered = 0
+local records = {}
 if req.pvbs then
   for i, p in ipairs(req.pvbs) do
     redis.call('SADD', KEYS[1], p[1])
@@ -169,12 +169,12 @@ if req.pvbs then
       local fields = {}
       for j = 2, #p do fields[#fields + 1] = p[j] end
       redis.call('HSET', KEYS[i + 2], unpack(fields))
-      registered = registered + 1
     end
+    records[i] = redis.call('HGETALL', KEYS[i + 2])
   end
 end
 if req.block and #req.block > 0 then redis.call('HSET', KEYS[2], unpack(req.block)) end
-return registered`,
+return records`,
   },
   /**
    * Records a cancel request unless the backup already ended or was asked before.
