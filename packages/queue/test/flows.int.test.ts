@@ -149,6 +149,47 @@ describe('block flow graph (DESIGN §2)', () => {
     );
   });
 
+  it('a solo block is one item-block job under finalize (no post-hooks job); finalize waits for it and sees its value', async () => {
+    const h = new Harness(redis.url);
+    harness = h;
+    const { finalizeJobId: fid } = await addBackupFlow(h.flow, { backupName: BACKUP, backupUid: UID });
+    await addBlockFlows(h.flow, {
+      backupName: BACKUP,
+      backupUid: UID,
+      finalizeJobId: fid,
+      blocks: [{ id: 'blk-solo', solo: true }, 'blk-pair'],
+    });
+
+    const hooks = h.queue(QueueName.hooks);
+    expect(await hooks.getJob(postHooksJobId(BACKUP, 'blk-solo'))).toBeUndefined();
+    expect(await stateOf(hooks, postHooksJobId(BACKUP, 'blk-pair'))).toBe('waiting-children');
+    const solo = await h.queue(QueueName.itemBlocks).getJob(blockJobId(BACKUP, 'blk-solo'));
+    expect(parseItemBlockJobData(solo?.data).solo).toBe(true);
+    expect(solo?.parent?.id).toBe(fid);
+
+    let release: () => void = () => {};
+    const gate = new Promise<void>((r) => (release = r));
+    h.work(QueueName.itemBlocks, async (job) => {
+      const data = parseItemBlockJobData(job.data);
+      if (data.solo) await gate;
+      return { block: data.blockId };
+    });
+    h.work(QueueName.hooks, async () => 'ran');
+    let finalizeSaw: Record<string, unknown> | undefined;
+    h.work(QueueName.backups, async (job) => {
+      if (job.name === 'finalize') finalizeSaw = await job.getChildrenValues();
+      return 'ok';
+    });
+    await waitFor('the pair to finish', async () => (await stateOf(hooks, postHooksJobId(BACKUP, 'blk-pair'))) === 'completed');
+    await new Promise((r) => setTimeout(r, 200));
+    expect(finalizeSaw).toBeUndefined();
+    release();
+    await waitFor('finalize to run', () => finalizeSaw !== undefined);
+    expect(Object.entries(finalizeSaw ?? {}).find(([key]) => key.endsWith(`:${blockJobId(BACKUP, 'blk-solo')}`))?.[1]).toEqual({
+      block: 'blk-solo',
+    });
+  });
+
   it('does not strand a parent when a child fails for good; the parent sees the failure', async () => {
     const h = new Harness(redis.url);
     harness = h;

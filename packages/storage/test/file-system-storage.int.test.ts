@@ -20,6 +20,15 @@ async function allFiles(dir: string): Promise<string[]> {
 }
 
 describe('FileSystemStorage', () => {
+  it('a non-durable put is still atomic and creates missing directories, also after a delete pruned them', async () => {
+    await storage.putObject('backups/b1/items/pods/namespaces/ns/p.json', '{"v":1}', { durable: false });
+    await storage.putObject('backups/b1/items/pods/namespaces/ns/p.json', '{"v":2}', { durable: false });
+    expect((await storage.getObject('backups/b1/items/pods/namespaces/ns/p.json'))?.toString()).toBe('{"v":2}');
+    expect(await storage.deletePrefix('backups/b1/')).toBe(1);
+    await storage.putObject('backups/b1/items/pods/namespaces/ns/q.json', '{}', { durable: false });
+    expect(await allFiles(root)).toEqual(['backups/b1/items/pods/namespaces/ns/q.json']); // no temp files left
+  });
+
   it('stores, reads, lists and deletes objects by key', async () => {
     await storage.putObject('backups/b1/velero-backup.json', '{"a":1}');
     await storage.putObject('backups/b1/items/pods/namespaces/ns/p.json', Buffer.from('{}'));
