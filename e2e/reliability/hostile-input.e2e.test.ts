@@ -13,11 +13,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../packages/platform/src/index.js';
 import { createQueue, JobName, QueueName } from '../../packages/queue/src/index.js';
 import { type NodeAgent, startNodeAgent } from '../../services/node-agent/src/index.js';
-import { backupFacts, execsOf, namespace, node, pod, pvbsOf } from './support/fixtures.js';
+import { backupFacts, execsOf, namespace, node, pod, pvbsOf, UNFREEZE } from './support/fixtures.js';
 import { recordRun } from './support/run-figures.js';
 import { type ServiceProcess, type Stack, startStack, waitFor, waitForBackupEnd } from './support/stack.js';
-
-const UNFREEZE = ['/bin/unfreeze'];
 
 const fixture = {
   objects: [

@@ -9,26 +9,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKubeClients, type KubeClients } from '../../packages/kube/src/index.js';
 import { createLogger } from '../../packages/platform/src/index.js';
 import type { NodeAgent } from '../../services/node-agent/src/index.js';
-import { backupFacts, configMap, execsOf, namespace, node, pod } from './support/fixtures.js';
+import { backupFacts, execsOf, shopOfDatabases, UNFREEZE } from './support/fixtures.js';
 import { recordRun } from './support/run-figures.js';
 import { type ServiceProcess, type Stack, startAgents, startStack, waitFor, waitForBackupEnd } from './support/stack.js';
 
-const FREEZE = ['/bin/freeze'];
-const UNFREEZE = ['/bin/unfreeze'];
 const NODES = ['node-a', 'node-b'];
 const PODS = 6;
-
-const fixture = {
-  objects: [
-    namespace('shop'),
-    namespace('stowage'),
-    ...NODES.map(node),
-    ...Array.from({ length: PODS }, (_, i) =>
-      pod({ name: `db-${i}`, node: NODES[i % NODES.length] ?? 'node-a', volumes: [{ name: 'data', mib: 1 }], pre: FREEZE, post: UNFREEZE }),
-    ),
-    ...Array.from({ length: 30 }, (_, i) => configMap(`settings-${i}`, 'shop')),
-  ],
-};
+const fixture = shopOfDatabases({ nodes: NODES, pods: PODS, mib: 1, configMaps: 30 });
 
 let stack: Stack;
 let api: ServiceProcess;

@@ -4,12 +4,9 @@
  * hook runs after it, and the backup's phase tells the truth about it.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { backupFacts, execsOf, namespace, node, pod, pvbsOf } from './support/fixtures.js';
+import { backupFacts, execsOf, FREEZE, namespace, node, pod, pvbsOf, UNFREEZE } from './support/fixtures.js';
 import { recordRun } from './support/run-figures.js';
 import { type ServiceProcess, type Stack, startStack, waitFor, waitForBackupEnd } from './support/stack.js';
-
-const FREEZE = ['/bin/freeze'];
-const UNFREEZE = ['/bin/unfreeze'];
 
 const fixture = {
   objects: [

@@ -8,26 +8,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../packages/platform/src/index.js';
 import type { NodeAgent } from '../../services/node-agent/src/index.js';
-import { backupFacts, configMap, execsOf, namespace, node, pod, pvbsOf } from './support/fixtures.js';
+import { backupFacts, execsOf, pvbsOf, shopOfDatabases, UNFREEZE } from './support/fixtures.js';
 import { recordRun } from './support/run-figures.js';
 import { type ServiceProcess, type Stack, startAgents, startStack, waitFor, waitForBackupEnd } from './support/stack.js';
 
-const FREEZE = ['/bin/freeze'];
-const UNFREEZE = ['/bin/unfreeze'];
 const NODES = ['node-a', 'node-b'];
 const PODS = 6;
-
-const fixture = {
-  objects: [
-    namespace('shop'),
-    namespace('stowage'),
-    ...NODES.map(node),
-    ...Array.from({ length: PODS }, (_, i) =>
-      pod({ name: `db-${i}`, node: NODES[i % NODES.length] ?? 'node-a', volumes: [{ name: 'data', mib: 2 }], pre: FREEZE, post: UNFREEZE }),
-    ),
-    ...Array.from({ length: 40 }, (_, i) => configMap(`settings-${i}`, 'shop')),
-  ],
-};
+const fixture = shopOfDatabases({ nodes: NODES, pods: PODS, mib: 2, configMaps: 40 });
 
 let stack: Stack;
 let api: ServiceProcess;

@@ -12,12 +12,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pvbLabels } from '../../packages/kube/src/index.js';
 import { createLogger } from '../../packages/platform/src/index.js';
 import type { NodeAgent } from '../../services/node-agent/src/index.js';
-import { backupFacts, configMap, execsOf, namespace, node, pod, pvbsOf } from './support/fixtures.js';
+import { backupFacts, configMap, execsOf, FREEZE, namespace, node, pod, pvbsOf, UNFREEZE } from './support/fixtures.js';
 import { recordRun } from './support/run-figures.js';
 import { type ServiceProcess, type Stack, startAgents, startStack, waitFor, waitForBackupEnd } from './support/stack.js';
 
-const FREEZE = ['/bin/freeze'];
-const UNFREEZE = ['/bin/unfreeze'];
 const NODES = ['node-a', 'node-b'];
 const BULK_CONFIGMAPS = 3_000;
 

@@ -57,6 +57,34 @@ export function pod(input: PodInput) {
   };
 }
 
+/** The freeze/unfreeze hook commands every reliability fixture's pods run. */
+export const FREEZE = ['/bin/freeze'];
+export const UNFREEZE = ['/bin/unfreeze'];
+
+/**
+ * Namespace `shop` of `pods` database pods `db-<i>` spread over `nodes`, each with one fs-backup
+ * volume of `mib` MiB and freeze/unfreeze hooks, plus `configMaps` small ConfigMaps.
+ */
+export function shopOfDatabases(opts: { nodes: readonly string[]; pods: number; mib: number; configMaps: number }) {
+  return {
+    objects: [
+      namespace('shop'),
+      namespace('stowage'),
+      ...opts.nodes.map(node),
+      ...Array.from({ length: opts.pods }, (_, i) =>
+        pod({
+          name: `db-${i}`,
+          node: opts.nodes[i % opts.nodes.length] ?? 'node-a',
+          volumes: [{ name: 'data', mib: opts.mib }],
+          pre: FREEZE,
+          post: UNFREEZE,
+        }),
+      ),
+      ...Array.from({ length: opts.configMaps }, (_, i) => configMap(`settings-${i}`, 'shop')),
+    ],
+  };
+}
+
 /** PVBs of a backup, by name. */
 export async function pvbsOf(stack: Stack, backup: string): Promise<PodVolumeBackup[]> {
   return stack.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=${backup}` });
