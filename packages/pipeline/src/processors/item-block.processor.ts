@@ -90,18 +90,32 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
   const failedPods = new Set(block?.failedPods ?? []);
   const prePhaseDone = new Set(block?.prePhaseDonePods ?? []);
   for (const pod of plan.pods) if (pod.hooks.pre.length === 0 && !failedPods.has(podKey(pod))) prePhaseDone.add(podKey(pod));
-  await state.blockStep(backupName, blockId, {
-    set: {
-      ...(block?.startedAt === undefined ? { state: 'InProgress', startedAt: clock.now() } : {}),
-      failedPods: [...failedPods],
-      prePhaseDonePods: [...prePhaseDone],
-    },
-    once: [{ onceKey: `block-started:${blockId}`, field: 'blocksStarted' }],
-    // A solo block starts and ends within this job: its `block.done` says both.
-    ...(solo
-      ? {}
-      : { event: { type: 'block.started', data: { blockId, pods: plan.pods.length, items: plan.items.length }, ifCounted: 0 } }),
-  });
+  const startedAt = clock.now();
+  const startFields = {
+    ...(block?.startedAt === undefined ? { state: 'InProgress', startedAt } : {}),
+    failedPods: [...failedPods],
+    prePhaseDonePods: [...prePhaseDone],
+  };
+  const startCounter = { onceKey: `block-started:${blockId}`, field: 'blocksStarted' };
+  // A solo block without pre hooks has nothing between its start and its end but item writes:
+  // its start is recorded with its end (one round trip less). Should the job die in between, the
+  // retry starts it again; no hook ran and no PVB exists, so there is nothing to account for.
+  const preHooksRan = plan.pods.some((pod) => pod.hooks.pre.length > 0);
+  const startWithEnd = solo && !preHooksRan;
+  // Without pre hooks the start is sent together with the PVB registration below (the commands go
+  // out in order on one connection; both are answered before any PVB is created).
+  const started = startWithEnd
+    ? Promise.resolve(0)
+    : state.blockStep(backupName, blockId, {
+        set: startFields,
+        once: [startCounter],
+        // A solo block starts and ends within this job: its `block.done` says both.
+        ...(solo
+          ? {}
+          : { event: { type: 'block.started', data: { blockId, pods: plan.pods.length, items: plan.items.length }, ifCounted: 0 } }),
+      });
+  started.catch(() => {}); // awaited below; not unhandled meanwhile
+  if (preHooksRan) await started;
   for (const pod of plan.pods) {
     const key = podKey(pod);
     if (failedPods.has(key) || pod.hooks.pre.length === 0) continue;
@@ -134,7 +148,6 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
   }
   // A cancel asked while pre hooks ran stops PVB creation; without pre hooks the record read at
   // the start is as fresh as another read would be.
-  const preHooksRan = plan.pods.some((pod) => pod.hooks.pre.length > 0);
   const canceled =
     wanted.length > 0 && (preHooksRan ? (await state.cancelRequestedAt(backupName)) !== undefined : record.cancelRequestedAt !== undefined);
   const known = new Set(block?.pvbs ?? []);
@@ -172,6 +185,7 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
       { pvbs: pvbNames, ...(pvbNames.length > 0 ? { state: 'WaitingForPvbs' } : {}) },
     );
   }
+  await started;
 
   const lastAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
   const deadlineAt = record.fsDeadlineAt ?? clock.now() + 4 * 3_600_000;
@@ -250,8 +264,8 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
     // same round trip as the item counters.
     const finalState = failedPods.size > 0 || itemErrors > 0 ? 'PartiallyFailed' : 'Completed';
     await state.blockStep(backupName, blockId, {
-      set: { ...itemFields, state: finalState, completedAt: now },
-      once: [{ onceKey: `block-done:${blockId}`, field: 'blocksDone' }, ...counted],
+      set: { ...(startWithEnd ? startFields : {}), ...itemFields, state: finalState, completedAt: now },
+      once: [{ onceKey: `block-done:${blockId}`, field: 'blocksDone' }, ...(startWithEnd ? [startCounter] : []), ...counted],
       event: { type: 'block.done', data: { blockId, state: finalState, pvbs: 0, postHookPods: 0 }, ifCounted: 0 },
     });
   }
