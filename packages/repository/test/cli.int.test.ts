@@ -4,9 +4,10 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { describeTree, writeVolumeTree } from '@stowage/testing';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ExitCode, Repository, runRepoCli } from '../src/index.js';
-import { describeTree, makeTree, TEST_CHUNKER, TEST_PACK_BLOB_MAX } from './tree-fixture.js';
+import { TEST_CHUNKER, TEST_PACK_BLOB_MAX } from './test-settings.js';
 
 const KEY = 'cli test key';
 const packageDir = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -27,7 +28,7 @@ function capture() {
 
 async function backedUpRepo() {
   const source = join(work, 'volume');
-  await makeTree(source);
+  await writeVolumeTree(source);
   const repoDir = join(work, 'repo');
   const repo = await Repository.init({
     dir: repoDir,

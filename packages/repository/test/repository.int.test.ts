@@ -2,9 +2,10 @@ import { execFileSync } from 'node:child_process';
 import { chmod, mkdir, mkdtemp, open, readdir, readFile, rm, stat, unlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { describeTree, writeVolumeTree } from '@stowage/testing';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isRepoError, RepoErrorCode, Repository, TokenBucket } from '../src/index.js';
-import { describeTree, makeTree, TEST_CHUNKER, TEST_PACK_BLOB_MAX } from './tree-fixture.js';
+import { TEST_CHUNKER, TEST_PACK_BLOB_MAX } from './test-settings.js';
 
 const KEY = 'correct horse battery staple';
 let work: string;
@@ -15,7 +16,7 @@ beforeEach(async () => {
   work = await mkdtemp(join(tmpdir(), 'stowage-repo-'));
   source = join(work, 'volume');
   repoDir = join(work, 'repo');
-  await makeTree(source);
+  await writeVolumeTree(source);
 });
 
 afterEach(async () => {

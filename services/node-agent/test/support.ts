@@ -1,5 +1,5 @@
-import { createHash, randomBytes } from 'node:crypto';
-import { chmod, lstat, mkdir, readdir, readFile, readlink, rm, symlink, utimes, writeFile } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { mkdir, readdir, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
@@ -15,6 +15,7 @@ import { type Simulator, startSimulator } from '@stowage/kube-sim';
 import { createLogger, type Logger } from '@stowage/platform';
 
 export const fixturePath = fileURLToPath(new URL('./fixtures/cluster.yaml', import.meta.url));
+export { describeTree, writeVolumeTree } from '@stowage/testing';
 export const TEST_REPO_KEY = 'test-key-not-a-secret-0123456789abcdef';
 
 export interface Harness {
@@ -104,71 +105,6 @@ export function waitForPhase(pvbs: PvbClient, name: string, phases: string[], ti
 export async function writeRandomFile(path: string, bytes: number): Promise<void> {
   await mkdir(dirname(path), { recursive: true });
   await writeFile(path, randomBytes(bytes));
-}
-
-/**
- * A tree with what volumes hold: a large random file, a compressible log, small files in nested
- * dirs, empty files and dirs, symlinks (one dangling), unusual names and modes.
- */
-export async function writeVolumeTree(root: string): Promise<void> {
-  await rm(root, { recursive: true, force: true });
-  await mkdir(join(root, 'nested/a/b/c'), { recursive: true });
-  await mkdir(join(root, 'empty-dir'));
-  await writeFile(join(root, 'big.bin'), randomBytes(5 * 1024 * 1024 + 333));
-  await writeFile(join(root, 'app.log'), Array.from({ length: 20_000 }, (_, i) => `${i} GET /api/orders 200 ${i % 97}ms\n`).join(''));
-  for (let i = 0; i < 30; i++) {
-    const dir = ['nested', 'nested/a', 'nested/a/b', 'nested/a/b/c'][i % 4]!;
-    await writeFile(join(root, dir, `small-${i}.dat`), randomBytes(100 + i * 131));
-  }
-  await writeFile(join(root, 'empty.txt'), '');
-  await writeFile(join(root, 'nested/a/b/c/empty-too'), '');
-  await writeFile(join(root, 'with space.txt'), 'spaces\n');
-  await writeFile(join(root, 'ünïcödé-名前.txt'), 'unicode\n');
-  await writeFile(join(root, 'new\nline'), 'newline in the name\n');
-  await writeFile(join(root, '-leading-dash'), 'dash\n');
-  await writeFile(join(root, 'run.sh'), '#!/bin/sh\necho hi\n');
-  await chmod(join(root, 'run.sh'), 0o755);
-  await writeFile(join(root, 'secret.key'), 'k');
-  await chmod(join(root, 'secret.key'), 0o600);
-  await symlink('nested/a/small-1.dat', join(root, 'link-to-file'));
-  await symlink('nested', join(root, 'link-to-dir'));
-  await symlink('does/not/exist', join(root, 'dangling-link'));
-  await utimes(join(root, 'app.log'), new Date('2021-03-04T05:06:07.123Z'), new Date('2021-03-04T05:06:07.123Z'));
-  await chmod(join(root, 'nested/a/b'), 0o750);
-}
-
-export interface Described {
-  type: string;
-  mode: number;
-  size: number;
-  mtimeMs?: number;
-  sha256?: string;
-  target?: string;
-}
-
-/** What a user compares after a restore, keyed by relative path: type, mode, size, bytes, link target, file mtimes. */
-export async function describeTree(root: string): Promise<Record<string, Described>> {
-  const out: Record<string, Described> = {};
-  const visit = async (rel: string) => {
-    for (const name of (await readdir(join(root, rel))).sort()) {
-      const path = rel ? `${rel}/${name}` : name;
-      const abs = join(root, path);
-      const st = await lstat(abs);
-      const mode = st.mode & 0o7777;
-      if (st.isSymbolicLink()) out[path] = { type: 'symlink', mode, size: st.size, target: await readlink(abs) };
-      else if (st.isDirectory()) {
-        out[path] = { type: 'dir', mode, size: 0 };
-        await visit(path);
-      } else {
-        const sha256 = createHash('sha256')
-          .update(await readFile(abs))
-          .digest('hex');
-        out[path] = { type: 'file', mode, size: st.size, mtimeMs: Math.floor(st.mtimeMs), sha256 };
-      }
-    }
-  };
-  await visit('');
-  return out;
 }
 
 /** Chunk-holding files of a repository (loose chunks and packs), to see whether a backup added any. */

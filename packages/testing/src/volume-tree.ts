@@ -1,12 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { chmod, lstat, mkdir, readdir, readFile, readlink, symlink, utimes, writeFile } from 'node:fs/promises';
+import { chmod, lstat, mkdir, readdir, readFile, readlink, rm, symlink, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 
-/** Chunk sizes small enough that a few MB of test data spans dozens of chunks. */
-export const TEST_CHUNKER = { minBytes: 16 * 1024, avgBytes: 64 * 1024, maxBytes: 256 * 1024 };
-/** Chunks up to 32 KiB are packed, larger ones loose: tests exercise both stores. */
-export const TEST_PACK_BLOB_MAX = 32 * 1024;
-
+/** Log-like text: compresses somewhat, but no two runs are equal. */
 function semiCompressible(bytes: number): Buffer {
   const words = ['volume', 'backup', 'stowage', 'chunk', 'node', 'agent', 'pod', 'restore', 'verify'];
   const parts: string[] = [];
@@ -20,14 +16,17 @@ function semiCompressible(bytes: number): Buffer {
 }
 
 /**
- * A tree with what volumes really hold: a large random file, a compressible log, many small
- * files in nested dirs, empty files and dirs, symlinks (one dangling), odd names and modes.
+ * (Re)creates at `root` a tree with what volumes really hold: a large random file, a compressible
+ * log, many small files in nested dirs, the same content twice, empty files and dirs, symlinks
+ * (one dangling), names with spaces, unicode, a newline, a tab, a quote and a leading dash, and
+ * odd modes (executable, 0600, a read-only dir with a read-only file in it, a 0750 dir).
  */
-export async function makeTree(root: string): Promise<void> {
+export async function writeVolumeTree(root: string, opts: { bigFileBytes?: number } = {}): Promise<void> {
+  await rm(root, { recursive: true, force: true });
   await mkdir(join(root, 'nested/a/b/c'), { recursive: true });
   await mkdir(join(root, 'empty-dir'), { recursive: true });
   await mkdir(join(root, 'read-only-dir'), { recursive: true });
-  await writeFile(join(root, 'big.bin'), randomBytes(2 * 1024 * 1024 + 777));
+  await writeFile(join(root, 'big.bin'), randomBytes(opts.bigFileBytes ?? 2 * 1024 * 1024 + 777));
   await writeFile(join(root, 'app.log'), semiCompressible(512 * 1024));
   for (let i = 0; i < 40; i++) {
     const dir = ['nested', 'nested/a', 'nested/a/b', 'nested/a/b/c'][i % 4]!;
@@ -36,10 +35,12 @@ export async function makeTree(root: string): Promise<void> {
   await writeFile(join(root, 'nested/a/duplicate-1.txt'), 'the same content twice\n');
   await writeFile(join(root, 'nested/a/b/duplicate-2.txt'), 'the same content twice\n');
   await writeFile(join(root, 'empty.txt'), '');
+  await writeFile(join(root, 'nested/a/b/c/empty-too'), '');
   await writeFile(join(root, 'with space.txt'), 'spaces\n');
   await writeFile(join(root, 'ünïcödé-名前.txt'), 'unicode\n');
   await writeFile(join(root, 'new\nline'), 'newline in the name\n');
   await writeFile(join(root, 'tab\tand-quote"'), 'tab\n');
+  await writeFile(join(root, '-leading-dash'), 'dash\n');
   await writeFile(join(root, 'run.sh'), '#!/bin/sh\necho hi\n');
   await chmod(join(root, 'run.sh'), 0o755);
   await writeFile(join(root, 'secret.key'), 'k');
@@ -55,8 +56,8 @@ export async function makeTree(root: string): Promise<void> {
   await chmod(join(root, 'read-only-dir'), 0o555);
 }
 
-export interface Described {
-  readonly type: string;
+export interface DescribedEntry {
+  readonly type: 'file' | 'dir' | 'symlink';
   readonly mode: number;
   readonly size: number;
   readonly mtimeMs: number;
@@ -64,9 +65,9 @@ export interface Described {
   readonly target?: string;
 }
 
-/** Everything a user would compare after a restore, keyed by relative path (root excluded). */
-export async function describeTree(root: string): Promise<Record<string, Described>> {
-  const out: Record<string, Described> = {};
+/** Everything a user compares after a restore, keyed by relative path (root excluded): type, mode, size, mtime, bytes, link target. */
+export async function describeTree(root: string): Promise<Record<string, DescribedEntry>> {
+  const out: Record<string, DescribedEntry> = {};
   const visit = async (rel: string) => {
     for (const name of (await readdir(join(root, rel))).sort()) {
       const path = rel ? `${rel}/${name}` : name;
@@ -77,15 +78,12 @@ export async function describeTree(root: string): Promise<Record<string, Describ
       else if (st.isDirectory()) {
         out[path] = { ...base, type: 'dir', size: 0 };
         await visit(path);
-      } else
-        out[path] = {
-          ...base,
-          type: 'file',
-          size: st.size,
-          sha256: createHash('sha256')
-            .update(await readFile(abs))
-            .digest('hex'),
-        };
+      } else {
+        const sha256 = createHash('sha256')
+          .update(await readFile(abs))
+          .digest('hex');
+        out[path] = { ...base, type: 'file', size: st.size, sha256 };
+      }
     }
   };
   await visit('');
