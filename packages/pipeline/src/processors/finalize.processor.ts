@@ -77,22 +77,31 @@ export async function processFinalize(rt: PipelineRuntime, job: Job, _token: str
     await state.transitionPhase(backupName, ['New', 'InProgress', 'Finalizing'], 'Finalizing');
   }
 
-  const assembled = await assembleValidated(rt, backupName, new Date(record.startedAt ?? record.createdAt));
-  await writeResourceListSidecar(storage, backupName, assembled.resourceList);
-
-  let pvbObjects: unknown[];
-  try {
-    pvbObjects = await deps.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=${backupName}` });
-  } catch (err) {
-    // The sidecar must still list every PVB: fall back to what state knows.
-    await state.recordProblem(backupName, {
-      level: 'warn',
-      onceKey: 'pvb-list-failed',
-      msg: `could not list PVBs, using recorded state: ${(err as Error).message}`,
-    });
-    pvbObjects = (await state.getPvbs(backupName, await state.allPvbNames(backupName))).filter((p) => p !== undefined);
-  }
-  await writePodVolumeBackupsSidecar(storage, backupName, pvbObjects);
+  // The tarball and the PVB list are independent; so are the sidecars written from them (each a
+  // durable write: running them side by side overlaps their fsyncs).
+  const listPvbs = async (): Promise<unknown[]> => {
+    try {
+      return await deps.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=${backupName}` });
+    } catch (err) {
+      // The sidecar must still list every PVB: fall back to what state knows.
+      await state.recordProblem(backupName, {
+        level: 'warn',
+        onceKey: 'pvb-list-failed',
+        msg: `could not list PVBs, using recorded state: ${(err as Error).message}`,
+      });
+      return (await state.getPvbs(backupName, await state.allPvbNames(backupName))).filter((p) => p !== undefined);
+    }
+  };
+  const [assembled, pvbObjects] = await Promise.all([
+    assembleValidated(rt, backupName, new Date(record.startedAt ?? record.createdAt)).then(async (a) => {
+      await writeResourceListSidecar(storage, backupName, a.resourceList);
+      return a;
+    }),
+    listPvbs().then(async (pvbs) => {
+      await writePodVolumeBackupsSidecar(storage, backupName, pvbs);
+      return pvbs;
+    }),
+  ]);
 
   const counters = await state.counters(backupName);
   const latest = (await state.getBackup(backupName)) ?? record;
@@ -105,12 +114,15 @@ export async function processFinalize(rt: PipelineRuntime, job: Job, _token: str
   const completedAt = clock.now();
 
   const logs = await state.readLogs(backupName);
-  await writeLogsSidecar(
-    storage,
-    backupName,
-    logs.map((l) => JSON.stringify(l)),
-  );
-  await writeResultsSidecar(storage, backupName, resultsFromLogs(logs));
+  await Promise.all([
+    writeLogsSidecar(
+      storage,
+      backupName,
+      logs.map((l) => JSON.stringify(l)),
+    ),
+    writeResultsSidecar(storage, backupName, resultsFromLogs(logs)),
+  ]);
+  // velero-backup.json last: it marks the backup as complete in storage.
   await writeBackupMetadata(
     storage,
     backupName,
@@ -149,6 +161,7 @@ async function assembleValidated(rt: PipelineRuntime, backupName: string, mtime:
     problem = err.message;
   }
   await state.log(backupName, { level: 'warn', msg: `staged items not whole (${problem}): staging them again from the plan` });
+  rt.deps.logger.warn({ backup: backupName, problem }, 'staged items not whole: staging them again from the plan');
   const restaged = await restageItems(rt, backupName);
   const assembled = await assembleTarball(storage, backupName, { mtime });
   if (assembled.items < expected) {
