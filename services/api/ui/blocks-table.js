@@ -54,7 +54,8 @@ function hookCell(r, key, openKeys) {
     h('span', { class: `hook-phase hook-${r.phase}` }, r.phase),
     ' ',
     `${r.pod} (${r.container}) `,
-    h('span', { class: ok ? 'ok' : 'bad' }, result),
+    // A hook still running is neither good nor bad yet.
+    h('span', { class: ok ? 'ok' : r.outcome === 'running' ? 'muted' : 'bad' }, result),
     ` · ${formatDuration(r.durationMs)}`,
     h('div', { class: 'muted small mono' }, r.command.join(' ')),
     details,

@@ -222,7 +222,8 @@ export function createTimeline(container, { onSelectBlock = () => {} } = {}) {
   }
 
   function drawMark(ctx, m) {
-    const failed = (m.kind === 'pre' || m.kind === 'post') && !(m.outcome === 'exited' && m.exitCode === 0);
+    // A hook still running is drawn in its phase's colour, not as a failure.
+    const failed = (m.kind === 'pre' || m.kind === 'post') && m.outcome !== 'running' && !(m.outcome === 'exited' && m.exitCode === 0);
     ctx.fillStyle = failed ? colors.fail : colors[m.kind];
     ctx.strokeStyle = ctx.fillStyle;
     if (m.xEnd !== undefined && m.xEnd - m.x > 3) {
