@@ -15,7 +15,8 @@ export interface MetricsOptions {
  * Builds the Prometheus registry. Everything is read from the shared state at scrape time, so
  * every API replica reports the same truth whichever process ran the jobs:
  * - `stowage_backups_total{phase}` (a gauge despite the name, which the API contract fixes) and
- *   the queue gauges are recomputed on each scrape;
+ *   the queue gauges are recomputed on each scrape (phases of ended backups are remembered, so
+ *   a scrape reads only the backups still running);
  * - durations, items and hook counts of a backup are observed once per process, the first
  *   scrape after it reached a terminal phase (a restart re-observes every retained backup,
  *   which is what a fresh histogram should hold).
@@ -79,13 +80,26 @@ export function createApiMetrics(opts: MetricsOptions): ApiMetrics {
     registers: [registry],
   });
 
-  /** Reads every backup's phase; observes backups that ended since the last scrape. */
+  // Phases of backups that have ended never change again (only deletion removes them): they are
+  // kept here, so a scrape reads the phase of the backups still running and of new names only,
+  // not of every retained backup.
+  const endedPhase = new Map<string, string>();
+
+  /** Counts backups by phase; observes backups that ended since the last scrape. */
   const refreshFromState = async (): Promise<void> => {
     const redis = opts.state.redis;
     const names = await redis.zrange(`${opts.state.prefix}:backups`, 0, -1);
     const byPhase = new Map<string, number>();
-    for (let i = 0; i < names.length; i += 500) {
-      const slice = names.slice(i, i + 500);
+    const present = new Set(names);
+    for (const name of endedPhase.keys()) if (!present.has(name)) endedPhase.delete(name);
+    const toRead: string[] = [];
+    for (const name of names) {
+      const phase = endedPhase.get(name);
+      if (phase === undefined) toRead.push(name);
+      else byPhase.set(phase, (byPhase.get(phase) ?? 0) + 1);
+    }
+    for (let i = 0; i < toRead.length; i += 500) {
+      const slice = toRead.slice(i, i + 500);
       const pipe = redis.pipeline();
       for (const n of slice) pipe.hmget(opts.state.key(n, 'rec'), 'phase', 'startedAt', 'completedAt');
       const rows = (await pipe.exec()) ?? [];
@@ -94,7 +108,9 @@ export function createApiMetrics(opts: MetricsOptions): ApiMetrics {
         if (!phase) continue;
         byPhase.set(phase, (byPhase.get(phase) ?? 0) + 1);
         const name = slice[j] as string;
-        if (TERMINAL_BACKUP_PHASES.has(phase) && !observed.has(name)) {
+        if (!TERMINAL_BACKUP_PHASES.has(phase)) continue;
+        endedPhase.set(name, phase);
+        if (!observed.has(name)) {
           await observeFinished(name, phase, startedAt ? Number(startedAt) : undefined, completedAt ? Number(completedAt) : undefined);
         }
       }

@@ -161,8 +161,13 @@ describe('metrics', () => {
     expect(text).toContain('stowage_pvb_duration_seconds_bucket{le="5",phase="Completed"} 1');
     expect(text).toMatch(/stowage_queue_jobs\{queue="backups",state="waiting"\} [1-9]/);
     expect(text).toContain('stowage_queue_jobs{queue="item-blocks",state="active"} 0');
-    // A second scrape does not count the finished backup twice.
+    // A second scrape does not count the finished backup twice, and still counts it by phase.
     const again = (await h.app.inject({ method: 'GET', url: '/metrics' })).body;
     expect(again).toContain('stowage_backup_items_total 12');
+    expect(again).toContain('stowage_backups_total{phase="Completed"} 1');
+    // A deleted backup leaves the phase count.
+    await h.state.deleteBackup(name);
+    const after = (await h.app.inject({ method: 'GET', url: '/metrics' })).body;
+    expect(after).not.toContain('stowage_backups_total{phase="Completed"} 1');
   });
 });
