@@ -19,8 +19,8 @@ async function applyManifest(name: string, manifest: object) {
   // JSON, not YAML: kubectl reads YAML 1.1, where an unquoted `yes` would become true
   const file = join(dir, `${name}.json`);
   await writeFile(file, JSON.stringify(manifest));
-  // the simulator serves no OpenAPI document: validation is the server's (the CRD schema), not kubectl's
-  return kubectl('apply', '--validate=false', '-f', file);
+  // kubectl validates on the server (the CRD schema, fieldValidation=Strict), as against a cluster
+  return kubectl('apply', '-f', file);
 }
 
 function pvb(name: string, spec: Record<string, unknown>) {
@@ -38,7 +38,7 @@ const validSpec = {
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'stowage-crd-'));
   sim = await startSimulator({ materializeVolumes: 'none', kubeconfigPath: join(dir, 'kubeconfig') });
-  const applied = await kubectl('apply', '--validate=false', '-f', CRD_FILE);
+  const applied = await kubectl('apply', '-f', CRD_FILE);
   if (applied.exitCode !== 0) throw new Error(`kubectl apply of the CRD failed:\n${applied.stderr}`);
 });
 

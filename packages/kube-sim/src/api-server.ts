@@ -9,6 +9,7 @@ import type { ClusterState, PatchType, WatchEvent } from './cluster-state.js';
 import { behaviourFromAnnotation, type ExecLog, type PodExecBehaviour, resolveExecOutcome } from './exec-sim.js';
 import type { FaultInjector, FaultStatus, RequestStats } from './faults.js';
 import { isPlainObject, type KubeObject } from './kube-object.js';
+import { openApiGroupVersionDoc, openApiRoot } from './openapi.js';
 import { apiVersionOf, compareKubeVersions, type ResourceType, standardVerbs, storageKey } from './resource-registry.js';
 import { type ObjectFilter, parseFieldSelector, parseLabelSelector } from './selectors.js';
 
@@ -216,7 +217,7 @@ export class KubeApi {
       res.end('ok');
       return;
     }
-    if (first === 'openapi') throw apiError('NotFound', 'the simulator serves no OpenAPI documents; use kubectl --validate=false');
+    if (first === 'openapi') return this.openApi(res, segments);
     if (first === 'api' && segments.length === 1) return this.discovery(res, 'api', () => this.coreVersions(req));
     if (first === 'api' && segments.length === 2 && second === 'v1')
       return this.discovery(res, 'api/v1', () => this.resourceList('', 'v1'));
@@ -227,6 +228,22 @@ export class KubeApi {
     }
     const target = this.resolve(segments);
     await this.serveResource(req, res, url, method, target);
+  }
+
+  /** `/openapi/v3` and `/openapi/v3/<api|apis/group>/<version>` (see openapi.ts); no v2. */
+  private async openApi(res: ServerResponse, segments: string[]): Promise<void> {
+    const [, version, kind, a, b] = segments;
+    const registry = this.ctx.state.registry;
+    if (version === 'v3' && segments.length === 2) return this.discovery(res, 'openapi/v3', () => openApiRoot(registry));
+    if (version === 'v3') {
+      const gv = kind === 'api' && segments.length === 4 ? ['', a] : kind === 'apis' && segments.length === 5 ? [a, b] : undefined;
+      const doc = gv ? openApiGroupVersionDoc(registry, gv[0] ?? '', gv[1] ?? '') : undefined;
+      if (doc) return this.discovery(res, `openapi/v3/${segments.slice(2).join('/')}`, () => doc);
+    }
+    throw apiError(
+      'NotFound',
+      `the simulator serves OpenAPI v3 documents of its group-versions only (/openapi/v3), not /${segments.join('/')}`,
+    );
   }
 
   private async discovery(res: ServerResponse, label: string, build: () => unknown): Promise<void> {
@@ -357,6 +374,11 @@ export class KubeApi {
     this.ctx.stats.count(verb, label);
     if (await this.applyFaults(res, label, verb)) return;
     const dryRun = url.searchParams.getAll('dryRun').includes('All');
+    const fieldValidation = fieldValidationOf(url);
+    const warnings: string[] = [];
+    const writeOptions = { dryRun, warnings, ...(fieldValidation ? { fieldValidation } : {}) };
+    const warningHeaders = (): Record<string, string> =>
+      warnings.length > 0 ? { Warning: warnings.map((w) => `299 - ${JSON.stringify(w)}`).join(', ') } : {};
     const state = this.ctx.state;
     switch (verb) {
       case 'list': {
@@ -383,19 +405,21 @@ export class KubeApi {
         return sendJson(res, 200, state.get(type, namespace, name!));
       case 'create': {
         const body = parseBody(await readBody(req), req.headers['content-type'] ?? 'application/json');
-        return sendJson(res, 201, state.create(type, namespace, body, { dryRun }));
+        const created = state.create(type, namespace, body, writeOptions);
+        return sendJson(res, 201, created, warningHeaders());
       }
       case 'update': {
         const body = parseBody(await readBody(req), req.headers['content-type'] ?? 'application/json');
-        return sendJson(res, 200, state.update(type, namespace, name!, body, subresource === 'status' ? 'status' : undefined, { dryRun }));
+        const updated = state.update(type, namespace, name!, body, subresource === 'status' ? 'status' : undefined, writeOptions);
+        return sendJson(res, 200, updated, warningHeaders());
       }
       case 'patch': {
         const contentType = req.headers['content-type'] ?? '';
         const patchType = patchTypeOf(contentType);
         const body = parseBody(await readBody(req), patchType === 'apply' ? 'application/yaml' : 'application/json');
         const existed = state.tryGet(type, namespace, name!) !== undefined;
-        const result = state.patch(type, namespace, name!, patchType, body, subresource === 'status' ? 'status' : undefined, { dryRun });
-        return sendJson(res, existed ? 200 : 201, result);
+        const result = state.patch(type, namespace, name!, patchType, body, subresource === 'status' ? 'status' : undefined, writeOptions);
+        return sendJson(res, existed ? 200 : 201, result, warningHeaders());
       }
       case 'delete': {
         const raw = await readBody(req);
@@ -668,6 +692,14 @@ export function sendApiStatus(res: ServerResponse, status: KubeStatus): void {
 }
 
 /** Path segments, percent-decoded; a malformed escape is the client's error (400), not ours. */
+/** The request's `fieldValidation` directive (Ignore, Warn, Strict), or undefined when absent. */
+function fieldValidationOf(url: URL): 'Ignore' | 'Warn' | 'Strict' | undefined {
+  const value = url.searchParams.get('fieldValidation');
+  if (value === null || value === '') return undefined;
+  if (value === 'Ignore' || value === 'Warn' || value === 'Strict') return value;
+  throw apiError('BadRequest', `fieldValidation must be one of Ignore, Warn, Strict (got ${JSON.stringify(value)})`);
+}
+
 export function pathSegments(url: URL): string[] {
   return url.pathname
     .split('/')

@@ -16,6 +16,14 @@ export type PatchType = 'merge' | 'json' | 'strategic' | 'apply';
 
 export interface WriteOptions {
   dryRun?: boolean;
+  /**
+   * `fieldValidation` of the request: `Strict` rejects a field a custom resource's schema does not
+   * know (instead of pruning it), `Warn` prunes it and adds a warning to `warnings`. Built-in kinds
+   * have no schema here, so nothing is checked for them.
+   */
+  fieldValidation?: 'Ignore' | 'Warn' | 'Strict';
+  /** Collects warnings for the response's `Warning` headers. */
+  warnings?: string[];
   /** Fixture loading: keep the given status even on create of a kind with a status subresource. */
   keepStatus?: boolean;
 }
@@ -193,13 +201,23 @@ export class ClusterState {
     return { ...body, apiVersion, kind: type.kind, metadata };
   }
 
-  private validateContent(type: ResourceType, object: KubeObject): KubeObject {
+  private validateContent(type: ResourceType, object: KubeObject, options: WriteOptions = {}): KubeObject {
     const causes = this.validateMeta(type, object.metadata);
     let result = object;
     if (type.schema) {
       const validated = validateCustomResource(type.schema, object);
       causes.push(...validated.causes);
       result = validated.value as KubeObject;
+      const unknown = validated.unknownFields;
+      if (unknown.length > 0 && options.fieldValidation === 'Strict') {
+        const qualifiedKind = type.group ? `${type.kind}.${type.group}` : type.kind;
+        const fields = unknown.map((f) => `unknown field "${f}"`).join(', ');
+        throw apiError(
+          'BadRequest',
+          `${qualifiedKind} in version "${type.version}" cannot be handled as a ${type.kind}: strict decoding error: ${fields}`,
+        );
+      }
+      if (unknown.length > 0 && options.fieldValidation === 'Warn') options.warnings?.push(...unknown.map((f) => `unknown field "${f}"`));
     }
     if (type.kind === 'CustomResourceDefinition') causes.push(...validateCrd(object));
     if (causes.length > 0) throw invalid(type.kind, type.group, object.metadata.name ?? '', causes);
@@ -214,7 +232,7 @@ export class ClusterState {
     }
     this.checkNamespace(type, namespace);
     if (type.hasStatus && type.schema && !options.keepStatus) delete object.status;
-    object = this.validateContent(type, object);
+    object = this.validateContent(type, object, options);
     const key = storageKey(type);
     const objectNamespace = type.namespaced ? namespace : '';
     if (this.store.get(key, objectNamespace, object.metadata.name!)) throw alreadyExists(type.plural, type.group, object.metadata.name!);
@@ -299,7 +317,7 @@ export class ClusterState {
         else next.status = current.status;
       }
     }
-    next = this.validateContent(type, next);
+    next = this.validateContent(type, next, options);
     const metadata: ObjectMeta =
       subresource === 'status'
         ? { ...current.metadata }

@@ -137,6 +137,14 @@ export class ResourceRegistry {
     return resources ? [...resources.values()] : undefined;
   }
 
+  /** Every served [group, version] ('' for the core group). */
+  groupVersionPairs(): Array<[string, string]> {
+    return [...this.byGroupVersion.keys()].map((gv) => {
+      const slash = gv.indexOf('/');
+      return slash < 0 ? ['', gv] : [gv.slice(0, slash), gv.slice(slash + 1)];
+    });
+  }
+
   /** Groups (excluding core) with their versions, the first version listed being the preferred one. */
   groups(): Map<string, string[]> {
     const groups = new Map<string, string[]>();

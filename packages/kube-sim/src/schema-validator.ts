@@ -11,6 +11,8 @@ export interface ValidationResult {
   /** The object with unknown fields pruned. */
   value: unknown;
   causes: StatusCause[];
+  /** Paths of the fields pruned (what `fieldValidation=Strict` rejects and `Warn` warns of). */
+  unknownFields: string[];
 }
 
 function typeName(value: unknown): string {
@@ -44,7 +46,7 @@ function describe(value: unknown): string {
   return text === undefined ? String(value) : text.length > 60 ? `${text.slice(0, 57)}...` : text;
 }
 
-function validateNode(schema: Schema, value: unknown, path: string, causes: StatusCause[]): unknown {
+function validateNode(schema: Schema, value: unknown, path: string, causes: StatusCause[], unknown: string[]): unknown {
   if (value === null) {
     if (schema.nullable === true) return value;
     // A null is dropped like an absent field when the schema does not allow it (as the API server's defaulting does).
@@ -145,15 +147,21 @@ function validateNode(schema: Schema, value: unknown, path: string, causes: Stat
     }
     const items = isPlainObject(schema.items) ? schema.items : undefined;
     if (items) {
-      return value.map((item, i) => validateNode(items, item, `${path}[${i}]`, causes)).filter((item) => item !== undefined);
+      return value.map((item, i) => validateNode(items, item, `${path}[${i}]`, causes, unknown)).filter((item) => item !== undefined);
     }
     return value;
   }
-  if (isPlainObject(value)) return validateObject(schema, value, path, causes);
+  if (isPlainObject(value)) return validateObject(schema, value, path, causes, unknown);
   return value;
 }
 
-function validateObject(schema: Schema, value: Record<string, unknown>, path: string, causes: StatusCause[]): Record<string, unknown> {
+function validateObject(
+  schema: Schema,
+  value: Record<string, unknown>,
+  path: string,
+  causes: StatusCause[],
+  unknown: string[],
+): Record<string, unknown> {
   const properties = isPlainObject(schema.properties) ? (schema.properties as Record<string, Schema>) : undefined;
   const additional = schema.additionalProperties;
   const preserveUnknown = schema['x-kubernetes-preserve-unknown-fields'] === true;
@@ -162,17 +170,19 @@ function validateObject(schema: Schema, value: Record<string, unknown>, path: st
     const childPath = path ? `${path}.${key}` : key;
     const childSchema = properties?.[key];
     if (childSchema && isPlainObject(childSchema)) {
-      const validated = validateNode(childSchema, child, childPath, causes);
+      const validated = validateNode(childSchema, child, childPath, causes, unknown);
       if (validated !== undefined) out[key] = validated;
     } else if (isPlainObject(additional)) {
-      const validated = validateNode(additional, child, childPath, causes);
+      const validated = validateNode(additional, child, childPath, causes, unknown);
       if (validated !== undefined) out[key] = validated;
     } else if (additional === true || preserveUnknown || (!properties && additional === undefined && !schema.type)) {
       out[key] = child;
     } else if (!properties && additional === undefined && schema.type === 'object' && path === 'metadata') {
       out[key] = child;
+    } else {
+      // Unknown to a structural schema: pruned (and reported for fieldValidation).
+      unknown.push(childPath);
     }
-    // Otherwise the field is unknown to a structural schema and is pruned.
   }
   if (Array.isArray(schema.required)) {
     for (const required of schema.required) {
@@ -189,8 +199,9 @@ function validateObject(schema: Schema, value: Record<string, unknown>, path: st
  * the API server manages them itself.
  */
 export function validateCustomResource(schema: Schema | undefined, object: Record<string, unknown>): ValidationResult {
-  if (!schema) return { value: object, causes: [] };
+  if (!schema) return { value: object, causes: [], unknownFields: [] };
   const causes: StatusCause[] = [];
+  const unknownFields: string[] = [];
   const { apiVersion, kind, metadata, ...rest } = object;
   const rootSchema: Schema = {
     ...schema,
@@ -200,6 +211,6 @@ export function validateCustomResource(schema: Schema | undefined, object: Recor
     const { apiVersion: _a, kind: _k, metadata: _m, ...properties } = rootSchema.properties;
     rootSchema.properties = properties;
   }
-  const validated = validateObject(rootSchema, rest, '', causes);
-  return { value: { apiVersion, kind, metadata, ...validated }, causes };
+  const validated = validateObject(rootSchema, rest, '', causes, unknownFields);
+  return { value: { apiVersion, kind, metadata, ...validated }, causes, unknownFields };
 }

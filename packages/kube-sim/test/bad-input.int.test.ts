@@ -92,6 +92,33 @@ describe('bad input gets what a real API server gives, and never brings the simu
     expect((JSON.parse(good.text) as { spec: Record<string, unknown> }).spec.surplus).toBeUndefined();
   });
 
+  it('fieldValidation: Strict refuses an unknown field of a custom resource, Warn prunes it with a Warning header, a bad directive is a 400', async () => {
+    const base = '/apis/stowage.dev/v1alpha1/namespaces/stowage/podvolumebackups';
+    const body = (name: string) =>
+      JSON.stringify({
+        metadata: { name },
+        spec: { node: 'n', pod: { namespace: 'a', name: 'b', uid: 'c' }, volume: 'v', backupStorageLocation: 'd', surplus: true },
+      });
+    const strict = await call(sim, 'POST', `${base}?fieldValidation=Strict`, body('strict'));
+    expect(strict.status).toBe(400);
+    expect(strict.json?.reason).toBe('BadRequest');
+    expect(strict.text).toContain('strict decoding error: unknown field \\"spec.surplus\\"');
+    expect((await call(sim, 'GET', `${base}/strict`)).status).toBe(404);
+
+    const res = await fetch(`${sim.url}${base}?fieldValidation=Warn`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: body('warned'),
+    });
+    expect(res.status).toBe(201);
+    expect(res.headers.get('warning')).toBe('299 - "unknown field \\"spec.surplus\\""');
+    expect(((await res.json()) as { spec: Record<string, unknown> }).spec.surplus).toBeUndefined();
+
+    const wrong = await call(sim, 'POST', `${base}?fieldValidation=strict`, body('wrong'));
+    expect(wrong.status).toBe(400);
+    expect(wrong.text).toContain('fieldValidation must be one of Ignore, Warn, Strict');
+  });
+
   it('wrong methods, media types and names get the matching Status codes', async () => {
     expect((await call(sim, 'POST', '/api/v1/namespaces/shop/pods/cache', '{}')).status).toBe(405);
     expect((await call(sim, 'PATCH', '/api/v1/namespaces/shop/pods/cache', '{}', 'text/plain')).status).toBe(415);

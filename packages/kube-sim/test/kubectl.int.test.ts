@@ -76,15 +76,17 @@ spec:
                 size: { type: integer, minimum: 1 }
 `,
     );
-    expect(await kubectl('apply', '--validate=false', '-f', crdFile)).toMatch(/widgets.example.com created/);
-    expect(await kubectl('apply', '--validate=false', '-f', pvbCrdPath)).toMatch(
-      /podvolumebackups.stowage.dev (created|configured|unchanged)/,
-    );
+    // No --validate=false: kubectl reads the OpenAPI v3 documents and validates on the server.
+    expect(await kubectl('apply', '-f', crdFile)).toMatch(/widgets.example.com created/);
+    expect(await kubectl('apply', '-f', pvbCrdPath)).toMatch(/podvolumebackups.stowage.dev (created|configured|unchanged)/);
     const widget = join(home, 'widget.yaml');
     writeFileSync(
       widget,
       'apiVersion: example.com/v1\nkind: Widget\nmetadata: { name: w1, namespace: shop }\nspec: { size: 3, unknownField: dropped }\n',
     );
+    // kubectl asks for strict field validation: the unknown field is refused, naming it...
+    await expect(kubectl('apply', '-f', widget)).rejects.toThrow(/strict decoding error: unknown field "spec.unknownField"/);
+    // ...and pruned when validation is turned off, as a real API server does.
     expect(await kubectl('apply', '--validate=false', '-f', widget)).toMatch(/widget.example.com\/w1 created/);
     const listed = await kubectl('get', 'wdg', '-n', 'shop');
     expect(listed).toMatch(/^NAME\s+AGE\s*\nw1\s+/);
@@ -94,8 +96,17 @@ spec:
     expect(json.spec).toEqual({ size: 3 });
     // Re-applying a change goes through kubectl's patch path.
     writeFileSync(widget, 'apiVersion: example.com/v1\nkind: Widget\nmetadata: { name: w1, namespace: shop }\nspec: { size: 5 }\n');
-    expect(await kubectl('apply', '--validate=false', '-f', widget)).toMatch(/configured/);
+    expect(await kubectl('apply', '-f', widget)).toMatch(/configured/);
     expect(await kubectl('get', 'widget', 'w1', '-n', 'shop', '-o', 'jsonpath={.spec.size}')).toBe('5');
+  });
+
+  it('apply of a built-in kind validates without --validate=false, then re-applies a change as a patch', async () => {
+    const file = join(home, 'settings.yaml');
+    writeFileSync(file, 'apiVersion: v1\nkind: ConfigMap\nmetadata: { name: applied, namespace: shop }\ndata: { mode: a }\n');
+    expect(await kubectl('apply', '-f', file)).toMatch(/configmap\/applied created/);
+    writeFileSync(file, 'apiVersion: v1\nkind: ConfigMap\nmetadata: { name: applied, namespace: shop }\ndata: { mode: b }\n');
+    expect(await kubectl('apply', '-f', file)).toMatch(/configmap\/applied configured/);
+    expect(await kubectl('get', 'configmap', 'applied', '-n', 'shop', '-o', 'jsonpath={.data.mode}')).toBe('b');
   });
 
   it('get -w streams an event for an object created afterwards', async () => {
