@@ -29,6 +29,15 @@ describe('FileSystemStorage', () => {
     expect(await allFiles(root)).toEqual(['backups/b1/items/pods/namespaces/ns/q.json']); // no temp files left
   });
 
+  it('objects above the small-object size take the asynchronous paths and read back whole', async () => {
+    const big = Buffer.alloc(300 * 1024, 7);
+    await storage.putObject('backups/b1/big.bin', big, { durable: false });
+    await storage.putObject('backups/b1/big-durable.bin', big);
+    expect((await storage.getObject('backups/b1/big.bin'))?.equals(big)).toBe(true);
+    expect((await storage.getObject('backups/b1/big-durable.bin'))?.equals(big)).toBe(true);
+    expect(await allFiles(root)).toEqual(['backups/b1/big-durable.bin', 'backups/b1/big.bin']);
+  });
+
   it('stores, reads, lists and deletes objects by key', async () => {
     await storage.putObject('backups/b1/velero-backup.json', '{"a":1}');
     await storage.putObject('backups/b1/items/pods/namespaces/ns/p.json', Buffer.from('{}'));
