@@ -7,14 +7,15 @@
  * pulled in. Everything else is a single-item block, or optionally batched with other pod-free
  * blocks (hooks only ever run for pods, so a batch never spans pods).
  *
- * Near-linear: PVCs are indexed by namespace/name, PVs by name, pods by the claims they mount,
- * and components are found with union-find (path halving, union by size) — no pod × PVC scan
- * (Velero issue #9169). Ids and order are derived from item keys only, never from input order.
+ * Near-linear: PVCs are indexed by namespace/name, PVs by name, a pod's claims are resolved to
+ * PVCs once (running pods are linked back from the PVC), and components are found with union-find
+ * (path halving, union by size) — no pod × PVC scan (Velero issue #9169). Ids and order are
+ * derived from item keys only, never from input order.
  */
 import type { BackupSpec } from './backup-spec.schema.js';
 import { CORE_ERROR_CODES } from './errors.js';
 import { hashParts } from './hash.js';
-import { claimNamesOfPod, isPodRunning, type KubeObject, type PersistentVolumeClaim, type Pod } from './kube-types.js';
+import { claimNameOfVolume, isPodRunning, type KubeObject, type PersistentVolumeClaim, type Pod } from './kube-types.js';
 import { groupResourceOf, isItemIncluded, isRelatedItemIncluded, type SelectableItem, type SelectionSpec } from './resource-selection.js';
 
 /** One object listed from the cluster, with the resource it was listed as. */
@@ -99,39 +100,105 @@ export function toSelectableItem(item: ClusterItem): SelectableItem {
   };
 }
 
-export function groupItemBlocks<T extends ClusterItem>(
+/** The names seen under one group-resource and namespace, and the key prefix they share. */
+interface KeyScope {
+  /** `pods/<ns>/` or `persistentvolumes/`: a key is this plus the name, one concatenation. */
+  prefix: string;
+  names: Set<string>;
+  /** A '/' in the group-resource or namespace: keys from different scopes could then coincide. */
+  ambiguous: boolean;
+}
+
+interface ResourceScopes {
+  groupResource: string;
+  cluster: KeyScope | undefined;
+  byNamespace: Map<string, KeyScope>;
+}
+
+/** Everything the later phases need from the listed items, in dense per-node arrays. */
+interface ItemIndex<T extends ClusterItem> {
+  nodes: T[];
+  keys: string[];
+  ranks: Uint8Array;
+  namespaces: string[];
+  /** 0 = not decided, 1 = in the backup, 2 = kept out (never re-checked), 3 = being deleted */
+  state: Uint8Array;
+  queue: number[];
+  warnings: GroupingWarning[];
+  pvByName: Map<string, number>;
+  /** A pod's claims are claimNames[claimStart[i]..claimEnd[i]) and the PVC each resolves to (-1: none). */
+  claimStart: Int32Array;
+  claimEnd: Int32Array;
+  claimNames: string[];
+  claimPvc: Int32Array;
+  /** Running pods mounting a PVC: a linked list per PVC node (mounterHead → mounterNext …). */
+  mounterHead: Int32Array;
+  mounterNext: Int32Array;
+  mounterPod: Int32Array;
+}
+
+/**
+ * Phase 1: one pass over the input (each object's memory is touched once). Duplicates are found
+ * per group-resource and namespace by name, not by hashing a freshly built key string per item
+ * (that was the largest single cost). That is exact only while names, namespaces and
+ * group-resources contain no '/' (true of every valid Kubernetes object); otherwise null is
+ * returned and the caller retries with `byKey`, which compares whole keys.
+ */
+function indexItems<T extends ClusterItem>(
   items: readonly T[],
   spec: SelectionSpec | BackupSpec,
-  options: GroupingOptions = {},
-): GroupingResult<T> {
-  const batchSize = Math.max(1, Math.floor(options.unrelatedBatchSize ?? 1));
-  const warnings: GroupingWarning[] = [];
-
-  // 1. One pass over the input (each object's memory is touched once): unique items, their
-  //    keys, ranks and listing decision, and the indexes for the relations. The indexes are
-  //    nested maps keyed by the objects' own strings: building "ns/name" strings per lookup
-  //    cost as much as the rest of the grouping.
-  const byKey = new Map<string, number>();
+  byKey: Set<string> | null,
+): ItemIndex<T> | null {
+  const total = items.length;
   const nodes: T[] = [];
   const keys: string[] = [];
-  const ranks: number[] = [];
   const namespaces: string[] = [];
-  // 0 = not decided, 1 = in the backup, 2 = kept out (never re-checked), 3 = being deleted
-  const state: number[] = [];
-  const pvcByName = new Map<string, Map<string, number>>(); // ns → name → node
-  const pvByName = new Map<string, number>();
-  // ns → claim → the running pod that mounts it, or all of them when several do (RWX)
-  const runningPodsByClaim = new Map<string, Map<string, number | number[]>>();
-  const claimsOfPod = new Map<number, string[]>();
-  const probe: SelectableItem = { group: '', resource: '', namespaced: true, namespace: null, name: '' };
+  const ranks = new Uint8Array(total);
+  const state = new Uint8Array(total);
   const queue: number[] = [];
+  const warnings: GroupingWarning[] = [];
+  const scopesByGroup = new Map<string, Map<string, ResourceScopes>>(); // group → resource → scopes
+  const scopesByGroupResource = new Map<string, ResourceScopes>(); // `deployments.apps` from either spelling
+  // PVCs: ns → name → slot; a slot is one (namespace, claim name), so a later PVC listed under the
+  // same name replaces the earlier one for pods while both keep the slot's running mounters.
+  const pvcSlots = new Map<string, Map<string, number>>();
+  const slotPvc: number[] = [];
+  const pvcSlotOf = new Int32Array(total).fill(-1);
+  const pvByName = new Map<string, number>();
+  const claimStart = new Int32Array(total);
+  const claimEnd = new Int32Array(total);
+  const claimNames: string[] = [];
+  const claimOwners: number[] = [];
+  const running = new Uint8Array(total);
+  const probe: SelectableItem = { group: '', resource: '', namespaced: true, namespace: null, name: '' };
 
   for (const item of items) {
     const meta = item.object.metadata;
+    const name = meta.name;
     const namespace = item.namespaced ? (meta.namespace ?? '') : '';
-    const groupResource = groupResourceOf(item);
-    const key = item.namespaced ? `${groupResource}/${namespace}/${meta.name}` : `${groupResource}/${meta.name}`;
-    if (byKey.has(key)) {
+    let resources = scopesByGroup.get(item.group);
+    if (!resources) {
+      resources = new Map();
+      scopesByGroup.set(item.group, resources);
+    }
+    let scopes = resources.get(item.resource);
+    if (!scopes) {
+      const groupResource = groupResourceOf(item);
+      scopes = scopesByGroupResource.get(groupResource) ?? { groupResource, cluster: undefined, byNamespace: new Map() };
+      scopesByGroupResource.set(groupResource, scopes);
+      resources.set(item.resource, scopes);
+    }
+    let scope = item.namespaced ? scopes.byNamespace.get(namespace) : scopes.cluster;
+    if (!scope) {
+      const prefix = item.namespaced ? `${scopes.groupResource}/${namespace}/` : `${scopes.groupResource}/`;
+      scope = { prefix, names: new Set(), ambiguous: scopes.groupResource.includes('/') || namespace.includes('/') };
+      if (item.namespaced) scopes.byNamespace.set(namespace, scope);
+      else scopes.cluster = scope;
+    }
+    if (byKey === null && (scope.ambiguous || name.includes('/'))) return null;
+    // one concatenation; equal to itemKey(item)
+    const key = scope.prefix + name;
+    if (byKey === null ? scope.names.has(name) : byKey.has(key)) {
       warnings.push({
         code: CORE_ERROR_CODES.CORE_GROUPING_DUPLICATE_ITEM,
         itemKey: key,
@@ -139,58 +206,111 @@ export function groupItemBlocks<T extends ClusterItem>(
       });
       continue;
     }
+    if (byKey === null) scope.names.add(name);
+    else byKey.add(key);
     const i = nodes.length;
     const rank = rankOf(item);
-    byKey.set(key, i);
     nodes.push(item);
     keys.push(key);
-    ranks.push(rank);
     namespaces.push(namespace);
+    ranks[i] = rank;
 
     // the probe is reused: the selection functions only read it
     probe.group = item.group;
     probe.resource = item.resource;
     probe.namespaced = item.namespaced;
     probe.namespace = item.namespaced ? namespace : null;
-    probe.name = meta.name;
+    probe.name = name;
     probe.labels = meta.labels;
     if (meta.deletionTimestamp) {
-      state.push(3);
+      state[i] = 3;
     } else if (isItemIncluded(probe, spec)) {
-      state.push(1);
+      state[i] = 1;
       queue.push(i);
     } else {
-      state.push(isRelatedItemIncluded(probe, spec) ? 0 : 2);
+      state[i] = isRelatedItemIncluded(probe, spec) ? 0 : 2;
     }
 
     if (rank === RANK_PVC) {
-      let byName = pvcByName.get(namespace);
-      if (!byName) {
-        byName = new Map();
-        pvcByName.set(namespace, byName);
+      let slots = pvcSlots.get(namespace);
+      if (!slots) {
+        slots = new Map();
+        pvcSlots.set(namespace, slots);
       }
-      byName.set(meta.name, i);
+      let slot = slots.get(name);
+      if (slot === undefined) {
+        slot = slotPvc.length;
+        slots.set(name, slot);
+      }
+      slotPvc[slot] = i;
+      pvcSlotOf[i] = slot;
     } else if (rank === RANK_PV) {
-      pvByName.set(meta.name, i);
+      pvByName.set(name, i);
     } else if (rank === RANK_POD) {
+      // claims go to one flat array: no array per pod
       const pod = item.object as Pod;
-      const claims = claimNamesOfPod(pod);
-      if (claims.length === 0) continue;
-      claimsOfPod.set(i, claims);
-      if (!isPodRunning(pod)) continue;
-      let byClaim = runningPodsByClaim.get(namespace);
-      if (!byClaim) {
-        byClaim = new Map();
-        runningPodsByClaim.set(namespace, byClaim);
+      claimStart[i] = claimNames.length;
+      for (const volume of pod.spec.volumes ?? []) {
+        const claim = claimNameOfVolume(pod, volume);
+        if (claim === undefined) continue;
+        claimNames.push(claim);
+        claimOwners.push(i);
       }
-      for (const claim of claims) {
-        const existing = byClaim.get(claim);
-        if (existing === undefined) byClaim.set(claim, i);
-        else if (typeof existing === 'number') byClaim.set(claim, [existing, i]);
-        else existing.push(i);
-      }
+      claimEnd[i] = claimNames.length;
+      if (claimEnd[i] !== claimStart[i] && isPodRunning(pod)) running[i] = 1;
     }
   }
+
+  // Claims resolved to PVC nodes once, after every PVC is indexed; a running pod is also linked
+  // from the PVC's slot, so a PVC finds its mounters without another lookup by name.
+  const slotHead = new Int32Array(slotPvc.length).fill(-1);
+  const claimPvc = new Int32Array(claimNames.length).fill(-1);
+  const mounterNext = new Int32Array(claimNames.length);
+  const mounterPod = new Int32Array(claimNames.length);
+  let mounters = 0;
+  for (let e = 0; e < claimNames.length; e++) {
+    const pod = claimOwners[e] as number;
+    const slot = pvcSlots.get(namespaces[pod] as string)?.get(claimNames[e] as string);
+    if (slot === undefined) continue;
+    claimPvc[e] = slotPvc[slot] as number;
+    if (running[pod] !== 1) continue;
+    mounterPod[mounters] = pod;
+    mounterNext[mounters] = slotHead[slot] as number;
+    slotHead[slot] = mounters++;
+  }
+  const mounterHead = new Int32Array(nodes.length).fill(-1);
+  for (let i = 0; i < nodes.length; i++) {
+    const slot = pvcSlotOf[i] as number;
+    if (slot !== -1) mounterHead[i] = slotHead[slot] as number;
+  }
+  return {
+    nodes,
+    keys,
+    ranks,
+    namespaces,
+    state,
+    queue,
+    warnings,
+    pvByName,
+    claimStart,
+    claimEnd,
+    claimNames,
+    claimPvc,
+    mounterHead,
+    mounterNext,
+    mounterPod,
+  };
+}
+
+export function groupItemBlocks<T extends ClusterItem>(
+  items: readonly T[],
+  spec: SelectionSpec | BackupSpec,
+  options: GroupingOptions = {},
+): GroupingResult<T> {
+  const batchSize = Math.max(1, Math.floor(options.unrelatedBatchSize ?? 1));
+  const index = indexItems(items, spec, null) ?? (indexItems(items, spec, new Set()) as ItemIndex<T>);
+  const { nodes, keys, ranks, namespaces, state, queue, warnings, pvByName } = index;
+  const { claimStart, claimEnd, claimNames, claimPvc, mounterHead, mounterNext, mounterPod } = index;
   const count = nodes.length;
 
   // 2. Union-find over the relations, pulling related items in (BFS from the listed items).
@@ -231,25 +351,21 @@ export function groupItemBlocks<T extends ClusterItem>(
   for (let head = 0; head < queue.length; head++) {
     const i = queue[head] as number;
     const rank = ranks[i];
-    if (rank !== RANK_POD && rank !== RANK_PVC) continue;
-    const item = nodes[i] as T;
-    const namespace = namespaces[i] as string;
     if (rank === RANK_POD) {
-      const pvcs = pvcByName.get(namespace);
-      for (const claim of claimsOfPod.get(i) ?? []) {
-        const pvc = pvcs?.get(claim);
-        if (pvc === undefined) {
+      for (let e = claimStart[i] as number; e < (claimEnd[i] as number); e++) {
+        const pvc = claimPvc[e] as number;
+        if (pvc === -1) {
           warnings.push({
             code: CORE_ERROR_CODES.CORE_GROUPING_PVC_NOT_FOUND,
             itemKey: keys[i] as string,
-            message: `pod ${namespace}/${item.object.metadata.name} mounts PVC ${claim}, which does not exist; the pod is backed up without it`,
+            message: `pod ${namespaces[i]}/${(nodes[i] as T).object.metadata.name} mounts PVC ${claimNames[e]}, which does not exist; the pod is backed up without it`,
           });
         } else if (pull(pvc)) {
           union(i, pvc);
         }
       }
-    } else {
-      const pvc = item.object as PersistentVolumeClaim;
+    } else if (rank === RANK_PVC) {
+      const pvc = (nodes[i] as T).object as PersistentVolumeClaim;
       const volumeName = pvc.spec.volumeName;
       if (pvc.status?.phase !== 'Bound' || !volumeName) continue;
       const pv = pvByName.get(volumeName);
@@ -257,16 +373,14 @@ export function groupItemBlocks<T extends ClusterItem>(
         warnings.push({
           code: CORE_ERROR_CODES.CORE_GROUPING_PV_NOT_FOUND,
           itemKey: keys[i] as string,
-          message: `PVC ${namespace}/${pvc.metadata.name} is bound to PV ${volumeName}, which does not exist`,
+          message: `PVC ${namespaces[i]}/${pvc.metadata.name} is bound to PV ${volumeName}, which does not exist`,
         });
       } else if (pull(pv)) {
         union(i, pv);
       }
-      const mounters = runningPodsByClaim.get(namespace)?.get(pvc.metadata.name);
-      if (typeof mounters === 'number') {
-        if (pull(mounters)) union(i, mounters);
-      } else if (mounters) {
-        for (const pod of mounters) if (pull(pod)) union(i, pod);
+      for (let m = mounterHead[i] as number; m !== -1; m = mounterNext[m] as number) {
+        const pod = mounterPod[m] as number;
+        if (pull(pod)) union(i, pod);
       }
     }
   }
