@@ -179,6 +179,19 @@ describe('groupItemBlocks: ids, order, batching', () => {
     expect(result.blocks).toHaveLength(1);
     expect(result.warnings.map((warning) => warning.code)).toEqual(['CORE_GROUPING_DUPLICATE_ITEM']);
   });
+
+  // Duplicates are found per group-resource and namespace by name; with a '/' in a name or
+  // namespace (not valid in Kubernetes) two different items can still have the same key.
+  it.each([
+    ['a namespaced and a cluster-scoped item', otherItem('', 'configmaps', 'b', 'a'), otherItem('', 'configmaps', 'a/b', null)],
+    ["a '/' in the namespace or in the name", otherItem('', 'configmaps', 'c', 'a/b'), otherItem('', 'configmaps', 'b/c', 'a')],
+    ['a group written into the resource', otherItem('apps', 'deployments', 'web', 'a'), otherItem('', 'deployments.apps', 'web', 'a')],
+  ])('treats items with the same key as duplicates: %s', (_case, first, second) => {
+    expect(itemKey(first)).toBe(itemKey(second));
+    const result = groupItemBlocks([first, second], specOf());
+    expect(result.blocks.map((block) => block.items)).toEqual([[first]]);
+    expect(result.warnings).toEqual([expect.objectContaining({ code: 'CORE_GROUPING_DUPLICATE_ITEM', itemKey: itemKey(first) })]);
+  });
 });
 
 // ---------------------------------------------------------------------------------------------
