@@ -93,10 +93,7 @@ export async function processFinalize(rt: PipelineRuntime, job: Job, _token: str
     }
   };
   const [assembled, pvbObjects] = await Promise.all([
-    assembleValidated(rt, backupName, new Date(record.startedAt ?? record.createdAt)).then(async (a) => {
-      await writeResourceListSidecar(storage, backupName, a.resourceList);
-      return a;
-    }),
+    assembleValidated(rt, backupName, new Date(record.startedAt ?? record.createdAt)),
     listPvbs().then(async (pvbs) => {
       await writePodVolumeBackupsSidecar(storage, backupName, pvbs);
       return pvbs;
@@ -115,6 +112,7 @@ export async function processFinalize(rt: PipelineRuntime, job: Job, _token: str
 
   const logs = await state.readLogs(backupName);
   await Promise.all([
+    writeResourceListSidecar(storage, backupName, assembled.resourceList),
     writeLogsSidecar(
       storage,
       backupName,
