@@ -90,14 +90,6 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
         backupName,
         stored.map(({ plan, manifests }) => ({ id: plan.id, plan, items: manifests })),
       );
-      for (const { plan } of stored) {
-        for (const skip of plan.skips) {
-          await state.log(backupName, { level: 'info', msg: `skipped ${skip.what}: ${skip.reason}`, blockId: plan.id, skip: true });
-        }
-        for (const warning of plan.warnings ?? []) {
-          await state.recordProblem(backupName, { level: 'warn', onceKey: `plan:${warning}`, msg: warning, blockId: plan.id });
-        }
-      }
       const res = await addBlockFlows(rt.flowProducer, {
         backupName,
         backupUid: data.backupUid,
@@ -107,6 +99,18 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
         batchSize: config.blockBatchSize,
         requestId: data.requestId,
       });
+      // The batch's skips in one write, after its flows are in (blocks need not wait for them).
+      await state.logMany(
+        backupName,
+        stored.flatMap(({ plan }) =>
+          plan.skips.map((skip) => ({ level: 'info' as const, msg: `skipped ${skip.what}: ${skip.reason}`, blockId: plan.id, skip: true })),
+        ),
+      );
+      for (const { plan } of stored) {
+        for (const warning of plan.warnings ?? []) {
+          await state.recordProblem(backupName, { level: 'warn', onceKey: `plan:${warning}`, msg: warning, blockId: plan.id });
+        }
+      }
       totals.blocks += batch.length;
       totals.batches += res.batches;
       totals.items += batch.reduce((n, b) => n + b.items.length, 0);

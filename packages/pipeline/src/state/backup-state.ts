@@ -391,6 +391,18 @@ export class BackupState {
     await this.redis.multi().rpush(key, JSON.stringify(full)).ltrim(key, -this.maxLogLines, -1).exec();
   }
 
+  /** Appends several log lines in one round trip (the plan's skips, a batch at a time). */
+  async logMany(name: string, lines: ReadonlyArray<Omit<LogLine, 'at'> & { at?: number }>): Promise<void> {
+    if (lines.length === 0) return;
+    const key = this.key(name, 'logs');
+    const at = this.now();
+    await this.redis
+      .multi()
+      .rpush(key, ...lines.map((line) => JSON.stringify({ at, ...line })))
+      .ltrim(key, -this.maxLogLines, -1)
+      .exec();
+  }
+
   async readLogs(name: string, start = 0, stop = -1): Promise<LogLine[]> {
     const rows = await this.redis.lrange(this.key(name, 'logs'), start, stop);
     return rows.map((r) => JSON.parse(r) as LogLine);
