@@ -57,11 +57,30 @@ export function fnv1a64Hex(text: string): string {
     w1 = t1 & 0xffff;
     w2 = t2 & 0xffff;
   }
-  return hex4(w3) + hex4(w2) + hex4(w1) + hex4(w0);
+  // one string from 16 char codes: formatting word by word made 8 short-lived strings per hash
+  return String.fromCharCode(
+    hexDigit(w3 >> 12),
+    hexDigit((w3 >> 8) & 15),
+    hexDigit((w3 >> 4) & 15),
+    hexDigit(w3 & 15),
+    hexDigit(w2 >> 12),
+    hexDigit((w2 >> 8) & 15),
+    hexDigit((w2 >> 4) & 15),
+    hexDigit(w2 & 15),
+    hexDigit(w1 >> 12),
+    hexDigit((w1 >> 8) & 15),
+    hexDigit((w1 >> 4) & 15),
+    hexDigit(w1 & 15),
+    hexDigit(w0 >> 12),
+    hexDigit((w0 >> 8) & 15),
+    hexDigit((w0 >> 4) & 15),
+    hexDigit(w0 & 15),
+  );
 }
 
-function hex4(word: number): string {
-  return (word | 0x10000).toString(16).slice(1);
+/** Char code of one lowercase hex digit. */
+function hexDigit(nibble: number): number {
+  return nibble < 10 ? 48 + nibble : 87 + nibble;
 }
 
 /** Hash of several parts; a NUL separator keeps `('ab','c')` and `('a','bc')` apart. */
