@@ -442,63 +442,81 @@ export function groupItemBlocks<T extends ClusterItem>(
   // blocks) fall back to the member key, so the order never depends on the input order.
   const sortKey = new Float64Array(count);
   const firstHash: string[] = [];
-  const usedIds = new Set<string>();
-  const idFor = (firstKey: string, hash: string): string => {
-    let id = `blk-${hash}`;
-    // a 64-bit collision is astronomically unlikely; resolve it deterministically anyway
-    for (let attempt = 1; usedIds.has(id); attempt++) id = `blk-${hashParts('block', firstKey, String(attempt))}`;
-    usedIds.add(id);
-    return id;
-  };
-  for (const root of roots) {
+  const idPrefixes = new Float64Array(roots.length);
+  for (let r = 0; r < roots.length; r++) {
+    const root = roots[r] as number;
     const first = flat[componentStart[root] as number] as number;
     const hash = hashParts('block', keys[first] as string);
     firstHash[root] = hash;
-    sortKey[root] = (ranks[first] === RANK_POD ? 0 : 1) * 2 ** 48 + Number.parseInt(hash.slice(0, 12), 16);
+    // the first 12 hex digits read in place: no slice and parseInt per block
+    let prefix = 0;
+    for (let c = 0; c < 12; c++) {
+      const code = hash.charCodeAt(c);
+      prefix = prefix * 16 + (code <= 57 ? code - 48 : code - 87);
+    }
+    idPrefixes[r] = prefix;
+    sortKey[root] = (ranks[first] === RANK_POD ? 0 : 1) * 2 ** 48 + prefix;
   }
   roots.sort((a, b) => {
     const difference = (sortKey[a] as number) - (sortKey[b] as number);
     if (difference !== 0) return difference;
     return byRank(flat[componentStart[a] as number] as number, flat[componentStart[b] as number] as number);
   });
+  // Every block id is the hash of one component's first key (a batch's first key is its first
+  // component's), so ids can only repeat if two components' hashes do. Unless two share 48 bits
+  // (checked with a native sort), no set of issued ids is needed.
+  idPrefixes.sort();
+  let prefixesRepeat = false;
+  for (let r = 1; r < idPrefixes.length && !prefixesRepeat; r++) prefixesRepeat = idPrefixes[r] === idPrefixes[r - 1];
+  const usedIds = prefixesRepeat ? new Set<string>() : null;
+  const idFor = (firstKey: string, hash: string): string => {
+    let id = `blk-${hash}`;
+    if (usedIds === null) return id;
+    // a 64-bit collision is astronomically unlikely; resolve it deterministically anyway
+    for (let attempt = 1; usedIds.has(id); attempt++) id = `blk-${hashParts('block', firstKey, String(attempt))}`;
+    usedIds.add(id);
+    return id;
+  };
 
   // 4. Blocks: components with pods alone; pod-free ones batched when asked.
   const blocks: ItemBlock<T>[] = [];
-  const emit = (members: number[], componentHash: string | undefined): void => {
-    if (members.length > 1 && batchSize > 1) members.sort(byRank);
-    const firstKey = keys[members[0] as number] as string;
-    const id = idFor(firstKey, componentHash ?? hashParts('block', firstKey));
-    const blockItems: T[] = new Array(members.length);
-    const blockKeys: string[] = new Array(members.length);
+  /** One block of members[start..end), already in (rank, key) order. */
+  const emit = (members: ArrayLike<number>, start: number, end: number, hash: string): void => {
+    const id = idFor(keys[members[start] as number] as string, hash);
+    const blockItems: T[] = new Array(end - start);
+    const blockKeys: string[] = new Array(end - start);
     const pods: T[] = [];
-    for (let m = 0; m < members.length; m++) {
+    for (let m = start; m < end; m++) {
       const i = members[m] as number;
-      blockItems[m] = nodes[i] as T;
-      blockKeys[m] = keys[i] as string;
+      blockItems[m - start] = nodes[i] as T;
+      blockKeys[m - start] = keys[i] as string;
       if (ranks[i] === RANK_POD) pods.push(nodes[i] as T);
     }
     blocks.push({ id, items: blockItems, keys: blockKeys, pods });
+  };
+  const emitBatch = (members: number[]): void => {
+    if (members.length > 1) members.sort(byRank);
+    emit(members, 0, members.length, hashParts('block', keys[members[0] as number] as string));
   };
   let batch: number[] = [];
   let batchComponents = 0;
   for (const root of roots) {
     const start = componentStart[root] as number;
     const end = start + (componentSize[root] as number);
-    const members: number[] = [];
-    for (let m = start; m < end; m++) members.push(flat[m] as number);
-    if (batchSize === 1 || ranks[members[0] as number] === RANK_POD) {
-      emit(members, firstHash[root]);
+    // a component is emitted straight from the flat layout (no array per component)
+    if (batchSize === 1 || ranks[flat[start] as number] === RANK_POD) {
+      emit(flat, start, end, firstHash[root] as string);
       continue;
     }
-    batch.push(...members);
+    for (let m = start; m < end; m++) batch.push(flat[m] as number);
     batchComponents++;
     if (batchComponents === batchSize) {
-      emit(batch, undefined);
+      emitBatch(batch);
       batch = [];
       batchComponents = 0;
     }
   }
-  if (batch.length > 0) emit(batch, undefined);
+  if (batch.length > 0) emitBatch(batch);
 
   warnings.sort((a, b) => (a.itemKey < b.itemKey ? -1 : a.itemKey > b.itemKey ? 1 : a.message < b.message ? -1 : 1));
   return { blocks, warnings, includedCount, excludedCount: count - includedCount };
