@@ -198,7 +198,11 @@ function indexItems<T extends ClusterItem>(
     if (byKey === null && (scope.ambiguous || name.includes('/'))) return null;
     // one concatenation; equal to itemKey(item)
     const key = scope.prefix + name;
-    if (byKey === null ? scope.names.has(name) : byKey.has(key)) {
+    // add and compare sizes: one hash lookup per item instead of has + add
+    const seen = byKey ?? scope.names;
+    const seenBefore = seen.size;
+    seen.add(byKey === null ? name : key);
+    if (seen.size === seenBefore) {
       warnings.push({
         code: CORE_ERROR_CODES.CORE_GROUPING_DUPLICATE_ITEM,
         itemKey: key,
@@ -206,8 +210,6 @@ function indexItems<T extends ClusterItem>(
       });
       continue;
     }
-    if (byKey === null) scope.names.add(name);
-    else byKey.add(key);
     const i = nodes.length;
     const rank = rankOf(item);
     nodes.push(item);
