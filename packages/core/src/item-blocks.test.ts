@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { otherItem, pod, podItem, pv, pvc, pvcItem, pvItem, specOf } from '../test/builders.js';
 import { type ClusterItem, groupItemBlocks, itemKey } from './item-blocks.js';
 import { claimNamesOfPod, isPodRunning, type PersistentVolumeClaim, type Pod } from './kube-types.js';
-import { isItemIncluded, isRelatedItemIncluded } from './resource-selection.js';
+import { EXCLUDE_FROM_BACKUP_LABEL, isItemIncluded, isRelatedItemIncluded, selectsEverything } from './resource-selection.js';
 
 /** Block contents, sorted by first key so tests about membership do not depend on block order. */
 const sortedKeys = (result: ReturnType<typeof groupItemBlocks>) =>
@@ -379,6 +379,36 @@ describe('groupItemBlocks: properties', () => {
         expect(podBlocks(batched)).toEqual(podBlocks(plain));
         expect(batched.blocks.flatMap((block) => block.keys).sort()).toEqual(plain.blocks.flatMap((block) => block.keys).sort());
       }),
+    );
+  });
+
+  // Without filters, grouping decides by the exclude label alone and skips the selection
+  // functions; a filter that matches nothing (excluding a resource no item is) takes the
+  // full path and must give the same blocks, ids, order and warnings.
+  it('a spec without filters groups exactly like one with a filter that matches nothing', () => {
+    fc.assert(
+      fc.property(
+        clusterArbitrary,
+        fc.array(fc.boolean(), { maxLength: 40 }),
+        fc.constantFrom(null, true),
+        fc.integer({ min: 1, max: 3 }),
+        ({ items }, excludeLabels, includeClusterResources, batchSize) => {
+          const labelled = items.map((item, index) =>
+            excludeLabels[index]
+              ? {
+                  ...item,
+                  object: { ...item.object, metadata: { ...item.object.metadata, labels: { [EXCLUDE_FROM_BACKUP_LABEL]: 'true' } } },
+                }
+              : item,
+          );
+          const unfiltered = specOf({ includeClusterResources });
+          const noOpFilter = specOf({ includeClusterResources, excludedResources: ['widgets.example.com'] });
+          expect(selectsEverything(unfiltered)).toBe(true);
+          expect(selectsEverything(noOpFilter)).toBe(false);
+          const options = { unrelatedBatchSize: batchSize };
+          expect(groupItemBlocks(labelled, unfiltered, options)).toEqual(groupItemBlocks(labelled, noOpFilter, options));
+        },
+      ),
     );
   });
 });

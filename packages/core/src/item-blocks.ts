@@ -16,7 +16,15 @@ import type { BackupSpec } from './backup-spec.schema.js';
 import { CORE_ERROR_CODES } from './errors.js';
 import { hashParts } from './hash.js';
 import { claimNameOfVolume, isPodRunning, type KubeObject, type PersistentVolumeClaim, type Pod } from './kube-types.js';
-import { groupResourceOf, isItemIncluded, isRelatedItemIncluded, type SelectableItem, type SelectionSpec } from './resource-selection.js';
+import {
+  EXCLUDE_FROM_BACKUP_LABEL,
+  groupResourceOf,
+  isItemIncluded,
+  isRelatedItemIncluded,
+  type SelectableItem,
+  type SelectionSpec,
+  selectsEverything,
+} from './resource-selection.js';
 
 /** One object listed from the cluster, with the resource it was listed as. */
 export interface ClusterItem {
@@ -171,6 +179,7 @@ function indexItems<T extends ClusterItem>(
   const claimOwners: number[] = [];
   const running = new Uint8Array(total);
   const probe: SelectableItem = { group: '', resource: '', namespaced: true, namespace: null, name: '' };
+  const everything = selectsEverything(spec);
 
   for (const item of items) {
     const meta = item.object.metadata;
@@ -217,20 +226,30 @@ function indexItems<T extends ClusterItem>(
     namespaces.push(namespace);
     ranks[i] = rank;
 
-    // the probe is reused: the selection functions only read it
-    probe.group = item.group;
-    probe.resource = item.resource;
-    probe.namespaced = item.namespaced;
-    probe.namespace = item.namespaced ? namespace : null;
-    probe.name = name;
-    probe.labels = meta.labels;
     if (meta.deletionTimestamp) {
       state[i] = 3;
-    } else if (isItemIncluded(probe, spec)) {
-      state[i] = 1;
-      queue.push(i);
+    } else if (everything) {
+      // no filters: only the exclude label decides, without filling the probe
+      if (meta.labels?.[EXCLUDE_FROM_BACKUP_LABEL] === 'true') {
+        state[i] = 2;
+      } else {
+        state[i] = 1;
+        queue.push(i);
+      }
     } else {
-      state[i] = isRelatedItemIncluded(probe, spec) ? 0 : 2;
+      // the probe is reused: the selection functions only read it
+      probe.group = item.group;
+      probe.resource = item.resource;
+      probe.namespaced = item.namespaced;
+      probe.namespace = item.namespaced ? namespace : null;
+      probe.name = name;
+      probe.labels = meta.labels;
+      if (isItemIncluded(probe, spec)) {
+        state[i] = 1;
+        queue.push(i);
+      } else {
+        state[i] = isRelatedItemIncluded(probe, spec) ? 0 : 2;
+      }
     }
 
     if (rank === RANK_PVC) {

@@ -1,6 +1,15 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { specOf } from '../test/builders.js';
-import { explainItemExclusion, explainRelatedItemExclusion, isItemIncluded, type SelectableItem } from './resource-selection.js';
+import {
+  EXCLUDE_FROM_BACKUP_LABEL,
+  explainItemExclusion,
+  explainRelatedItemExclusion,
+  isItemIncluded,
+  isRelatedItemIncluded,
+  type SelectableItem,
+  selectsEverything,
+} from './resource-selection.js';
 
 const podIn = (namespace: string, labels?: Record<string, string>): SelectableItem => ({
   group: '',
@@ -100,5 +109,57 @@ describe('cluster-scoped items', () => {
     expect(explainRelatedItemExclusion({ group: '', resource: 'secrets', namespaced: true, namespace: 'a', name: 's' }, spec)).toBe(
       'resource-excluded',
     );
+  });
+});
+
+describe('selectsEverything', () => {
+  const items = fc.record({
+    group: fc.constantFrom('', 'apps', 'storage.k8s.io'),
+    resource: fc.constantFrom('pods', 'persistentvolumes', 'namespaces', 'deployments', 'configmaps'),
+    namespaced: fc.boolean(),
+    namespace: fc.constantFrom(null, '', 'prod', 'kube-system'),
+    name: fc.constantFrom('a', 'prod'),
+    labels: fc.constantFrom<Record<string, string> | undefined>(
+      undefined,
+      { app: 'x' },
+      { [EXCLUDE_FROM_BACKUP_LABEL]: 'true' },
+      { [EXCLUDE_FROM_BACKUP_LABEL]: 'false' },
+    ),
+  });
+  const specs = fc.record({
+    includedNamespaces: fc.constantFrom([], ['*'], ['prod']),
+    excludedNamespaces: fc.constantFrom([], ['kube-*']),
+    includedResources: fc.constantFrom([], ['*'], ['pods']),
+    excludedResources: fc.constantFrom([], ['configmaps']),
+    includeClusterResources: fc.constantFrom(null, true, false),
+    labelSelector: fc.constantFrom(undefined, { matchLabels: { app: 'x' } }),
+  });
+
+  // grouping skips the selection functions when this is true, so it must agree with them
+  it('when true, only the exclude label keeps an item out, listed or related', () => {
+    fc.assert(
+      fc.property(specs, items, (rawSpec, { labels, ...item }) => {
+        const spec = specOf(rawSpec);
+        const selectable: SelectableItem = { ...item, ...(labels ? { labels } : {}) };
+        if (!selectsEverything(spec)) return;
+        const expected = labels?.[EXCLUDE_FROM_BACKUP_LABEL] !== 'true';
+        expect(isItemIncluded(selectable, spec)).toBe(expected);
+        expect(isRelatedItemIncluded(selectable, spec)).toBe(expected);
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it.each<[Record<string, unknown>, boolean]>([
+    [{}, true],
+    [{ includedNamespaces: ['*'], includedResources: ['*'], includeClusterResources: true }, true],
+    [{ includeClusterResources: false }, false],
+    [{ excludedNamespaces: ['kube-*'] }, false],
+    [{ includedResources: ['pods'] }, false],
+    [{ excludedResources: ['configmaps'] }, false],
+    [{ labelSelector: { matchLabels: { app: 'x' } } }, false],
+    [{ orLabelSelectors: [{ matchLabels: { app: 'x' } }] }, false],
+  ])('%j → %s', (spec, expected) => {
+    expect(selectsEverything(specOf(spec))).toBe(expected);
   });
 });

@@ -212,6 +212,22 @@ export function explainRelatedItemExclusion(item: SelectableItem, spec: Selectio
   return null;
 }
 
+/**
+ * True when the spec has no namespace, resource or label filter and lists cluster-scoped items:
+ * then a listed item is in the backup unless it carries the exclude label, and an item with it is
+ * kept out even when related (what isItemIncluded and isRelatedItemIncluded return for any item).
+ */
+export function selectsEverything(spec: SelectionSpec): boolean {
+  return (
+    coversAllNamespaces(spec) &&
+    includesEverything(spec.includedResources) &&
+    spec.excludedResources.length === 0 &&
+    !spec.labelSelector &&
+    spec.orLabelSelectors.length === 0 &&
+    (spec.includeClusterResources === true || spec.includeClusterResources === null)
+  );
+}
+
 /** Is an item pulled in by a relation allowed into the backup? (No label selector, see above.) */
 export function isRelatedItemIncluded(item: SelectableItem, spec: SelectionSpec): boolean {
   return explainRelatedItemExclusion(item, spec) === null;
