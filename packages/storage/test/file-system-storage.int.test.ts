@@ -29,7 +29,7 @@ describe('FileSystemStorage', () => {
     expect(await allFiles(root)).toEqual(['backups/b1/items/pods/namespaces/ns/q.json']); // no temp files left
   });
 
-  it('objects above the small-object size take the asynchronous paths and read back whole', async () => {
+  it('objects above the small-object size take the asynchronous read and read back whole', async () => {
     const big = Buffer.alloc(300 * 1024, 7);
     await storage.putObject('backups/b1/big.bin', big, { durable: false });
     await storage.putObject('backups/b1/big-durable.bin', big);
