@@ -169,7 +169,7 @@ function indexItems<T extends ClusterItem>(
   const scopesByGroupResource = new Map<string, ResourceScopes>(); // `deployments.apps` from either spelling
   // PVCs: ns → name → slot; a slot is one (namespace, claim name), so a later PVC listed under the
   // same name replaces the earlier one for pods while both keep the slot's running mounters.
-  const pvcSlots = new Map<string, Map<string, number>>();
+  const slotsByNamespace = new Map<string, Map<string, number>>();
   const slotPvc: number[] = [];
   const pvcSlotOf = new Int32Array(total).fill(-1);
   const pvByName = new Map<string, number>();
@@ -207,11 +207,37 @@ function indexItems<T extends ClusterItem>(
     if (byKey === null && (scope.ambiguous || name.includes('/'))) return null;
     // one concatenation; equal to itemKey(item)
     const key = scope.prefix + name;
-    // add and compare sizes: one hash lookup per item instead of has + add
-    const seen = byKey ?? scope.names;
-    const seenBefore = seen.size;
-    seen.add(byKey === null ? name : key);
-    if (seen.size === seenBefore) {
+    const rank = rankOf(item);
+    // PVCs and PVs are looked up by name in their relation index anyway, which doubles as their
+    // duplicate check (exact while PVCs are namespaced and PVs are not; otherwise the whole-key
+    // path). Other items: add and compare sizes, one hash lookup instead of has + add.
+    let pvcSlots: Map<string, number> | undefined;
+    let pvcSlot: number | undefined;
+    let duplicate: boolean;
+    if (rank === RANK_PVC) {
+      if (byKey === null && !item.namespaced) return null;
+      pvcSlots = slotsByNamespace.get(namespace);
+      if (!pvcSlots) {
+        pvcSlots = new Map();
+        slotsByNamespace.set(namespace, pvcSlots);
+      }
+      pvcSlot = pvcSlots.get(name);
+    }
+    if (byKey !== null) {
+      const before = byKey.size;
+      byKey.add(key);
+      duplicate = byKey.size === before;
+    } else if (rank === RANK_PVC) {
+      duplicate = pvcSlot !== undefined;
+    } else if (rank === RANK_PV) {
+      if (item.namespaced) return null;
+      duplicate = pvByName.has(name);
+    } else {
+      const before = scope.names.size;
+      scope.names.add(name);
+      duplicate = scope.names.size === before;
+    }
+    if (duplicate) {
       warnings.push({
         code: CORE_ERROR_CODES.CORE_GROUPING_DUPLICATE_ITEM,
         itemKey: key,
@@ -220,7 +246,6 @@ function indexItems<T extends ClusterItem>(
       continue;
     }
     const i = nodes.length;
-    const rank = rankOf(item);
     nodes.push(item);
     keys.push(key);
     namespaces.push(namespace);
@@ -253,18 +278,12 @@ function indexItems<T extends ClusterItem>(
     }
 
     if (rank === RANK_PVC) {
-      let slots = pvcSlots.get(namespace);
-      if (!slots) {
-        slots = new Map();
-        pvcSlots.set(namespace, slots);
+      if (pvcSlot === undefined) {
+        pvcSlot = slotPvc.length;
+        pvcSlots?.set(name, pvcSlot);
       }
-      let slot = slots.get(name);
-      if (slot === undefined) {
-        slot = slotPvc.length;
-        slots.set(name, slot);
-      }
-      slotPvc[slot] = i;
-      pvcSlotOf[i] = slot;
+      slotPvc[pvcSlot] = i;
+      pvcSlotOf[i] = pvcSlot;
     } else if (rank === RANK_PV) {
       pvByName.set(name, i);
     } else if (rank === RANK_POD) {
@@ -291,7 +310,7 @@ function indexItems<T extends ClusterItem>(
   let mounters = 0;
   for (let e = 0; e < claimNames.length; e++) {
     const pod = claimOwners[e] as number;
-    const slot = pvcSlots.get(namespaces[pod] as string)?.get(claimNames[e] as string);
+    const slot = slotsByNamespace.get(namespaces[pod] as string)?.get(claimNames[e] as string);
     if (slot === undefined) continue;
     claimPvc[e] = slotPvc[slot] as number;
     if (running[pod] !== 1) continue;
