@@ -37,7 +37,7 @@ export async function runPodHooks(
   const pk = podKey(pod);
   for (const hook of hooks) {
     const onceKey = `hook:${blockId}:${pk}:${phase}:${hook.index}`;
-    await state.countOnce(backupName, onceKey, 'hooksAttempted');
+    const attempted = state.countOnce(backupName, onceKey, 'hooksAttempted');
     const base = {
       blockId,
       podNamespace: pod.namespace,
@@ -51,6 +51,7 @@ export async function runPodHooks(
       attempt: input.attempt,
     };
     if (result.failedWithFail) {
+      await attempted;
       await state.recordHookRun(backupName, {
         ...base,
         outcome: 'skipped',
@@ -59,6 +60,7 @@ export async function runPodHooks(
       continue;
     }
     if (hook.invalid !== undefined) {
+      await attempted;
       result.failed++;
       await state.recordHookRun(backupName, { ...base, outcome: 'invalid', message: hook.invalid });
       await state.countOnce(backupName, `hook-failed:${blockId}:${pk}:${phase}:${hook.index}`, 'hooksFailed');
@@ -75,9 +77,14 @@ export async function runPodHooks(
     }
     const startedAt = deps.clock.now();
     // Recorded before the exec, so a run cut off by a crash still shows in the backup's hook log.
+    // The three writes before the exec are independent: one round trip's wait, not three (the
+    // post-hook lag is a chain of such waits).
     const runId = randomUUID();
-    await state.recordHookRun(backupName, { ...base, runId, outcome: 'running', startedAt });
-    await state.appendEvent(backupName, 'hook.started', { blockId, pod: pk, container: hook.container, phase, index: hook.index });
+    await Promise.all([
+      attempted,
+      state.recordHookRun(backupName, { ...base, runId, outcome: 'running', startedAt }),
+      state.appendEvent(backupName, 'hook.started', { blockId, pod: pk, container: hook.container, phase, index: hook.index }),
+    ]);
     const res = await execInPod(deps.kube, {
       namespace: pod.namespace,
       pod: pod.name,

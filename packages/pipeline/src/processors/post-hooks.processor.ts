@@ -41,16 +41,19 @@ export async function processPostHooks(rt: PipelineRuntime, job: Job, token: str
       blockId,
     });
   }
-  const watchPrefix = `${qualifiedQueueName(prefix, QueueName.pvbWatch)}:`;
-  const failedWatches = new Map<string, string>();
-  const block = await deps.state.getBlock(backupName, blockId);
-  for (const name of block?.pvbs ?? []) {
-    const reason = failures[`${watchPrefix}${pvbWatchJobId(backupName, name)}`];
-    if (reason !== undefined) failedWatches.set(name, `pvb-watch job failed: ${reason}`);
+  // A PVB left without a watcher (its block job or its watch job failed for good) may still be
+  // copying: never run post hooks before it stops (or the bounded cancel wait ends). Wait without
+  // holding a slot, like a pvb-watch job. When no child failed, every PVB was watched to its end.
+  if (Object.keys(failures).length > 0) {
+    const watchPrefix = `${qualifiedQueueName(prefix, QueueName.pvbWatch)}:`;
+    const failedWatches = new Map<string, string>();
+    const block = await deps.state.getBlock(backupName, blockId);
+    for (const name of block?.pvbs ?? []) {
+      const reason = failures[`${watchPrefix}${pvbWatchJobId(backupName, name)}`];
+      if (reason !== undefined) failedWatches.set(name, `pvb-watch job failed: ${reason}`);
+    }
+    const recheckInMs = await settleOrphanedPvbs(deps, { backupName, blockId, blockJobFailed: blockFailed, failedWatches });
+    if (recheckInMs !== undefined) return repark(job, token, recheckInMs);
   }
-  // A PVB left without a watcher may still be copying: never run post hooks before it stops (or the
-  // bounded cancel wait ends). Wait without holding a slot, like a pvb-watch job.
-  const recheckInMs = await settleOrphanedPvbs(deps, { backupName, blockId, blockJobFailed: blockFailed, failedWatches });
-  if (recheckInMs !== undefined) return repark(job, token, recheckInMs);
   return finishBlock(deps, { backupName, blockId, plan, blockJobFailed: blockFailed, attempt: job.attemptsMade + 1 });
 }

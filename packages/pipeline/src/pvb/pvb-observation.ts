@@ -47,7 +47,6 @@ export async function recordPvbObservation(
   };
   const changedPhase = previous?.phase !== phase;
   const changedBytes = previous?.bytesDone !== status.progress?.bytesDone;
-  if (changedPhase || changedBytes || previous?.message !== status.message) await deps.state.updatePvb(backupName, name, patch);
   const where = {
     pvb: name,
     blockId: previous?.blockId,
@@ -55,20 +54,29 @@ export async function recordPvbObservation(
     pod: `${pvb.spec.pod.namespace}/${pvb.spec.pod.name}`,
     volume: pvb.spec.volume,
   };
+  // The record, the event and the once-counter are independent writes: sent together, they cost
+  // one round trip's wait on the way from a finished PVB to its post hooks, not three.
+  const writes: Promise<unknown>[] = [];
+  if (changedPhase || changedBytes || previous?.message !== status.message) writes.push(deps.state.updatePvb(backupName, name, patch));
   if (changedPhase) {
-    await deps.state.appendEvent(backupName, 'pvb.phase', { ...where, from: previous?.phase ?? null, to: phase });
+    writes.push(deps.state.appendEvent(backupName, 'pvb.phase', { ...where, from: previous?.phase ?? null, to: phase }));
   } else if (changedBytes) {
-    await deps.state.appendEvent(backupName, 'pvb.progress', {
-      pvb: name,
-      bytesDone: status.progress?.bytesDone ?? 0,
-      totalBytes: status.progress?.totalBytes ?? 0,
-    });
+    writes.push(
+      deps.state.appendEvent(backupName, 'pvb.progress', {
+        pvb: name,
+        bytesDone: status.progress?.bytesDone ?? 0,
+        totalBytes: status.progress?.totalBytes ?? 0,
+      }),
+    );
   }
-  if (terminal) await countTerminal(deps, backupName, name, phase, status.message, where);
+  const counted = terminal ? deps.state.countOnce(backupName, `pvb:${name}`, `pvbs${phase}`) : Promise.resolve(false);
+  const [firstTerminal] = await Promise.all([counted, ...writes]);
+  if (firstTerminal) await reportTerminal(deps, backupName, name, phase, status.message, where);
   return { phase, terminal, bytesDone: status.progress?.bytesDone, message: status.message };
 }
 
-async function countTerminal(
+/** The first terminal observation of a PVB (counted just now): an error for Failed/Canceled, else an info line. */
+async function reportTerminal(
   deps: Pick<PipelineDeps, 'state'>,
   backupName: string,
   name: string,
@@ -76,8 +84,6 @@ async function countTerminal(
   message: string | undefined,
   where: Record<string, unknown>,
 ): Promise<void> {
-  const counted = await deps.state.countOnce(backupName, `pvb:${name}`, `pvbs${phase}`);
-  if (!counted) return;
   const namespace = (where.pod as string).split('/')[0];
   if (phase === 'Failed') {
     await deps.state.recordProblem(backupName, {
