@@ -2,7 +2,8 @@ import type { PipelineDeps } from '../deps.js';
 import { PipelineError, PipelineErrorCode } from '../errors.js';
 import { runPodHooks } from '../hooks/hook-runner.js';
 import { type BlockPlan, podKey } from '../plan/block-plan.js';
-import { isPvbSettled, recordPvbGaveUp, recordPvbMissing, recordPvbObservation } from '../pvb/pvb-observation.js';
+import { isPvbSettled } from '../pvb/pvb-observation.js';
+import { stepPvbWait, type WatchProgress } from '../pvb/pvb-wait-step.js';
 
 export interface FinishBlockInput {
   backupName: string;
@@ -18,62 +19,45 @@ export interface OrphanedPvbsInput {
   blockId: string;
   /** The item-block job failed for good (its reason): PVBs it registered may have no watcher. */
   blockJobFailed?: string | undefined;
-  /** PVBs whose pvb-watch job failed for good (by PVB name → reason). */
-  failedWatches?: ReadonlyMap<string, string>;
+  /** The reason a PVB's pvb-watch job failed for good, or undefined. */
+  failedWatchOf: (pvbName: string) => string | undefined;
+  /** Poll state of each orphan from the previous look (kept in the post-hooks job's data). */
+  progress: Readonly<Record<string, WatchProgress>>;
 }
+
+export type OrphanedPvbs = { settled: true } | { settled: false; recheckInMs: number; progress: Record<string, WatchProgress> };
 
 /**
  * PVBs nobody watches any more — the item-block job died for good between creating a PVB and
- * watching it, or the PVB's watch job failed for good — are settled here, from the API server,
- * before any post hook may run: a missing PVB is recorded Failed, a terminal one as it ended, and
- * a running one is asked to cancel once and then waited for, at most `pvbCancelWaitMs` from the
- * ask (as at the fs-backup deadline), after which it is recorded as given up. Returns how long to
- * wait before looking again, or undefined when every PVB of the block is settled. The ask time
- * lives in the PVB's state record, so a retried or re-parked job keeps the same bound.
+ * watching it, or the PVB's watch job failed for good — are settled here before any post hook may
+ * run, by the pvb-watch job's own step (stepPvbWait) wound down as at the deadline: a missing PVB
+ * is recorded Failed, a terminal one as it ended, and a running one is asked to cancel once and
+ * waited for at most `pvbCancelWaitMs`, then recorded as given up. Until then the caller re-parks
+ * after `recheckInMs`, keeping `progress` for the next look.
  */
-export async function settleOrphanedPvbs(deps: PipelineDeps, input: OrphanedPvbsInput): Promise<number | undefined> {
-  const { state, config } = deps;
+export async function settleOrphanedPvbs(deps: PipelineDeps, input: OrphanedPvbsInput): Promise<OrphanedPvbs> {
   const { backupName, blockId } = input;
-  const block = await state.getBlock(backupName, blockId);
+  const [record, block] = await Promise.all([deps.state.getBackup(backupName), deps.state.getBlock(backupName, blockId)]);
   const pvbNames = block?.pvbs ?? [];
-  const records = await state.getPvbs(backupName, pvbNames);
+  const records = await deps.state.getPvbs(backupName, pvbNames);
+  const progress: Record<string, WatchProgress> = {};
   let recheckInMs: number | undefined;
   for (const [i, name] of pvbNames.entries()) {
     if (isPvbSettled(records[i])) continue;
-    const why =
-      input.failedWatches?.get(name) ?? (input.blockJobFailed !== undefined ? `item-block job failed: ${input.blockJobFailed}` : undefined);
+    const watchFailed = input.failedWatchOf(name);
+    const why = watchFailed ?? (input.blockJobFailed !== undefined ? `item-block job failed: ${input.blockJobFailed}` : undefined);
     if (why === undefined) continue;
-    const previous = records[i];
-    const pvb = await deps.pvbs.getPvb(name);
-    if (!pvb) {
-      await recordPvbMissing(deps, backupName, name, previous, `never created or deleted (${why})`);
-      continue;
-    }
-    const seen = await recordPvbObservation(deps, backupName, pvb, previous);
-    if (seen.terminal) continue;
-    const now = deps.clock.now();
-    const askedAt = typeof previous?.cancelAskedAt === 'number' ? previous.cancelAskedAt : undefined;
-    if (askedAt === undefined) {
-      if (pvb.spec.cancel !== true) await deps.pvbs.requestCancel(name);
-      await state.updatePvb(backupName, name, { cancelRequested: true, cancelAskedAt: now });
-      await state.log(backupName, {
-        level: 'warn',
-        msg: `PVB ${name} (phase ${seen.phase}) has no watcher any more (${why}); asked it to cancel, post hooks wait up to ${config.pvbCancelWaitMs} ms for it to stop`,
-        pvb: name,
-        blockId,
-      });
-    } else if (now - askedAt >= config.pvbCancelWaitMs) {
-      await recordPvbGaveUp(deps, backupName, name, previous, 'orphaned', now - askedAt);
-      continue;
-    }
-    // Look again soon at first, then less often (the longer it has run on, the less likely it stops
-    // in the next moment), and exactly when the bounded wait ends.
-    const elapsed = now - (askedAt ?? now);
-    const remaining = config.pvbCancelWaitMs - elapsed;
-    const delay = Math.max(1, Math.min(remaining, Math.max(config.pvbPollBaseMs, Math.min(config.pvbPollMaxMs, elapsed))));
-    recheckInMs = Math.min(recheckInMs ?? delay, delay);
+    const step = await stepPvbWait(
+      deps,
+      undefined,
+      { backupName, pvbName: name, deadlineAt: record?.fsDeadlineAt ?? Number.MAX_SAFE_INTEGER, orphanedBecause: why },
+      input.progress[name] ?? { polls: 0, lastGetAt: 0 },
+    );
+    if (step.kind === 'done') continue;
+    progress[name] = step.progress;
+    recheckInMs = Math.min(recheckInMs ?? step.delayMs, step.delayMs);
   }
-  return recheckInMs;
+  return recheckInMs === undefined ? { settled: true } : { settled: false, recheckInMs, progress };
 }
 
 export interface FinishBlockResult {

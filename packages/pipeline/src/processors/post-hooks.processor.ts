@@ -1,11 +1,16 @@
 import { blockJobId, pvbWatchJobId } from '@stowage/core';
 import { parsePostHooksJobData, QueueName, qualifiedQueueName, repark } from '@stowage/queue';
 import type { Job } from 'bullmq';
+import { z } from 'zod';
 import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
 import type { BlockPlan } from '../plan/block-plan.js';
+import { watchProgressSchema } from '../pvb/pvb-wait-step.js';
 import type { PipelineRuntime } from '../runtime.js';
 import { finishBlock, settleOrphanedPvbs } from './block-post-hooks.js';
 import type { ItemBlockResult } from './item-block.processor.js';
+
+/** Poll state of orphaned PVBs between re-parks (in the post-hooks job's data under `orphans`). */
+const orphanProgressSchema = z.record(z.string(), watchProgressSchema);
 
 export type PostHooksResult = { skipped: 'inline' | 'canceled' } | { state: string; postHookPods: number; hooksFailed: number };
 
@@ -46,14 +51,20 @@ export async function processPostHooks(rt: PipelineRuntime, job: Job, token: str
   // holding a slot, like a pvb-watch job. When no child failed, every PVB was watched to its end.
   if (Object.keys(failures).length > 0) {
     const watchPrefix = `${qualifiedQueueName(prefix, QueueName.pvbWatch)}:`;
-    const failedWatches = new Map<string, string>();
-    const block = await deps.state.getBlock(backupName, blockId);
-    for (const name of block?.pvbs ?? []) {
-      const reason = failures[`${watchPrefix}${pvbWatchJobId(backupName, name)}`];
-      if (reason !== undefined) failedWatches.set(name, `pvb-watch job failed: ${reason}`);
+    const orphans = await settleOrphanedPvbs(deps, {
+      backupName,
+      blockId,
+      blockJobFailed: blockFailed,
+      failedWatchOf: (name) => {
+        const reason = failures[`${watchPrefix}${pvbWatchJobId(backupName, name)}`];
+        return reason === undefined ? undefined : `pvb-watch job failed: ${reason}`;
+      },
+      progress: orphanProgressSchema.parse((job.data as { orphans?: unknown }).orphans ?? {}),
+    });
+    if (!orphans.settled) {
+      await job.updateData({ ...(job.data as object), orphans: orphans.progress });
+      return repark(job, token, orphans.recheckInMs);
     }
-    const recheckInMs = await settleOrphanedPvbs(deps, { backupName, blockId, blockJobFailed: blockFailed, failedWatches });
-    if (recheckInMs !== undefined) return repark(job, token, recheckInMs);
   }
   return finishBlock(deps, { backupName, blockId, plan, blockJobFailed: blockFailed, attempt: job.attemptsMade + 1 });
 }

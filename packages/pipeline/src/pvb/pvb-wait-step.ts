@@ -10,7 +10,7 @@ export const watchProgressSchema = z.object({
   polls: z.number().int().nonnegative().default(0),
   lastGetAt: z.number().default(0),
   cancelAskedAt: z.number().optional(),
-  cancelReason: z.enum(['deadline', 'canceled']).optional(),
+  cancelReason: z.enum(['deadline', 'canceled', 'orphaned']).optional(),
 });
 export type WatchProgress = z.infer<typeof watchProgressSchema>;
 
@@ -19,6 +19,11 @@ export interface PvbWaitInput {
   pvbName: string;
   /** The backup's fs-backup deadline (epoch ms). */
   deadlineAt: number;
+  /**
+   * Why nobody watches this PVB any more (its item-block or pvb-watch job failed for good): it is
+   * wound down at once, like at the deadline — asked to cancel, waited for at most `pvbCancelWaitMs`.
+   */
+  orphanedBecause?: string | undefined;
 }
 
 export type PvbWaitStep = { kind: 'done'; result: PvbWatchResult } | { kind: 'wait'; delayMs: number; progress: WatchProgress };
@@ -27,8 +32,9 @@ export type PvbWaitStep = { kind: 'done'; result: PvbWatchResult } | { kind: 'wa
  * One look at a PVB: read it (the informer cache when healthy, a real GET at least every
  * `pvbRealReadEveryMs` and always before giving up), record what changed, and decide: done
  * (terminal, missing, or given up after cancel) or wait `delayMs` more (capped backoff). At the
- * deadline or on a backup cancel it asks the PVB to cancel once, then waits at most
- * `pvbCancelWaitMs` for it to stop. Shared by the pvb-watch job and inline mode.
+ * deadline, on a backup cancel, or for an orphan (`orphanedBecause`) it asks the PVB to cancel
+ * once, then waits at most `pvbCancelWaitMs` for it to stop. Shared by the pvb-watch job, the
+ * post-hooks job (orphans) and inline mode.
  */
 export async function stepPvbWait(
   deps: Pick<PipelineDeps, 'state' | 'pvbs' | 'clock' | 'config' | 'logger'>,
@@ -53,23 +59,34 @@ export async function stepPvbWait(
     progress.lastGetAt = now;
   }
   if (!pvb) {
-    await recordPvbMissing(deps, input.backupName, input.pvbName, previous, 'the PodVolumeBackup object does not exist (deleted?)');
+    const why = input.orphanedBecause
+      ? `never created or deleted (${input.orphanedBecause})`
+      : 'the PodVolumeBackup object does not exist (deleted?)';
+    await recordPvbMissing(deps, input.backupName, input.pvbName, previous, why);
     return { kind: 'done', result: { pvb: input.pvbName, phase: 'Failed', missing: true } };
   }
   const seen = await recordPvbObservation(deps, input.backupName, pvb, previous);
   if (seen.terminal) return { kind: 'done', result: { pvb: input.pvbName, phase: seen.phase } };
 
   const windDown: WatchProgress['cancelReason'] =
-    record.cancelRequestedAt !== undefined ? 'canceled' : now >= input.deadlineAt ? 'deadline' : undefined;
+    record.cancelRequestedAt !== undefined
+      ? 'canceled'
+      : now >= input.deadlineAt
+        ? 'deadline'
+        : input.orphanedBecause !== undefined
+          ? 'orphaned'
+          : undefined;
   if (windDown && progress.cancelAskedAt === undefined) {
     if (pvb.spec.cancel !== true) await deps.pvbs.requestCancel(input.pvbName);
     progress.cancelAskedAt = now;
     progress.cancelReason = windDown;
-    await state.updatePvb(input.backupName, input.pvbName, { cancelRequested: true });
+    await state.updatePvb(input.backupName, input.pvbName, { cancelRequested: true, cancelAskedAt: now });
     const msg =
       windDown === 'deadline'
         ? `fs-backup deadline passed with PVB ${input.pvbName} in phase ${seen.phase}; asked it to cancel`
-        : `backup canceled; asked PVB ${input.pvbName} (phase ${seen.phase}) to cancel`;
+        : windDown === 'orphaned'
+          ? `PVB ${input.pvbName} (phase ${seen.phase}) has no watcher any more (${input.orphanedBecause}); asked it to cancel, post hooks wait up to ${config.pvbCancelWaitMs} ms for it to stop`
+          : `backup canceled; asked PVB ${input.pvbName} (phase ${seen.phase}) to cancel`;
     if (windDown === 'deadline') {
       await state.recordProblem(input.backupName, {
         level: 'error',
@@ -80,7 +97,8 @@ export async function stepPvbWait(
         namespace: previous?.podNamespace,
       });
     } else {
-      await state.log(input.backupName, { level: 'info', msg, pvb: input.pvbName, blockId: previous?.blockId });
+      const level = windDown === 'orphaned' ? 'warn' : 'info';
+      await state.log(input.backupName, { level, msg, pvb: input.pvbName, blockId: previous?.blockId });
     }
   } else if (progress.cancelAskedAt !== undefined && cancelWaitOver) {
     await recordPvbGaveUp(
