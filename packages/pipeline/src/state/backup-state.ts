@@ -458,12 +458,7 @@ export class BackupState {
 
   /** Sets fields of a block's live state (a hash, so concurrent writers of other fields never clash). */
   async updateBlock(name: string, blockId: string, patch: Partial<BlockStateRecord>): Promise<void> {
-    const fields: string[] = ['id', JSON.stringify(blockId)];
-    for (const [k, v] of Object.entries(patch)) {
-      if (v === undefined) continue;
-      fields.push(k, JSON.stringify(v));
-    }
-    await this.redis.hset(this.key(name, `b:${blockId}`), ...fields);
+    await this.redis.hset(this.key(name, `b:${blockId}`), ...encodeJsonHash({ id: blockId, ...patch }));
   }
 
   /**
@@ -471,14 +466,7 @@ export class BackupState {
    * atomic: the event is written exactly when its key counted). Returns how many keys counted now.
    */
   async blockStep(name: string, blockId: string, step: BlockStep): Promise<number> {
-    const set: string[] = [];
-    if (step.set) {
-      set.push('id', JSON.stringify(blockId));
-      for (const [k, v] of Object.entries(step.set)) {
-        if (v === undefined) continue;
-        set.push(k, JSON.stringify(v));
-      }
-    }
+    const set = step.set ? encodeJsonHash({ id: blockId, ...step.set }) : [];
     const once = (step.once ?? []).map((e) => [e.onceKey, e.field, e.by ?? 1]);
     const event = step.event
       ? { type: step.event.type, at: this.now(), data: JSON.stringify(step.event.data), ifCounted: (step.event.ifCounted ?? -1) + 1 }
@@ -538,11 +526,7 @@ export class BackupState {
 
   /** Records or updates a PVB's state. The first write registers it in the backup's PVB set. */
   async updatePvb(name: string, pvbName: string, patch: Partial<PvbStateRecord>): Promise<void> {
-    const fields: string[] = ['name', JSON.stringify(pvbName)];
-    for (const [k, v] of Object.entries(patch)) {
-      if (v === undefined) continue;
-      fields.push(k, JSON.stringify(v));
-    }
+    const fields = encodeJsonHash({ name: pvbName, ...patch });
     await this.redis
       .multi()
       .hset(this.key(name, `pvb:${pvbName}`), ...fields)
@@ -555,11 +539,7 @@ export class BackupState {
    * A PVB known already keeps its state, so a re-run block cannot reset a finished PVB.
    */
   async registerPvb(name: string, pvbName: string, record: Omit<PvbStateRecord, 'name'>): Promise<{ registered: boolean }> {
-    const fields: string[] = ['name', JSON.stringify(pvbName)];
-    for (const [k, v] of Object.entries(record)) {
-      if (v === undefined) continue;
-      fields.push(k, JSON.stringify(v));
-    }
+    const fields = encodeJsonHash({ name: pvbName, ...record });
     const res = await this.cmd().stowageRegisterPvb(this.key(name, `pvb:${pvbName}`), this.key(name, 'pvbset'), pvbName, ...fields);
     return { registered: res === 1 };
   }
@@ -577,18 +557,9 @@ export class BackupState {
   ): Promise<Map<string, PvbStateRecord | undefined>> {
     const entries: string[][] = [];
     for (const { pvbName, record } of pvbs) {
-      const fields: string[] = [pvbName, 'name', JSON.stringify(pvbName)];
-      for (const [k, v] of Object.entries(record)) {
-        if (v === undefined) continue;
-        fields.push(k, JSON.stringify(v));
-      }
-      entries.push(fields);
+      entries.push([pvbName, ...encodeJsonHash({ name: pvbName, ...record })]);
     }
-    const blockFields: string[] = ['id', JSON.stringify(blockId)];
-    for (const [k, v] of Object.entries(blockPatch)) {
-      if (v === undefined) continue;
-      blockFields.push(k, JSON.stringify(v));
-    }
+    const blockFields = encodeJsonHash({ id: blockId, ...blockPatch });
     const payload = JSON.stringify({ ...(entries.length > 0 ? { pvbs: entries } : {}), block: blockFields });
     const rows = await this.cmd().stowageRegisterPvbs(
       2 + pvbs.length,
@@ -694,6 +665,13 @@ function flatToObject(flat: readonly string[]): Record<string, string> {
   const out: Record<string, string> = {};
   for (let i = 0; i + 1 < flat.length; i += 2) out[flat[i] as string] = flat[i + 1] as string;
   return out;
+}
+
+/** Hash fields `[k1, json1, k2, json2, …]` of a record's defined values (decodeJsonHash reads them back). */
+function encodeJsonHash(record: Readonly<Record<string, unknown>>): string[] {
+  const fields: string[] = [];
+  for (const [k, v] of Object.entries(record)) if (v !== undefined) fields.push(k, JSON.stringify(v));
+  return fields;
 }
 
 function decodeJsonHash<T>(raw: Record<string, string>): T {
