@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { paxRecord, tarEntryBlocks } from './tar-writer.js';
+import { paxRecord, TAR_CHUNK_BYTES, TAR_END_OF_ARCHIVE, tarEntryBlocks, writeTar } from './tar-writer.js';
 
 describe('tar writer', () => {
   it('pax records count their own length, also across a digit boundary', () => {
@@ -28,5 +28,17 @@ describe('tar writer', () => {
     expect(blocks[1]?.toString('utf8')).toContain(`path=${long}\n`);
     const unicode = tarEntryBlocks({ path: 'resources/configmaps/namespaces/ns/é.json', data: Buffer.from('{}') }, { mtime: new Date(0) });
     expect(unicode[0]?.[156]).toBe('x'.charCodeAt(0));
+  });
+
+  it('streams the archive in large chunks with the same bytes as its entries one by one', async () => {
+    const opts = { mtime: new Date(0) };
+    const entries = Array.from({ length: 3_000 }, (_, i) => ({ path: `resources/pods/namespaces/ns/app-${i}.json`, data: Buffer.from(`{"i":${i}}`) }));
+    const chunks: Buffer[] = [];
+    for await (const chunk of writeTar(entries, opts)) chunks.push(chunk);
+    const expected = Buffer.concat([...entries.flatMap((e) => tarEntryBlocks(e, opts)), TAR_END_OF_ARCHIVE]);
+    expect(Buffer.concat(chunks).equals(expected)).toBe(true);
+    // ~1.5 MiB of blocks: a handful of writes for the gzip stream, not 9,000.
+    expect(chunks.length).toBeLessThanOrEqual(Math.ceil(expected.length / TAR_CHUNK_BYTES) + 1);
+    expect(chunks.slice(0, -1).every((c) => c.length >= TAR_CHUNK_BYTES)).toBe(true);
   });
 });

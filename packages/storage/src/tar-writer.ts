@@ -97,10 +97,29 @@ export function tarEntryBlocks(entry: TarEntry, opts: TarOptions): Buffer[] {
   return blocks;
 }
 
-/** Streams a whole archive: every entry in the given order, then the end-of-archive blocks. */
+/** Bytes writeTar gathers before it yields: one consumer write (a gzip call on the thread pool) per chunk, not per block. */
+export const TAR_CHUNK_BYTES = 256 * 1024;
+
+/**
+ * Streams a whole archive: every entry in the given order, then the end-of-archive blocks, in
+ * chunks of about TAR_CHUNK_BYTES. Yielding each 512-byte header and small item on its own cost
+ * a zlib round trip on the thread pool per block: ~1.9 s of finalize for 3,000 items.
+ */
 export async function* writeTar(entries: AsyncIterable<TarEntry> | Iterable<TarEntry>, opts: TarOptions): AsyncGenerator<Buffer> {
+  let pending: Buffer[] = [];
+  let pendingBytes = 0;
   for await (const entry of entries) {
-    for (const block of tarEntryBlocks(entry, opts)) if (block.length > 0) yield block;
+    for (const block of tarEntryBlocks(entry, opts)) {
+      if (block.length === 0) continue;
+      pending.push(block);
+      pendingBytes += block.length;
+    }
+    if (pendingBytes >= TAR_CHUNK_BYTES) {
+      yield Buffer.concat(pending, pendingBytes);
+      pending = [];
+      pendingBytes = 0;
+    }
   }
-  yield TAR_END_OF_ARCHIVE;
+  pending.push(TAR_END_OF_ARCHIVE);
+  yield Buffer.concat(pending, pendingBytes + TAR_END_OF_ARCHIVE.length);
 }
