@@ -96,6 +96,8 @@ export interface RequestCounts {
   watches: { opened: number; active: number; byResource: Record<string, number> };
   /** Answers replaced by injected faults, by status. */
   faulted: Record<string, number>;
+  /** TCP connections accepted (a client that reuses connections opens few; one per request otherwise). */
+  connections: number;
 }
 
 export class RequestStats {
@@ -103,7 +105,7 @@ export class RequestStats {
   private activeWatches = 0;
 
   private static empty(): RequestCounts {
-    return { total: 0, byVerb: {}, byResource: {}, watches: { opened: 0, active: 0, byResource: {} }, faulted: {} };
+    return { total: 0, byVerb: {}, byResource: {}, watches: { opened: 0, active: 0, byResource: {} }, faulted: {}, connections: 0 };
   }
 
   count(verb: string, resource: string): void {
@@ -124,6 +126,10 @@ export class RequestStats {
       closed = true;
       this.activeWatches -= 1;
     };
+  }
+
+  connectionOpened(): void {
+    this.counts.connections += 1;
   }
 
   faulted(status: number): void {

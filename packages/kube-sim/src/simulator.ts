@@ -193,6 +193,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
       res.end();
     });
   });
+  server.on('connection', () => stats.connectionOpened());
   server.on('upgrade', (req, socket, head) => {
     let url: URL;
     try {

@@ -11,6 +11,7 @@ import {
   RequestContext,
   ServerConfiguration,
 } from '@kubernetes/client-node';
+import { KeepAliveAuthentication } from './keep-alive-auth.js';
 import { callKube, KubeError, KubeErrorCodes, kubeErrorFromResponse } from './kube-errors.js';
 import {
   createRetryStats,
@@ -123,9 +124,11 @@ export function createKubeClients(options: KubeClientOptions = {}): KubeClients 
     onRetry: options.onRetry,
   };
   const httpApi = new RetryingHttpLibrary(retry, options.requestTimeoutMs ?? 30_000);
+  // The kubeconfig's auth on every request, on reused keep-alive connections.
+  const auth = new KeepAliveAuthentication(kubeConfig);
   const configuration = createConfiguration({
     baseServer: new ServerConfiguration(server, {}),
-    authMethods: { default: kubeConfig },
+    authMethods: { default: auth },
     httpApi,
   });
 
@@ -148,7 +151,7 @@ export function createKubeClients(options: KubeClientOptions = {}): KubeClients 
       context.setBody(JSON.stringify(request.body));
     }
     const response = await callKube(description, async () => {
-      await kubeConfig.applySecurityAuthentication(context);
+      await auth.applySecurityAuthentication(context);
       return httpApi.send(context).toPromise();
     });
     const text = await callKube(description, () => response.body.text());
