@@ -23,7 +23,13 @@ describe('connections to the API server', () => {
       const name = `keepalive-${i}`;
       await pvbs.createPvb({
         metadata: { name, labels: { 'stowage.dev/node': 'node-a' } },
-        spec: { node: 'node-a', pod: { namespace: 'apps', name: 'db', uid: 'u' }, volume: 'data', backupStorageLocation: 'default', tags: {} },
+        spec: {
+          node: 'node-a',
+          pod: { namespace: 'apps', name: 'db', uid: 'u' },
+          volume: 'data',
+          backupStorageLocation: 'default',
+          tags: {},
+        },
       });
       expect((await pvbs.getPvb(name))?.metadata.name).toBe(name);
       await listNodes(kube);
