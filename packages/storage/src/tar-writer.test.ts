@@ -32,7 +32,10 @@ describe('tar writer', () => {
 
   it('streams the archive in large chunks with the same bytes as its entries one by one', async () => {
     const opts = { mtime: new Date(0) };
-    const entries = Array.from({ length: 3_000 }, (_, i) => ({ path: `resources/pods/namespaces/ns/app-${i}.json`, data: Buffer.from(`{"i":${i}}`) }));
+    const entries = Array.from({ length: 3_000 }, (_, i) => ({
+      path: `resources/pods/namespaces/ns/app-${i}.json`,
+      data: Buffer.from(`{"i":${i}}`),
+    }));
     const chunks: Buffer[] = [];
     for await (const chunk of writeTar(entries, opts)) chunks.push(chunk);
     const expected = Buffer.concat([...entries.flatMap((e) => tarEntryBlocks(e, opts)), TAR_END_OF_ARCHIVE]);
