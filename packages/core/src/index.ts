@@ -1,4 +1,5 @@
 export * from './backup-spec.schema.js';
+export * from './dispatch-order.js';
 export * from './duration.js';
 export * from './errors.js';
 export * from './fs-backup-volumes.js';

@@ -2,6 +2,7 @@ import {
   type BackupSpec,
   type ClusterItem,
   coversAllNamespaces,
+  dispatchOrder,
   groupItemBlocks,
   groupResourceOf,
   type ItemBlock,
@@ -83,9 +84,14 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
   const totals = { blocks: 0, items: 0, batches: 0 };
   const volumeCtx: VolumeContext = { spec, policies, nodesWithAgent, pvcs: new Map(), pvs: new Map(), takenClaims: new Map() };
   const emit = async (blocks: ItemBlock<ClusterItem>[]) => {
-    for (let start = 0; start < blocks.length; start += config.blockBatchSize) {
-      const batch = blocks.slice(start, start + config.blockBatchSize);
-      const stored = batch.map((block) => buildBlockPlan(block, backupName, volumeCtx));
+    // Decisions in grouping order (one PVB per PVC: the first pod wins), then the dispatch order:
+    // blocks with PVBs interleaved by node so every node agent gets work as early as it can.
+    const planned = dispatchOrder(
+      blocks.map((block) => buildBlockPlan(block, backupName, volumeCtx)),
+      ({ plan }) => pvbNodesOf(plan),
+    );
+    for (let start = 0; start < planned.length; start += config.blockBatchSize) {
+      const stored = planned.slice(start, start + config.blockBatchSize);
       await state.putBlockPlans(
         backupName,
         stored.map(({ plan, manifests }) => ({ id: plan.id, plan, items: manifests })),
@@ -111,9 +117,9 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
           await state.recordProblem(backupName, { level: 'warn', onceKey: `plan:${warning}`, msg: warning, blockId: plan.id });
         }
       }
-      totals.blocks += batch.length;
+      totals.blocks += stored.length;
       totals.batches += res.batches;
-      totals.items += batch.reduce((n, b) => n + b.items.length, 0);
+      totals.items += stored.reduce((n, b) => n + b.plan.items.length, 0);
       await state.setCounter(backupName, 'totalItems', totals.items);
       await state.appendEvent(backupName, 'plan.progress', { blocks: totals.blocks, items: totals.items });
     }
@@ -200,6 +206,13 @@ function buildBlockPlan(block: ItemBlock<ClusterItem>, backupName: string, ctx: 
     });
   }
   return { plan: { id: block.id, pods, items, skips, ...(warnings.length > 0 ? { warnings } : {}) }, manifests };
+}
+
+/** The node of every PVB the block will create (fs-backup volumes of pods with a node). */
+function pvbNodesOf(plan: BlockPlan): string[] {
+  return plan.pods.flatMap((pod) =>
+    pod.node ? pod.volumes.filter((v) => v.action === 'fs-backup' && v.pvbName).map(() => pod.node ?? '') : [],
+  );
 }
 
 function specProblems(spec: BackupSpec | undefined): string[] {
