@@ -120,7 +120,7 @@ const objects: unknown[] = [
       exec: { '*': { rules: [{ command: PRE, durationMs: 800 }] } },
     }),
   ),
-  ...['orphan', 'stuck'].map((app) =>
+  ...['orphan', 'stuck', 'instant'].map((app) =>
     pod({
       name: `${app}-0`,
       namespace: 'ops',
@@ -368,6 +368,46 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
     const msgs = (await h.deps.state.readLogs('stuck-1')).filter((l) => l.level === 'error').map((l) => l.msg);
     expect(msgs.some((m) => m.includes('was asked to cancel') && m.includes('did not stop within'))).toBe(true);
     expect(await h.deps.state.counters('stuck-1')).toMatchObject({ pvbsTimedOut: 1 });
+  });
+
+  it('a PVB that ends before its parked watch job exists: the post hooks follow at once, not after the poll cap, and the PVB is never read back', async () => {
+    // pvb-watch jobs are parked the poll cap first while the informer is healthy (it promotes them
+    // when their PVB ends). Here the PVB ends right after its create, and the informer has seen
+    // that before the job is added: nothing would promote it for a minute.
+    let running: RunningWorkers | undefined;
+    const pvbs: PvbClient = Object.create(h.deps.pvbs);
+    pvbs.createPvb = async (pvb) => {
+      const res = await h.deps.pvbs.createPvb(pvb);
+      const name = pvb.metadata.name;
+      const now = new Date().toISOString();
+      await h.pvbs.patchPvbStatus(name, {
+        phase: 'Completed',
+        startTimestamp: now,
+        completionTimestamp: now,
+        progress: { totalBytes: 1, bytesDone: 1 },
+      });
+      await waitFor('the informer to see the PVB end', async () =>
+        running?.pipeline.runtime.hub?.cached(name)?.status?.phase === 'Completed' ? true : undefined,
+      );
+      return res;
+    };
+    const pollCapMs = 60_000;
+    workers = running = startWorkers({
+      deps: { ...h.deps, pvbs, config: { ...h.deps.config, pvbPollMaxMs: pollCapMs } },
+      queues: ALL_QUEUES,
+    });
+    await waitFor('the informer to sync', async () => (running?.pipeline.runtime.hub?.healthy() ? true : undefined));
+    h.sim.resetRequests();
+    await submit('instant-1', opsSpec('instant'));
+    expect(await waitForBackupEnd(h.deps.state, 'instant-1', 20_000)).toBe('Completed');
+    const [pvb] = await h.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=instant-1` });
+    const posts = execsOf(h, 'ops', 'instant-0', POST);
+    expect(posts).toHaveLength(1);
+    const lagMs = Date.parse(posts[0]?.startedAt ?? '') - Date.parse(pvb?.status?.completionTimestamp ?? '');
+    expect(lagMs).toBeGreaterThanOrEqual(0);
+    expect(lagMs).toBeLessThan(pollCapMs / 4);
+    // The create's answer was the last real read; the end came from the informer.
+    expect(h.sim.requests().byResource['podvolumebackups.stowage.dev']?.get ?? 0).toBe(0);
   });
 
   it('volume policies and opt-out decide which PVBs exist, each skip recorded with its reason', async () => {

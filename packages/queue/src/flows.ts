@@ -156,18 +156,33 @@ export function postHooksParentOf(job: Pick<Job, 'id' | 'parent'>): ParentRef {
   return { id, queue: job.parent.queueKey };
 }
 
+export interface PvbWatchStart {
+  /** Park the job this long before its first look (it can be promoted earlier). Default 0: look at once. */
+  delayMs?: number | undefined;
+  /** The poll state the first look starts from (the pipeline's `watch` field of the job data). */
+  watch?: Record<string, unknown> | undefined;
+}
+
 /**
  * Attaches one `pvb-watch` job under a block's post-hooks parent (called by the item-block
  * processor before it returns, so the parent cannot run in between). Idempotent: the same PVB
  * under the same parent is re-linked, not added twice.
  */
-export async function addPvbWatch(queue: Queue, parent: ParentRef, payload: PvbWatchJobData): Promise<string> {
+export async function addPvbWatch(queue: Queue, parent: ParentRef, payload: PvbWatchJobData, start: PvbWatchStart = {}): Promise<string> {
   if (queue.name !== QueueName.pvbWatch) {
     throw new QueueError(QueueErrorCode.badArgument, `addPvbWatch needs the ${QueueName.pvbWatch} queue, got ${queue.name}`);
   }
+  const delayMs = start.delayMs ?? 0;
+  if (!Number.isFinite(delayMs) || delayMs < 0) {
+    throw new QueueError(QueueErrorCode.badArgument, `addPvbWatch: delayMs must be a finite number >= 0, got ${delayMs}`);
+  }
   const data = parsePvbWatchJobData(payload);
   const jobId = pvbWatchJobId(data.backupName, data.pvbName);
-  await queue.add(JobName.watchPvb, data, { ...childJobOptions(QueueName.pvbWatch, jobId), parent });
+  await queue.add(JobName.watchPvb, start.watch ? { ...data, watch: start.watch } : data, {
+    ...childJobOptions(QueueName.pvbWatch, jobId),
+    parent,
+    ...(delayMs > 0 ? { delay: delayMs } : {}),
+  });
   return jobId;
 }
 

@@ -14,6 +14,7 @@ export {
   type BlockFlowsResult,
   DEFAULT_BLOCK_BATCH_SIZE,
   type ParentRef,
+  type PvbWatchStart,
   postHooksParentOf,
   repark,
 } from './flows.js';

@@ -193,6 +193,7 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
     const existing = registered.get(volume.pvbName);
     if (isPvbSettled(existing)) return;
     let created = false;
+    let readAt: number;
     try {
       const res = await deps.pvbs.createPvb(
         buildPvb({
@@ -205,6 +206,7 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
         }),
       );
       created = res.created;
+      readAt = clock.now(); // the answer is the PVB as the API server has it: a real read
     } catch (err) {
       const permanent = isKubeError(err, KubeErrorCodes.invalid) || isKubeError(err, KubeErrorCodes.forbidden);
       if (!permanent && !lastAttempt) throw err;
@@ -223,18 +225,37 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
             node: pod.node,
           })
         : undefined,
-      parent
-        ? addPvbWatch(rt.watchQueue, parent, {
-            backupName,
-            backupUid: data.backupUid,
-            blockId,
-            pvbName: volume.pvbName,
-            namespace: deps.pvbs.namespace,
-            deadlineAt,
-            ...(data.requestId ? { requestId: data.requestId } : {}),
-          })
-        : undefined,
+      parent ? watchPvb(volume.pvbName, readAt) : undefined,
     ]);
+  }
+
+  /**
+   * The PVB's pvb-watch job. While this process's informer is healthy, some worker's informer
+   * promotes the job the moment the PVB ends, so its first look would only find it just created:
+   * it is parked the poll cap first (as pvb-watch re-parks itself then), with the create's answer
+   * as its last real read. Without an informer it looks at once and backs off as before.
+   */
+  async function watchPvb(pvbName: string, readAt: number): Promise<void> {
+    if (!parent) return;
+    const parked = rt.hub?.healthy() === true;
+    await addPvbWatch(
+      rt.watchQueue,
+      parent,
+      {
+        backupName,
+        backupUid: data.backupUid,
+        blockId,
+        pvbName,
+        namespace: deps.pvbs.namespace,
+        deadlineAt,
+        ...(data.requestId ? { requestId: data.requestId } : {}),
+      },
+      parked
+        ? { delayMs: Math.max(1, Math.min(deps.config.pvbPollMaxMs, deadlineAt - readAt)), watch: { polls: 0, lastGetAt: readAt } }
+        : {},
+    );
+    // A PVB that ended before its parked job existed sent its event to nobody.
+    if (parked) await rt.hub?.promoteIfTerminal(pvbName);
   }
 
   // PVBs of a block are independent: create and watch them at once (each is a few round trips),

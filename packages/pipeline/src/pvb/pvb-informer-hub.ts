@@ -1,6 +1,7 @@
 import { pvbWatchJobId } from '@stowage/core';
 import { type Informer, isPvbTerminal, type PodVolumeBackup, type PvbClient, pvbLabels } from '@stowage/kube';
-import type { Queue } from 'bullmq';
+import { JobName } from '@stowage/queue';
+import { Job, type Queue } from 'bullmq';
 import type { PipelineLogger } from '../deps.js';
 
 export interface PvbInformerHubOptions {
@@ -94,29 +95,37 @@ export class PvbInformerHub {
     if (set) for (const wake of [...set]) wake();
   }
 
+  /**
+   * Promotes the PVB's pvb-watch job if the cache already shows the PVB terminal. For a watch job
+   * added parked: a PVB that ended before its job existed sent its event to nobody.
+   */
+  async promoteIfTerminal(name: string): Promise<void> {
+    const pvb = this.cached(name);
+    if (pvb && isPvbTerminal(pvb)) await this.promote(pvb);
+  }
+
   private async promote(pvb: PodVolumeBackup): Promise<void> {
     const queue = this.opts.watchQueue;
     const backupName = pvb.metadata.labels?.[pvbLabels.backupName] ?? pvb.spec.tags?.backup;
     if (!queue || !backupName) return;
     const jobId = pvbWatchJobId(backupName, pvb.metadata.name);
+    // Promote by id (the script checks the job is delayed): no read of the job before it.
+    const job = new Job(queue, JobName.watchPvb, {}, {}, jobId);
     // A job that is active right now (reading the PVB) may be parked a moment later: try again briefly.
     for (let attempt = 0; attempt < 4; attempt++) {
       try {
-        const job = await queue.getJob(jobId);
-        if (!job) return;
-        const state = await job.getState();
-        if (state === 'delayed') {
-          await job.promote();
-          this.promotions++;
-          return;
-        }
-        if (state !== 'active') return;
+        await job.promote();
+        this.promotions++;
+        return;
       } catch (err) {
-        // "Job … is not in the delayed state": it moved on its own between the two calls.
-        if (!/not in the delayed state/i.test(String((err as Error)?.message))) {
-          this.opts.logger.warn({ err: (err as Error)?.message, jobId }, 'could not promote pvb-watch job');
+        const message = String((err as Error)?.message);
+        // "not in the delayed state" / "Missing key": waiting, done or not added yet — nothing to do,
+        // unless it is running right now and about to park.
+        if (!/not in the delayed state|missing key/i.test(message)) {
+          this.opts.logger.warn({ err: message, jobId }, 'could not promote pvb-watch job');
           return;
         }
+        if ((await queue.getJobState(jobId).catch(() => 'unknown')) !== 'active') return;
       }
       await new Promise((r) => setTimeout(r, 50 * (attempt + 1)));
     }
