@@ -120,12 +120,15 @@ export class PvbInformerHub {
       } catch (err) {
         const message = String((err as Error)?.message);
         // "not in the delayed state" / "Missing key": waiting, done or not added yet — nothing to do,
-        // unless it is running right now and about to park.
+        // unless it is running right now (its look may predate this event) and parks.
         if (!/not in the delayed state|missing key/i.test(message)) {
           this.opts.logger.warn({ err: message, jobId }, 'could not promote pvb-watch job');
           return;
         }
-        if ((await queue.getJobState(jobId).catch(() => 'unknown')) !== 'active') return;
+        const state = await queue.getJobState(jobId).catch(() => 'unknown');
+        // Parked between the two calls: promote it now.
+        if (state === 'delayed') continue;
+        if (state !== 'active') return;
       }
       await new Promise((r) => setTimeout(r, 50 * (attempt + 1)));
     }
