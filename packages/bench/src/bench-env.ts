@@ -144,6 +144,8 @@ export class BenchEnv {
       const child = new BenchChild({
         name: `agents-${hosts.length + 1}`,
         script: AGENT_HOST_MAIN,
+        // Profiling hook, as for workers: BENCH_AGENT_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof".
+        nodeArgs: (process.env.BENCH_AGENT_NODE_ARGS ?? '').split(' ').filter(Boolean),
         cwd: REPO_ROOT,
         logFile: join(this.logDir, `agents-${hosts.length + 1}.log`),
         env: {

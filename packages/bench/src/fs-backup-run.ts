@@ -10,6 +10,8 @@ import type { TimelineBar, TimelineInput } from './timeline-svg.js';
 export interface FsModeResult {
   mode: Mode;
   phase: string;
+  /** When the measured backup was submitted (epoch ms): every *Ms time below counts from here. */
+  submittedAt: number;
   makespanMs: number;
   pvbs: number;
   blocks: number;
@@ -243,6 +245,7 @@ export async function runFsMode(
     return {
       mode,
       phase: wait.phase,
+      submittedAt: wait.submittedAt,
       makespanMs,
       pvbs: pvbObjects.length,
       blocks,
