@@ -7,6 +7,8 @@ export interface PipelineRuntime {
   deps: PipelineDeps;
   /** Adds block sub-flows while planning. */
   flowProducer: FlowProducer;
+  /** Where planning adds solo blocks' item-block jobs. */
+  itemBlocksQueue: Queue;
   /** Where item-block attaches pvb-watch children. */
   watchQueue: Queue;
   /** The process's PVB informer (present when this process hosts pvb-watch or runs inline mode). */

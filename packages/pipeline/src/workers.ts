@@ -28,9 +28,11 @@ export interface Pipeline {
 export function createPipeline(deps: PipelineDeps): Pipeline {
   const flowProducer = createFlowProducer({ connection: deps.connection, prefix: deps.queuePrefix });
   const watchQueue = createQueue(QueueName.pvbWatch, { connection: deps.connection, prefix: deps.queuePrefix });
+  const itemBlocksQueue = createQueue(QueueName.itemBlocks, { connection: deps.connection, prefix: deps.queuePrefix });
   flowProducer.on('error', (err) => deps.logger.warn({ err: err.message }, 'flow producer error'));
   watchQueue.on('error', (err) => deps.logger.warn({ err: err.message }, 'pvb-watch queue error'));
-  const runtime: PipelineRuntime = { deps, flowProducer, watchQueue };
+  itemBlocksQueue.on('error', (err) => deps.logger.warn({ err: err.message }, 'item-blocks queue error'));
+  const runtime: PipelineRuntime = { deps, flowProducer, watchQueue, itemBlocksQueue };
 
   const processors: Record<HostedQueue, Processor> = {
     [QueueName.backups]: (job: Job, token?: string) => {
@@ -64,7 +66,7 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
     close() {
       closing ??= (async () => {
         await runtime.hub?.stop().catch(() => undefined);
-        await Promise.allSettled([flowProducer.close(), watchQueue.close()]);
+        await Promise.allSettled([flowProducer.close(), watchQueue.close(), itemBlocksQueue.close()]);
       })();
       return closing;
     },

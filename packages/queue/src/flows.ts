@@ -1,5 +1,5 @@
 import { blockJobId, finalizeJobId, planJobId, postHooksJobId, pvbWatchJobId } from '@stowage/core';
-import { DelayedError, type FlowJob, type FlowJobNode, type FlowProducer, type Job, type Queue } from 'bullmq';
+import { DelayedError, type FlowJob, type FlowProducer, type Job, type JobsOptions, type Queue } from 'bullmq';
 import { JobName, QueueName, qualifiedQueueName } from './constants.js';
 import { QueueError, QueueErrorCode } from './errors.js';
 import { childJobOptions, DEFAULT_JOB_OPTIONS } from './job-options.js';
@@ -81,61 +81,70 @@ export interface BlockFlowsResult {
 /** Default blocks per addBulk: ~175 ms of Redis per batch (DESIGN §2), short enough not to stall other clients. */
 export const DEFAULT_BLOCK_BATCH_SIZE = 1_000;
 
+/** What addBlockFlows adds with. */
+export interface BlockFlowProducers {
+  flowProducer: FlowProducer;
+  /** The item-blocks queue: a solo block's one job is added to it straight (no flow to build). */
+  itemBlocks: Queue;
+}
+
 /**
  * Adds, under the existing `finalize` job, one `post-hooks ← item-block` sub-flow per block — or,
- * for a solo block, one item-block job with `solo: true` — in `addBulk` batches (never one huge
- * transaction). Every child has `ignoreDependencyOnFailure`. Deterministic ids make re-adding a
- * no-op while the jobs exist.
+ * for a solo block, one item-block job with `solo: true` — in batches (never one huge
+ * transaction). Sub-flows go through `FlowProducer.addBulk`, solo jobs through `Queue.addBulk`
+ * (one script call each; building them as flows cost the planner about twice the CPU). Every
+ * child has `ignoreDependencyOnFailure`. Deterministic ids make re-adding a no-op while the jobs
+ * exist. Throws QUEUE_PARENT_MISSING when there is no such finalize job.
  */
-export async function addBlockFlows(flowProducer: FlowProducer, input: BlockFlowsInput): Promise<BlockFlowsResult> {
+export async function addBlockFlows(producers: BlockFlowProducers, input: BlockFlowsInput): Promise<BlockFlowsResult> {
+  const { flowProducer, itemBlocks } = producers;
   const batchSize = input.batchSize ?? DEFAULT_BLOCK_BATCH_SIZE;
   if (!Number.isInteger(batchSize) || batchSize < 1) {
     throw new QueueError(QueueErrorCode.badArgument, `addBlockFlows: batchSize must be a positive integer, got ${batchSize}`);
   }
+  if (itemBlocks.name !== QueueName.itemBlocks) {
+    throw new QueueError(QueueErrorCode.badArgument, `addBlockFlows needs the ${QueueName.itemBlocks} queue, got ${itemBlocks.name}`);
+  }
   if (input.blocks.length === 0) return { blocks: 0, batches: 0 };
   const prefix = prefixOf(flowProducer);
-  // addBulk does not report a missing parent (its per-entry errors are dropped), so check once.
-  const parentNode = await flowProducer.getFlow({ id: input.finalizeJobId, queueName: QueueName.backups, depth: 0, maxChildren: 1 });
-  if (!parentNode?.job) {
-    throw new QueueError(
-      QueueErrorCode.parentMissing,
-      `finalize job ${input.finalizeJobId} does not exist in ${qualifiedQueueName(prefix, QueueName.backups)}`,
-    );
-  }
   const parent: ParentRef = { id: input.finalizeJobId, queue: qualifiedQueueName(prefix, QueueName.backups) };
+  const parentMissing = () =>
+    new QueueError(QueueErrorCode.parentMissing, `finalize job ${input.finalizeJobId} does not exist in ${parent.queue}`);
+  const isSolo = (block: string | BlockFlowSpec) => typeof block !== 'string' && block.solo === true;
+  if (input.blocks.some((block) => !isSolo(block))) {
+    // FlowProducer.addBulk does not report a missing parent (its per-entry errors are dropped), so check once.
+    const parentNode = await flowProducer.getFlow({ id: input.finalizeJobId, queueName: QueueName.backups, depth: 0, maxChildren: 1 });
+    if (!parentNode?.job) throw parentMissing();
+  }
   const base = { backupName: input.backupName, backupUid: input.backupUid, ...(input.requestId ? { requestId: input.requestId } : {}) };
   let batches = 0;
   for (let start = 0; start < input.blocks.length; start += batchSize) {
-    const flows = input.blocks.slice(start, start + batchSize).map((block) => {
+    const flows: FlowJob[] = [];
+    const solos: Array<{ name: string; data: ItemBlockJobData; opts: JobsOptions }> = [];
+    for (const block of input.blocks.slice(start, start + batchSize)) {
       const blockId = typeof block === 'string' ? block : block.id;
-      if (typeof block !== 'string' && block.solo === true) {
-        const solo: ItemBlockJobData = { ...base, blockId, solo: true };
-        const flow: FlowJob = {
-          name: JobName.backupItemBlock,
-          queueName: QueueName.itemBlocks,
-          data: solo,
-          opts: { ...childJobOptions(QueueName.itemBlocks, blockJobId(input.backupName, blockId)), parent },
-        };
-        return flow;
+      const itemBlockJobOptions = childJobOptions(QueueName.itemBlocks, blockJobId(input.backupName, blockId));
+      if (isSolo(block)) {
+        solos.push({ name: JobName.backupItemBlock, data: { ...base, blockId, solo: true }, opts: { ...itemBlockJobOptions, parent } });
+        continue;
       }
       const postHooks: PostHooksJobData = { ...base, blockId };
       const itemBlock: ItemBlockJobData = { ...base, blockId };
-      const child: FlowJobNode = {
-        name: JobName.backupItemBlock,
-        queueName: QueueName.itemBlocks,
-        data: itemBlock,
-        opts: childJobOptions(QueueName.itemBlocks, blockJobId(input.backupName, blockId)),
-      };
-      const flow: FlowJob = {
+      flows.push({
         name: JobName.runPostHooks,
         queueName: QueueName.hooks,
         data: postHooks,
         opts: { ...childJobOptions(QueueName.hooks, postHooksJobId(input.backupName, blockId)), parent },
-        children: [child],
-      };
-      return flow;
-    });
-    await flowProducer.addBulk(flows);
+        children: [{ name: JobName.backupItemBlock, queueName: QueueName.itemBlocks, data: itemBlock, opts: itemBlockJobOptions }],
+      });
+    }
+    // Sub-flows first: in dispatch order, blocks with PVBs come before the rest.
+    if (flows.length > 0) await flowProducer.addBulk(flows);
+    if (solos.length > 0) {
+      const added = await itemBlocks.addBulk(solos);
+      // The add script answers a missing parent with a negative code in place of the job id.
+      if (added.some((job) => typeof job.id !== 'string')) throw parentMissing();
+    }
     batches++;
   }
   return { blocks: input.blocks.length, batches };

@@ -9,6 +9,7 @@ export {
   addPvbWatch,
   type BackupFlowIds,
   type BackupFlowInput,
+  type BlockFlowProducers,
   type BlockFlowSpec,
   type BlockFlowsInput,
   type BlockFlowsResult,

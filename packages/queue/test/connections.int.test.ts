@@ -1,6 +1,13 @@
 import { getFreePort, uniquePrefix, useTestRedis } from '@stowage/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { addBlockFlows, createFlowProducer, createProducerConnection, createWorkerConnection } from '../src/index.js';
+import {
+  addBlockFlows,
+  createFlowProducer,
+  createProducerConnection,
+  createQueue,
+  createWorkerConnection,
+  QueueName,
+} from '../src/index.js';
 
 let redis: { url: string; stop: () => Promise<void> };
 beforeAll(async () => {
@@ -38,15 +45,22 @@ describe('connections', () => {
 });
 
 describe('addBlockFlows', () => {
-  it('refuses to add blocks under a finalize job that does not exist', async () => {
+  it('refuses to add blocks (sub-flows or solo jobs) under a finalize job that does not exist', async () => {
     const connection = createProducerConnection(redis.url);
-    const flow = createFlowProducer({ connection, prefix: uniquePrefix() });
+    const prefix = uniquePrefix();
+    const flow = createFlowProducer({ connection, prefix });
+    const itemBlocks = createQueue(QueueName.itemBlocks, { connection, prefix });
     try {
+      const input = { backupName: 'b', backupUid: 'u', finalizeJobId: 'b.finalize' };
+      await expect(addBlockFlows({ flowProducer: flow, itemBlocks }, { ...input, blocks: ['blk-1'] })).rejects.toMatchObject({
+        code: 'QUEUE_PARENT_MISSING',
+      });
       await expect(
-        addBlockFlows(flow, { backupName: 'b', backupUid: 'u', finalizeJobId: 'b.finalize', blocks: ['blk-1'] }),
+        addBlockFlows({ flowProducer: flow, itemBlocks }, { ...input, blocks: [{ id: 'blk-2', solo: true }] }),
       ).rejects.toMatchObject({ code: 'QUEUE_PARENT_MISSING' });
+      expect(await itemBlocks.getJobCounts('waiting', 'delayed')).toEqual({ waiting: 0, delayed: 0 });
     } finally {
-      await flow.close();
+      await Promise.all([flow.close(), itemBlocks.close()]);
       connection.disconnect();
     }
   });

@@ -7,6 +7,7 @@ import {
   addBackupFlow,
   addBlockFlows,
   addPvbWatch,
+  type BlockFlowProducers,
   createFlowProducer,
   createProducerConnection,
   createQueue,
@@ -39,6 +40,11 @@ class Harness {
     this.workerConnection = createWorkerConnection(url);
     this.producerConnection = createProducerConnection(url);
     this.flow = createFlowProducer({ connection: this.producerConnection, prefix: this.prefix });
+  }
+
+  /** What addBlockFlows adds with. */
+  get producers(): BlockFlowProducers {
+    return { flowProducer: this.flow, itemBlocks: this.queue(QueueName.itemBlocks) };
   }
 
   queue(name: QueueName): Queue {
@@ -104,7 +110,7 @@ describe('block flow graph (DESIGN §2)', () => {
     const h = new Harness(redis.url);
     harness = h;
     const { finalizeJobId: fid } = await addBackupFlow(h.flow, { backupName: BACKUP, backupUid: UID });
-    await addBlockFlows(h.flow, { backupName: BACKUP, backupUid: UID, finalizeJobId: fid, blocks: ['blk-a'] });
+    await addBlockFlows(h.producers, { backupName: BACKUP, backupUid: UID, finalizeJobId: fid, blocks: ['blk-a'] });
 
     const terminal = new Set<string>();
     const completedWatches: string[] = [];
@@ -153,7 +159,7 @@ describe('block flow graph (DESIGN §2)', () => {
     const h = new Harness(redis.url);
     harness = h;
     const { finalizeJobId: fid } = await addBackupFlow(h.flow, { backupName: BACKUP, backupUid: UID });
-    await addBlockFlows(h.flow, {
+    await addBlockFlows(h.producers, {
       backupName: BACKUP,
       backupUid: UID,
       finalizeJobId: fid,
@@ -194,7 +200,7 @@ describe('block flow graph (DESIGN §2)', () => {
     const h = new Harness(redis.url);
     harness = h;
     const { finalizeJobId: fid } = await addBackupFlow(h.flow, { backupName: BACKUP, backupUid: UID });
-    await addBlockFlows(h.flow, { backupName: BACKUP, backupUid: UID, finalizeJobId: fid, blocks: ['blk-ok', 'blk-bad'] });
+    await addBlockFlows(h.producers, { backupName: BACKUP, backupUid: UID, finalizeJobId: fid, blocks: ['blk-ok', 'blk-bad'] });
 
     const attach = itemBlockAttaching(h, { 'blk-ok': ['pvb-broken'] });
     h.work(QueueName.itemBlocks, async (job, token) => {
@@ -225,7 +231,7 @@ describe('block flow graph (DESIGN §2)', () => {
     const blocks = ['blk-1', 'blk-2', 'blk-3'];
     for (let i = 0; i < 2; i++) {
       const { finalizeJobId: fid } = await addBackupFlow(h.flow, { backupName: BACKUP, backupUid: UID, requestId: `req-${i}` });
-      const result = await addBlockFlows(h.flow, { backupName: BACKUP, backupUid: UID, finalizeJobId: fid, blocks, batchSize: 2 });
+      const result = await addBlockFlows(h.producers, { backupName: BACKUP, backupUid: UID, finalizeJobId: fid, blocks, batchSize: 2 });
       expect(result).toEqual({ blocks: 3, batches: 2 });
     }
     const counts = async (name: QueueName) => {
@@ -264,7 +270,7 @@ describe('block flow graph (DESIGN §2)', () => {
       if (job.name === 'plan') {
         log.push('plan:start');
         const fid = finalizeJobId(BACKUP);
-        const first = await addBlockFlows(h.flow, {
+        const first = await addBlockFlows(h.producers, {
           backupName: BACKUP,
           backupUid: UID,
           finalizeJobId: fid,
@@ -274,7 +280,7 @@ describe('block flow graph (DESIGN §2)', () => {
         // Blocks must run while plan is still going: wait until the first batch finished.
         await waitFor('first blocks to finish during plan', () => blocksDone.size === 2);
         log.push('plan:first-blocks-done');
-        const rest = await addBlockFlows(h.flow, {
+        const rest = await addBlockFlows(h.producers, {
           backupName: BACKUP,
           backupUid: UID,
           finalizeJobId: fid,
@@ -313,7 +319,7 @@ describe('block flow graph (DESIGN §2)', () => {
     const h = new Harness(redis.url);
     harness = h;
     const { finalizeJobId: fid } = await addBackupFlow(h.flow, { backupName: BACKUP, backupUid: UID });
-    await addBlockFlows(h.flow, { backupName: BACKUP, backupUid: UID, finalizeJobId: fid, blocks: ['blk-a'] });
+    await addBlockFlows(h.producers, { backupName: BACKUP, backupUid: UID, finalizeJobId: fid, blocks: ['blk-a'] });
     const pvbs = ['pvb-1', 'pvb-2', 'pvb-3'];
     const terminal = new Set<string>();
     const polled = new Set<string>();

@@ -96,15 +96,18 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
         backupName,
         stored.map(({ plan, manifests }) => ({ id: plan.id, plan, items: manifests })),
       );
-      const res = await addBlockFlows(rt.flowProducer, {
-        backupName,
-        backupUid: data.backupUid,
-        finalizeJobId: finalizeId,
-        // Blocks with no fs-backup volume and no post hook need no post-hooks job (one job, not two).
-        blocks: stored.map(({ plan }) => ({ id: plan.id, solo: !needsPostHooksJob(plan) })),
-        batchSize: config.blockBatchSize,
-        requestId: data.requestId,
-      });
+      const res = await addBlockFlows(
+        { flowProducer: rt.flowProducer, itemBlocks: rt.itemBlocksQueue },
+        {
+          backupName,
+          backupUid: data.backupUid,
+          finalizeJobId: finalizeId,
+          // Blocks with no fs-backup volume and no post hook need no post-hooks job (one job, not two).
+          blocks: stored.map(({ plan }) => ({ id: plan.id, solo: !needsPostHooksJob(plan) })),
+          batchSize: config.blockBatchSize,
+          requestId: data.requestId,
+        },
+      );
       // The batch's skips in one write, after its flows are in (blocks need not wait for them).
       await state.logMany(
         backupName,
