@@ -151,6 +151,41 @@ describe('BackupState', () => {
     expect(await state.allPvbNames('b1')).toEqual(['pvb-a']);
   });
 
+  it("reads a block's tail in one call: its plan, its state and its PVBs' state in the block's order", async () => {
+    await state.createBackup(record('b1'));
+    await state.putBlockPlans('b1', [
+      { id: 'blk-1', plan: { id: 'blk-1', pods: [] }, items: [] },
+      { id: 'blk-2', plan: { id: 'blk-2', pods: [] }, items: [] },
+    ]);
+    const pending = { blockId: 'blk-1', podNamespace: 'shop', podName: 'db-0', podUid: 'u', volume: 'data', node: 'n1', phase: 'Pending' };
+    await state.registerPvbs(
+      'b1',
+      'blk-1',
+      [
+        { pvbName: 'pvb-b', record: pending },
+        { pvbName: 'pvb-a', record: { ...pending, volume: 'logs' } },
+      ],
+      { pvbs: ['pvb-b', 'pvb-a', 'pvb-gone'], state: 'WaitingForPvbs' },
+    );
+    await state.updatePvb('b1', 'pvb-a', { phase: 'Completed', bytesDone: 7 });
+    const tail = await state.readBlockTail('b1', 'blk-1');
+    expect(tail.plan).toEqual({ id: 'blk-1', pods: [] });
+    expect(tail.block).toMatchObject({ id: 'blk-1', state: 'WaitingForPvbs', pvbs: ['pvb-b', 'pvb-a', 'pvb-gone'] });
+    expect(tail.pvbs.map((p) => p && { name: p.name, phase: p.phase, bytesDone: p.bytesDone })).toEqual([
+      { name: 'pvb-b', phase: 'Pending', bytesDone: undefined },
+      { name: 'pvb-a', phase: 'Completed', bytesDone: 7 },
+      undefined,
+    ]);
+    // A block that names no PVB, and one with no state yet.
+    await state.updateBlock('b1', 'blk-2', { state: 'ItemsDone' });
+    expect(await state.readBlockTail('b1', 'blk-2')).toEqual({
+      plan: { id: 'blk-2', pods: [] },
+      block: { id: 'blk-2', state: 'ItemsDone' },
+      pvbs: [],
+    });
+    expect(await state.readBlockTail('b1', 'blk-none')).toEqual({ plan: undefined, block: undefined, pvbs: [] });
+  });
+
   it('counts many keys once each in one call, and records problems once', async () => {
     await state.createBackup(record('b1'));
     const entries = [

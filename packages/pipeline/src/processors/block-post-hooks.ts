@@ -4,6 +4,7 @@ import { runPodHooks } from '../hooks/hook-runner.js';
 import { type BlockPlan, podKey } from '../plan/block-plan.js';
 import { isPvbSettled } from '../pvb/pvb-observation.js';
 import { stepPvbWait, type WatchProgress } from '../pvb/pvb-wait-step.js';
+import type { BlockTail } from '../state/backup-state.js';
 
 export interface FinishBlockInput {
   backupName: string;
@@ -73,12 +74,11 @@ export interface FinishBlockResult {
  * writes failed, then the block's final state and `block.done`. Used by the post-hooks job and by
  * inline mode.
  */
-export async function finishBlock(deps: PipelineDeps, input: FinishBlockInput): Promise<FinishBlockResult> {
+export async function finishBlock(deps: PipelineDeps, input: FinishBlockInput, readTail?: BlockTail): Promise<FinishBlockResult> {
   const { state } = deps;
   const { backupName, blockId, plan } = input;
-  const block = await state.getBlock(backupName, blockId);
+  const { block, pvbs: records } = readTail ?? (await state.readBlockTail(backupName, blockId));
   const pvbNames = block?.pvbs ?? [];
-  const records = await state.getPvbs(backupName, pvbNames);
   const stillOpen = pvbNames.filter((_, i) => !isPvbSettled(records[i]));
   if (stillOpen.length > 0) {
     throw new PipelineError(
@@ -96,12 +96,18 @@ export async function finishBlock(deps: PipelineDeps, input: FinishBlockInput): 
     return input.blockJobFailed === undefined || prePhaseDone.has(key);
   });
   let hooksFailed = 0;
-  if (pods.some((pod) => pod.hooks.post.length > 0)) await state.updateBlock(backupName, blockId, { state: 'RunningPostHooks' });
+  // Sent, not awaited: the hook's own writes follow it on the same connection, and its exec waits
+  // for those (one round trip less before the post hook).
+  const running = pods.some((pod) => pod.hooks.post.length > 0)
+    ? state.updateBlock(backupName, blockId, { state: 'RunningPostHooks' })
+    : undefined;
+  running?.catch(() => {}); // awaited below
   for (const pod of pods) {
     if (pod.hooks.post.length === 0) continue;
     const res = await runPodHooks(deps, { backupName, blockId, pod, phase: 'post', attempt: input.attempt });
     hooksFailed += res.failed;
   }
+  await running;
 
   const pvbTrouble = records.some((r) => r && (r.phase !== 'Completed' || r.timedOut));
   const itemErrors = typeof block?.itemErrors === 'number' ? block.itemErrors : 0;

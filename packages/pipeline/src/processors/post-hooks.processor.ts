@@ -25,7 +25,12 @@ export async function processPostHooks(rt: PipelineRuntime, job: Job, token: str
   const data = parsePostHooksJobData(job.data);
   const { backupName, blockId } = data;
   const prefix = deps.queuePrefix;
-  const [values, failures] = await Promise.all([job.getChildrenValues(), job.getIgnoredChildrenFailures()]);
+  // Everything the block's tail starts from, at once: the post hook waits on this chain.
+  const [values, failures, tail] = await Promise.all([
+    job.getChildrenValues(),
+    job.getIgnoredChildrenFailures(),
+    deps.state.readBlockTail<BlockPlan>(backupName, blockId),
+  ]);
   const blockKey = `${qualifiedQueueName(prefix, QueueName.itemBlocks)}:${blockJobId(backupName, blockId)}`;
   const blockValue = values[blockKey] as ItemBlockResult | undefined;
   const blockFailed = failures[blockKey];
@@ -36,7 +41,7 @@ export async function processPostHooks(rt: PipelineRuntime, job: Job, token: str
     return { skipped: 'canceled' };
   }
 
-  const plan = await deps.state.getBlockPlan<BlockPlan>(backupName, blockId);
+  const { plan } = tail;
   if (!plan) throw new UnrecoverablePipelineError(PipelineErrorCode.blockMissing, `backup ${backupName} has no plan for block ${blockId}`);
   if (blockFailed !== undefined) {
     await deps.state.recordProblem(backupName, {
@@ -49,7 +54,8 @@ export async function processPostHooks(rt: PipelineRuntime, job: Job, token: str
   // A PVB left without a watcher (its block job or its watch job failed for good) may still be
   // copying: never run post hooks before it stops (or the bounded cancel wait ends). Wait without
   // holding a slot, like a pvb-watch job. When no child failed, every PVB was watched to its end.
-  if (Object.keys(failures).length > 0) {
+  const childFailed = Object.keys(failures).length > 0;
+  if (childFailed) {
     const watchPrefix = `${qualifiedQueueName(prefix, QueueName.pvbWatch)}:`;
     const orphans = await settleOrphanedPvbs(deps, {
       backupName,
@@ -66,5 +72,10 @@ export async function processPostHooks(rt: PipelineRuntime, job: Job, token: str
       return repark(job, token, orphans.recheckInMs);
     }
   }
-  return finishBlock(deps, { backupName, blockId, plan, blockJobFailed: blockFailed, attempt: job.attemptsMade + 1 });
+  // Settling orphans changed PVB records: then the tail is read again.
+  return finishBlock(
+    deps,
+    { backupName, blockId, plan, blockJobFailed: blockFailed, attempt: job.attemptsMade + 1 },
+    childFailed ? undefined : tail,
+  );
 }

@@ -39,6 +39,7 @@ interface StateScriptCommands {
     itemsKey: string,
     blockId: string,
   ): Promise<[string[], string, string[], string]>;
+  stowageReadBlockTail(planKey: string, blockKey: string, blockId: string, pvbKeyPrefix: string): Promise<[string, string[], string[][]]>;
   stowageBlockStep(
     blockKey: string,
     onceKey: string,
@@ -65,6 +66,14 @@ export interface BlockContext<P = unknown, I = unknown> {
   plan: P | undefined;
   block: BlockStateRecord | undefined;
   items: I | undefined;
+}
+
+/** What a block's post-hooks step reads first, in one round trip. */
+export interface BlockTail<P = unknown> {
+  plan: P | undefined;
+  block: BlockStateRecord | undefined;
+  /** The state of each PVB the block names, in its order (undefined when one has no record). */
+  pvbs: Array<PvbStateRecord | undefined>;
 }
 
 /** Backup phases after which nothing changes any more. */
@@ -503,6 +512,25 @@ export class BackupState {
       plan: plan ? (JSON.parse(plan) as P) : undefined,
       block: block?.id ? decodeJsonHash<BlockStateRecord>(block) : undefined,
       items: items ? (JSON.parse(items) as I) : undefined,
+    };
+  }
+
+  /** A block's plan, its live state and the state of every PVB it names, in one round trip. */
+  async readBlockTail<P = unknown>(name: string, blockId: string): Promise<BlockTail<P>> {
+    const [plan, blockFlat, pvbFlats] = await this.cmd().stowageReadBlockTail(
+      this.key(name, 'plan'),
+      this.key(name, `b:${blockId}`),
+      blockId,
+      this.key(name, 'pvb:'),
+    );
+    const block = flatToObject(blockFlat);
+    return {
+      plan: plan ? (JSON.parse(plan) as P) : undefined,
+      block: block?.id ? decodeJsonHash<BlockStateRecord>(block) : undefined,
+      pvbs: pvbFlats.map((flat) => {
+        const raw = flatToObject(flat);
+        return raw?.name ? decodeJsonHash<PvbStateRecord>(raw) : undefined;
+      }),
     };
   }
 

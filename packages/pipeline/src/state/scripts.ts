@@ -121,6 +121,24 @@ return {
 }`,
   },
   /**
+   * What a block's post-hooks step starts from, in one round trip: the plan, the live state and
+   * the state of every PVB the block names (the block's `pvbs` field, a JSON list).
+   * KEYS[1] plan hash, KEYS[2] block hash (every PVB key shares their hash tag). ARGV[1] block id,
+   * ARGV[2] the PVB key prefix (`<K>:pvb:`).
+   * Returns {plan JSON or '', block flat list, {PVB flat list, ...} in the block's order}.
+   */
+  stowageReadBlockTail: {
+    numberOfKeys: 2,
+    lua: `
+local block = redis.call('HGETALL', KEYS[2])
+local pvbs = {}
+local names = redis.call('HGET', KEYS[2], 'pvbs')
+if names then
+  for i, name in ipairs(cjson.decode(names)) do pvbs[i] = redis.call('HGETALL', ARGV[2] .. name) end
+end
+return { redis.call('HGET', KEYS[1], ARGV[1]) or '', block, pvbs }`,
+  },
+  /**
    * One step of a block in one round trip: sets fields of the block's hash, counts once-keys, and
    * appends an event (always, or only when a given once-key counted now).
    * KEYS[1] block hash, KEYS[2] once set, KEYS[3] counters hash, KEYS[4] event stream.
