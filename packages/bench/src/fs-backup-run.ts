@@ -4,6 +4,7 @@ import { type ExecRecord, generateCluster, type RequestCounts } from '@stowage/k
 import { createQueue, QueueName } from '@stowage/queue';
 import { BenchEnv } from './bench-env.js';
 import type { FsScenario, Mode } from './bench-options.js';
+import { startDriverProfile } from './driver-profile.js';
 import { type Distribution, distribution, type NodeAgentBound, nodeAgentBound, sum } from './stats.js';
 import type { TimelineBar, TimelineInput } from './timeline-svg.js';
 
@@ -145,7 +146,9 @@ export async function runFsMode(
     const redisCpuBefore = await env.redisCpuSeconds();
     const driverCpuBefore = process.cpuUsage();
     const cpuBefore = await Promise.all(workers.map((w) => w.cpuSeconds()));
+    const profiler = await startDriverProfile();
     const wait = await env.runBackup(name, nsNames, 30 * 60_000);
+    await profiler?.stop(`${scenario.blocks}-blocks-${mode}`);
     const requests = env.sim.requests();
     const redisDelta = await env.commandStatsSince(redisBefore);
     const redisCpu = (await env.redisCpuSeconds()) - redisCpuBefore;

@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { generateCluster } from '@stowage/kube-sim';
 import { BenchEnv } from './bench-env.js';
+import { startDriverProfile } from './driver-profile.js';
 import { fsNamespaces, splitRequests } from './fs-backup-run.js';
 import { sum } from './stats.js';
 
@@ -105,27 +106,4 @@ export async function runOrchestration(
     process.removeListener('exit', onExit);
     await env.close(keepLogs);
   }
-}
-
-/**
- * Profiling the driver (plan, finalize, the simulator) over the measured backup only:
- * BENCH_DRIVER_CPU_PROF=<dir> writes `<dir>/<run>.cpuprofile` (open it in Chrome DevTools).
- */
-async function startDriverProfile(): Promise<{ stop(name: string): Promise<void> } | undefined> {
-  const dir = process.env.BENCH_DRIVER_CPU_PROF;
-  if (!dir) return undefined;
-  const { Session } = await import('node:inspector/promises');
-  const { mkdir, writeFile } = await import('node:fs/promises');
-  const session = new Session();
-  session.connect();
-  await session.post('Profiler.enable');
-  await session.post('Profiler.start');
-  return {
-    async stop(name: string) {
-      const { profile } = await session.post('Profiler.stop');
-      session.disconnect();
-      await mkdir(dir, { recursive: true });
-      await writeFile(join(dir, `${name}.cpuprofile`), JSON.stringify(profile));
-    },
-  };
 }
