@@ -61,7 +61,9 @@ if (opts.runOrchestration) {
       say,
     );
     orchestrationRuns.push(r);
-    say(`  ${workers} worker(s): ${r.phase}, ${r.blocks} blocks in ${r.makespanMs} ms = ${Math.round(r.blocksPerSecond)} blocks/s`);
+    say(
+      `  ${workers} worker(s): ${r.phase}, ${r.blocks} blocks in ${r.makespanMs} ms = ${Math.round(r.blocksPerSecond)} blocks/s (first backup, cold: ${Math.round(r.cold.blocksPerSecond)} blocks/s)`,
+    );
     for (const p of r.problems.slice(0, 5)) say(`    ! ${p.slice(0, 300)}`);
   }
 }

@@ -120,14 +120,14 @@ export function renderMarkdown(r: BenchReport): string {
   if (r.inlineOverDecoupled !== null) lines.push(`Inline ÷ decoupled makespan: **${f2(r.inlineOverDecoupled)}×**.`, '');
   if (r.orchestration) {
     lines.push(
-      'Orchestration (volume-less, hook-less pods; plan and finalize included; end to end = submit → Completed):',
+      'Orchestration (volume-less, hook-less pods; plan and finalize included; end to end = submit → Completed; measured on the second backup, after a first one of a copy of the cluster on the fresh workers, shown as "cold"):',
       '',
-      '| workers × concurrency | pods | blocks | makespan | plan done at | finalize from | blocks/s | Redis cmds/block | worker peak RSS | CPU s: workers / redis / driver |',
-      '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+      '| workers × concurrency | pods | blocks | makespan | plan done at | finalize from | blocks/s | cold: makespan, blocks/s | Redis cmds/block | worker peak RSS | CPU s: workers / redis / driver |',
+      '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
     );
     for (const o of r.orchestration.runs) {
       lines.push(
-        `| ${o.workers} × ${o.concurrency} | ${o.pods} | ${o.blocks} | ${(o.makespanMs / 1000).toFixed(2)} s | ${o.planMs !== undefined ? `${(o.planMs / 1000).toFixed(2)} s` : '–'} | ${o.finalizeStartMs !== undefined ? `${(o.finalizeStartMs / 1000).toFixed(2)} s` : '–'} | ${Math.round(o.blocksPerSecond)} | ${f1(o.redisCommandsPerBlock)} | ${o.workerPeakRssBytes.map(mib).join(', ')} | ${o.workerCpuSeconds.map(f1).join(' + ')} / ${f1(o.redisCpuSeconds)} / ${f1(o.driverCpuSeconds)} |`,
+        `| ${o.workers} × ${o.concurrency} | ${o.pods} | ${o.blocks} | ${(o.makespanMs / 1000).toFixed(2)} s | ${o.planMs !== undefined ? `${(o.planMs / 1000).toFixed(2)} s` : '–'} | ${o.finalizeStartMs !== undefined ? `${(o.finalizeStartMs / 1000).toFixed(2)} s` : '–'} | ${Math.round(o.blocksPerSecond)} | ${o.cold ? `${(o.cold.makespanMs / 1000).toFixed(2)} s, ${Math.round(o.cold.blocksPerSecond)}` : '–'} | ${f1(o.redisCommandsPerBlock)} | ${o.workerPeakRssBytes.map(mib).join(', ')} | ${o.workerCpuSeconds.map(f1).join(' + ')} / ${f1(o.redisCpuSeconds)} / ${f1(o.driverCpuSeconds)} |`,
       );
     }
     lines.push('');
