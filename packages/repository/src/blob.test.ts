@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
+import { deflateRawSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
-import { BlobAuthError, maybeCompress, seal, sealCompressed, unseal } from './blob.js';
+import { BlobAuthError, maybeCompress, SEAL_OVERHEAD_BYTES, seal, sealCompressed, sealJson, unseal, unsealJson } from './blob.js';
 
 const key = randomBytes(32);
 
@@ -30,6 +31,19 @@ describe('sealed blobs', () => {
     expect(() => unseal(key, 'chunk:b', blob)).toThrow(BlobAuthError);
     expect(() => unseal(randomBytes(32), 'chunk:a', blob)).toThrow(BlobAuthError);
     expect(() => unseal(key, 'chunk:a', blob.subarray(0, 10))).toThrow(BlobAuthError);
+  });
+
+  it('seals a small JSON document (a pack index) raw and a large one deflated; both, and older deflated small ones, read back', () => {
+    const index = { packId: 'p1', entries: [{ id: 'a'.repeat(64), offset: 0, length: 4096 }] };
+    const small = sealJson(key, 'index:p1', index);
+    expect(small.length).toBe(Buffer.byteLength(JSON.stringify(index)) + SEAL_OVERHEAD_BYTES);
+    expect(unsealJson(key, 'index:p1', small)).toEqual(index);
+    const manifest = { tree: Array.from({ length: 500 }, (_, i) => ({ path: `data/file-${i}.bin`, mode: 0o644, size: 4096 })) };
+    const large = sealJson(key, 'snapshot:s1', manifest);
+    expect(large.length).toBeLessThan(Buffer.byteLength(JSON.stringify(manifest)) / 4);
+    expect(unsealJson(key, 'snapshot:s1', large)).toEqual(manifest);
+    const older = seal(key, 'index:p1', 1, deflateRawSync(Buffer.from(JSON.stringify(index))));
+    expect(unsealJson(key, 'index:p1', older)).toEqual(index);
   });
 
   it('uses a fresh nonce per seal', () => {

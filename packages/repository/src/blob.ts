@@ -127,8 +127,17 @@ export function unseal(key: Buffer, associatedData: string, blob: Uint8Array): B
   throw new BlobAuthError(`unknown payload encoding ${encoding}`);
 }
 
+/** JSON below this size is sealed raw (readers take both encodings). */
+const SMALL_JSON_BYTES = 4096;
+
+/**
+ * Seals a JSON document (pack index, snapshot manifest). Small ones — a pack index is a few
+ * hundred bytes — are stored raw: a deflate call on them costs more (a zlib stream set up and torn
+ * down each time, on the writer and on every agent that loads the index) than the bytes it saves.
+ */
 export function sealJson(key: Buffer, associatedData: string, value: unknown): Buffer {
   const json = Buffer.from(JSON.stringify(value), 'utf8');
+  if (json.length < SMALL_JSON_BYTES) return seal(key, associatedData, Encoding.Raw, json);
   return seal(key, associatedData, Encoding.Deflate, deflateRawSync(json, { level: 6 }));
 }
 
