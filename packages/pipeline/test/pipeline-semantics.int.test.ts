@@ -1,11 +1,11 @@
-import { blockJobId, pvbName } from '@stowage/core';
+import { blockJobId, pvbName, pvbWatchJobId } from '@stowage/core';
 import type { PvbClient } from '@stowage/kube';
 import { pvbLabels } from '@stowage/kube';
-import type { BlockPlan, PipelineDeps, RunningWorkers } from '@stowage/pipeline';
+import type { BackupState, BlockPlan, PipelineDeps, RunningWorkers } from '@stowage/pipeline';
 import { cancelBackup, startWorkers, submitBackup } from '@stowage/pipeline';
 import { JobName, QueueName } from '@stowage/queue';
 import { useTestRedis } from '@stowage/testing';
-import { Queue, UnrecoverableError } from 'bullmq';
+import { Job, Queue, UnrecoverableError } from 'bullmq';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { backupSpec, configMap, namespace, node, pod, pvc } from './support/fixtures.js';
 import { type Harness, startHarness, waitFor, waitForBackupEnd } from './support/harness.js';
@@ -120,7 +120,7 @@ const objects: unknown[] = [
       exec: { '*': { rules: [{ command: PRE, durationMs: 800 }] } },
     }),
   ),
-  ...['orphan', 'stuck', 'instant'].map((app) =>
+  ...['orphan', 'stuck', 'instant', 'midlook'].map((app) =>
     pod({
       name: `${app}-0`,
       namespace: 'ops',
@@ -408,6 +408,63 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
     expect(lagMs).toBeLessThan(pollCapMs / 4);
     // The create's answer was the last real read; the end came from the informer.
     expect(h.sim.requests().byResource['podvolumebackups.stowage.dev']?.get ?? 0).toBe(0);
+  });
+
+  it('a PVB that ends while its watch job is looking at it: the job, parked again, is promoted at once, not after the poll cap', async () => {
+    // The look reads the PVB InProgress; its end arrives (and every informer's promotion finds the
+    // job running) before the job parks itself for the whole poll cap.
+    const pollCapMs = 60_000;
+    const name = 'midlook-1';
+    let running: RunningWorkers | undefined;
+    let endDuringLook: ((pvbName: string) => Promise<void>) | undefined;
+    const state: BackupState = Object.create(h.deps.state);
+    state.updatePvb = async (backup, pvb, patch) => {
+      const hold = patch.phase === 'InProgress' ? endDuringLook : undefined;
+      endDuringLook = undefined;
+      await hold?.(pvb);
+      return h.deps.state.updatePvb(backup, pvb, patch);
+    };
+    const hub = () => running?.pipeline.runtime.hub;
+    const phaseInCache = (pvb: string, phase: string) => async () => (hub()?.cached(pvb)?.status?.phase === phase ? true : undefined);
+    workers = running = startWorkers({
+      deps: { ...h.deps, state, config: { ...h.deps.config, pvbPollMaxMs: pollCapMs } },
+      queues: ALL_QUEUES,
+    });
+    await waitFor('the informer to sync', async () => (hub()?.healthy() ? true : undefined));
+    await submit(name, opsSpec('midlook'));
+    const [created] = await waitFor('the PVB', async () => {
+      const found = await h.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=${name}` });
+      return found.length > 0 ? found : undefined;
+    });
+    const pvb = created?.metadata.name ?? '';
+    const watchQueue = new Queue(QueueName.pvbWatch, { connection: h.redis, prefix: h.queuePrefix });
+    try {
+      const jobId = pvbWatchJobId(name, pvb);
+      await waitFor('the watch job to be parked', async () => ((await watchQueue.getJobState(jobId)) === 'delayed' ? true : undefined));
+      const now = new Date().toISOString();
+      await h.pvbs.patchPvbStatus(pvb, { phase: 'InProgress', startTimestamp: now, progress: { totalBytes: 2, bytesDone: 1 } });
+      await waitFor('the informer to see it start', phaseInCache(pvb, 'InProgress'));
+      let endedAt = 0;
+      endDuringLook = async (seen) => {
+        endedAt = Date.now();
+        await h.pvbs.patchPvbStatus(seen, {
+          phase: 'Completed',
+          completionTimestamp: new Date().toISOString(),
+          progress: { totalBytes: 2, bytesDone: 2 },
+        });
+        await waitFor('the informer to see it end', phaseInCache(seen, 'Completed'));
+        await new Promise((r) => setTimeout(r, 200)); // its promotion finds the job running
+      };
+      // Something wakes the job early (as a promotion does): its look reads InProgress.
+      await new Job(watchQueue, JobName.watchPvb, {}, {}, jobId).promote();
+      expect(await waitForBackupEnd(h.deps.state, name, 20_000)).toBe('Completed');
+      expect(endedAt).toBeGreaterThan(0);
+      const posts = execsOf(h, 'ops', 'midlook-0', POST);
+      expect(posts).toHaveLength(1);
+      expect(Date.parse(posts[0]?.startedAt ?? '') - endedAt).toBeLessThan(pollCapMs / 4);
+    } finally {
+      await watchQueue.close();
+    }
   });
 
   it('volume policies and opt-out decide which PVBs exist, each skip recorded with its reason', async () => {

@@ -198,13 +198,20 @@ export async function addPvbWatch(queue: Queue, parent: ParentRef, payload: PvbW
 /**
  * Re-parks the running job: moves it to delayed for `delayMs` (releasing its lock and worker
  * slot) and throws `DelayedError` so the worker neither completes nor fails it. Call it as
- * `return repark(job, token, ms)` from a processor. It does not use up an attempt.
+ * `return repark(job, token, ms)` from a processor. It does not use up an attempt. `afterPark`
+ * runs once the job is parked (e.g. to promote it again if what it waits for happened meanwhile).
  */
-export async function repark(job: Pick<Job, 'id' | 'moveToDelayed'>, token: string | undefined, delayMs: number): Promise<never> {
+export async function repark(
+  job: Pick<Job, 'id' | 'moveToDelayed'>,
+  token: string | undefined,
+  delayMs: number,
+  afterPark?: () => Promise<void>,
+): Promise<never> {
   if (!token) throw new QueueError(QueueErrorCode.missingToken, `repark(${job.id ?? '?'}): the worker's lock token is required`);
   if (!Number.isFinite(delayMs) || delayMs < 0) {
     throw new QueueError(QueueErrorCode.badArgument, `repark: delayMs must be a finite number >= 0, got ${delayMs}`);
   }
   await job.moveToDelayed(Date.now() + delayMs, token);
+  await afterPark?.();
   throw new DelayedError();
 }

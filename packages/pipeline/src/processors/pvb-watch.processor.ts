@@ -8,6 +8,11 @@ import type { PipelineRuntime } from '../runtime.js';
  * pvb-watch: one look at the PVB per run. Not terminal → re-park with moveToDelayed +
  * DelayedError (no slot held) and a capped backoff; the process's informer promotes the job the
  * moment the PVB turns terminal. The poll state travels in `job.data.watch`.
+ *
+ * No end is missed: every worker's informer sees every PVB event and updates its cache before it
+ * promotes. An event that reaches the informer of the process running this look either comes
+ * before the look ends (the cache check after parking sees it) or after the job is parked (the
+ * promotion finds it delayed).
  */
 export async function processPvbWatch(rt: PipelineRuntime, job: Job, token: string | undefined): Promise<PvbWatchResult> {
   const data = parsePvbWatchJobData(job.data);
@@ -20,5 +25,9 @@ export async function processPvbWatch(rt: PipelineRuntime, job: Job, token: stri
   );
   if (step.kind === 'done') return step.result;
   await job.updateData({ ...(job.data as object), watch: step.progress });
-  return repark(job, token, step.delayMs);
+  // The look above may have read the cache just before the PVB's end arrived, and the informer's
+  // promotion then found this job running, not parked: look at the cache again once parked.
+  return repark(job, token, step.delayMs, async () => {
+    await rt.hub?.promoteIfTerminal(data.pvbName);
+  });
 }

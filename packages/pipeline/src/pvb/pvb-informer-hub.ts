@@ -104,33 +104,26 @@ export class PvbInformerHub {
     if (pvb && isPvbTerminal(pvb)) await this.promote(pvb);
   }
 
+  /**
+   * One attempt: a job that is not parked right now was promoted by another worker's informer, is
+   * done, or is running a look — which promotes it itself once parked if it missed this end (see
+   * processPvbWatch). So there is nothing to retry.
+   */
   private async promote(pvb: PodVolumeBackup): Promise<void> {
     const queue = this.opts.watchQueue;
     const backupName = pvb.metadata.labels?.[pvbLabels.backupName] ?? pvb.spec.tags?.backup;
     if (!queue || !backupName) return;
     const jobId = pvbWatchJobId(backupName, pvb.metadata.name);
     // Promote by id (the script checks the job is delayed): no read of the job before it.
-    const job = new Job(queue, JobName.watchPvb, {}, {}, jobId);
-    // A job that is active right now (reading the PVB) may be parked a moment later: try again briefly.
-    for (let attempt = 0; attempt < 4; attempt++) {
-      try {
-        await job.promote();
-        this.promotions++;
-        return;
-      } catch (err) {
-        const message = String((err as Error)?.message);
-        // "not in the delayed state" / "Missing key": waiting, done or not added yet — nothing to do,
-        // unless it is running right now (its look may predate this event) and parks.
-        if (!/not in the delayed state|missing key/i.test(message)) {
-          this.opts.logger.warn({ err: message, jobId }, 'could not promote pvb-watch job');
-          return;
-        }
-        const state = await queue.getJobState(jobId).catch(() => 'unknown');
-        // Parked between the two calls: promote it now.
-        if (state === 'delayed') continue;
-        if (state !== 'active') return;
+    try {
+      await new Job(queue, JobName.watchPvb, {}, {}, jobId).promote();
+      this.promotions++;
+    } catch (err) {
+      const message = String((err as Error)?.message);
+      // "not in the delayed state" / "Missing key": waiting, running, done or not added yet.
+      if (!/not in the delayed state|missing key/i.test(message)) {
+        this.opts.logger.warn({ err: message, jobId }, 'could not promote pvb-watch job');
       }
-      await new Promise((r) => setTimeout(r, 50 * (attempt + 1)));
     }
   }
 }
