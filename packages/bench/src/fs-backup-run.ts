@@ -14,6 +14,9 @@ export interface FsModeResult {
   /** When the measured backup was submitted (epoch ms): every *Ms time below counts from here. */
   submittedAt: number;
   makespanMs: number;
+  /** Submit → plan stored and every block added, and submit → finalize started (every block done). */
+  planMs: number | undefined;
+  finalizeStartMs: number | undefined;
   pvbs: number;
   blocks: number;
   /** Per-PVB copy time (startTimestamp → completionTimestamp), ms. */
@@ -164,6 +167,10 @@ export async function runFsMode(
     const counters = await env.state.counters(name);
     const blocks = counters.blocksPlanned ?? counters.blocksDone ?? 0;
     const queueBars = await jobBars(env, name);
+    const record = await env.state.getBackup(name);
+    const finalizingAt = (await env.state.readEvents(name, '0', { count: 1_000_000 })).find(
+      (e) => e.type === 'backup.phase' && e.data.to === 'Finalizing',
+    )?.at;
 
     // Per-PVB copy time and the bound.
     const copies = pvbObjects
@@ -250,6 +257,8 @@ export async function runFsMode(
       phase: wait.phase,
       submittedAt: wait.submittedAt,
       makespanMs,
+      planMs: record?.planCompletedAt !== undefined ? record.planCompletedAt - wait.submittedAt : undefined,
+      finalizeStartMs: finalizingAt !== undefined ? finalizingAt - wait.submittedAt : undefined,
       pvbs: pvbObjects.length,
       blocks,
       pvbCopyMs: distribution(copies.map((c) => c.end - c.start)),

@@ -90,6 +90,14 @@ export function renderMarkdown(r: BenchReport): string {
     lines.push(`| ${label} | ${r.decoupled ? get(r.decoupled) : '–'} | ${r.inline ? get(r.inline) : '–'} |`);
   row('phase', (x) => x.phase);
   row('makespan', (x) => `${(x.makespanMs / 1000).toFixed(2)} s`);
+  row("… plan done / last node's first PVB / last PVB done / finalize from", (x) => {
+    const firstPerNode = new Map<string, number>();
+    for (const p of x.pvbTimes) firstPerNode.set(p.node, Math.min(firstPerNode.get(p.node) ?? p.startMs, p.startMs));
+    const s = (ms: number | undefined) => (ms === undefined || !Number.isFinite(ms) ? '–' : `${(ms / 1000).toFixed(2)}`);
+    const lastEnd = x.pvbTimes.length > 0 ? Math.max(...x.pvbTimes.map((p) => p.endMs)) : undefined;
+    const lastFirst = firstPerNode.size > 0 ? Math.max(...firstPerNode.values()) : undefined;
+    return `${s(x.planMs)} / ${s(lastFirst)} / ${s(lastEnd)} / ${s(x.finalizeStartMs)} s`;
+  });
   row('PVBs / blocks planned', (x) => `${x.pvbs} / ${x.blocks}`);
   row('per-PVB copy time p50 / max', (x) => `${v(x.pvbCopyMs.p50)} / ${v(x.pvbCopyMs.max)} ms`);
   row('node-agent bound (Σ copy ÷ N·K)', (x) => `${(x.bound.boundMs / 1000).toFixed(2)} s`);
