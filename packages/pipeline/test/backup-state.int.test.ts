@@ -186,6 +186,23 @@ describe('BackupState', () => {
     expect(await state.readBlockTail('b1', 'blk-none')).toEqual({ plan: undefined, block: undefined, pvbs: [] });
   });
 
+  it('counts a key once and logs its line with it, once, keeping the log bounded', async () => {
+    const small = new BackupState({ redis, prefix: uniquePrefix(), now: () => clock++, maxLogLines: 3 });
+    await small.createBackup(record('b1'));
+    for (let i = 0; i < 3; i++) await small.log('b1', { level: 'info', msg: `line ${i}` });
+    expect(
+      await small.countOnceAndLog('b1', 'pvb:p1', 'pvbsCompleted', { level: 'info', msg: 'pod volume backup completed', pvb: 'p1' }),
+    ).toBe(true);
+    expect(
+      await small.countOnceAndLog('b1', 'pvb:p1', 'pvbsCompleted', { level: 'info', msg: 'pod volume backup completed', pvb: 'p1' }),
+    ).toBe(false);
+    expect(await small.counters('b1')).toEqual({ pvbsCompleted: 1 });
+    const logs = await small.readLogs('b1');
+    expect(logs.map((l) => l.msg)).toEqual(['line 1', 'line 2', 'pod volume backup completed']);
+    expect(logs.at(-1)).toMatchObject({ level: 'info', pvb: 'p1' });
+    expect(typeof logs.at(-1)?.at).toBe('number');
+  });
+
   it('counts many keys once each in one call, and records problems once', async () => {
     await state.createBackup(record('b1'));
     const entries = [

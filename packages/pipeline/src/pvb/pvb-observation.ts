@@ -69,13 +69,23 @@ export async function recordPvbObservation(
       }),
     );
   }
-  const counted = terminal ? deps.state.countOnce(backupName, `pvb:${name}`, `pvbs${phase}`) : Promise.resolve(false);
+  // A PVB that completed is counted and logged in one step (this is on the way to the post hooks);
+  // a failed or canceled one is also an error, recorded once it counted.
+  const counted = !terminal
+    ? Promise.resolve(false)
+    : phase === 'Completed'
+      ? deps.state.countOnceAndLog(backupName, `pvb:${name}`, 'pvbsCompleted', {
+          level: 'info',
+          msg: 'pod volume backup completed',
+          ...where,
+        })
+      : deps.state.countOnce(backupName, `pvb:${name}`, `pvbs${phase}`);
   const [firstTerminal] = await Promise.all([counted, ...writes]);
-  if (firstTerminal) await reportTerminal(deps, backupName, name, phase, status.message, where);
+  if (firstTerminal && phase !== 'Completed') await reportTerminal(deps, backupName, name, phase, status.message, where);
   return { phase, terminal, bytesDone: status.progress?.bytesDone, message: status.message };
 }
 
-/** The first terminal observation of a PVB (counted just now): an error for Failed/Canceled, else an info line. */
+/** The first Failed or Canceled observation of a PVB (counted just now): an error. */
 async function reportTerminal(
   deps: Pick<PipelineDeps, 'state'>,
   backupName: string,
@@ -85,25 +95,14 @@ async function reportTerminal(
   where: Record<string, unknown>,
 ): Promise<void> {
   const namespace = (where.pod as string).split('/')[0];
-  if (phase === 'Failed') {
-    await deps.state.recordProblem(backupName, {
-      level: 'error',
-      onceKey: `pvb:${name}`,
-      msg: `pod volume backup failed: ${message ?? 'no message'}`,
-      namespace,
-      ...where,
-    });
-  } else if (phase === 'Canceled') {
-    await deps.state.recordProblem(backupName, {
-      level: 'error',
-      onceKey: `pvb:${name}`,
-      msg: `pod volume backup canceled: ${message ?? 'no message'}`,
-      namespace,
-      ...where,
-    });
-  } else {
-    await deps.state.log(backupName, { level: 'info', msg: `pod volume backup ${phase.toLowerCase()}`, ...where });
-  }
+  const what = phase === 'Failed' ? 'failed' : 'canceled';
+  await deps.state.recordProblem(backupName, {
+    level: 'error',
+    onceKey: `pvb:${name}`,
+    msg: `pod volume backup ${what}: ${message ?? 'no message'}`,
+    namespace,
+    ...where,
+  });
 }
 
 /**

@@ -27,6 +27,7 @@ interface StateScriptCommands {
   stowageCreateBackup(key: string, ...args: ScriptArg[]): Promise<number>;
   stowageTransitionPhase(key: string, ...args: ScriptArg[]): Promise<[number, string | null]>;
   stowageCountOnce(onceKey: string, countersKey: string, ...args: ScriptArg[]): Promise<number>;
+  stowageCountOnceAndLog(onceKey: string, countersKey: string, logsKey: string, ...args: ScriptArg[]): Promise<number>;
   stowagePutPlans(planKey: string, itemsKey: string, orderKey: string, ...args: ScriptArg[]): Promise<number>;
   stowageCountOnceMany(onceKey: string, countersKey: string, entries: string): Promise<number>;
   stowageRegisterPvb(pvbKey: string, setKey: string, ...args: ScriptArg[]): Promise<number>;
@@ -329,6 +330,22 @@ export class BackupState {
     return res === 1;
   }
 
+  /** countOnce, and `line` logged when it counted now (one round trip, both or neither). */
+  async countOnceAndLog(name: string, onceKey: string, field: string, line: Omit<LogLine, 'at'> & { at?: number }): Promise<boolean> {
+    const full = { at: this.now(), ...line };
+    const res = await this.cmd().stowageCountOnceAndLog(
+      this.key(name, 'once'),
+      this.key(name, 'cnt'),
+      this.key(name, 'logs'),
+      onceKey,
+      field,
+      1,
+      JSON.stringify(full),
+      this.maxLogLines,
+    );
+    return res === 1;
+  }
+
   /** Counts many keys once each in one round trip; returns how many counted now. */
   async countOnceMany(name: string, entries: ReadonlyArray<{ onceKey: string; field: string; by?: number }>): Promise<number> {
     if (entries.length === 0) return 0;
@@ -343,9 +360,7 @@ export class BackupState {
   async recordProblem(name: string, problem: BackupProblem): Promise<boolean> {
     const { onceKey, level, ...line } = problem;
     const field = level === 'error' ? 'errors' : 'warnings';
-    const counted = await this.countOnce(name, `${field}:${onceKey}`, field);
-    if (counted) await this.log(name, { level, ...line });
-    return counted;
+    return this.countOnceAndLog(name, `${field}:${onceKey}`, field, { level, ...line });
   }
 
   /** Sets a counter to a value (for totals set by the planner). */
