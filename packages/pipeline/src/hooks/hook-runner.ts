@@ -105,26 +105,29 @@ export async function runPodHooks(
         : res.outcome === 'timeout'
           ? res.message
           : `${res.reason}: ${res.message}`;
-    await state.recordHookRun(backupName, {
-      ...base,
-      runId,
-      outcome: res.outcome,
-      exitCode,
-      startedAt,
-      endedAt,
-      stdoutTail: res.stdoutTail,
-      stderrTail: res.stderrTail,
-      message,
-    });
-    await state.appendEvent(backupName, 'hook.done', {
-      blockId,
-      pod: pk,
-      container: hook.container,
-      phase,
-      index: hook.index,
-      ok,
-      exitCode: exitCode ?? null,
-    });
+    // The run's record and its event are independent: one round trip's wait.
+    await Promise.all([
+      state.recordHookRun(backupName, {
+        ...base,
+        runId,
+        outcome: res.outcome,
+        exitCode,
+        startedAt,
+        endedAt,
+        stdoutTail: res.stdoutTail,
+        stderrTail: res.stderrTail,
+        message,
+      }),
+      state.appendEvent(backupName, 'hook.done', {
+        blockId,
+        pod: pk,
+        container: hook.container,
+        phase,
+        index: hook.index,
+        ok,
+        exitCode: exitCode ?? null,
+      }),
+    ]);
     if (ok) continue;
     result.failed++;
     await state.countOnce(backupName, `hook-failed:${blockId}:${pk}:${phase}:${hook.index}`, 'hooksFailed');

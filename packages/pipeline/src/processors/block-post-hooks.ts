@@ -113,9 +113,11 @@ export async function finishBlock(deps: PipelineDeps, input: FinishBlockInput, r
   const itemErrors = typeof block?.itemErrors === 'number' ? block.itemErrors : 0;
   const partially = hooksFailed > 0 || failedPods.size > 0 || pvbTrouble || input.blockJobFailed !== undefined || itemErrors > 0;
   const finalState = partially ? 'PartiallyFailed' : 'Completed';
-  await state.updateBlock(backupName, blockId, { state: finalState, completedAt: deps.clock.now() });
-  if (await state.countOnce(backupName, `block-done:${blockId}`, 'blocksDone')) {
-    await state.appendEvent(backupName, 'block.done', { blockId, state: finalState, pvbs: pvbNames.length, postHookPods: pods.length });
-  }
+  // Final state, the once-counted block-done and its event in one step (the hooks slot frees sooner).
+  await state.blockStep(backupName, blockId, {
+    set: { state: finalState, completedAt: deps.clock.now() },
+    once: [{ onceKey: `block-done:${blockId}`, field: 'blocksDone' }],
+    event: { type: 'block.done', data: { blockId, state: finalState, pvbs: pvbNames.length, postHookPods: pods.length }, ifCounted: 0 },
+  });
   return { state: finalState, postHookPods: pods.length, hooksFailed };
 }
