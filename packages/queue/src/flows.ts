@@ -113,7 +113,8 @@ export async function addBlockFlows(producers: BlockFlowProducers, input: BlockF
   const isSolo = (block: string | BlockFlowSpec) => typeof block !== 'string' && block.solo === true;
   if (input.blocks.some((block) => !isSolo(block))) {
     // FlowProducer.addBulk does not report a missing parent (its per-entry errors are dropped), so check once.
-    const parentNode = await flowProducer.getFlow({ id: input.finalizeJobId, queueName: QueueName.backups, depth: 0, maxChildren: 1 });
+    // depth 1: the job itself (getFlow recurses while depth - 1 is truthy, so 0 would walk the children).
+    const parentNode = await flowProducer.getFlow({ id: input.finalizeJobId, queueName: QueueName.backups, depth: 1, maxChildren: 1 });
     if (!parentNode?.job) throw parentMissing();
   }
   const base = { backupName: input.backupName, backupUid: input.backupUid, ...(input.requestId ? { requestId: input.requestId } : {}) };

@@ -63,8 +63,7 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
 
   const policies = await loadVolumePolicies(rt, spec, backupName);
   if (policies === undefined) return { skipped: 'resource policy invalid' };
-  const nodesWithAgent = await deps.agents.nodesWithAgent();
-  const discovery = await discoverResources(deps.kube);
+  const [nodesWithAgent, discovery] = await Promise.all([deps.agents.nodesWithAgent(), discoverResources(deps.kube)]);
   for (const failure of discovery.failures) {
     await state.recordProblem(backupName, {
       level: 'warn',
@@ -128,13 +127,19 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
     }
   };
 
-  // 1. Pods, PVCs and PVs: one grouping (pods sharing a PVC share a block).
-  const related: ClusterItem[] = [];
-  for (const resource of resources.filter((r) => r.group === '' && RELATED.has(r.resource))) {
-    for await (const page of listAll(deps.kube, { resource, pageSize: config.listPageSize })) {
-      for (const object of page.items) related.push(toClusterItem(resource, object));
-    }
-  }
+  // 1. Pods, PVCs and PVs: one grouping (pods sharing a PVC share a block). Listed at once.
+  const listed = await Promise.all(
+    resources
+      .filter((r) => r.group === '' && RELATED.has(r.resource))
+      .map(async (resource) => {
+        const items: ClusterItem[] = [];
+        for await (const page of listAll(deps.kube, { resource, pageSize: config.listPageSize })) {
+          for (const object of page.items) items.push(toClusterItem(resource, object));
+        }
+        return items;
+      }),
+  );
+  const related: ClusterItem[] = listed.flat();
   for (const item of related) {
     const meta = item.object.metadata;
     if (item.resource === 'persistentvolumeclaims')
