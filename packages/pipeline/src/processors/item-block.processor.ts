@@ -261,39 +261,31 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
   // PVBs of a block are independent: create and watch them at once (each is a few round trips),
   // and write the items meanwhile. Both run to the end before a failure is rethrown, so a retry
   // never overlaps with this attempt's writes.
-  // A block with a post-hooks job records its items (fields and once-counters) as soon as they are
-  // written, while its PVBs are still being created: the step does not depend on them, and items
-  // written are counted even when a PVB step fails.
-  const itemsRecorded = writeBlockItems(deps, backupName, blockId, blockPlan, failedPods, ctx.items ?? []).then(async (items) => {
-    const itemFields = {
-      itemsWritten: items.itemsWritten,
-      itemsDoneAt: clock.now(),
-      ...(items.itemErrors > 0 ? { itemErrors: items.itemErrors } : {}),
-    };
-    if (!solo) {
-      await state.blockStep(backupName, blockId, {
-        set: { ...itemFields, ...(pvbNames.length === 0 ? { state: 'ItemsDone' } : {}) },
-        once: items.counted,
-      });
-    }
-    return { ...items, itemFields };
-  });
   const [pvbsDone, itemsDone] = await Promise.allSettled([
     runBounded(
       toCreate.map((w) => () => createAndWatch(w)),
       PVB_CREATE_CONCURRENCY,
     ),
-    itemsRecorded,
+    writeBlockItems(deps, backupName, blockId, blockPlan, failedPods, ctx.items ?? []),
   ]);
   if (itemsDone.status === 'rejected') throw itemsDone.reason;
-  if (pvbsDone.status === 'rejected') throw pvbsDone.reason;
-  const { itemsWritten, itemErrors, counted, itemFields } = itemsDone.value;
-  if (solo) {
+  const { itemsWritten, itemErrors, counted } = itemsDone.value;
+  const now = clock.now();
+  const itemFields = { itemsWritten, itemsDoneAt: now, ...(itemErrors > 0 ? { itemErrors } : {}) };
+  if (!solo) {
+    // Items written are counted even when a PVB step failed (as when items came first).
+    await state.blockStep(backupName, blockId, {
+      set: { ...itemFields, ...(pvbNames.length === 0 ? { state: 'ItemsDone' } : {}) },
+      once: counted,
+    });
+    if (pvbsDone.status === 'rejected') throw pvbsDone.reason;
+  } else {
+    if (pvbsDone.status === 'rejected') throw pvbsDone.reason; // (a solo block has no PVB step)
     // The block's tail, as finishBlock does it for a block without PVBs and post hooks, in the
-    // same round trip as the item counters (a solo block has no PVB step).
+    // same round trip as the item counters.
     const finalState = failedPods.size > 0 || itemErrors > 0 ? 'PartiallyFailed' : 'Completed';
     await state.blockStep(backupName, blockId, {
-      set: { ...(startWithEnd ? startFields : {}), ...itemFields, state: finalState, completedAt: itemFields.itemsDoneAt },
+      set: { ...(startWithEnd ? startFields : {}), ...itemFields, state: finalState, completedAt: now },
       once: [{ onceKey: `block-done:${blockId}`, field: 'blocksDone' }, ...(startWithEnd ? [startCounter] : []), ...counted],
       event: { type: 'block.done', data: { blockId, state: finalState, pvbs: 0, postHookPods: 0 }, ifCounted: 0 },
     });
