@@ -1,6 +1,18 @@
 import { randomUUID } from 'node:crypto';
-import { closeSync, createWriteStream, fstatSync, mkdirSync, openSync, readSync, renameSync, rmSync, writeSync } from 'node:fs';
-import { type FileHandle, mkdir, open, readdir, readFile, rename, rm, rmdir, stat, unlink } from 'node:fs/promises';
+import {
+  closeSync,
+  createWriteStream,
+  fstatSync,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readSync,
+  renameSync,
+  rmSync,
+  writeSync,
+} from 'node:fs';
+import { type FileHandle, mkdir, open, readFile, rename, rm, rmdir, stat, unlink } from 'node:fs/promises';
 import { dirname, join, resolve, sep } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -37,8 +49,8 @@ export class FileSystemStorage implements BackupStorage {
   async putObject(key: string, data: Buffer | string, opts: PutOptions = {}): Promise<void> {
     assertValidKey(key);
     const durable = opts.durable ?? true;
-    if (!durable && (typeof data === 'string' ? Buffer.byteLength(data) : data.length) <= SMALL_OBJECT_BYTES) {
-      this.putSmallSync(key, data);
+    if ((typeof data === 'string' ? Buffer.byteLength(data) : data.length) <= SMALL_OBJECT_BYTES) {
+      this.putSmallSync(key, data, durable);
       return;
     }
     await this.writeAtomically(
@@ -87,14 +99,18 @@ export class FileSystemStorage implements BackupStorage {
   }
 
   /**
-   * A small non-durable put with synchronous calls (same steps: temp file, write, rename). An
-   * asynchronous fs call costs a thread-pool round trip several times the call itself on our VMs:
-   * the pool threads of one worker spent ~0.6 ms of CPU per staged item (four calls), more than the
-   * rest of its item-block job. Without fsync these calls only touch the page cache: measured in
-   * the orchestration benchmark, p50 0.05 ms, p99 0.36 ms per put on the event loop. (A CPU
-   * profile makes them look far slower: its sampling stretches blocking syscalls.)
+   * A small put with synchronous calls (same steps: temp file, write, [fsync,] rename[, fsync of
+   * the directory]). An asynchronous fs call costs a thread-pool round trip several times the call
+   * itself on our VMs: the pool threads of one worker spent ~0.6 ms of CPU per staged item (four
+   * calls), more than the rest of its item-block job, and on a busy machine each round trip waits
+   * for a core. Without fsync these calls only touch the page cache: measured in the orchestration
+   * benchmark, p50 0.05 ms, p99 0.36 ms per put on the event loop (under the fs-backup benchmark's
+   * load a block's five items took p50 ~8 ms). A durable put adds two fsyncs (~0.5 ms each on an
+   * idle disk): finalize's few sidecars, where nine sequential thread-pool round trips per file
+   * made up most of finalize (≈ 50 ms for the PVB sidecar alone in the fs-backup benchmark).
+   * (A CPU profile makes all of these look far slower: its sampling stretches blocking syscalls.)
    */
-  private putSmallSync(key: string, data: Buffer | string): void {
+  private putSmallSync(key: string, data: Buffer | string, durable: boolean): void {
     const target = this.pathOf(key);
     const dir = dirname(target);
     const tempPath = join(dir, `${TEMP_FILE_MARKER}${randomUUID()}`);
@@ -111,10 +127,12 @@ export class FileSystemStorage implements BackupStorage {
         const bytes = typeof data === 'string' ? Buffer.from(data) : data;
         let off = 0;
         while (off < bytes.length) off += writeSync(fd, bytes, off, bytes.length - off);
+        if (durable) fsyncSync(fd);
       } finally {
         closeSync(fd);
       }
       renameSync(tempPath, target);
+      if (durable) syncDirectorySync(dir);
     } catch (err) {
       rmSync(tempPath, { force: true });
       throw ioError('writing', key, err);
@@ -161,7 +179,9 @@ export class FileSystemStorage implements BackupStorage {
     const dirPath = dirKey === '' ? this.rootDir : this.pathOf(dirKey);
     let entries: import('node:fs').Dirent[];
     try {
-      entries = await readdir(dirPath, { withFileTypes: true });
+      // Synchronous, as small reads are (getObject): a directory listing is one quick syscall,
+      // and finalize walks one directory per namespace and resource.
+      entries = readdirSync(dirPath, { withFileTypes: true });
     } catch (err) {
       if (isNotFound(err)) return;
       throw ioError('listing', dirKey, err);
@@ -238,6 +258,15 @@ async function openCreatingDirectory(path: string): Promise<FileHandle> {
   }
   await mkdir(dirname(path), { recursive: true });
   return await open(path, 'wx', 0o644);
+}
+
+function syncDirectorySync(dir: string): void {
+  const fd = openSync(dir, 'r');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
 }
 
 async function syncDirectory(dir: string): Promise<void> {

@@ -106,6 +106,34 @@ describe('assembleTarball', () => {
     expect(tar('-tzf', path).trim().split('\n')).toHaveLength(1 + 2 * items.length);
   });
 
+  it('streams an archive too large to assemble in memory, and system tar reads every item of it', async () => {
+    // 1,200 items of ~4 KiB each, twice (preferred-version copies): ~10 MiB of tar, past the
+    // 4 MiB built in memory, so the rest streams after the part already assembled.
+    const big: BackupItem[] = Array.from({ length: 1200 }, (_, i) => ({
+      groupResource: 'configmaps',
+      namespace: 'bulk',
+      name: `cm-${String(i).padStart(4, '0')}`,
+      object: {
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: { name: `cm-${String(i).padStart(4, '0')}`, namespace: 'bulk' },
+        data: { blob: `${i}:`.padEnd(4000, String.fromCharCode(97 + (i % 26))) },
+      },
+    }));
+    for (const item of big) await writeItem(storage, 'big', item, { durable: false });
+    const result = await assembleTarball(storage, 'big', { mtime: new Date('2026-01-02T03:04:05Z') });
+    expect(result.items).toBe(big.length);
+    const tarball = join(storage.rootDir, backupLayout('big').tarball);
+    const listed = tar('-tzf', tarball).trim().split('\n');
+    expect(listed).toHaveLength(1 + 2 * big.length);
+    expect(listed.at(-1)).toBe('resources/configmaps/v1-preferredversion/namespaces/bulk/cm-1199.json');
+    const out = join(root, 'big-out');
+    execFileSync('mkdir', ['-p', out]);
+    tar('-xzf', tarball, '-C', out);
+    const last = JSON.parse(await readFile(join(out, 'resources/configmaps/namespaces/bulk/cm-1199.json'), 'utf8'));
+    expect(last).toEqual(big[1199]?.object);
+  });
+
   it('assembles an empty backup to a tarball holding only metadata/version', async () => {
     await assembleTarball(storage, 'empty', { mtime: new Date(0), preferredVersionCopies: false });
     expect(tar('-tzf', join(storage.rootDir, backupLayout('empty').tarball)).trim()).toBe('metadata/version');
