@@ -27,6 +27,8 @@ export type PlanResult = { skipped: string } | { blocks: number; items: number; 
 
 /** Resources never backed up: Stowage's own in-flight PVBs. */
 const NEVER_LISTED = new Set([`${pvbPlural}.${pvbGroup}`]);
+/** Blocks in the first batch a backup adds (enough to fill the first slots of a few workers); later batches double. */
+const FIRST_BATCH_BLOCKS = 8;
 /** The relation graph needs these three listed together before grouping. */
 const RELATED = new Set(['pods', 'persistentvolumeclaims', 'persistentvolumes']);
 
@@ -81,6 +83,7 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
   });
 
   const totals = { blocks: 0, items: 0, batches: 0 };
+  let batchSize = Math.min(FIRST_BATCH_BLOCKS, config.blockBatchSize);
   const volumeCtx: VolumeContext = { spec, policies, nodesWithAgent, pvcs: new Map(), pvs: new Map(), takenClaims: new Map() };
   const emit = async (blocks: ItemBlock<ClusterItem>[]) => {
     // Decisions in grouping order (one PVB per PVC: the first pod wins), then the dispatch order:
@@ -89,8 +92,13 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
       blocks.map((block) => buildBlockPlan(block, backupName, volumeCtx)),
       ({ plan }) => pvbNodesOf(plan),
     );
-    for (let start = 0; start < planned.length; start += config.blockBatchSize) {
-      const stored = planned.slice(start, start + config.blockBatchSize);
+    for (let start = 0; start < planned.length; ) {
+      const stored = planned.slice(start, start + batchSize);
+      start += stored.length;
+      // The first batches are small and each twice the last, up to blockBatchSize: the first
+      // blocks reach the workers at once, and each batch is added while the one before runs (one
+      // add of a few hundred flows left every slot idle for tens of milliseconds).
+      batchSize = Math.min(config.blockBatchSize, batchSize * 2);
       await state.putBlockPlans(
         backupName,
         stored.map(({ plan, manifests }) => ({ id: plan.id, plan, items: manifests })),
