@@ -259,25 +259,36 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
   }
 
   // PVBs of a block are independent: create and watch them at once (each is a few round trips),
-  // and write the items meanwhile. Both run to the end before a failure is rethrown, so a retry
-  // never overlaps with this attempt's writes.
+  // and write the items meanwhile. A block with a post-hooks job records its items as soon as
+  // they are written, while the PVB creates are still out (the items take a few milliseconds, a
+  // create's answer usually longer: one wait less before the slot frees); items written are
+  // counted even when a PVB step fails. Both run to the end before a failure is rethrown, so a
+  // retry never overlaps with this attempt's writes.
+  const itemsStep = writeBlockItems(deps, backupName, blockId, blockPlan, failedPods, ctx.items ?? []).then(async (written) => {
+    const fields = {
+      itemsWritten: written.itemsWritten,
+      itemsDoneAt: clock.now(),
+      ...(written.itemErrors > 0 ? { itemErrors: written.itemErrors } : {}),
+    };
+    if (!solo) {
+      await state.blockStep(backupName, blockId, {
+        set: { ...fields, ...(pvbNames.length === 0 ? { state: 'ItemsDone' } : {}) },
+        once: written.counted,
+      });
+    }
+    return { ...written, fields };
+  });
   const [pvbsDone, itemsDone] = await Promise.allSettled([
     runBounded(
       toCreate.map((w) => () => createAndWatch(w)),
       PVB_CREATE_CONCURRENCY,
     ),
-    writeBlockItems(deps, backupName, blockId, blockPlan, failedPods, ctx.items ?? []),
+    itemsStep,
   ]);
   if (itemsDone.status === 'rejected') throw itemsDone.reason;
-  const { itemsWritten, itemErrors, counted } = itemsDone.value;
+  const { itemsWritten, itemErrors, counted, fields: itemFields } = itemsDone.value;
   const now = clock.now();
-  const itemFields = { itemsWritten, itemsDoneAt: now, ...(itemErrors > 0 ? { itemErrors } : {}) };
   if (!solo) {
-    // Items written are counted even when a PVB step failed (as when items came first).
-    await state.blockStep(backupName, blockId, {
-      set: { ...itemFields, ...(pvbNames.length === 0 ? { state: 'ItemsDone' } : {}) },
-      once: counted,
-    });
     if (pvbsDone.status === 'rejected') throw pvbsDone.reason;
   } else {
     if (pvbsDone.status === 'rejected') throw pvbsDone.reason; // (a solo block has no PVB step)
