@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createKubeClients, createPvbClient, type KubeClients, type PvbClient } from '@stowage/kube';
-import { type Fixture, type MaterializeMode, type Simulator, startSimulator } from '@stowage/kube-sim';
+import type { ExecRecord, Fixture, MaterializeMode, RequestCounts } from '@stowage/kube-sim';
 import {
   BackupState,
   DEFAULT_PIPELINE_CONFIG,
@@ -25,6 +25,7 @@ import { commandStatsDelta, parseCommandStats } from './stats.js';
 export const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const WORKER_MAIN = join(REPO_ROOT, 'services/worker/src/main.ts');
 const AGENT_HOST_MAIN = fileURLToPath(new URL('./agent-host.main.ts', import.meta.url));
+const SIM_HOST_MAIN = fileURLToPath(new URL('./sim-host.main.ts', import.meta.url));
 const QUEUE_PREFIX = '{bench}';
 const ENDED = new Set(['Completed', 'PartiallyFailed', 'Failed', 'Canceled', 'FailedValidation']);
 
@@ -60,7 +61,7 @@ export class BenchEnv {
   private driverWorkers: RunningWorkers | undefined;
   private constructor(
     readonly redisServer: EmbeddedRedis,
-    readonly sim: Simulator,
+    readonly sim: SimProcess,
     readonly redis: Redis,
     readonly state: BackupState,
     readonly kube: KubeClients,
@@ -74,7 +75,10 @@ export class BenchEnv {
     const workDir = await mkdtemp(join(tmpdir(), 'stowage-bench-'));
     await mkdir(logDir, { recursive: true });
     const redisServer = await startEmbeddedRedis();
-    const sim = await startSimulator({ fixture, port: 0, dataRoot: join(workDir, 'sim-data'), materializeVolumes });
+    const sim = await SimProcess.start(fixture, materializeVolumes, workDir, logDir).catch(async (err: unknown) => {
+      await redisServer.stop();
+      throw err;
+    });
     const redis = new Redis(redisServer.url, { maxRetriesPerRequest: null });
     const state = new BackupState({ redis, prefix: statePrefixFor(QUEUE_PREFIX) });
     const kube = createKubeClients({ kubeconfigPath: sim.kubeconfigPath });
@@ -253,9 +257,9 @@ export class BenchEnv {
   async close(keepLogs: boolean): Promise<void> {
     const steps: Array<() => Promise<unknown>> = [
       () => Promise.all(this.children.map((c) => c.stop())),
+      () => this.sim.close(),
       async () => this.driverWorkers?.close(),
       async () => this.redis.quit().catch(() => this.redis.disconnect()),
-      () => this.sim.close(),
       () => this.redisServer.stop(),
       () => rm(this.workDir, { recursive: true, force: true }),
       async () => (keepLogs ? undefined : rm(this.logDir, { recursive: true, force: true })),
@@ -266,6 +270,7 @@ export class BenchEnv {
   /** Synchronous last resort on process exit. */
   killChildren(): void {
     for (const c of this.children) c.killNow();
+    this.sim.child.killNow();
   }
 }
 
@@ -282,5 +287,81 @@ async function waitReady(child: BenchChild, port: number, timeoutMs: number): Pr
     if (ok) return;
     if (Date.now() > deadline) throw new Error(`${child.name} not ready within ${timeoutMs / 1000} s; see ${child.logFile}`);
     await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+/**
+ * The simulator in its own process (`sim-host.main.ts`), as a cluster's API server is not part of
+ * Stowage's API service; what the report reads from it comes over its `/_sim/` control API.
+ */
+export class SimProcess {
+  private constructor(
+    readonly child: BenchChild,
+    readonly url: string,
+    readonly kubeconfigPath: string,
+    readonly dataRoot: string,
+  ) {}
+
+  static async start(fixture: Fixture, materialize: MaterializeMode, workDir: string, logDir: string): Promise<SimProcess> {
+    const fixturePath = join(workDir, 'fixture.json');
+    await writeFile(fixturePath, JSON.stringify(fixture));
+    let ready: (info: { url: string; kubeconfigPath: string; dataRoot: string }) => void = () => {};
+    const readyInfo = new Promise<{ url: string; kubeconfigPath: string; dataRoot: string }>((r) => (ready = r));
+    const child = new BenchChild({
+      name: 'simulator',
+      script: SIM_HOST_MAIN,
+      nodeArgs: (process.env.BENCH_SIM_NODE_ARGS ?? '').split(' ').filter(Boolean),
+      cwd: REPO_ROOT,
+      logFile: join(logDir, 'simulator.log'),
+      env: {
+        ...process.env,
+        BENCH_SIM_FIXTURE: fixturePath,
+        BENCH_SIM_DATA_ROOT: join(workDir, 'sim-data'),
+        BENCH_SIM_MATERIALIZE: materialize,
+      },
+      onLine: (line) => {
+        if (line.startsWith('sim-ready ')) ready(JSON.parse(line.slice('sim-ready '.length)));
+      },
+    });
+    const exited = child.exited.then(() => {
+      throw new Error(`the simulator stopped while starting; last lines:\n${child.lastLines().join('\n')}`);
+    });
+    const timeout = new Promise<never>((_, reject) =>
+      setTimeout(() => reject(new Error('the simulator was not ready within 120 s')), 120_000).unref(),
+    );
+    try {
+      const info = await Promise.race([readyInfo, exited, timeout]);
+      return new SimProcess(child, info.url, info.kubeconfigPath, info.dataRoot);
+    } catch (err) {
+      child.killNow();
+      throw err;
+    }
+  }
+
+  private async control<T>(method: 'GET' | 'POST', path: string): Promise<T> {
+    const res = await fetch(`${this.url}/_sim/${path}`, { method, signal: AbortSignal.timeout(30_000) });
+    const text = await res.text();
+    if (!res.ok) throw new Error(`simulator ${method} /_sim/${path}: HTTP ${res.status}: ${text.slice(0, 200)}`);
+    return JSON.parse(text) as T;
+  }
+
+  async execLog(): Promise<ExecRecord[]> {
+    return (await this.control<{ items: ExecRecord[] }>('GET', 'exec-log')).items;
+  }
+
+  requests(): Promise<RequestCounts> {
+    return this.control<RequestCounts>('GET', 'requests');
+  }
+
+  async resetRequests(): Promise<void> {
+    await this.control('POST', 'requests/reset');
+  }
+
+  cpuSeconds(): Promise<number | undefined> {
+    return this.child.cpuSeconds();
+  }
+
+  close(): Promise<void> {
+    return this.child.stop();
   }
 }

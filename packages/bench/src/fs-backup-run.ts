@@ -26,6 +26,11 @@ export interface FsModeResult {
   postHookLagMs: Distribution;
   /** The lag in two parts: last PVB completion → post-hooks job start, and job start → exec start. */
   postHookLagPartsMs: { toJobStart: Distribution; jobStartToExec: Distribution };
+  /**
+   * Each node's first PVB: created (its `pvb.created` event, written when the create returned) →
+   * claimed by the node agent (startTimestamp). Later PVBs of a node wait for its copy slot.
+   */
+  pvbCreatedToStartMs: Distribution;
   /** BullMQ processedOn → finishedOn of the item-block and post-hooks jobs. */
   itemBlockJobMs: Distribution;
   postHooksJobMs: Distribution;
@@ -43,8 +48,12 @@ export interface FsModeResult {
   redisCpuSeconds: number;
   /** The driver process (plan, finalize, this script's polling). */
   driverCpuSeconds: number;
-  /** Per PVB, ms after the submit: copy start and end (for a skeptic's own analysis). */
-  pvbTimes: Array<{ node: string; startMs: number; endMs: number }>;
+  /** The simulator's process (the cluster's API server stand-in). */
+  simCpuSeconds: number;
+  /** Per PVB, ms after the submit: created (the create returned), copy start and end (for a skeptic's own analysis). */
+  /** Per item-block job, ms after the submit: BullMQ processedOn and finishedOn. */
+  itemBlockJobTimes: Array<{ startMs: number; endMs: number }>;
+  pvbTimes: Array<{ node: string; createdMs?: number; startMs: number; endMs: number }>;
   timeline: TimelineInput;
   problems: string[];
 }
@@ -139,23 +148,25 @@ export async function runFsMode(
 
     const warm = await env.runBackup(`warmup-${mode}`, ['warmup-0'], 10 * 60_000);
     if (warm.phase !== 'Completed') env.problems.push(`warm-up backup ended ${warm.phase}`);
-    const warmExecs = env.sim.execLog().length;
+    const warmExecs = (await env.sim.execLog()).length;
     say(`  ${mode}: warm-up backup ${warm.phase} in ${warm.completedAt - warm.submittedAt} ms; measuring`);
 
     const name = `bench-${mode}`;
     const nsNames = Array.from({ length: namespaces }, (_, i) => `bench-${i}`);
-    env.sim.resetRequests();
+    await env.sim.resetRequests();
     const redisBefore = await env.commandStats();
     const redisCpuBefore = await env.redisCpuSeconds();
     const driverCpuBefore = process.cpuUsage();
+    const simCpuBefore = (await env.sim.cpuSeconds()) ?? 0;
     const cpuBefore = await Promise.all(workers.map((w) => w.cpuSeconds()));
     const profiler = await startDriverProfile();
     const wait = await env.runBackup(name, nsNames, 30 * 60_000);
     await profiler?.stop(`${scenario.blocks}-blocks-${mode}`);
-    const requests = env.sim.requests();
+    const requests = await env.sim.requests();
     const redisDelta = await env.commandStatsSince(redisBefore);
     const redisCpu = (await env.redisCpuSeconds()) - redisCpuBefore;
     const driverCpu = process.cpuUsage(driverCpuBefore);
+    const simCpu = ((await env.sim.cpuSeconds()) ?? simCpuBefore) - simCpuBefore;
     const cpuAfter = await Promise.all(workers.map((w) => w.cpuSeconds()));
     const rss = await Promise.all(workers.map((w) => w.peakRssBytes()));
     // Our own waiting loop and the two INFO calls are not the pipeline's.
@@ -163,14 +174,15 @@ export async function runFsMode(
     redisDelta.info = Math.max(0, (redisDelta.info ?? 0) - 2);
 
     const pvbObjects: PodVolumeBackup[] = await env.pvbs.listPvbs({ labelSelector: `stowage.dev/backup-name=${name}` });
-    const execs: ExecRecord[] = env.sim.execLog().slice(warmExecs);
+    const execs: ExecRecord[] = (await env.sim.execLog()).slice(warmExecs);
     const counters = await env.state.counters(name);
     const blocks = counters.blocksPlanned ?? counters.blocksDone ?? 0;
     const queueBars = await jobBars(env, name);
     const record = await env.state.getBackup(name);
-    const finalizingAt = (await env.state.readEvents(name, '0', { count: 1_000_000 })).find(
-      (e) => e.type === 'backup.phase' && e.data.to === 'Finalizing',
-    )?.at;
+    const events = await env.state.readEvents(name, '0', { count: 1_000_000 });
+    const finalizingAt = events.find((e) => e.type === 'backup.phase' && e.data.to === 'Finalizing')?.at;
+    const createdAt = new Map<string, number>();
+    for (const e of events) if (e.type === 'pvb.created' && typeof e.data.pvb === 'string') createdAt.set(e.data.pvb, e.at);
 
     // Per-PVB copy time and the bound.
     const copies = pvbObjects
@@ -262,6 +274,12 @@ export async function runFsMode(
       pvbs: pvbObjects.length,
       blocks,
       pvbCopyMs: distribution(copies.map((c) => c.end - c.start)),
+      pvbCreatedToStartMs: distribution(
+        [...firstCopyByNode(copies).values()].flatMap((c) => {
+          const created = createdAt.get(c.name);
+          return created === undefined ? [] : [c.start - created];
+        }),
+      ),
       bound,
       makespanOverBound: makespanMs / bound.boundMs,
       postHookLagMs: distribution(lags),
@@ -283,8 +301,20 @@ export async function runFsMode(
       workerCpuSeconds: cpuAfter.map((a, i) => Math.max(0, (a ?? 0) - (cpuBefore[i] ?? 0))),
       redisCpuSeconds: redisCpu,
       driverCpuSeconds: (driverCpu.user + driverCpu.system) / 1e6,
+      simCpuSeconds: simCpu,
+      itemBlockJobTimes: queueBars.itemBlocks
+        .map((b) => ({ startMs: b.startMs - wait.submittedAt, endMs: b.endMs - wait.submittedAt }))
+        .sort((a, b) => a.startMs - b.startMs),
       pvbTimes: copies
-        .map((c) => ({ node: c.node, startMs: c.start - wait.submittedAt, endMs: c.end - wait.submittedAt }))
+        .map((c) => {
+          const created = createdAt.get(c.name);
+          return {
+            node: c.node,
+            ...(created !== undefined ? { createdMs: created - wait.submittedAt } : {}),
+            startMs: c.start - wait.submittedAt,
+            endMs: c.end - wait.submittedAt,
+          };
+        })
         .sort((a, b) => a.startMs - b.startMs),
       timeline,
       problems: env.problems,
@@ -293,6 +323,16 @@ export async function runFsMode(
     process.removeListener('exit', onExit);
     await env.close(keepLogs);
   }
+}
+
+/** Each node's earliest copy. */
+function firstCopyByNode<C extends { node: string; start: number }>(copies: readonly C[]): Map<string, C> {
+  const first = new Map<string, C>();
+  for (const c of copies) {
+    const seen = first.get(c.node);
+    if (!seen || c.start < seen.start) first.set(c.node, c);
+  }
+  return first;
 }
 
 /** Start/end of every finished item-block and post-hooks job (BullMQ keeps the last 10,000 of each). */

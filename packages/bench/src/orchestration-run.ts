@@ -32,6 +32,8 @@ export interface OrchestrationResult {
   workerCpuSeconds: number[];
   redisCpuSeconds: number;
   driverCpuSeconds: number;
+  /** The simulator's process (the cluster's API server stand-in). */
+  simCpuSeconds: number;
   problems: string[];
 }
 
@@ -79,10 +81,11 @@ export async function runOrchestration(
     const cold = { blocks: coldBlocks, makespanMs: coldMs, blocksPerSecond: coldBlocks / (coldMs / 1000), phase: coldWait.phase };
     if (cold.phase !== 'Completed') env.problems.push(`first (cold) backup ended ${cold.phase}`);
     const name = `bench-orch-w${opts.workers}`;
-    env.sim.resetRequests();
+    await env.sim.resetRequests();
     const redisBefore = await env.commandStats();
     const redisCpuBefore = await env.redisCpuSeconds();
     const driverCpuBefore = process.cpuUsage();
+    const simCpuBefore = (await env.sim.cpuSeconds()) ?? 0;
     const cpuBefore = await Promise.all(workers.map((w) => w.cpuSeconds()));
     say(`  orchestration, ${opts.workers} worker(s): measuring a second backup of ${opts.pods} volume-less pods`);
     const profiler = await startDriverProfile();
@@ -92,10 +95,11 @@ export async function runOrchestration(
       30 * 60_000,
     );
     await profiler?.stop(`orchestration-w${opts.workers}`);
-    const requests = env.sim.requests();
+    const requests = await env.sim.requests();
     const redisDelta = await env.commandStatsSince(redisBefore);
     const redisCpu = (await env.redisCpuSeconds()) - redisCpuBefore;
     const driverCpu = process.cpuUsage(driverCpuBefore);
+    const simCpu = ((await env.sim.cpuSeconds()) ?? simCpuBefore) - simCpuBefore;
     redisDelta.hgetall = Math.max(0, (redisDelta.hgetall ?? 0) - wait.pollCommands);
     redisDelta.info = Math.max(0, (redisDelta.info ?? 0) - 2);
     const cpuAfter = await Promise.all(workers.map((w) => w.cpuSeconds()));
@@ -130,6 +134,7 @@ export async function runOrchestration(
       workerCpuSeconds: cpuAfter.map((a, i) => Math.max(0, (a ?? 0) - (cpuBefore[i] ?? 0))),
       redisCpuSeconds: redisCpu,
       driverCpuSeconds: (driverCpu.user + driverCpu.system) / 1e6,
+      simCpuSeconds: simCpu,
       problems: env.problems,
     };
   } finally {

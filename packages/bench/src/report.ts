@@ -100,6 +100,10 @@ export function renderMarkdown(r: BenchReport): string {
   });
   row('PVBs / blocks planned', (x) => `${x.pvbs} / ${x.blocks}`);
   row('per-PVB copy time p50 / max', (x) => `${v(x.pvbCopyMs.p50)} / ${v(x.pvbCopyMs.max)} ms`);
+  row(
+    "… a node's first PVB: created → claimed by its agent, p50 / p99 / max",
+    (x) => `${v(x.pvbCreatedToStartMs?.p50)} / ${v(x.pvbCreatedToStartMs?.p99)} / ${v(x.pvbCreatedToStartMs?.max)} ms`,
+  );
   row('node-agent bound (Σ copy ÷ N·K)', (x) => `${(x.bound.boundMs / 1000).toFixed(2)} s`);
   row('makespan ÷ bound', (x) => f2(x.makespanOverBound));
   row('post-hook lag p50 / p99 / max', (x) => `${v(x.postHookLagMs.p50)} / ${v(x.postHookLagMs.p99)} / ${v(x.postHookLagMs.max)} ms`);
@@ -121,8 +125,8 @@ export function renderMarkdown(r: BenchReport): string {
   row('Redis commands per block', (x) => f1(x.redisCommandsPerBlock));
   row('worker peak RSS (VmHWM)', (x) => x.workerPeakRssBytes.map(mib).join(', '));
   row(
-    'CPU s: workers / redis-server / driver',
-    (x) => `${x.workerCpuSeconds.map(f1).join(' + ')} / ${f1(x.redisCpuSeconds)} / ${f1(x.driverCpuSeconds)}`,
+    'CPU s: workers / redis-server / driver / simulator',
+    (x) => `${x.workerCpuSeconds.map(f1).join(' + ')} / ${f1(x.redisCpuSeconds)} / ${f1(x.driverCpuSeconds)} / ${f1(x.simCpuSeconds)}`,
   );
   lines.push('');
   if (r.inlineOverDecoupled !== null) lines.push(`Inline ÷ decoupled makespan: **${f2(r.inlineOverDecoupled)}×**.`, '');
@@ -130,12 +134,12 @@ export function renderMarkdown(r: BenchReport): string {
     lines.push(
       'Orchestration (volume-less, hook-less pods; plan and finalize included; end to end = submit → Completed; measured on the second backup, after a first one of a copy of the cluster on the fresh workers, shown as "cold"):',
       '',
-      '| workers × concurrency | pods | blocks | makespan | plan done at | finalize from | blocks/s | cold: makespan, blocks/s | Redis cmds/block | worker peak RSS | CPU s: workers / redis / driver |',
+      '| workers × concurrency | pods | blocks | makespan | plan done at | finalize from | blocks/s | cold: makespan, blocks/s | Redis cmds/block | worker peak RSS | CPU s: workers / redis / driver / simulator |',
       '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
     );
     for (const o of r.orchestration.runs) {
       lines.push(
-        `| ${o.workers} × ${o.concurrency} | ${o.pods} | ${o.blocks} | ${(o.makespanMs / 1000).toFixed(2)} s | ${o.planMs !== undefined ? `${(o.planMs / 1000).toFixed(2)} s` : '–'} | ${o.finalizeStartMs !== undefined ? `${(o.finalizeStartMs / 1000).toFixed(2)} s` : '–'} | ${Math.round(o.blocksPerSecond)} | ${o.cold ? `${(o.cold.makespanMs / 1000).toFixed(2)} s, ${Math.round(o.cold.blocksPerSecond)}` : '–'} | ${f1(o.redisCommandsPerBlock)} | ${o.workerPeakRssBytes.map(mib).join(', ')} | ${o.workerCpuSeconds.map(f1).join(' + ')} / ${f1(o.redisCpuSeconds)} / ${f1(o.driverCpuSeconds)} |`,
+        `| ${o.workers} × ${o.concurrency} | ${o.pods} | ${o.blocks} | ${(o.makespanMs / 1000).toFixed(2)} s | ${o.planMs !== undefined ? `${(o.planMs / 1000).toFixed(2)} s` : '–'} | ${o.finalizeStartMs !== undefined ? `${(o.finalizeStartMs / 1000).toFixed(2)} s` : '–'} | ${Math.round(o.blocksPerSecond)} | ${o.cold ? `${(o.cold.makespanMs / 1000).toFixed(2)} s, ${Math.round(o.cold.blocksPerSecond)}` : '–'} | ${f1(o.redisCommandsPerBlock)} | ${o.workerPeakRssBytes.map(mib).join(', ')} | ${o.workerCpuSeconds.map(f1).join(' + ')} / ${f1(o.redisCpuSeconds)} / ${f1(o.driverCpuSeconds)} / ${f1(o.simCpuSeconds)} |`,
       );
     }
     lines.push('');
