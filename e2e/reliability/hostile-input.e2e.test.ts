@@ -88,10 +88,11 @@ describe('hostile input to workers and agents', () => {
       }
       for (const { queue, id } of added) {
         const q = queues.get(queue as (typeof cases)[number]['queue'])!;
-        const failed = await waitFor(`${queue}/${id} to fail`, async () => {
-          const job = await q.getJob(id);
-          return job && (await job.getState()) === 'failed' ? job : undefined;
-        });
+        // The state first, then the job: a job read before its move to failed has no failedReason
+        // (the move writes both at once, so a read after it sees both).
+        const failed = await waitFor(`${queue}/${id} to fail`, async () =>
+          (await q.getJobState(id)) === 'failed' ? await q.getJob(id) : undefined,
+        );
         // Picked up once and failed for good (BullMQ 6.7 leaves attemptsMade at 0 on an unrecoverable failure).
         expect(failed.attemptsStarted, `${queue}/${id} started`).toBe(1);
         expect(failed.attemptsMade, `${queue}/${id} attempts`).toBeLessThanOrEqual(1);
