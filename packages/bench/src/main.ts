@@ -45,7 +45,7 @@ for (const mode of opts.modes) {
   const r = await runFsMode(opts.fs, mode, logDir, opts.keepLogs, say);
   results[mode] = r;
   say(
-    `  ${mode}: ${r.phase}, makespan ${r.makespanMs} ms, bound ${Math.round(r.bound.boundMs)} ms (×${r.makespanOverBound.toFixed(2)}), post-hook lag p99 ${r.postHookLagMs.p99} ms, API req/PVB ${r.apiRequestsPerPvb.toFixed(2)}, Redis cmds/block ${r.redisCommandsPerBlock.toFixed(1)}`,
+    `  ${mode}: ${r.phase}, makespan ${r.makespanMs} ms, bound ${Math.round(r.bound.boundMs)} ms (×${r.makespanOverBound.toFixed(3)}), post-hook lag p99 ${r.postHookLagMs.p99} ms, API req/PVB ${r.apiRequestsPerPvb.toFixed(2)}, Redis cmds/block ${r.redisCommandsPerBlock.toFixed(1)}`,
   );
   for (const p of r.problems.slice(0, 5)) say(`    ! ${p.slice(0, 300)}`);
 }
