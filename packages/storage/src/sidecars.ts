@@ -7,16 +7,21 @@ import { backupLayout } from './layout.js';
 const gzip = promisify(gzipCallback);
 const gunzip = promisify(gunzipCallback);
 
-/** Writes `value` as gzip'd JSON (the `*.json.gz` sidecars). */
-export async function writeGzipJson(storage: BackupStorage, key: string, value: unknown): Promise<void> {
-  const json = Buffer.from(JSON.stringify(value));
-  // A sidecar of a few hundred KiB deflates in a millisecond or two: on the event loop that costs
-  // less than the thread-pool round trip, which waits for a core when the machine is busy.
-  const gz = json.length <= SYNC_GZIP_BYTES ? gzipSync(json) : await gzip(json);
-  await storage.putObject(key, gz);
+/** Up to this size a sidecar is gzip'd on the event loop (see gzipSidecar). */
+const SYNC_GZIP_BYTES = 1024 * 1024;
+
+/**
+ * A sidecar of a few hundred KiB deflates in a millisecond or two: on the event loop that costs
+ * less than the thread-pool round trip, which waits for a core when the machine is busy.
+ */
+async function gzipSidecar(bytes: Buffer): Promise<Buffer> {
+  return bytes.length <= SYNC_GZIP_BYTES ? gzipSync(bytes) : await gzip(bytes);
 }
 
-const SYNC_GZIP_BYTES = 1024 * 1024;
+/** Writes `value` as gzip'd JSON (the `*.json.gz` sidecars). */
+export async function writeGzipJson(storage: BackupStorage, key: string, value: unknown): Promise<void> {
+  await storage.putObject(key, await gzipSidecar(Buffer.from(JSON.stringify(value))));
+}
 
 /** Reads a gzip'd JSON object written by writeGzipJson; undefined when it does not exist. */
 export async function readGzipJson(storage: BackupStorage, key: string): Promise<unknown> {
@@ -77,6 +82,6 @@ export async function writeResultsSidecar(storage: BackupStorage, backupName: st
 export async function writeLogsSidecar(storage: BackupStorage, backupName: string, lines: readonly string[]): Promise<string> {
   const key = backupLayout(backupName).logs;
   const text = lines.length === 0 ? '' : `${lines.join('\n')}\n`;
-  await storage.putObject(key, await gzip(Buffer.from(text)));
+  await storage.putObject(key, await gzipSidecar(Buffer.from(text)));
   return key;
 }
