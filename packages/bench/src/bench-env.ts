@@ -326,15 +326,18 @@ export class SimProcess {
     const exited = child.exited.then(() => {
       throw new Error(`the simulator stopped while starting; last lines:\n${child.lastLines().join('\n')}`);
     });
-    const timeout = new Promise<never>((_, reject) =>
-      setTimeout(() => reject(new Error('the simulator was not ready within 120 s')), 120_000).unref(),
-    );
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error('the simulator was not ready within 120 s')), 120_000);
+    });
     try {
       const info = await Promise.race([readyInfo, exited, timeout]);
       return new SimProcess(child, info.url, info.kubeconfigPath, info.dataRoot);
     } catch (err) {
       child.killNow();
       throw err;
+    } finally {
+      clearTimeout(timer);
     }
   }
 

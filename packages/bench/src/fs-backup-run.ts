@@ -5,7 +5,7 @@ import { createQueue, QueueName } from '@stowage/queue';
 import { BenchEnv } from './bench-env.js';
 import type { FsScenario, Mode } from './bench-options.js';
 import { startDriverProfile } from './driver-profile.js';
-import { type Distribution, distribution, type NodeAgentBound, nodeAgentBound, sum } from './stats.js';
+import { type Distribution, distribution, earliestPerNode, type NodeAgentBound, nodeAgentBound, sum } from './stats.js';
 import type { TimelineBar, TimelineInput } from './timeline-svg.js';
 
 export interface FsModeResult {
@@ -50,9 +50,9 @@ export interface FsModeResult {
   driverCpuSeconds: number;
   /** The simulator's process (the cluster's API server stand-in). */
   simCpuSeconds: number;
-  /** Per PVB, ms after the submit: created (the create returned), copy start and end (for a skeptic's own analysis). */
   /** Per item-block job, ms after the submit: BullMQ processedOn and finishedOn. */
   itemBlockJobTimes: Array<{ startMs: number; endMs: number }>;
+  /** Per PVB, ms after the submit: created (the create returned), copy start and end (for a skeptic's own analysis). */
   pvbTimes: Array<{ node: string; createdMs?: number; startMs: number; endMs: number }>;
   timeline: TimelineInput;
   problems: string[];
@@ -275,7 +275,7 @@ export async function runFsMode(
       blocks,
       pvbCopyMs: distribution(copies.map((c) => c.end - c.start)),
       pvbCreatedToStartMs: distribution(
-        [...firstCopyByNode(copies).values()].flatMap((c) => {
+        [...earliestPerNode(copies, (c) => c.start).values()].flatMap((c) => {
           const created = createdAt.get(c.name);
           return created === undefined ? [] : [c.start - created];
         }),
@@ -323,16 +323,6 @@ export async function runFsMode(
     process.removeListener('exit', onExit);
     await env.close(keepLogs);
   }
-}
-
-/** Each node's earliest copy. */
-function firstCopyByNode<C extends { node: string; start: number }>(copies: readonly C[]): Map<string, C> {
-  const first = new Map<string, C>();
-  for (const c of copies) {
-    const seen = first.get(c.node);
-    if (!seen || c.start < seen.start) first.set(c.node, c);
-  }
-  return first;
 }
 
 /** Start/end of every finished item-block and post-hooks job (BullMQ keeps the last 10,000 of each). */

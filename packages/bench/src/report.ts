@@ -1,6 +1,7 @@
 import type { BenchOptions } from './bench-options.js';
 import type { FsModeResult } from './fs-backup-run.js';
 import type { OrchestrationResult } from './orchestration-run.js';
+import { earliestPerNode } from './stats.js';
 
 export interface MachineInfo {
   cpus: number;
@@ -93,11 +94,10 @@ export function renderMarkdown(r: BenchReport): string {
   row('phase', (x) => x.phase);
   row('makespan', (x) => `${(x.makespanMs / 1000).toFixed(2)} s`);
   row("… plan done / last node's first PVB / last PVB done / finalize from", (x) => {
-    const firstPerNode = new Map<string, number>();
-    for (const p of x.pvbTimes) firstPerNode.set(p.node, Math.min(firstPerNode.get(p.node) ?? p.startMs, p.startMs));
+    const firstPerNode = [...earliestPerNode(x.pvbTimes, (p) => p.startMs).values()].map((p) => p.startMs);
     const s = (ms: number | undefined) => (ms === undefined || !Number.isFinite(ms) ? '–' : `${(ms / 1000).toFixed(2)}`);
     const lastEnd = x.pvbTimes.length > 0 ? Math.max(...x.pvbTimes.map((p) => p.endMs)) : undefined;
-    const lastFirst = firstPerNode.size > 0 ? Math.max(...firstPerNode.values()) : undefined;
+    const lastFirst = firstPerNode.length > 0 ? Math.max(...firstPerNode) : undefined;
     return `${s(x.planMs)} / ${s(lastFirst)} / ${s(lastEnd)} / ${s(x.finalizeStartMs)} s`;
   });
   row('PVBs / blocks planned', (x) => `${x.pvbs} / ${x.blocks}`);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { commandStatsDelta, distribution, nodeAgentBound, parseCommandStats, percentile } from './stats.js';
+import { commandStatsDelta, distribution, earliestPerNode, nodeAgentBound, parseCommandStats, percentile } from './stats.js';
 
 describe('percentile (nearest rank)', () => {
   it('takes the 99th of 100 values as p99 and the max as p100', () => {
@@ -56,5 +56,21 @@ describe('INFO commandstats', () => {
   });
   it('keeps only commands called in between', () => {
     expect(commandStatsDelta(parseCommandStats(before), parseCommandStats(after))).toEqual({ evalsha: 15, 'client|setname': 2 });
+  });
+});
+
+describe('earliestPerNode', () => {
+  it("keeps each node's earliest item, the first seen on a tie", () => {
+    const items = [
+      { node: 'a', startMs: 30, id: 1 },
+      { node: 'b', startMs: 10, id: 2 },
+      { node: 'a', startMs: 20, id: 3 },
+      { node: 'b', startMs: 10, id: 4 },
+    ];
+    const first = earliestPerNode(items, (i) => i.startMs);
+    expect([...first.entries()].map(([node, i]) => [node, i.id])).toEqual([
+      ['a', 3],
+      ['b', 2],
+    ]);
   });
 });

@@ -31,6 +31,16 @@ export function distribution(values: readonly number[]): Distribution {
   return { count: values.length, p50: percentile(values, 50), p99: percentile(values, 99), max, mean: sum / values.length };
 }
 
+/** Each node's earliest item by `startOf` (e.g. its first PVB copy). */
+export function earliestPerNode<T extends { node: string }>(items: readonly T[], startOf: (item: T) => number): Map<string, T> {
+  const first = new Map<string, T>();
+  for (const item of items) {
+    const seen = first.get(item.node);
+    if (!seen || startOf(item) < startOf(seen)) first.set(item.node, item);
+  }
+  return first;
+}
+
 export interface NodeAgentBound {
   /** Σ per-PVB copy time (completionTimestamp − startTimestamp), ms. */
   totalPvbWorkMs: number;
