@@ -4,6 +4,7 @@ import { pvbLabels } from '@stowage/kube';
 import type { BackupState, BlockPlan, PipelineDeps, RunningWorkers } from '@stowage/pipeline';
 import { cancelBackup, startWorkers, submitBackup } from '@stowage/pipeline';
 import { JobName, QueueName } from '@stowage/queue';
+import { stagedItemPaths } from '@stowage/storage';
 import { useTestRedis } from '@stowage/testing';
 import { Job, Queue, UnrecoverableError } from 'bullmq';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -529,7 +530,7 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
         const j = await blockQueue.getJob(blockJobId(name, blockId ?? ''));
         return j && (await j.isCompleted()) ? j : undefined;
       });
-      const before = { counters: await h.deps.state.counters(name), staged: await h.deps.storage.list(`backups/${name}/items/`) };
+      const before = { counters: await h.deps.state.counters(name), staged: await stagedItemPaths(h.deps.storage, name) };
       const creates = () => h.sim.requests().byResource['podvolumebackups.stowage.dev']?.create ?? 0;
       const createsBefore = creates();
 
@@ -537,7 +538,7 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
       expect(again).toMatchObject({ failedPods: [], pvbs: [pvbName(name, uidOf(objects, 'dupe-0'), 'data')] });
       expect(creates()).toBe(createsBefore + 1); // asked again, answered 409
       expect(await h.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=${name}` })).toHaveLength(1);
-      expect(await h.deps.storage.list(`backups/${name}/items/`)).toEqual(before.staged);
+      expect(await stagedItemPaths(h.deps.storage, name)).toEqual(before.staged);
       const after = await h.deps.state.counters(name);
       expect(after.itemsBackedUp).toBe(before.counters.itemsBackedUp);
       await waitFor('the PVB to complete', async () => ((await h.deps.state.counters(name)).pvbsCompleted === 1 ? true : undefined));

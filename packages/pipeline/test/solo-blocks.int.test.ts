@@ -1,11 +1,11 @@
 import { execFileSync } from 'node:child_process';
-import { readdir, rm, truncate } from 'node:fs/promises';
+import { readdir, rm, stat, truncate } from 'node:fs/promises';
 import { join } from 'node:path';
 import { blockJobId, postHooksJobId } from '@stowage/core';
 import type { BlockPlan, PipelineDeps, RunningWorkers } from '@stowage/pipeline';
 import { startWorkers, submitBackup } from '@stowage/pipeline';
 import { QueueName } from '@stowage/queue';
-import type { BackupStorage } from '@stowage/storage';
+import { type BackupStorage, stagedItemPaths } from '@stowage/storage';
 import { useTestRedis } from '@stowage/testing';
 import { Queue, UnrecoverableError } from 'bullmq';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -108,19 +108,27 @@ describe('solo blocks (no fs-backup volume, no post hook): one job, straight und
     );
   });
 
-  it('a staged item lost or cut by a machine crash (items are staged without fsync) is staged again by finalize, never packed cut', async () => {
+  it('staged items lost or cut by a machine crash (segments are written without fsync) are staged again by finalize, never packed cut', async () => {
     start(h.deps, WORKER_QUEUES);
-    // finalize's storage: when it first lists the staged items, one is cut to nothing and one is
-    // gone — what an unflushed write can look like after a power loss.
+    // finalize's storage: when it first lists the staged items, the newest segment is cut in the
+    // middle of a line and the oldest is gone — what unflushed writes can look like after a power loss.
     let damaged = false;
     const damaging = storageWith(h.deps.storage, {
       async list(prefix) {
         if (!damaged && prefix.includes('/items/')) {
           damaged = true;
-          const podsDir = join(h.storageDir, 'backups', 'lost-1', 'items', 'pods', 'namespaces', 'shop');
-          expect((await readdir(podsDir)).sort()).toEqual(['hooked-0.json', 'plain-0.json', 'plain-1.json']);
-          await truncate(join(podsDir, 'plain-0.json'), 0);
-          await rm(join(podsDir, 'plain-1.json'));
+          expect(await stagedItemPaths(h.deps.storage, 'lost-1')).toEqual(
+            expect.arrayContaining([
+              'pods/namespaces/shop/hooked-0.json',
+              'pods/namespaces/shop/plain-0.json',
+              'pods/namespaces/shop/plain-1.json',
+            ]),
+          );
+          const dir = join(h.storageDir, 'backups', 'lost-1', 'items');
+          const segments = (await readdir(dir)).filter((f) => f.endsWith('.jsonl')).sort();
+          const newest = join(dir, segments.at(-1) ?? '');
+          await truncate(newest, Math.floor((await stat(newest)).size / 2));
+          if (segments.length > 1) await rm(join(dir, segments[0] ?? ''));
         }
         return h.deps.storage.list(prefix);
       },
@@ -142,7 +150,8 @@ describe('solo blocks (no fs-backup volume, no post hook): one job, straight und
   it('a solo block whose job fails for good: finalize ends the block PartiallyFailed and counts it done, with the reason', async () => {
     const failing = storageWith(h.deps.storage, {
       async putObject(key, data, opts) {
-        if (key.endsWith('/plain-1.json')) throw new UnrecoverableError('injected: disk refused plain-1');
+        // The segment holding plain-1 (staged alone once a shared segment is refused).
+        if (data.toString().includes('/plain-1.json')) throw new UnrecoverableError('injected: disk refused plain-1');
         return h.deps.storage.putObject(key, data, opts);
       },
     });

@@ -4,7 +4,7 @@ export const StorageErrorCode = {
   badKey: 'STORAGE_BAD_KEY',
   /** A backup name or item field cannot be used as one path segment. */
   badName: 'STORAGE_BAD_NAME',
-  /** A staged item is not the JSON object writeItem stored. */
+  /** A staged segment or item is not what stageItems wrote (cut or lost by a machine crash). */
   corruptItem: 'STORAGE_CORRUPT_ITEM',
   /** The backend failed (disk full, permissions, …); `cause` holds the original error. */
   io: 'STORAGE_IO',

@@ -1,7 +1,8 @@
 export type { BackupStorage, PutOptions } from './backup-storage.js';
 export { StorageError, StorageErrorCode } from './errors.js';
 export { FileSystemStorage } from './file-system-storage.js';
-export { type AssembleOptions, type AssembleResult, assembleTarball, BACKUP_FORMAT_VERSION, type BackupItem, writeItem } from './items.js';
+export { type BackupItem, restageItems, stagedItemPaths, stageItems } from './item-segments.js';
+export { type AssembleOptions, type AssembleResult, assembleTarball, BACKUP_FORMAT_VERSION } from './items.js';
 export { assertPathSegment, assertValidKey, assertValidPrefix, MAX_KEY_BYTES } from './keys.js';
 export {
   BACKUPS_ROOT,
@@ -10,7 +11,6 @@ export {
   groupResourceOf,
   type ItemRef,
   itemRelativePath,
-  itemStagingKey,
   itemTarballPath,
   REPOSITORY_ROOT,
 } from './layout.js';

@@ -1,34 +1,14 @@
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { constants, createGzip, gzipSync } from 'node:zlib';
-import type { BackupStorage, PutOptions } from './backup-storage.js';
+import type { BackupStorage } from './backup-storage.js';
 import { StorageError, StorageErrorCode } from './errors.js';
-import { backupLayout, type ItemRef, itemStagingKey } from './layout.js';
+import { listSegments, readSegment } from './item-segments.js';
+import { backupLayout } from './layout.js';
 import { type TarEntry, writeTar } from './tar-writer.js';
-
-/** An item as an item-block job backs it up: where it goes, and the object itself. */
-export interface BackupItem extends ItemRef {
-  /** The Kubernetes object (after any item actions), written as JSON. */
-  object: Record<string, unknown>;
-}
-
-/**
- * Stages one item under `backups/<name>/items/…`. Idempotent: a re-delivered job writes the same
- * key again (atomically), so the tarball holds each item once. Returns the key. With
- * `durable: false` the item is not flushed to disk (PutOptions): whoever packs it must validate
- * it — assembleTarball parses every staged item and rejects an empty or truncated one.
- */
-export async function writeItem(storage: BackupStorage, backupName: string, item: BackupItem, opts: PutOptions = {}): Promise<string> {
-  const key = itemStagingKey(backupName, item);
-  await storage.putObject(key, JSON.stringify(item.object), opts);
-  return key;
-}
 
 /** Up to this much tar (before gzip) is assembled in memory and written in one put. */
 const IN_MEMORY_TAR_BYTES = 4 * 1024 * 1024;
-
-/** Staged items read ahead of the tar writer while assembling. */
-const READ_AHEAD = 16;
 
 /** Velero's `metadata/version` content: the backup format version (velero-semantics §8.2). */
 export const BACKUP_FORMAT_VERSION = '1.1.0';
@@ -86,49 +66,43 @@ function parseStagedItem(key: string, bytes: Buffer): ParsedItem {
 }
 
 /**
- * Assembles `backups/<name>/<name>.tar.gz` from the staged items: `metadata/version` first,
+ * Assembles `backups/<name>/<name>.tar.gz` from the staged segments: `metadata/version` first,
  * then every item at its Velero path (`resources/<gr>/namespaces/<ns>/<name>.json`,
- * `resources/<gr>/cluster/<name>.json`), in sorted key order, entries mode 0755. Up to
- * IN_MEMORY_TAR_BYTES it is built in memory, past that it streams item by item (memory stays
- * bounded); either way it is written atomically, so assembling twice is safe.
+ * `resources/<gr>/cluster/<name>.json`), entries mode 0755. Items come segment by segment,
+ * newest segment first; an item staged twice (a re-delivered job) is packed once, the newest
+ * copy. The same segments give the same bytes. Up to IN_MEMORY_TAR_BYTES it is built in memory,
+ * past that it streams (one segment in memory at a time); either way it is written atomically,
+ * so assembling twice is safe. Every item packed is parsed: a cut one fails STORAGE_CORRUPT_ITEM.
  */
 export async function assembleTarball(storage: BackupStorage, backupName: string, opts: AssembleOptions = {}): Promise<AssembleResult> {
   const layout = backupLayout(backupName);
   const mtime = opts.mtime ?? new Date();
   const preferredCopies = opts.preferredVersionCopies ?? true;
-  const keys = await storage.list(layout.itemsPrefix);
+  const segments = await listSegments(storage, backupName);
   const resourceList = new Map<string, string[]>();
+  const packed = new Set<string>();
 
-  // Reads run a few items ahead of the tar writer: one after another, each read's latency (open,
-  // stat, read, close) added up to most of finalize's time for many small items.
-  const pending: Array<Promise<Buffer | undefined>> = [];
-  let nextRead = 0;
-  const readAhead = () => {
-    while (nextRead < keys.length && pending.length < READ_AHEAD) {
-      const read = storage.getObject(keys[nextRead++] as string);
-      read.catch(() => {}); // awaited in order below; a failure must not be unhandled meanwhile
-      pending.push(read);
-    }
-  };
   async function* entries(): AsyncGenerator<TarEntry> {
     yield { path: 'metadata/version', data: Buffer.from(`${BACKUP_FORMAT_VERSION}\n`) };
-    for (const key of keys) {
-      readAhead();
-      const data = await pending.shift();
-      if (!data) throw new StorageError(StorageErrorCode.corruptItem, `staged item ${key} disappeared during assembly`);
-      const item = parseStagedItem(key, data);
-      const relative = key.slice(layout.itemsPrefix.length); // <gr>/namespaces/<ns>/<name>.json | <gr>/cluster/<name>.json
-      yield { path: `resources/${relative}`, data };
-      const version = item.apiVersion.split('/').at(-1);
-      if (preferredCopies && version) {
-        const slash = relative.indexOf('/');
-        yield { path: `resources/${relative.slice(0, slash)}/${version}-preferredversion${relative.slice(slash)}`, data };
+    for (const key of segments) {
+      const data = await storage.getObject(key);
+      if (!data) throw new StorageError(StorageErrorCode.corruptItem, `staged segment ${key} disappeared during assembly`);
+      for (const { path, json } of readSegment(key, data)) {
+        if (packed.has(path)) continue;
+        packed.add(path);
+        const item = parseStagedItem(`${key}: ${path}`, json);
+        yield { path: `resources/${path}`, data: json };
+        const version = item.apiVersion.split('/').at(-1);
+        if (preferredCopies && version) {
+          const slash = path.indexOf('/');
+          yield { path: `resources/${path.slice(0, slash)}/${version}-preferredversion${path.slice(slash)}`, data: json };
+        }
+        const listKey = `${item.apiVersion}/${item.kind}`;
+        const entry = item.namespace ? `${item.namespace}/${item.name}` : item.name;
+        const names = resourceList.get(listKey);
+        if (names) names.push(entry);
+        else resourceList.set(listKey, [entry]);
       }
-      const listKey = `${item.apiVersion}/${item.kind}`;
-      const entry = item.namespace ? `${item.namespace}/${item.name}` : item.name;
-      const names = resourceList.get(listKey);
-      if (names) names.push(entry);
-      else resourceList.set(listKey, [entry]);
     }
   }
 
@@ -172,5 +146,5 @@ export async function assembleTarball(storage: BackupStorage, backupName: string
 
   const sorted: Record<string, string[]> = {};
   for (const listKey of [...resourceList.keys()].sort()) sorted[listKey] = (resourceList.get(listKey) ?? []).sort();
-  return { key: layout.tarball, items: keys.length, resourceList: sorted };
+  return { key: layout.tarball, items: packed.size, resourceList: sorted };
 }

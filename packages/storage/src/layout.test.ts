@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { backupLayout, groupResourceOf, itemStagingKey, itemTarballPath } from './layout.js';
+import { backupLayout, groupResourceOf, itemRelativePath, itemTarballPath } from './layout.js';
 
 describe('Velero layout', () => {
   it('names every object of a backup like Velero', () => {
@@ -22,12 +22,10 @@ describe('Velero layout', () => {
     expect(itemTarballPath(pod)).toBe('resources/pods/namespaces/shop/db-0.json');
     expect(itemTarballPath(deployment)).toBe('resources/deployments.apps/namespaces/shop/web.json');
     expect(itemTarballPath(pv)).toBe('resources/persistentvolumes/cluster/pv-1.json');
-    expect(itemStagingKey('nightly', pod)).toBe('backups/nightly/items/pods/namespaces/shop/db-0.json');
-    expect(itemStagingKey('nightly', pv)).toBe('backups/nightly/items/persistentvolumes/cluster/pv-1.json');
   });
 
   it('refuses names that would escape their directory', () => {
     expect(() => backupLayout('../x')).toThrow(/STORAGE_BAD_NAME/);
-    expect(() => itemStagingKey('b', { groupResource: 'pods', namespace: '..', name: 'x' })).toThrow(/STORAGE_BAD_NAME: namespace/);
+    expect(() => itemRelativePath({ groupResource: 'pods', namespace: '..', name: 'x' })).toThrow(/STORAGE_BAD_NAME: namespace/);
   });
 });

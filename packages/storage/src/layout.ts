@@ -22,7 +22,7 @@ export interface BackupLayout {
   resourceList: string;
   /** `backups/<name>/<name>-results.gz` */
   results: string;
-  /** `backups/<name>/items/` — items staged by item-block jobs, assembled into the tarball by finalize. */
+  /** `backups/<name>/items/` — segments of items staged by item-block jobs (item-segments.ts), assembled into the tarball by finalize. */
   itemsPrefix: string;
 }
 
@@ -55,7 +55,7 @@ export function groupResourceOf(resource: string, group: string): string {
   return group === '' ? resource : `${resource}.${group}`;
 }
 
-/** The item's path below `resources/` (tarball) or `items/` (staging): `<gr>/namespaces/<ns>/<name>.json` or `<gr>/cluster/<name>.json`. */
+/** The item's path below `resources/` in the tarball (and in a staged segment's line): `<gr>/namespaces/<ns>/<name>.json` or `<gr>/cluster/<name>.json`. */
 export function itemRelativePath(item: ItemRef): string {
   assertPathSegment('group-resource', item.groupResource);
   assertPathSegment('item name', item.name);
@@ -64,11 +64,6 @@ export function itemRelativePath(item: ItemRef): string {
     return `${item.groupResource}/namespaces/${item.namespace}/${item.name}.json`;
   }
   return `${item.groupResource}/cluster/${item.name}.json`;
-}
-
-/** Staging key of an item: `backups/<name>/items/<gr>/namespaces/<ns>/<name>.json` (or `…/cluster/<name>.json`). */
-export function itemStagingKey(backupName: string, item: ItemRef): string {
-  return `${backupLayout(backupName).itemsPrefix}${itemRelativePath(item)}`;
 }
 
 /** Tarball path of an item (Velero's naming): `resources/<gr>/namespaces/<ns>/<name>.json` (or `…/cluster/<name>.json`). */

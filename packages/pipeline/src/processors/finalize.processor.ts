@@ -4,12 +4,13 @@ import { parseFinalizeJobData, QueueName, qualifiedQueueName } from '@stowage/qu
 import {
   type AssembleResult,
   assembleTarball,
+  type BackupItem,
   type BackupResults,
   type ResultSet,
+  restageItems as restageStagedItems,
   StorageError,
   StorageErrorCode,
   writeBackupMetadata,
-  writeItem,
   writeLogsSidecar,
   writePodVolumeBackupsSidecar,
   writeResourceListSidecar,
@@ -171,23 +172,23 @@ async function assembleValidated(rt: PipelineRuntime, backupName: string, mtime:
   return assembled;
 }
 
-/** Stages every item of every block again, durably, from the manifests in Redis (pods failed by a pre hook excluded). */
+/** Stages every item of every block again, durably, from the manifests in Redis (pods failed by a pre hook excluded), replacing the staged segments. */
 async function restageItems(rt: PipelineRuntime, backupName: string): Promise<number> {
   const { state, storage } = rt.deps;
-  let written = 0;
-  for (const blockId of await state.blockIds(backupName)) {
-    const { plan, block, items } = await state.readBlockContext<BlockPlan, Array<Record<string, unknown> | null>>(backupName, blockId);
-    if (!plan || !items) continue;
-    const failedPods = new Set(block?.failedPods ?? []);
-    const skipped = new Set(plan.pods.filter((p) => failedPods.has(podKey(p))).map((p) => p.itemKey));
-    for (const [i, item] of plan.items.entries()) {
-      const object = items[i];
-      if (!object || skipped.has(item.key)) continue;
-      await writeItem(storage, backupName, { groupResource: item.groupResource, namespace: item.namespace, name: item.name, object });
-      written++;
+  async function* fromPlan(): AsyncGenerator<BackupItem> {
+    for (const blockId of await state.blockIds(backupName)) {
+      const { plan, block, items } = await state.readBlockContext<BlockPlan, Array<Record<string, unknown> | null>>(backupName, blockId);
+      if (!plan || !items) continue;
+      const failedPods = new Set(block?.failedPods ?? []);
+      const skipped = new Set(plan.pods.filter((p) => failedPods.has(podKey(p))).map((p) => p.itemKey));
+      for (const [i, item] of plan.items.entries()) {
+        const object = items[i];
+        if (!object || skipped.has(item.key)) continue;
+        yield { groupResource: item.groupResource, namespace: item.namespace, name: item.name, object };
+      }
     }
   }
-  return written;
+  return await restageStagedItems(storage, backupName, fromPlan());
 }
 
 /** The block id of an item-block job id `<backup>.<blockId>` of this backup, else undefined. */

@@ -1,6 +1,6 @@
 import { isKubeError, isPvbTerminal, KubeErrorCodes } from '@stowage/kube';
 import { addPvbWatch, parseItemBlockJobData, postHooksParentOf } from '@stowage/queue';
-import { writeItem } from '@stowage/storage';
+import { type BackupItem, stageItems } from '@stowage/storage';
 import type { Job } from 'bullmq';
 import type { PipelineDeps, PipelineLogger } from '../deps.js';
 import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
@@ -13,7 +13,6 @@ import type { PipelineRuntime } from '../runtime.js';
 import type { PvbStateRecord } from '../state/backup-state.js';
 import { finishBlock } from './block-post-hooks.js';
 
-const ITEM_WRITE_CONCURRENCY = 8;
 const PVB_CREATE_CONCURRENCY = 8;
 
 /** Runs the tasks with at most `limit` in flight; rejects with the first failure after all settle. */
@@ -332,9 +331,9 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
 }
 
 /**
- * Writes the block's items to storage (idempotent writes, a few at once), minus those of pods
- * whose pre hook failed with `onError: Fail`. Returns the once-counters to record with the
- * block's next state step.
+ * Stages the block's items (stageItems: one segment with the items of the other jobs staging at
+ * the same moment), minus those of pods whose pre hook failed with `onError: Fail`. Returns the
+ * once-counters to record with the block's next state step.
  */
 async function writeBlockItems(
   deps: PipelineDeps,
@@ -346,12 +345,9 @@ async function writeBlockItems(
 ): Promise<{ itemsWritten: number; itemErrors: number; counted: { onceKey: string; field: string }[] }> {
   const { state } = deps;
   const skippedItems = new Set(plan.pods.filter((p) => failedPods.has(podKey(p))).map((p) => p.itemKey));
-  let itemsWritten = 0;
   let itemErrors = 0;
   const counted: { onceKey: string; field: string }[] = [];
-  // Item writes are independent: run a few at once instead of one after another, which made the
-  // item-block job the bottleneck (BENCHMARKS.md).
-  const writes: Array<() => Promise<unknown>> = [];
+  const items: BackupItem[] = [];
   for (let i = 0; i < plan.items.length; i++) {
     const item = plan.items[i];
     const object = manifests[i];
@@ -368,20 +364,12 @@ async function writeBlockItems(
       });
       continue;
     }
-    // Staged without fsync: atomic for readers and across a worker crash (a retried job writes it
-    // again); a machine crash that loses or cuts it is caught by finalize, which parses every item
-    // it packs, counts them against itemsBackedUp and restages from Redis (assembleValidated).
-    writes.push(() =>
-      writeItem(
-        deps.storage,
-        backupName,
-        { groupResource: item.groupResource, namespace: item.namespace, name: item.name, object },
-        { durable: false },
-      ),
-    );
-    itemsWritten++;
+    items.push({ groupResource: item.groupResource, namespace: item.namespace, name: item.name, object });
     counted.push({ onceKey: `item:${item.key}`, field: 'itemsBackedUp' });
   }
-  await runBounded(writes, ITEM_WRITE_CONCURRENCY);
-  return { itemsWritten, itemErrors, counted };
+  // Staged without fsync: atomic for readers and across a worker crash (a retried job stages
+  // them again); a machine crash that loses or cuts a segment is caught by finalize, which parses
+  // every item it packs, counts them against itemsBackedUp and restages from Redis (assembleValidated).
+  await stageItems(deps.storage, backupName, items, { durable: false });
+  return { itemsWritten: items.length, itemErrors, counted };
 }
