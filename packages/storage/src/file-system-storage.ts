@@ -101,14 +101,10 @@ export class FileSystemStorage implements BackupStorage {
   /**
    * A small put with synchronous calls (same steps: temp file, write, [fsync,] rename[, fsync of
    * the directory]). An asynchronous fs call costs a thread-pool round trip several times the call
-   * itself on our VMs: the pool threads of one worker spent ~0.6 ms of CPU per staged item (four
-   * calls), more than the rest of its item-block job, and on a busy machine each round trip waits
-   * for a core. Without fsync these calls only touch the page cache: measured in the orchestration
-   * benchmark, p50 0.05 ms, p99 0.36 ms per put on the event loop (under the fs-backup benchmark's
-   * load a block's five items took p50 ~8 ms). A durable put adds two fsyncs (~0.5 ms each on an
-   * idle disk): finalize's few sidecars, where nine sequential thread-pool round trips per file
+   * itself on our VMs, and on a busy machine each round trip waits for a core. Without fsync these
+   * calls only touch the page cache (staged item segments); a durable put adds two fsyncs (~0.5 ms
+   * each on an idle disk): finalize's few sidecars, where nine sequential round trips per file
    * made up most of finalize (≈ 50 ms for the PVB sidecar alone in the fs-backup benchmark).
-   * (A CPU profile makes all of these look far slower: its sampling stretches blocking syscalls.)
    */
   private putSmallSync(key: string, data: Buffer | string, durable: boolean): void {
     const target = this.pathOf(key);
@@ -179,8 +175,7 @@ export class FileSystemStorage implements BackupStorage {
     const dirPath = dirKey === '' ? this.rootDir : this.pathOf(dirKey);
     let entries: import('node:fs').Dirent[];
     try {
-      // Synchronous, as small reads are (getObject): a directory listing is one quick syscall,
-      // and finalize walks one directory per namespace and resource.
+      // Synchronous, as small reads are (getObject): a directory listing is one quick syscall.
       entries = readdirSync(dirPath, { withFileTypes: true });
     } catch (err) {
       if (isNotFound(err)) return;

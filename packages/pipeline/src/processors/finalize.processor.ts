@@ -7,7 +7,7 @@ import {
   type BackupItem,
   type BackupResults,
   type ResultSet,
-  restageItems as restageStagedItems,
+  restageItems,
   StorageError,
   StorageErrorCode,
   writeBackupMetadata,
@@ -161,7 +161,7 @@ async function assembleValidated(rt: PipelineRuntime, backupName: string, mtime:
   }
   await state.log(backupName, { level: 'warn', msg: `staged items not whole (${problem}): staging them again from the plan` });
   rt.deps.logger.warn({ backup: backupName, problem }, 'staged items not whole: staging them again from the plan');
-  const restaged = await restageItems(rt, backupName);
+  const restaged = await restageFromPlan(rt, backupName);
   const assembled = await assembleTarball(storage, backupName, { mtime });
   if (assembled.items < expected) {
     throw new PipelineError(
@@ -173,7 +173,7 @@ async function assembleValidated(rt: PipelineRuntime, backupName: string, mtime:
 }
 
 /** Stages every item of every block again, durably, from the manifests in Redis (pods failed by a pre hook excluded), replacing the staged segments. */
-async function restageItems(rt: PipelineRuntime, backupName: string): Promise<number> {
+async function restageFromPlan(rt: PipelineRuntime, backupName: string): Promise<number> {
   const { state, storage } = rt.deps;
   async function* fromPlan(): AsyncGenerator<BackupItem> {
     for (const blockId of await state.blockIds(backupName)) {
@@ -188,7 +188,7 @@ async function restageItems(rt: PipelineRuntime, backupName: string): Promise<nu
       }
     }
   }
-  return await restageStagedItems(storage, backupName, fromPlan());
+  return await restageItems(storage, backupName, fromPlan());
 }
 
 /** The block id of an item-block job id `<backup>.<blockId>` of this backup, else undefined. */

@@ -263,7 +263,7 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
   // create's answer usually longer: one wait less before the slot frees); items written are
   // counted even when a PVB step fails. Both run to the end before a failure is rethrown, so a
   // retry never overlaps with this attempt's writes.
-  const itemsStep = writeBlockItems(deps, backupName, blockId, blockPlan, failedPods, ctx.items ?? []).then(async (written) => {
+  const itemsStep = stageBlockItems(deps, backupName, blockId, blockPlan, failedPods, ctx.items ?? []).then(async (written) => {
     const fields = {
       itemsWritten: written.itemsWritten,
       itemsDoneAt: clock.now(),
@@ -335,7 +335,7 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
  * the same moment), minus those of pods whose pre hook failed with `onError: Fail`. Returns the
  * once-counters to record with the block's next state step.
  */
-async function writeBlockItems(
+async function stageBlockItems(
   deps: PipelineDeps,
   backupName: string,
   blockId: string,
