@@ -187,6 +187,13 @@ describe('the console in Chromium', () => {
       expect(seen.phases).toContain('InProgress');
       expect(seen.phases.at(-1)).toBe('Completed');
 
+      // The spec, with durations as a Velero user writes them.
+      await page.getByText('Spec', { exact: true }).click();
+      const specShown = await page.locator('#backup-spec').textContent();
+      expect(specShown).toContain('"fsBackupTimeout": "4h0m0s"');
+      expect(specShown).toContain('"ttl": "720h0m0s"');
+      expect(specShown).not.toContain('Ms"');
+
       // The timeline, once it has drawn the final state of every block.
       const blocks = ((await rest('/v1/backups/console-e2e/blocks?limit=1000')) as { items: BlockJson[] }).items;
       const pvbCount = blocks.reduce((n, b) => n + b.podVolumeBackups.length, 0);

@@ -66,6 +66,10 @@ describe('stowage backup against a running API', { timeout: 120_000 }, () => {
     expect(described.code).toBe(0);
     const text = described.stdout;
     expect(text).toMatch(/includedNamespaces:\s*\n\s*- shop/);
+    // Durations read as a Velero user writes them, not as stored milliseconds.
+    expect(text).toMatch(/^ +fsBackupTimeout: 4h0m0s$/m);
+    expect(text).toMatch(/^ +ttl: 720h0m0s$/m);
+    expect(text).not.toMatch(/TimeoutMs|ttlMs/);
     expect(text).toMatch(/Blocks \(\d+\):/);
     // One PVB per fs-backup volume of the shop pods (postgres data, cache emptyDir, reporter PVC; scratch is excluded).
     expect(text).toContain('Pod volume backups (3):');
@@ -107,6 +111,7 @@ describe('stowage backup against a running API', { timeout: 120_000 }, () => {
       includedNamespaces: ['media'],
       labelSelector: { matchLabels: { app: 'media' } },
       defaultVolumesToFsBackup: true,
+      fsBackupTimeout: '1h0m0s',
     });
 
     const waited = await stowage('backup', 'wait', 'media-flags', '--json');

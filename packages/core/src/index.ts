@@ -13,4 +13,5 @@ export * from './names.js';
 export * from './phases.js';
 export * from './quantity.js';
 export * from './resource-selection.js';
+export * from './spec-view.js';
 export * from './volume-policy.js';

@@ -1,3 +1,4 @@
+import { specForDisplay } from '@stowage/core';
 import {
   type BackupRecord,
   type BackupState,
@@ -53,7 +54,7 @@ export async function readBackupView(state: BackupState, rec: BackupRecord): Pro
   };
   return {
     ...toBackupSummary(rec),
-    spec: rec.spec,
+    spec: specForDisplay(rec.spec),
     requestId: rec.requestId,
     progress: { totalItems: n(COUNTER.totalItems), itemsBackedUp: n(COUNTER.itemsBackedUp) },
     hookStatus: { hooksAttempted: n(COUNTER.hooksAttempted), hooksFailed: n(COUNTER.hooksFailed) },

@@ -304,6 +304,8 @@ function showBackup(name) {
   const problems = h('section', { class: 'card problems', 'aria-labelledby': 'problems-title' });
   const timelineBox = h('div', { class: 'timeline-box' });
   const tableBox = h('div', { class: 'blocks-box' });
+  // The spec as a Velero user writes it (the API shows durations as `4h0m0s`, not milliseconds).
+  const specText = h('pre', { class: 'spec', id: 'backup-spec' });
   const main = h(
     'main',
     { id: 'main', tabindex: '-1' },
@@ -336,6 +338,7 @@ function showBackup(name) {
       timelineBox,
     ),
     h('section', { class: 'card', 'aria-labelledby': 'blocks-title' }, h('h2', { id: 'blocks-title' }, 'Blocks'), tableBox),
+    h('details', { class: 'card' }, h('summary', {}, 'Spec'), specText),
   );
   setView(header(), main);
 
@@ -351,6 +354,7 @@ function showBackup(name) {
     if (!backup) return;
     const p = progressOf(backup);
     phase.replaceChildren(phaseBadge(backup.phase));
+    specText.textContent = JSON.stringify(backup.spec ?? {}, null, 2);
     cancel.hidden = TERMINAL_PHASES.has(backup.phase) || Boolean(backup.cancelRequestedAt);
     stats.replaceChildren(
       stat('Started', formatTime(backup.startedAt ?? backup.createdAt)),
