@@ -15,3 +15,4 @@ export * from './quantity.js';
 export * from './resource-selection.js';
 export * from './spec-view.js';
 export * from './volume-policy.js';
+export * from './schedule.schema.js';
