@@ -71,7 +71,8 @@ export function parseScheduleExpression(text: string): CronParseResult {
     return { ok: false, message: `a cron expression has 5 fields (minute hour day-of-month month day-of-week), or 6 with seconds first; got ${fields}` };
   }
   try {
-    CronExpressionParser.parse(pattern, { tz: timeZone }).next();
+    // From a fixed instant, not the clock: only whether some next tick exists matters here.
+    CronExpressionParser.parse(pattern, { tz: timeZone, currentDate: new Date(0) }).next();
   } catch (err) {
     return { ok: false, message: `is not a valid cron expression: ${(err as Error).message}` };
   }
