@@ -13,6 +13,6 @@ export * from './names.js';
 export * from './phases.js';
 export * from './quantity.js';
 export * from './resource-selection.js';
+export * from './schedule.schema.js';
 export * from './spec-view.js';
 export * from './volume-policy.js';
-export * from './schedule.schema.js';

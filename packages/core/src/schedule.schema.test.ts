@@ -58,7 +58,11 @@ describe('validateScheduleRequest', () => {
     expect(v.name).toBe('nightly');
     expect(v.value.template.includedNamespaces).toEqual(['shop']);
     expect(v.value.template.ttlMs).toBe(72 * 3_600_000);
-    expect(v.value).toMatchObject({ paused: false, skipImmediately: true, timing: { kind: 'cron', pattern: '0 3 * * *', timeZone: 'UTC' } });
+    expect(v.value).toMatchObject({
+      paused: false,
+      skipImmediately: true,
+      timing: { kind: 'cron', pattern: '0 3 * * *', timeZone: 'UTC' },
+    });
   });
 
   it('reports every problem at once, template problems under spec.template', () => {
@@ -71,7 +75,15 @@ describe('validateScheduleRequest', () => {
     if (v.ok) return;
     const paths = v.problems.map((p) => p.path);
     expect(paths).toEqual(
-      expect.arrayContaining(['name', 'extra', 'spec.schedule', 'spec.paused', 'spec.every', 'spec.template.includedNamespaces', 'spec.template.ttl']),
+      expect.arrayContaining([
+        'name',
+        'extra',
+        'spec.schedule',
+        'spec.paused',
+        'spec.every',
+        'spec.template.includedNamespaces',
+        'spec.template.ttl',
+      ]),
     );
   });
 

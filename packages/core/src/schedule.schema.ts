@@ -6,7 +6,7 @@
  * Every problem is reported at once, each with its JSON path.
  */
 import { CronExpressionParser } from 'cron-parser';
-import { type BackupSpec, type BackupSpecDefaults, validateBackupRequest, type ValidationProblem } from './backup-spec.schema.js';
+import { type BackupSpec, type BackupSpecDefaults, type ValidationProblem, validateBackupRequest } from './backup-spec.schema.js';
 import { parseDuration } from './duration.js';
 import { explainDns1123Label } from './names.js';
 
@@ -52,7 +52,8 @@ export function parseScheduleExpression(text: string): CronParseResult {
   if (tz) {
     timeZone = tz[1] ?? '';
     rest = rest.slice(tz[0].length).trim();
-    if (!isTimeZone(timeZone)) return { ok: false, message: `time zone ${JSON.stringify(timeZone)} is not an IANA zone name, e.g. "Europe/Berlin"` };
+    if (!isTimeZone(timeZone))
+      return { ok: false, message: `time zone ${JSON.stringify(timeZone)} is not an IANA zone name, e.g. "Europe/Berlin"` };
   }
   if (rest.length === 0) return { ok: false, message: 'is empty: give a cron expression, e.g. "0 3 * * *" (03:00 every day)' };
   if (rest.startsWith('@every')) {
@@ -64,11 +65,17 @@ export function parseScheduleExpression(text: string): CronParseResult {
   }
   const pattern = DESCRIPTORS[rest] ?? rest;
   if (pattern.startsWith('@')) {
-    return { ok: false, message: `unknown descriptor ${JSON.stringify(rest)}; use one of ${Object.keys(DESCRIPTORS).join(', ')} or "@every <duration>"` };
+    return {
+      ok: false,
+      message: `unknown descriptor ${JSON.stringify(rest)}; use one of ${Object.keys(DESCRIPTORS).join(', ')} or "@every <duration>"`,
+    };
   }
   const fields = pattern.split(/\s+/).length;
   if (fields !== 5 && fields !== 6) {
-    return { ok: false, message: `a cron expression has 5 fields (minute hour day-of-month month day-of-week), or 6 with seconds first; got ${fields}` };
+    return {
+      ok: false,
+      message: `a cron expression has 5 fields (minute hour day-of-month month day-of-week), or 6 with seconds first; got ${fields}`,
+    };
   }
   try {
     // From a fixed instant, not the clock: only whether some next tick exists matters here.
@@ -123,7 +130,10 @@ export function validateScheduleRequest(request: unknown, defaults: BackupSpecDe
   else {
     for (const message of explainDns1123Label(name)) problems.push({ path: 'name', message });
     if (name.length > SCHEDULE_NAME_MAX_LENGTH) {
-      problems.push({ path: 'name', message: `is longer than ${SCHEDULE_NAME_MAX_LENGTH} characters (its backups are named <name>-yyyyMMddHHmmss, at most 63)` });
+      problems.push({
+        path: 'name',
+        message: `is longer than ${SCHEDULE_NAME_MAX_LENGTH} characters (its backups are named <name>-yyyyMMddHHmmss, at most 63)`,
+      });
     }
   }
   const spec = request.spec;
@@ -132,17 +142,20 @@ export function validateScheduleRequest(request: unknown, defaults: BackupSpecDe
     return { ok: false, problems };
   }
   for (const key of Object.keys(spec)) {
-    if (!SPEC_FIELDS.includes(key)) problems.push({ path: `spec.${key}`, message: `is not a field of a schedule spec (${SPEC_FIELDS.join(', ')})` });
+    if (!SPEC_FIELDS.includes(key))
+      problems.push({ path: `spec.${key}`, message: `is not a field of a schedule spec (${SPEC_FIELDS.join(', ')})` });
   }
   let timing: ScheduleTiming | undefined;
-  if (typeof spec.schedule !== 'string') problems.push({ path: 'spec.schedule', message: 'is required: a cron expression, e.g. "0 3 * * *"' });
+  if (typeof spec.schedule !== 'string')
+    problems.push({ path: 'spec.schedule', message: 'is required: a cron expression, e.g. "0 3 * * *"' });
   else {
     const parsed = parseScheduleExpression(spec.schedule);
     if (parsed.ok) timing = parsed.timing;
     else problems.push({ path: 'spec.schedule', message: parsed.message });
   }
   for (const flag of ['paused', 'skipImmediately'] as const) {
-    if (spec[flag] !== undefined && typeof spec[flag] !== 'boolean') problems.push({ path: `spec.${flag}`, message: 'must be true or false' });
+    if (spec[flag] !== undefined && typeof spec[flag] !== 'boolean')
+      problems.push({ path: `spec.${flag}`, message: 'must be true or false' });
   }
   const template = validateBackupRequest({ spec: spec.template ?? {} }, defaults);
   if (!template.ok) {
@@ -163,9 +176,16 @@ export function validateScheduleRequest(request: unknown, defaults: BackupSpecDe
 }
 
 /** What `PATCH /v1/schedules/:name` may change, validated against the stored schedule. */
-export function validateSchedulePatch(current: { name: string; spec: Record<string, unknown> }, patch: unknown, defaults: BackupSpecDefaults = {}) {
+export function validateSchedulePatch(
+  current: { name: string; spec: Record<string, unknown> },
+  patch: unknown,
+  defaults: BackupSpecDefaults = {},
+) {
   if (!isRecord(patch) || !isRecord(patch.spec) || Object.keys(patch).some((k) => k !== 'spec')) {
-    return { ok: false as const, problems: [{ path: '', message: 'must be {spec: {...}} with the fields to change (schedule, template, paused, skipImmediately)' }] };
+    return {
+      ok: false as const,
+      problems: [{ path: '', message: 'must be {spec: {...}} with the fields to change (schedule, template, paused, skipImmediately)' }],
+    };
   }
   return validateScheduleRequest({ name: current.name, spec: { ...current.spec, ...patch.spec } }, defaults);
 }

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { addBackupFlow, createFlowProducer } from '@stowage/queue';
+import { addBackupFlow, addExpireJob, createFlowProducer } from '@stowage/queue';
 import type { FlowProducer } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { PipelineError, PipelineErrorCode } from './errors.js';
@@ -47,16 +47,22 @@ export async function submitBackup(deps: SubmitBackupDeps, input: SubmitBackupIn
   if (!(ENDED_BACKUP_PHASES as readonly string[]).includes(backup.phase)) {
     const ownProducer = deps.flowProducer ? undefined : makeProducer(deps);
     try {
-      await addBackupFlow(deps.flowProducer ?? (ownProducer as FlowProducer), {
-        backupName: backup.name,
-        backupUid: backup.uid,
-        requestId: backup.requestId,
-      });
+      const producer = deps.flowProducer ?? (ownProducer as FlowProducer);
+      await addBackupFlow(producer, { backupName: backup.name, backupUid: backup.uid, requestId: backup.requestId });
+      const ttlMs = ttlOf(backup.spec);
+      if (ttlMs !== undefined)
+        await addExpireJob(producer, { backupName: backup.name, backupUid: backup.uid, delayMs: backup.createdAt + ttlMs - now() });
     } finally {
       await ownProducer?.close();
     }
   }
   return { created, backup } as SubmitBackupResult;
+}
+
+/** The validated spec's TTL; a backup with none (or 0) never expires. */
+function ttlOf(spec: unknown): number | undefined {
+  const ttlMs = (spec as { ttlMs?: unknown } | undefined)?.ttlMs;
+  return typeof ttlMs === 'number' && ttlMs > 0 ? ttlMs : undefined;
 }
 
 function makeProducer(deps: SubmitBackupDeps): FlowProducer {

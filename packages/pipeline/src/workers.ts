@@ -2,11 +2,13 @@ import { createFlowProducer, createQueue, JobName, QueueName } from '@stowage/qu
 import { type Job, type Processor, Worker } from 'bullmq';
 import type { PipelineDeps } from './deps.js';
 import { PipelineErrorCode, UnrecoverablePipelineError } from './errors.js';
+import { processExpireBackup } from './processors/expire-backup.processor.js';
 import { processFinalize } from './processors/finalize.processor.js';
 import { processItemBlock } from './processors/item-block.processor.js';
 import { processPlan } from './processors/plan.processor.js';
 import { processPostHooks } from './processors/post-hooks.processor.js';
 import { processPvbWatch } from './processors/pvb-watch.processor.js';
+import { processRunSchedule } from './processors/run-schedule.processor.js';
 import { PvbInformerHub } from './pvb/pvb-informer-hub.js';
 import type { PipelineRuntime } from './runtime.js';
 
@@ -38,6 +40,8 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
     [QueueName.backups]: (job: Job, token?: string) => {
       if (job.name === JobName.plan) return processPlan(runtime, job, token);
       if (job.name === JobName.finalize) return processFinalize(runtime, job, token);
+      if (job.name === JobName.runSchedule) return processRunSchedule(runtime, job);
+      if (job.name === JobName.expireBackup) return processExpireBackup(runtime, job, token);
       throw unknownJob(job, QueueName.backups);
     },
     [QueueName.itemBlocks]: (job: Job, token?: string) => {

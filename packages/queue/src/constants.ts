@@ -22,6 +22,10 @@ export const JobName = {
   backupItemBlock: 'backup-item-block',
   watchPvb: 'watch-pvb',
   runPostHooks: 'run-post-hooks',
+  /** One tick of a schedule (produced by its BullMQ job scheduler): starts the tick's backup. */
+  runSchedule: 'run-schedule',
+  /** A backup's TTL ran out: delete it (a delayed job, added when the backup is submitted). */
+  expireBackup: 'expire-backup',
 } as const;
 export type JobName = (typeof JobName)[keyof typeof JobName];
 
@@ -32,6 +36,8 @@ export const QUEUE_OF_JOB: Readonly<Record<JobName, QueueName>> = {
   'backup-item-block': QueueName.itemBlocks,
   'watch-pvb': QueueName.pvbWatch,
   'run-post-hooks': QueueName.hooks,
+  'run-schedule': QueueName.backups,
+  'expire-backup': QueueName.backups,
 };
 
 /** The key BullMQ uses for a queue (`parent.queue` of a child job): `<prefix>:<queue>`. */

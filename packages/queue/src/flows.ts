@@ -216,3 +216,25 @@ export async function repark(
   await afterPark?.();
   throw new DelayedError();
 }
+
+/** The id of a backup's expiry job: one per backup (a re-add while it exists is a no-op). */
+export function expireJobId(backupName: string): string {
+  return `expire-${backupName}`;
+}
+
+/**
+ * Adds the delayed `expire-backup` job that deletes a backup when its TTL runs out (Velero's
+ * `status.expiration` = start + ttl). Through the FlowProducer, as a flow of one job, so the API
+ * needs nothing it does not already hold.
+ */
+export async function addExpireJob(
+  flowProducer: FlowProducer,
+  input: { backupName: string; backupUid: string; delayMs: number },
+): Promise<void> {
+  await flowProducer.add({
+    name: JobName.expireBackup,
+    queueName: QueueName.backups,
+    data: { backupName: input.backupName, backupUid: input.backupUid },
+    opts: { ...DEFAULT_JOB_OPTIONS[QueueName.backups], jobId: expireJobId(input.backupName), delay: Math.max(0, input.delayMs) },
+  });
+}

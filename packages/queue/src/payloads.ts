@@ -63,3 +63,17 @@ export const parseItemBlockJobData = (data: unknown): ItemBlockJobData => parseW
 export const parsePvbWatchJobData = (data: unknown): PvbWatchJobData => parseWith(pvbWatchJobSchema, 'watch-pvb', data);
 /** Parses `run-post-hooks` job data; throws `JobPayloadError`. */
 export const parsePostHooksJobData = (data: unknown): PostHooksJobData => parseWith(postHooksJobSchema, 'run-post-hooks', data);
+
+export const runScheduleJobSchema = z.object({
+  schedule: name,
+  /** The tick this run is for (epoch ms); absent on jobs a job scheduler produced (their `opts.prevMillis` is the tick). */
+  tickMs: z.number().int().nonnegative().optional(),
+});
+export type RunScheduleJobData = z.infer<typeof runScheduleJobSchema>;
+/** Parses `run-schedule` job data; throws `JobPayloadError`. */
+export const parseRunScheduleJobData = (data: unknown): RunScheduleJobData => parseWith(runScheduleJobSchema, 'run-schedule', data);
+
+export const expireBackupJobSchema = z.object({ backupName: name, backupUid: name });
+export type ExpireBackupJobData = z.infer<typeof expireBackupJobSchema>;
+/** Parses `expire-backup` job data; throws `JobPayloadError`. */
+export const parseExpireBackupJobData = (data: unknown): ExpireBackupJobData => parseWith(expireBackupJobSchema, 'expire-backup', data);
