@@ -7,6 +7,7 @@ import { type BackupSpecFlags, mergeRequest, readSpecFile } from './backup-spec.
 import { CliError, CliErrorCode, ExitCode, formatCliError, isCliError } from './errors.js';
 import { followBackup } from './follow.js';
 import { formatBytes, formatDuration, formatTable, msBetween } from './format.js';
+import { runScheduleCommand, SCHEDULE_USAGE } from './schedule-commands.js';
 
 /** Where the CLI writes; injected so tests and the demo can capture it. */
 export interface CliIo {
@@ -32,6 +33,8 @@ Backups (the API at STOWAGE_API_URL, token in STOWAGE_API_TOKEN):
   backup logs NAME [--json]           the backup's log lines (--json: NDJSON as stored)
   backup cancel NAME [--json]
   backup delete NAME [--json]         an ended backup: its record, jobs and stored data
+
+${SCHEDULE_USAGE}
 
 Volume repository (key in STOWAGE_REPO_KEY):
   repo restore --repo DIR --snapshot ID --target DIR
@@ -74,6 +77,9 @@ export async function runCli(argv: readonly string[], env: CliEnv, io: CliIo): P
       case 'backup':
       case 'backups':
         return await runBackupCommand(rest, env, io);
+      case 'schedule':
+      case 'schedules':
+        return await runScheduleCommand(rest, env, io);
       case 'repo':
         return await runRepoCommand(rest, env, io);
       default:
