@@ -31,7 +31,7 @@ describe('POST /v1/backups', () => {
       name: 'nightly-1',
       phase: 'New',
       requestId: 'req-abc-123',
-      spec: { includedNamespaces: ['app'], fsBackupTimeoutMs: 4 * 3_600_000 },
+      spec: { includedNamespaces: ['app'], fsBackupTimeout: '4h0m0s' },
       progress: { totalItems: 0, itemsBackedUp: 0 },
       hookStatus: { hooksAttempted: 0, hooksFailed: 0 },
       podVolumeBackups: { total: 0 },
