@@ -199,3 +199,32 @@ describe('TTL', () => {
     expect(await stack.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=short-lived` })).toEqual([]);
   }, 60_000);
 });
+
+describe('deletion', () => {
+  it('cancels a running backup first, and a SIGKILL of every api after the request still ends with the backup and its data gone', async () => {
+    await client.submit('doomed', { includedNamespaces: ['shop'], defaultVolumesToFsBackup: true });
+    await waitFor('its PVB to start copying', async () => {
+      const [pvb] = await stack.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=doomed` });
+      return pvb?.status?.phase === 'InProgress' ? true : undefined;
+    });
+    const requested = await client.call('DELETE', '/v1/backups/doomed');
+    expect(requested.status).toBe(202);
+    expect(requested.body).toMatchObject({ name: 'doomed', deleting: true });
+
+    // Every api (they host finalize and the deletion job) dies at once; the request is in Redis.
+    await Promise.all(apis.map((a) => a.killHard()));
+    apis.splice(0, apis.length, await stack.spawn('api', 'api-3'));
+
+    const ended = await waitForBackupEnd(stack.state, 'doomed').catch(() => undefined);
+    if (ended) expect(ended.phase).toBe('Canceled');
+    await waitFor(
+      'the canceled backup to be deleted',
+      async () => ((await client.call('GET', '/v1/backups/doomed')).status === 404 ? true : undefined),
+      60_000,
+    );
+    expect(existsSync(join(stack.storageDir, 'backups', 'doomed'))).toBe(false);
+    expect(await stack.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=doomed` })).toEqual([]);
+    // Deleting again is harmless.
+    expect((await client.call('DELETE', '/v1/backups/doomed')).status).toBe(404);
+  }, 120_000);
+});

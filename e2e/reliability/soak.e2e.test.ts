@@ -152,7 +152,7 @@ describe('soak', () => {
         const counts = await q.getJobCounts('completed', 'failed', 'active', 'waiting', 'delayed', 'waiting-children');
         const cap = (DEFAULT_JOB_OPTIONS[queueName].removeOnComplete as { count: number }).count;
         // Each backup keeps one delayed job: its TTL expiry. Nothing else may be left parked.
-        const parked = (await q.getDelayed()).filter((job) => job.name !== JobName.expireBackup);
+        const parked = (await q.getDelayed()).filter((job) => job.name !== JobName.deleteBackup);
         expect(
           parked.map((job) => job.id),
           queueName,

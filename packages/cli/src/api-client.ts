@@ -135,7 +135,8 @@ export class StowageApiClient {
     return this.json('POST', `/v1/backups/${encodeURIComponent(name)}/cancel`);
   }
 
-  deleteBackup(name: string): Promise<{ name: string; deleted: true }> {
+  /** 200 `{deleted: true}` once gone; 202 `{deleting: true, phase}` while a running backup is canceled first. */
+  deleteBackup(name: string): Promise<{ name: string; deleted: true } | { name: string; phase: string; deleting: true }> {
     return this.json('DELETE', `/v1/backups/${encodeURIComponent(name)}`);
   }
 

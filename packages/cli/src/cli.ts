@@ -32,7 +32,7 @@ Backups (the API at STOWAGE_API_URL, token in STOWAGE_API_TOKEN):
   backup wait NAME [--json]           follow a running backup to its end, with progress
   backup logs NAME [--json]           the backup's log lines (--json: NDJSON as stored)
   backup cancel NAME [--json]
-  backup delete NAME [--json]         an ended backup: its record, jobs and stored data
+  backup delete NAME [--json]         its record, jobs, PVBs and stored data (a running one is canceled first)
 
 ${SCHEDULE_USAGE}
 
@@ -219,7 +219,8 @@ async function runBackupCommand(argv: readonly string[], env: CliEnv, io: CliIo)
     case 'delete': {
       const res = await client.deleteBackup(nameArg());
       if (json) printJson(res);
-      else out(`backup "${res.name}" deleted (record, jobs and stored data)`);
+      else if ('deleted' in res) out(`backup "${res.name}" deleted (record, jobs, PodVolumeBackups and stored data)`);
+      else out(`backup "${res.name}" is ${res.phase}: it is being canceled and will be deleted once it has stopped`);
       return ExitCode.ok;
     }
     default:

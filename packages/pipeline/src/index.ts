@@ -11,7 +11,7 @@ export {
 } from './deps.js';
 export { PipelineError, PipelineErrorCode, UnrecoverablePipelineError } from './errors.js';
 export type { BlockPlan, HookPhase, PlannedHook, PlannedItem, PlannedPod, PlannedVolume, PlanSkip } from './plan/block-plan.js';
-export type { ExpireBackupResult } from './processors/expire-backup.processor.js';
+export type { DeleteBackupResult } from './processors/delete-backup.processor.js';
 export type { FinalizeResult } from './processors/finalize.processor.js';
 export type { ItemBlockResult } from './processors/item-block.processor.js';
 export type { PlanResult } from './processors/plan.processor.js';
@@ -37,6 +37,8 @@ export {
 export {
   type CancelBackupResult,
   cancelBackup,
+  type RequestDeletionResult,
+  requestBackupDeletion,
   type SubmitBackupDeps,
   type SubmitBackupInput,
   type SubmitBackupResult,

@@ -24,8 +24,8 @@ export const JobName = {
   runPostHooks: 'run-post-hooks',
   /** One tick of a schedule (produced by its BullMQ job scheduler): starts the tick's backup. */
   runSchedule: 'run-schedule',
-  /** A backup's TTL ran out: delete it (a delayed job, added when the backup is submitted). */
-  expireBackup: 'expire-backup',
+  /** Deletes a backup: delayed by its TTL when it is submitted, or at once when a user deletes it. */
+  deleteBackup: 'delete-backup',
 } as const;
 export type JobName = (typeof JobName)[keyof typeof JobName];
 
@@ -37,7 +37,7 @@ export const QUEUE_OF_JOB: Readonly<Record<JobName, QueueName>> = {
   'watch-pvb': QueueName.pvbWatch,
   'run-post-hooks': QueueName.hooks,
   'run-schedule': QueueName.backups,
-  'expire-backup': QueueName.backups,
+  'delete-backup': QueueName.backups,
 };
 
 /** The key BullMQ uses for a queue (`parent.queue` of a child job): `<prefix>:<queue>`. */

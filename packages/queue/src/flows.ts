@@ -217,24 +217,28 @@ export async function repark(
   throw new DelayedError();
 }
 
-/** The id of a backup's expiry job: one per backup (a re-add while it exists is a no-op). */
-export function expireJobId(backupName: string): string {
-  return `expire-${backupName}`;
+/**
+ * The id of a backup's deletion job: one per backup incarnation and reason (the uid keeps a later
+ * backup of the same name from colliding with a kept finished job; a re-add while it exists is a no-op).
+ */
+export function deleteBackupJobId(input: { backupName: string; backupUid: string; reason: 'ttl' | 'requested' }): string {
+  return `${input.reason === 'ttl' ? 'expire' : 'delete'}-${input.backupName}-${input.backupUid}`;
 }
 
 /**
- * Adds the delayed `expire-backup` job that deletes a backup when its TTL runs out (Velero's
- * `status.expiration` = start + ttl). Through the FlowProducer, as a flow of one job, so the API
- * needs nothing it does not already hold.
+ * Adds the `delete-backup` job: delayed by the TTL when a backup is submitted (Velero's
+ * `status.expiration` = start + ttl), or at once when a user deletes it. Through the FlowProducer,
+ * as a flow of one job, so the API needs nothing it does not already hold.
  */
-export async function addExpireJob(
+export async function addDeleteBackupJob(
   flowProducer: FlowProducer,
-  input: { backupName: string; backupUid: string; delayMs: number },
+  input: { backupName: string; backupUid: string; reason: 'ttl' | 'requested'; delayMs?: number },
 ): Promise<void> {
+  const { backupName, backupUid, reason } = input;
   await flowProducer.add({
-    name: JobName.expireBackup,
+    name: JobName.deleteBackup,
     queueName: QueueName.backups,
-    data: { backupName: input.backupName, backupUid: input.backupUid },
-    opts: { ...DEFAULT_JOB_OPTIONS[QueueName.backups], jobId: expireJobId(input.backupName), delay: Math.max(0, input.delayMs) },
+    data: { backupName, backupUid, reason },
+    opts: { ...DEFAULT_JOB_OPTIONS[QueueName.backups], jobId: deleteBackupJobId(input), delay: Math.max(0, input.delayMs ?? 0) },
   });
 }

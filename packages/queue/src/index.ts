@@ -6,7 +6,7 @@ export { createFlowProducer, createQueue, type QueueFactoryOptions } from './fac
 export {
   addBackupFlow,
   addBlockFlows,
-  addExpireJob,
+  addDeleteBackupJob,
   addPvbWatch,
   type BackupFlowIds,
   type BackupFlowInput,
@@ -15,7 +15,7 @@ export {
   type BlockFlowsInput,
   type BlockFlowsResult,
   DEFAULT_BLOCK_BATCH_SIZE,
-  expireJobId,
+  deleteBackupJobId,
   type ParentRef,
   type PvbWatchStart,
   postHooksParentOf,
@@ -23,8 +23,8 @@ export {
 } from './flows.js';
 export { childJobOptions, DEFAULT_JOB_OPTIONS } from './job-options.js';
 export {
-  type ExpireBackupJobData,
-  expireBackupJobSchema,
+  type DeleteBackupJobData,
+  deleteBackupJobSchema,
   type FinalizeJobData,
   finalizeJobSchema,
   type ItemBlockJobData,
@@ -32,7 +32,7 @@ export {
   type PlanJobData,
   type PostHooksJobData,
   type PvbWatchJobData,
-  parseExpireBackupJobData,
+  parseDeleteBackupJobData,
   parseFinalizeJobData,
   parseItemBlockJobData,
   parsePlanJobData,

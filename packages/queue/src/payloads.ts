@@ -73,7 +73,12 @@ export type RunScheduleJobData = z.infer<typeof runScheduleJobSchema>;
 /** Parses `run-schedule` job data; throws `JobPayloadError`. */
 export const parseRunScheduleJobData = (data: unknown): RunScheduleJobData => parseWith(runScheduleJobSchema, 'run-schedule', data);
 
-export const expireBackupJobSchema = z.object({ backupName: name, backupUid: name });
-export type ExpireBackupJobData = z.infer<typeof expireBackupJobSchema>;
-/** Parses `expire-backup` job data; throws `JobPayloadError`. */
-export const parseExpireBackupJobData = (data: unknown): ExpireBackupJobData => parseWith(expireBackupJobSchema, 'expire-backup', data);
+export const deleteBackupJobSchema = z.object({
+  backupName: name,
+  backupUid: name,
+  /** `ttl`: its TTL ran out (a running backup is left to finish); `requested`: a user deleted it (a running one is canceled first). */
+  reason: z.enum(['ttl', 'requested']),
+});
+export type DeleteBackupJobData = z.infer<typeof deleteBackupJobSchema>;
+/** Parses `delete-backup` job data; throws `JobPayloadError`. */
+export const parseDeleteBackupJobData = (data: unknown): DeleteBackupJobData => parseWith(deleteBackupJobSchema, 'delete-backup', data);

@@ -158,6 +158,9 @@ export const blockListSchema = z.object({ items: z.array(blockSchema), total: z.
 
 export const acceptedSchema = z.object({ name: z.string(), phase: z.string(), cancelRequested: z.literal(true) });
 export const deletedSchema = z.object({ name: z.string(), deleted: z.literal(true) });
+export const deletingSchema = z
+  .object({ name: z.string(), phase: z.string(), deleting: z.literal(true) })
+  .describe('The deletion is under way (a running backup is being canceled first)');
 
 /** Documented shape of the POST body (validated by core, which lists every problem at once). */
 export const createBackupBodySchema = z

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
-import type { BackupState, CancelBackupResult, SubmitBackupInput, SubmitBackupResult } from '@stowage/pipeline';
+import type { BackupState, CancelBackupResult, RequestDeletionResult, SubmitBackupInput, SubmitBackupResult } from '@stowage/pipeline';
 import type { BackupStorage } from '@stowage/storage';
 import type { Queue } from 'bullmq';
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
@@ -32,6 +32,8 @@ export interface BackupControl {
   submit(input: SubmitBackupInput): Promise<SubmitBackupResult>;
   /** Asks a running backup to stop: no new block starts, PVBs get spec.cancel, the phase ends Canceled. */
   cancel(name: string): Promise<CancelBackupResult>;
+  /** Deletes a backup (its data, PVBs and record) through a durable job; a running one is canceled first. */
+  delete(name: string): Promise<RequestDeletionResult>;
 }
 
 export interface ApiDeps {

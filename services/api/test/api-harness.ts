@@ -65,7 +65,7 @@ export async function startHarness(redisUrl: string, opts: HarnessOptions = {}):
     redis,
     state,
     queues,
-    control: createPipelineControl({ state, flowProducer, queuePrefix: prefix }),
+    control: createPipelineControl({ state, flowProducer, queuePrefix: prefix, deleteWaitMs: 300 }),
     schedules: { store: scheduleStore, control: new ScheduleControl({ store: scheduleStore, backupsQueue, state }) },
     storage: new FileSystemStorage(storageDir),
     auth: opts.authMode ?? { mode: 'tokens', tokens: [TOKEN, OTHER_TOKEN] },
