@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
-import { assertNever, finalizeJobId, generateBackupName, validateBackupRequest } from '@stowage/core';
-import { backupLayout } from '@stowage/storage';
+import { assertNever, generateBackupName, validateBackupRequest } from '@stowage/core';
 import type { FastifySchemaCompiler } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { validatorCompiler as zodValidatorCompiler } from 'fastify-type-provider-zod';
@@ -19,7 +18,6 @@ import {
   listBackupsQuery,
   pageQuery,
   standardErrors,
-  TERMINAL_BACKUP_PHASES,
 } from './api.schema.js';
 import type { ApiDeps } from './app.js';
 import { describeProblems } from './app.js';

@@ -1,5 +1,3 @@
-import { mkdir, stat, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
 import { finalizeJobId, planJobId } from '@stowage/core';
 import { useTestRedis } from '@stowage/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
