@@ -185,7 +185,9 @@ describe('schedules with two api processes', () => {
 describe('TTL', () => {
   it('deletes a backup when its TTL runs out: record, storage and PVBs', async () => {
     await client.submit('short-lived', { includedNamespaces: ['shop'], defaultVolumesToFsBackup: true, ttl: '20s' });
-    expect((await waitForBackupEnd(stack.state, 'short-lived')).phase).toBe('Completed');
+    const ended = await waitForBackupEnd(stack.state, 'short-lived');
+    expect(ended.phase).toBe('Completed');
+    expect((await client.get('short-lived')).expiration).toBe(new Date(ended.createdAt + 20_000).toISOString());
     const dir = join(stack.storageDir, 'backups', 'short-lived');
     expect(existsSync(dir)).toBe(true);
     expect(await stack.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=short-lived` })).toHaveLength(1);

@@ -38,6 +38,8 @@ export interface Backup {
   startedAt?: string;
   completedAt?: string;
   cancelRequestedAt?: string;
+  /** When the backup is deleted (created + ttl). */
+  expiration?: string;
 }
 
 export interface BackupSummary {

@@ -279,6 +279,7 @@ export function formatBackup(b: Backup): string[] {
     `Started:    ${orDash(b.startedAt)}`,
     `Completed:  ${orDash(b.completedAt)}${took !== undefined ? ` (took ${formatDuration(took)})` : ''}`,
     ...(b.cancelRequestedAt ? [`Cancel:     requested at ${b.cancelRequestedAt}`] : []),
+    ...(b.expiration ? [`Expires:    ${b.expiration}`] : []),
     `Items:      ${b.progress.itemsBackedUp}/${b.progress.totalItems} backed up`,
     `Hooks:      ${b.hookStatus.hooksAttempted} attempted, ${b.hookStatus.hooksFailed} failed`,
     `PVBs:       ${pvb.total}${pvbPhases ? ` (${pvbPhases})` : ''}`,

@@ -78,6 +78,7 @@ export const backupSchema = z
     startedAt: isoTime.optional(),
     completedAt: isoTime.optional(),
     cancelRequestedAt: isoTime.optional(),
+    expiration: isoTime.optional().describe('When the backup is deleted (created + spec.ttl); absent when it never expires'),
   })
   .describe('Backup');
 

@@ -63,6 +63,7 @@ export async function readBackupView(state: BackupState, rec: BackupRecord): Pro
     warnings: n(COUNTER.warnings),
     failureReason: rec.failureReason,
     cancelRequestedAt: iso(rec.cancelRequestedAt),
+    expiration: iso(expirationOf(rec)),
   };
 }
 
@@ -189,4 +190,10 @@ function describePlan(plan: unknown): { pods: string[]; itemCount: number } {
     : [];
   const itemCount = typeof p.itemCount === 'number' ? p.itemCount : Array.isArray(p.items) ? p.items.length : 0;
   return { pods, itemCount };
+}
+
+/** When the backup's delete-backup job deletes it: created + ttl (Velero: start + ttl). */
+function expirationOf(rec: BackupRecord): number | undefined {
+  const ttlMs = (rec.spec as { ttlMs?: unknown } | undefined)?.ttlMs;
+  return typeof ttlMs === 'number' && ttlMs > 0 ? rec.createdAt + ttlMs : undefined;
 }
