@@ -29,8 +29,17 @@ export interface PlannedVolume {
   reason?: string | undefined;
   /** The PVC behind the volume, if any. */
   claimName?: string | undefined;
-  /** The deterministic PVB name (fs-backup only). */
+  /**
+   * The deterministic PVB name: of an fs-backup volume, or of a volume skipped only because
+   * another pod took its PVC (`claimedBy`), which gets that name if it takes the claim over.
+   */
   pvbName?: string | undefined;
+  /**
+   * Set on a volume skipped only because pod `claimedBy` (`<ns>/<name>`, same block) took its PVC
+   * (one PVB per PVC): should that pod not be backed up (its pre hook failed with `onError:
+   * Fail`), this pod takes the claim over at run time (see claim-handover.ts).
+   */
+  claimedBy?: string | undefined;
 }
 
 export interface PlannedPod {
