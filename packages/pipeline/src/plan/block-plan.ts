@@ -24,8 +24,8 @@ export interface PlannedHook {
 export interface PlannedVolume {
   /** The pod volume's name. */
   name: string;
-  /** `fs-backup` gets a PVB; `skip` does not (reason says why). */
-  action: 'fs-backup' | 'skip';
+  /** `fs-backup` gets a PVB; `skip` does not (reason says why); `error` cannot be decided (reason says why; recorded as an error). */
+  action: 'fs-backup' | 'skip' | 'error';
   reason?: string | undefined;
   /** The PVC behind the volume, if any. */
   claimName?: string | undefined;
@@ -76,6 +76,8 @@ export interface BlockPlan {
   pods: PlannedPod[];
   items: PlannedItem[];
   skips: PlanSkip[];
+  /** Volumes that could not be decided (e.g. a PVC without a PV under a volume policy): recorded as errors. */
+  errors?: PlanSkip[];
   /** Problems with hook annotations and the like (the default was used). */
   warnings?: string[];
 }

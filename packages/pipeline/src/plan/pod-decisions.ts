@@ -95,6 +95,6 @@ export function selectFsBackupVolumes(
         claimedBy: holder,
       };
     }
-    return { name: v.volume, action: 'skip', reason: v.reason, claimName: v.pvcName ?? undefined };
+    return { name: v.volume, action: v.decision === 'error' ? 'error' : 'skip', reason: v.reason, claimName: v.pvcName ?? undefined };
   });
 }

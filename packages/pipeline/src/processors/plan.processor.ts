@@ -123,6 +123,15 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
         ),
       );
       for (const { plan } of stored) {
+        for (const error of plan.errors ?? []) {
+          await state.recordProblem(backupName, {
+            level: 'error',
+            onceKey: `volume:${error.what}`,
+            msg: `${error.what} not backed up: ${error.reason}`,
+            namespace: error.what.split('/')[1],
+            blockId: plan.id,
+          });
+        }
         for (const warning of plan.warnings ?? []) {
           await state.recordProblem(backupName, { level: 'warn', onceKey: `plan:${warning}`, msg: warning, blockId: plan.id });
         }
@@ -186,6 +195,7 @@ function buildBlockPlan(block: ItemBlock<ClusterItem>, backupName: string, ctx: 
   const items: PlannedItem[] = [];
   const manifests: unknown[] = [];
   const skips: PlanSkip[] = [];
+  const errors: PlanSkip[] = [];
   const warnings: string[] = [];
   const pods: PlannedPod[] = [];
   for (const item of block.items) {
@@ -209,8 +219,11 @@ function buildBlockPlan(block: ItemBlock<ClusterItem>, backupName: string, ctx: 
     skips.push(...hooks.skips);
     warnings.push(...hooks.warnings);
     const volumes = selectFsBackupVolumes(pod, ctx, (uid, volume) => pvbName(backupName, uid, volume));
-    for (const v of volumes)
-      if (v.action === 'skip') skips.push({ what: `pods/${meta.namespace}/${meta.name} volume ${v.name}`, reason: v.reason ?? 'skipped' });
+    for (const v of volumes) {
+      const what = `pods/${meta.namespace}/${meta.name} volume ${v.name}`;
+      if (v.action === 'skip') skips.push({ what, reason: v.reason ?? 'skipped' });
+      if (v.action === 'error') errors.push({ what, reason: v.reason ?? 'could not be decided' });
+    }
     pods.push({
       namespace: meta.namespace ?? '',
       name: meta.name,
@@ -221,7 +234,10 @@ function buildBlockPlan(block: ItemBlock<ClusterItem>, backupName: string, ctx: 
       volumes,
     });
   }
-  return { plan: { id: block.id, pods, items, skips, ...(warnings.length > 0 ? { warnings } : {}) }, manifests };
+  return {
+    plan: { id: block.id, pods, items, skips, ...(errors.length > 0 ? { errors } : {}), ...(warnings.length > 0 ? { warnings } : {}) },
+    manifests,
+  };
 }
 
 /** The node of every PVB the block will create (fs-backup volumes of pods with a node). */
