@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import { formatDuration, parseDuration } from './duration.js';
-import { checkGlob } from './glob.js';
+import { namespacePatternProblems } from './glob.js';
 import { checkLabelSelector, explainLabelKey, explainLabelValue, type LabelSelector } from './label-selector.js';
 import { explainDns1123Label } from './names.js';
 import { parseCapacityRange, VOLUME_POLICY_ACTIONS, VOLUME_TYPES, type VolumePolicy } from './volume-policy.js';
@@ -112,20 +112,7 @@ function strictObject<S extends z.ZodRawShape>(shape: S, what: string) {
 
 const namespacePattern = z.string().superRefine((value, ctx) => {
   if (value === '*') return;
-  if (value.length === 0) {
-    ctx.addIssue({ code: 'custom', message: 'must not be empty; use "*" for all namespaces' });
-    return;
-  }
-  if (!/^[a-z0-9*?[\]!-]+$/.test(value)) {
-    ctx.addIssue({
-      code: 'custom',
-      message: `${JSON.stringify(value)} is not a namespace name or glob; use lowercase letters, digits, '-' and the wildcards *, ?, [...]`,
-    });
-    return;
-  }
-  const glob = checkGlob(value);
-  if (!glob.ok) ctx.addIssue({ code: 'custom', message: glob.message });
-  else if (value.length > 63) ctx.addIssue({ code: 'custom', message: `${JSON.stringify(value)} is longer than 63 characters` });
+  for (const message of namespacePatternProblems(value, explainDns1123Label)) ctx.addIssue({ code: 'custom', message });
 });
 
 const RESOURCE_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
