@@ -12,5 +12,6 @@ export * from './label-selector.js';
 export * from './names.js';
 export * from './phases.js';
 export * from './quantity.js';
+export * from './related-items.js';
 export * from './resource-selection.js';
 export * from './volume-policy.js';
