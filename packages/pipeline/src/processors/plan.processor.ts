@@ -1,7 +1,9 @@
 import {
   type BackupSpec,
+  blocksOfAddedItems,
   type ClusterItem,
   coversAllNamespaces,
+  decideNamespace,
   dispatchOrder,
   groupItemBlocks,
   groupResourceOf,
@@ -19,6 +21,7 @@ import type { Job } from 'bullmq';
 import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
 import { type BlockPlan, itemKeyOf, needsPostHooksJob, type PlannedItem, type PlannedPod, type PlanSkip } from '../plan/block-plan.js';
 import { resolvePodHooks, selectFsBackupVolumes, type VolumeContext } from '../plan/pod-decisions.js';
+import { RelatedItemTracker } from '../plan/related-items.js';
 import { readPolicyDocument } from '../plan/resource-policy-configmap.js';
 import type { PipelineRuntime } from '../runtime.js';
 import { ENDED_BACKUP_PHASES } from '../state/backup-state.js';
@@ -85,7 +88,9 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
   const totals = { blocks: 0, items: 0, batches: 0 };
   let batchSize = Math.min(FIRST_BATCH_BLOCKS, config.blockBatchSize);
   const volumeCtx: VolumeContext = { spec, policies, nodesWithAgent, pvcs: new Map(), pvs: new Map(), takenClaims: new Map() };
+  const pulledIn = new RelatedItemTracker(deps.kube, discovery.resources, spec, config.listPageSize);
   const emit = async (blocks: ItemBlock<ClusterItem>[]) => {
+    await pulledIn.observe(blocks);
     // Decisions in grouping order (one PVB per PVC: the first pod wins), then the dispatch order:
     // blocks with PVBs interleaved by node so every node agent gets work as early as it can.
     const planned = dispatchOrder(
@@ -169,14 +174,45 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
   }
   await emit(grouped.blocks);
 
-  // 2. Everything else, resource by resource (pod-free blocks, batched).
-  for (const resource of resources.filter((r) => !(r.group === '' && RELATED.has(r.resource)))) {
+  // 2. Everything else, resource by resource (pod-free blocks, batched); namespaces last.
+  const isNamespaces = (r: DiscoveredResource) => r.group === '' && r.resource === 'namespaces';
+  for (const resource of resources.filter((r) => !(r.group === '' && RELATED.has(r.resource)) && !isNamespaces(r))) {
     const items: ClusterItem[] = [];
     for await (const page of listAll(deps.kube, { resource, pageSize: config.listPageSize })) {
       for (const object of page.items) items.push(toClusterItem(resource, object));
     }
     const res = groupItemBlocks(items, spec, { unrelatedBatchSize: 50 });
     await emit(res.blocks);
+  }
+
+  // 3. What the items pull in (PriorityClasses, ClusterRoleBindings and their ClusterRoles, the
+  // CRDs of custom resources), as Velero's item-block actions and backupCRD add them.
+  const added = await pulledIn.additionalItems();
+  for (const note of added.notes) {
+    if (note.level === 'warn') await state.recordProblem(backupName, { level: 'warn', onceKey: `related:${note.msg}`, msg: note.msg });
+    else await state.log(backupName, { level: 'info', msg: note.msg });
+  }
+  await emit(blocksOfAddedItems(added.items));
+
+  // 4. Namespaces, now that it is known which hold items: a label-selected backup keeps the
+  // namespaces of its items (Velero's nsTracker).
+  const namespaceResource = resources.find(isNamespaces);
+  if (namespaceResource) {
+    const kept: ClusterItem[] = [];
+    for await (const page of listAll(deps.kube, { resource: namespaceResource, pageSize: config.listPageSize })) {
+      for (const object of page.items) {
+        const item = toClusterItem(namespaceResource, object);
+        const meta = item.object.metadata;
+        const phase = (item.object as { status?: { phase?: string } }).status?.phase;
+        const decision = decideNamespace(
+          { name: meta.name, ...(meta.labels ? { labels: meta.labels } : {}), ...(phase ? { phase } : {}) },
+          spec,
+          pulledIn.namespacesWithItems(),
+        );
+        if (decision.kept) kept.push(item);
+      }
+    }
+    await emit(blocksOfAddedItems(kept));
   }
 
   await state.setCounter(backupName, 'totalItems', totals.items);
