@@ -26,7 +26,7 @@ import {
   type PodVolume,
 } from './kube-types.js';
 import { parseQuantity } from './quantity.js';
-import { isResourceIncluded } from './resource-selection.js';
+import { isResourceIncluded, type ScopedResourceFilter } from './resource-selection.js';
 import { findMatchingVolumePolicy, VOLUME_TYPES, type VolumeDescription, type VolumePolicy } from './volume-policy.js';
 
 export const BACKUP_VOLUMES_ANNOTATION = 'backup.velero.io/backup-volumes';
@@ -67,7 +67,7 @@ export interface VolumeDecision {
 }
 
 export interface FsBackupContext {
-  spec: Pick<BackupSpec, 'defaultVolumesToFsBackup' | 'includedResources' | 'excludedResources'>;
+  spec: Pick<BackupSpec, 'defaultVolumesToFsBackup' | 'includedResources' | 'excludedResources'> & ScopedResourceFilter;
   /** The backup's volume policies, already loaded (inline, or from the referenced ConfigMap); null = none. */
   volumePolicies: readonly VolumePolicy[] | null;
   findPvc: (namespace: string, name: string) => PersistentVolumeClaim | undefined;
@@ -137,7 +137,7 @@ export function selectFsBackupVolumes(pod: Pod, ctx: FsBackupContext): FsBackupS
   const annotations = pod.metadata.annotations ?? {};
   const optIn = splitList(annotations[BACKUP_VOLUMES_ANNOTATION]);
   const optOut = splitList(annotations[BACKUP_VOLUMES_EXCLUDES_ANNOTATION]);
-  const pvcsExcluded = !isResourceIncluded({ group: '', resource: 'persistentvolumeclaims' }, ctx.spec);
+  const pvcsExcluded = !isResourceIncluded({ group: '', resource: 'persistentvolumeclaims', namespaced: true }, ctx.spec);
   const mounted = new Set<string>();
   const blockDevices = new Set<string>();
   for (const container of [...pod.spec.containers, ...(pod.spec.initContainers ?? [])]) {

@@ -22,6 +22,7 @@ import type { ItemBlock } from './item-blocks.js';
 import { type ClusterItem, itemKey } from './item-blocks.js';
 import type { KubeObject, Pod } from './kube-types.js';
 import {
+  clusterScopedListed,
   coversAllNamespaces,
   EXCLUDE_FROM_BACKUP_LABEL,
   explainRelatedItemExclusion,
@@ -95,8 +96,7 @@ export function crdNameOf(resource: { group: string; resource: string }): string
 export function addsCrdsOfCustomResources(spec: SelectionSpec): boolean {
   const crds = { ...CUSTOM_RESOURCE_DEFINITIONS, namespaced: false };
   if (explainRelatedItemExclusion(crds, spec) !== null) return false;
-  const listed = spec.includeClusterResources === true || (spec.includeClusterResources === null && coversAllNamespaces(spec));
-  return !(listed && isResourceIncluded(crds, spec));
+  return !(clusterScopedListed(crds, spec) && isResourceIncluded(crds, spec));
 }
 
 /** One block per added item, with the id grouping would give it (the hash of its key). */
@@ -122,7 +122,7 @@ export function decideNamespace(
 ): { kept: true; why: 'labels' | 'filter' | 'holds-items' } | { kept: false; why: string } {
   if (namespace.phase !== undefined && namespace.phase !== 'Active') return { kept: false, why: `namespace is ${namespace.phase}` };
   if (namespace.labels?.[EXCLUDE_FROM_BACKUP_LABEL] === 'true') return { kept: false, why: 'exclude-label' };
-  if (!isResourceIncluded({ group: '', resource: 'namespaces' }, spec)) return { kept: false, why: 'resource-excluded' };
+  if (!isResourceIncluded({ group: '', resource: 'namespaces', namespaced: false }, spec)) return { kept: false, why: 'resource-excluded' };
   const selectors = spec.labelSelector !== null || spec.orLabelSelectors.length > 0;
   if (selectors && matchesBackupSelectors(namespace.labels, spec)) return { kept: true, why: 'labels' };
   // With a selector, a filter that takes every namespace keeps none by name (Velero #7105).

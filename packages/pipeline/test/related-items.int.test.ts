@@ -66,6 +66,12 @@ const objects: unknown[] = [
     return p;
   })(),
   configMap('settings', 'other'),
+  {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name: 'no-service-accounts', namespace: 'stowage' },
+    data: { 'policy.yaml': 'version: v1\nincludeExcludePolicy:\n  excludedNamespaceScopedResources: [serviceaccounts]\n' },
+  },
 ];
 
 describe('related items and namespaces in the tarball of a real backup', () => {
@@ -126,6 +132,20 @@ describe('related items and namespaces in the tarball of a real backup', () => {
     const entries = await backUp('related-2', { includedNamespaces: ['crm'], includeClusterResources: false });
     expect(entries).toContain('resources/widgets.example.com/namespaces/crm/w1.json');
     expect(entries.filter((e) => e.includes('/cluster/') && !e.startsWith('resources/namespaces/'))).toEqual([]);
+  });
+
+  it("a policy ConfigMap's includeExcludePolicy applies (and cannot be mixed with the old filters)", async () => {
+    const resourcePolicy = { kind: 'ConfigMap', name: 'no-service-accounts' };
+    const entries = await backUp('policy-1', { includedNamespaces: ['crm'], resourcePolicy });
+    expect(entries).toContain('resources/pods/namespaces/crm/web-0.json');
+    expect(entries.filter((e) => e.includes('serviceaccounts') || e.includes('clusterrole'))).toEqual([]);
+
+    await submitBackup(
+      { state: h.deps.state, connection: h.redis, queuePrefix: h.queuePrefix },
+      { name: 'policy-2', spec: backupSpec({ includedNamespaces: ['crm'], includedResources: ['pods'], resourcePolicy }) },
+    );
+    expect(await waitForBackupEnd(h.deps.state, 'policy-2')).toBe('FailedValidation');
+    expect((await h.deps.state.getBackup('policy-2'))?.failureReason).toMatch(/cannot be used with an includeExcludePolicy/);
   });
 
   it('a label selector keeps the namespaces of the items it selects, though their labels do not match', async () => {

@@ -1,8 +1,9 @@
 import {
+  applyIncludeExcludePolicy,
   type BackupSpec,
   blocksOfAddedItems,
   type ClusterItem,
-  coversAllNamespaces,
+  clusterScopedListed,
   decideNamespace,
   dispatchOrder,
   groupItemBlocks,
@@ -14,6 +15,7 @@ import {
   type Pod,
   pvbName,
   type VolumePolicy,
+  validateResourcePolicies,
 } from '@stowage/core';
 import { type DiscoveredResource, discoverResources, listAll, pvbGroup, pvbPlural } from '@stowage/kube';
 import { addBlockFlows, parsePlanJobData } from '@stowage/queue';
@@ -56,18 +58,19 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
   const finalizeId = job.parent?.id;
   if (!finalizeId) throw new UnrecoverablePipelineError(PipelineErrorCode.badArgument, `plan job ${job.id} has no finalize parent`);
 
-  const spec = record.spec as BackupSpec;
-  const problems = specProblems(spec);
+  const requestedSpec = record.spec as BackupSpec;
+  const problems = specProblems(requestedSpec);
   if (problems.length > 0) {
     await state.transitionPhase(backupName, ['New'], 'FailedValidation', { failureReason: problems.join('; ') });
     await state.log(backupName, { level: 'error', msg: `backup spec is invalid: ${problems.join('; ')}` });
     return { skipped: 'spec invalid' };
   }
   const now = clock.now();
-  await state.transitionPhase(backupName, ['New'], 'InProgress', { startedAt: now, fsDeadlineAt: now + spec.fsBackupTimeoutMs });
+  await state.transitionPhase(backupName, ['New'], 'InProgress', { startedAt: now, fsDeadlineAt: now + requestedSpec.fsBackupTimeoutMs });
 
-  const policies = await loadVolumePolicies(rt, spec, backupName);
-  if (policies === undefined) return { skipped: 'resource policy invalid' };
+  const loaded = await loadResourcePolicies(rt, requestedSpec, backupName);
+  if (loaded === undefined) return { skipped: 'resource policy invalid' };
+  const { policies, spec } = loaded;
   const [nodesWithAgent, discovery] = await Promise.all([deps.agents.nodesWithAgent(), discoverResources(deps.kube)]);
   for (const failure of discovery.failures) {
     await state.recordProblem(backupName, {
@@ -76,13 +79,12 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
       msg: `discovery of ${failure.groupVersion} failed: ${failure.message}`,
     });
   }
-  const clusterScopedListed = spec.includeClusterResources === true || (spec.includeClusterResources === null && coversAllNamespaces(spec));
   const resources = discovery.resources.filter((r) => {
     const gr = groupResourceOf(r);
     if (NEVER_LISTED.has(gr)) return false;
     if (r.group === '' && RELATED.has(r.resource)) return true; // listed for the relations; core decides membership
     if (!isResourceIncluded(r, spec)) return false;
-    return r.namespaced || clusterScopedListed || (r.group === '' && r.resource === 'namespaces');
+    return r.namespaced || clusterScopedListed(r, spec) || (r.group === '' && r.resource === 'namespaces');
   });
 
   const totals = { blocks: 0, items: 0, batches: 0 };
@@ -294,10 +296,18 @@ function specProblems(spec: BackupSpec | undefined): string[] {
   return problems;
 }
 
-async function loadVolumePolicies(rt: PipelineRuntime, spec: BackupSpec, backupName: string): Promise<VolumePolicy[] | undefined> {
+/**
+ * The backup's volume policies, and its spec with the includeExcludePolicy of a policy ConfigMap
+ * merged in (core's applyIncludeExcludePolicy); undefined when the backup failed validation here.
+ */
+async function loadResourcePolicies(
+  rt: PipelineRuntime,
+  spec: BackupSpec,
+  backupName: string,
+): Promise<{ policies: VolumePolicy[]; spec: BackupSpec } | undefined> {
   const ref = spec.resourcePolicy;
-  if (!ref) return [];
-  if (ref.kind === 'Inline') return ref.volumePolicies;
+  if (!ref) return { policies: [], spec };
+  if (ref.kind === 'Inline') return { policies: ref.volumePolicies, spec };
   const { deps } = rt;
   const fail = async (why: string) => {
     await deps.state.transitionPhase(backupName, ['InProgress', 'New'], 'FailedValidation', { failureReason: why });
@@ -312,11 +322,14 @@ async function loadVolumePolicies(rt: PipelineRuntime, spec: BackupSpec, backupN
   } catch (err) {
     return fail(`resource policy ConfigMap ${deps.config.namespace}/${ref.name} cannot be read: ${(err as Error).message}`);
   }
-  const { validateResourcePolicyDocument } = await import('@stowage/core');
   const read = readPolicyDocument(ref.name, configMap.data);
   if (!read.ok) return fail(read.why);
-  const res = validateResourcePolicyDocument(read.document);
+  const res = validateResourcePolicies(read.document);
   if (!res.ok)
     return fail(`resource policy ConfigMap ${ref.name} is invalid: ${res.problems.map((p) => `${p.path}: ${p.message}`).join('; ')}`);
-  return res.value;
+  const { volumePolicies, includeExcludePolicy } = res.value;
+  if (!includeExcludePolicy) return { policies: volumePolicies, spec };
+  const merged = applyIncludeExcludePolicy(spec, includeExcludePolicy);
+  if (!merged.ok) return fail(`resource policy ConfigMap ${ref.name}: ${merged.message}`);
+  return { policies: volumePolicies, spec: merged.value };
 }
