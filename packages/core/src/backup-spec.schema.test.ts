@@ -122,7 +122,12 @@ describe('validateBackupRequest: problems', () => {
     ['a hook spec without a name', { spec: { hooks: { resources: [{ pre: [] }] } } }, 'spec.hooks.resources[0].name', /is required/],
     ['a bad duration', { spec: { fsBackupTimeout: '1x' } }, 'spec.fsBackupTimeout', /not a duration/],
     ['a numeric ttl', { spec: { ttl: 3600 } }, 'spec.ttl', /must be a string \(got number 3600\)/],
-    ['a bad namespace', { spec: { includedNamespaces: ['Prod_NS'] } }, 'spec.includedNamespaces[0]', /not a namespace name or glob/],
+    [
+      'a bad namespace',
+      { spec: { includedNamespaces: ['Prod_NS'] } },
+      'spec.includedNamespaces[0]',
+      /not a namespace name or pattern: must be lowercase/,
+    ],
     ['an unclosed glob', { spec: { includedNamespaces: ['prod-[ab'] } }, 'spec.includedNamespaces[0]', /never closed/],
     ['an uppercase resource', { spec: { includedResources: ['Pods'] } }, 'spec.includedResources[0]', /resource names are lowercase/],
     ['"*" in excludes', { spec: { excludedNamespaces: ['*'] } }, 'spec.excludedNamespaces', /cannot contain "\*"/],

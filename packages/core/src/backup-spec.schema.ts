@@ -4,9 +4,10 @@
  */
 import { z } from 'zod';
 import { formatDuration, parseDuration } from './duration.js';
-import { checkGlob } from './glob.js';
+import { namespacePatternProblems } from './glob.js';
 import { checkLabelSelector, explainLabelKey, explainLabelValue, type LabelSelector } from './label-selector.js';
 import { explainDns1123Label } from './names.js';
+import { canonicalResourceEntry } from './resource-selection.js';
 import { parseCapacityRange, VOLUME_POLICY_ACTIONS, VOLUME_TYPES, type VolumePolicy } from './volume-policy.js';
 
 export type HookOnError = 'Continue' | 'Fail';
@@ -50,6 +51,15 @@ export interface BackupSpec {
   defaultVolumesToFsBackup: boolean;
   hooks: { resources: BackupResourceHookSpec[] };
   resourcePolicy: ResourcePolicyRef | null;
+  /**
+   * Velero's scoped resource filters (its "new" filters; see resource-selection.ts). Absent or
+   * empty = not used; they cannot be mixed with includedResources, excludedResources or
+   * includeClusterResources. Optional, so specs stored before them still read.
+   */
+  includedClusterScopedResources?: string[];
+  excludedClusterScopedResources?: string[];
+  includedNamespaceScopedResources?: string[];
+  excludedNamespaceScopedResources?: string[];
   fsBackupTimeoutMs: number;
   ttlMs: number;
   storageLocation: string;
@@ -88,10 +98,6 @@ const UNSUPPORTED_VELERO_FIELDS: Record<string, string> = {
   itemOperationTimeout: 'Stowage has no asynchronous item operations',
   orderedResources: 'not supported; items are grouped into ItemBlocks instead',
   defaultVolumesToRestic: 'use defaultVolumesToFsBackup',
-  includedClusterScopedResources: 'use includedResources with includeClusterResources',
-  excludedClusterScopedResources: 'use excludedResources with includeClusterResources',
-  includedNamespaceScopedResources: 'use includedResources',
-  excludedNamespaceScopedResources: 'use excludedResources',
   uploaderConfig: 'not supported',
   volumeGroupSnapshotLabelKey: 'not supported',
   metadata: 'put the backup name in the top-level "name" field',
@@ -112,20 +118,7 @@ function strictObject<S extends z.ZodRawShape>(shape: S, what: string) {
 
 const namespacePattern = z.string().superRefine((value, ctx) => {
   if (value === '*') return;
-  if (value.length === 0) {
-    ctx.addIssue({ code: 'custom', message: 'must not be empty; use "*" for all namespaces' });
-    return;
-  }
-  if (!/^[a-z0-9*?[\]!-]+$/.test(value)) {
-    ctx.addIssue({
-      code: 'custom',
-      message: `${JSON.stringify(value)} is not a namespace name or glob; use lowercase letters, digits, '-' and the wildcards *, ?, [...]`,
-    });
-    return;
-  }
-  const glob = checkGlob(value);
-  if (!glob.ok) ctx.addIssue({ code: 'custom', message: glob.message });
-  else if (value.length > 63) ctx.addIssue({ code: 'custom', message: `${JSON.stringify(value)} is longer than 63 characters` });
+  for (const message of namespacePatternProblems(value, explainDns1123Label)) ctx.addIssue({ code: 'custom', message });
 });
 
 const RESOURCE_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
@@ -280,6 +273,10 @@ const backupSpecInput = strictObject(
     defaultVolumesToFsBackup: z.boolean().optional(),
     hooks: strictObject({ resources: z.array(resourceHookInput).optional() }, 'hooks: {resources: [...]}').optional(),
     resourcePolicy: resourcePolicyInput.nullable().optional(),
+    includedClusterScopedResources: z.array(resourceName).optional(),
+    excludedClusterScopedResources: z.array(resourceName).optional(),
+    includedNamespaceScopedResources: z.array(resourceName).optional(),
+    excludedNamespaceScopedResources: z.array(resourceName).optional(),
     fsBackupTimeout: durationString('fsBackupTimeout', { min: 1000 }).optional(),
     ttl: durationString('ttl', { min: 0 }).optional(),
     storageLocation: z
@@ -429,6 +426,7 @@ function crossFieldProblems(request: unknown): ValidationProblem[] {
   }
   problems.push(...checkIncludesExcludes(spec.includedNamespaces, spec.excludedNamespaces, 'spec', 'Namespaces'));
   problems.push(...checkIncludesExcludes(spec.includedResources, spec.excludedResources, 'spec', 'Resources'));
+  problems.push(...scopedFilterProblems(spec));
   if (isRecord(spec.hooks) && Array.isArray(spec.hooks.resources)) {
     spec.hooks.resources.forEach((hookSpec, index) => {
       if (!isRecord(hookSpec)) return;
@@ -453,6 +451,64 @@ function crossFieldProblems(request: unknown): ValidationProblem[] {
     }
     if (Array.isArray(policy.volumePolicies))
       problems.push(...csiConditionProblems(policy.volumePolicies, 'spec.resourcePolicy.volumePolicies'));
+  }
+  return problems;
+}
+
+const SCOPED_FILTER_FIELDS = [
+  'includedClusterScopedResources',
+  'excludedClusterScopedResources',
+  'includedNamespaceScopedResources',
+  'excludedNamespaceScopedResources',
+] as const;
+
+const nonEmptyList = (value: unknown): value is string[] => Array.isArray(value) && value.length > 0;
+
+/** True when the spec (raw or validated) uses the old resource filters (Velero's `UseOldResourceFilters`). */
+export function usesOldResourceFilters(spec: Record<string, unknown>): boolean {
+  return (
+    (spec.includeClusterResources !== undefined && spec.includeClusterResources !== null) ||
+    nonEmptyList(spec.includedResources) ||
+    nonEmptyList(spec.excludedResources)
+  );
+}
+
+/** Velero's rules for the scoped filters: never mixed with the old ones; each pair like `ValidateScopedIncludesExcludes`. */
+function scopedFilterProblems(spec: Record<string, unknown>): ValidationProblem[] {
+  const used = SCOPED_FILTER_FIELDS.filter((field) => nonEmptyList(spec[field]));
+  if (used.length === 0) return [];
+  const problems: ValidationProblem[] = [];
+  if (usesOldResourceFilters(spec)) {
+    problems.push({
+      path: `spec.${used[0]}`,
+      message:
+        'includedResources, excludedResources and includeClusterResources are the old resource filters; the cluster-scoped and namespace-scoped ones are the new filters; they cannot be used together (as in Velero)',
+    });
+  }
+  for (const scope of ['Cluster', 'Namespace'] as const) {
+    const includeField = `included${scope}ScopedResources` as const;
+    const excludeField = `excluded${scope}ScopedResources` as const;
+    const inc = Array.isArray(spec[includeField])
+      ? (spec[includeField] as unknown[]).filter((v): v is string => typeof v === 'string')
+      : [];
+    const exc = Array.isArray(spec[excludeField])
+      ? (spec[excludeField] as unknown[]).filter((v): v is string => typeof v === 'string')
+      : [];
+    if (inc.length > 1 && inc.includes('*'))
+      problems.push({ path: `spec.${includeField}`, message: 'list either "*" alone or specific resources' });
+    if (exc.length > 1 && exc.includes('*'))
+      problems.push({ path: `spec.${excludeField}`, message: 'list either "*" alone or specific resources' });
+    if (inc.length > 0 && exc.includes('*')) {
+      problems.push({ path: `spec.${excludeField}`, message: `when it is "*", ${includeField} must be empty` });
+    }
+    for (const value of exc) {
+      if (value !== '*' && inc.includes(value)) {
+        problems.push({
+          path: `spec.${excludeField}`,
+          message: `${JSON.stringify(value)} is both included and excluded; remove it from one list`,
+        });
+      }
+    }
   }
   return problems;
 }
@@ -522,6 +578,9 @@ function toBackupSpec(spec: BackupSpecInput, defaults: BackupSpecDefaults): Back
       })),
     },
     resourcePolicy,
+    ...Object.fromEntries(
+      SCOPED_FILTER_FIELDS.filter((field) => nonEmptyList(spec[field])).map((field) => [field, [...(spec[field] ?? [])]]),
+    ),
     fsBackupTimeoutMs: durationOr(spec.fsBackupTimeout, defaults.fsBackupTimeoutMs ?? DEFAULT_FS_BACKUP_TIMEOUT_MS),
     ttlMs: durationOr(spec.ttl, defaults.ttlMs ?? DEFAULT_TTL_MS),
     storageLocation: spec.storageLocation ?? defaults.storageLocation ?? DEFAULT_STORAGE_LOCATION,
@@ -553,22 +612,114 @@ export function validateBackupRequest(request: unknown, defaults: BackupSpecDefa
 
 export type ResourcePolicyValidation = { ok: true; value: VolumePolicy[] } | { ok: false; problems: ValidationProblem[] };
 
+/** Velero 1.17's `includeExcludePolicy` of a resource-policy document: scoped filters merged into the backup's (spec wins). */
+export interface IncludeExcludePolicy {
+  includedClusterScopedResources: string[];
+  excludedClusterScopedResources: string[];
+  includedNamespaceScopedResources: string[];
+  excludedNamespaceScopedResources: string[];
+}
+
+const policyResourceList = z.array(resourceName).superRefine((list, ctx) => {
+  if (list.includes('*')) ctx.addIssue({ code: 'custom', message: 'cannot use "*" in an includeExcludePolicy (as in Velero)' });
+});
+
+const includeExcludePolicyInput = strictObject(
+  {
+    includedClusterScopedResources: policyResourceList.optional(),
+    excludedClusterScopedResources: policyResourceList.optional(),
+    includedNamespaceScopedResources: policyResourceList.optional(),
+    excludedNamespaceScopedResources: policyResourceList.optional(),
+  },
+  'includeExcludePolicy: {included|excluded}{Cluster|Namespace}ScopedResources',
+);
+
 const resourcePolicyDocument = strictObject(
   {
     version: z.literal('v1', { error: (issue) => `must be "v1" (got ${JSON.stringify(issue.input)})` }),
     volumePolicies: z.array(volumePolicyInputSchema).optional(),
+    includeExcludePolicy: includeExcludePolicyInput.optional(),
   },
-  'a resource policy document: {version: v1, volumePolicies: [...]}',
+  'a resource policy document: {version: v1, volumePolicies: [...], includeExcludePolicy: {...}}',
 );
+
+export type ResourcePoliciesValidation =
+  | { ok: true; value: { volumePolicies: VolumePolicy[]; includeExcludePolicy: IncludeExcludePolicy | null } }
+  | { ok: false; problems: ValidationProblem[] };
 
 /**
  * Validates a resource-policy document already decoded from the ConfigMap's single YAML key
- * (`{version: v1, volumePolicies: [...]}`); paths are relative to the document.
+ * (`{version: v1, volumePolicies: [...], includeExcludePolicy: {...}}`); paths are relative to the document.
  */
-export function validateResourcePolicyDocument(document: unknown): ResourcePolicyValidation {
+export function validateResourcePolicies(document: unknown): ResourcePoliciesValidation {
   const parsed = resourcePolicyDocument.safeParse(document, { error: messageFor });
   const raw = isRecord(document) && Array.isArray(document.volumePolicies) ? document.volumePolicies : [];
   const problems = [...(parsed.success ? [] : toProblems(parsed.error.issues)), ...csiConditionProblems(raw, 'volumePolicies')];
+  const policy = parsed.success ? parsed.data.includeExcludePolicy : undefined;
+  for (const scope of ['Cluster', 'Namespace'] as const) {
+    const excluded = policy?.[`excluded${scope}ScopedResources`] ?? [];
+    for (const value of excluded) {
+      if ((policy?.[`included${scope}ScopedResources`] ?? []).includes(value)) {
+        problems.push({
+          path: `includeExcludePolicy.excluded${scope}ScopedResources`,
+          message: `${JSON.stringify(value)} is both included and excluded; remove it from one list`,
+        });
+      }
+    }
+  }
   if (!parsed.success || problems.length > 0) return { ok: false, problems: tidy(problems) };
-  return { ok: true, value: (parsed.data.volumePolicies ?? []) as VolumePolicy[] };
+  return {
+    ok: true,
+    value: {
+      volumePolicies: (parsed.data.volumePolicies ?? []) as VolumePolicy[],
+      includeExcludePolicy: policy
+        ? {
+            includedClusterScopedResources: policy.includedClusterScopedResources ?? [],
+            excludedClusterScopedResources: policy.excludedClusterScopedResources ?? [],
+            includedNamespaceScopedResources: policy.includedNamespaceScopedResources ?? [],
+            excludedNamespaceScopedResources: policy.excludedNamespaceScopedResources ?? [],
+          }
+        : null,
+    },
+  };
+}
+
+/** The volume policies of a resource-policy document (see validateResourcePolicies). */
+export function validateResourcePolicyDocument(document: unknown): ResourcePolicyValidation {
+  const res = validateResourcePolicies(document);
+  return res.ok ? { ok: true, value: res.value.volumePolicies } : res;
+}
+
+/**
+ * Merges a policy's includeExcludePolicy into the backup's scoped filters as Velero's
+ * `CombineWithPolicy` does: an entry is added only when the backup's own include and exclude lists
+ * of that scope do not already name it (the spec wins). A backup that uses the old filters cannot
+ * take an includeExcludePolicy: that is a problem, not a silent choice.
+ */
+export function applyIncludeExcludePolicy(
+  spec: BackupSpec,
+  policy: IncludeExcludePolicy,
+): { ok: true; value: BackupSpec } | { ok: false; message: string } {
+  if (usesOldResourceFilters(spec as unknown as Record<string, unknown>)) {
+    return {
+      ok: false,
+      message:
+        'includedResources, excludedResources and includeClusterResources are the old resource filters; they cannot be used with an includeExcludePolicy (as in Velero)',
+    };
+  }
+  const next: BackupSpec = { ...spec };
+  for (const scope of ['Namespace', 'Cluster'] as const) {
+    const includeField = `included${scope}ScopedResources` as const;
+    const excludeField = `excluded${scope}ScopedResources` as const;
+    const includes = [...(spec[includeField] ?? [])];
+    const excludes = [...(spec[excludeField] ?? [])];
+    const names = (list: string[], entry: string) =>
+      list.some((e) => e === '*' || canonicalResourceEntry(e) === canonicalResourceEntry(entry));
+    const named = (entry: string) => names(includes, entry) || names(excludes, entry);
+    for (const entry of policy[excludeField]) if (!named(entry)) excludes.push(entry);
+    for (const entry of policy[includeField]) if (!named(entry)) includes.push(entry);
+    if (includes.length > 0) next[includeField] = includes;
+    if (excludes.length > 0) next[excludeField] = excludes;
+  }
+  return { ok: true, value: next };
 }

@@ -44,6 +44,8 @@ export const CORE_ERROR_CODES = {
   CORE_VOLUME_PVC_ALREADY_CLAIMED: 'CORE_VOLUME_PVC_ALREADY_CLAIMED',
   CORE_VOLUME_NOT_MOUNTED: 'CORE_VOLUME_NOT_MOUNTED',
   CORE_VOLUME_BLOCK_MODE: 'CORE_VOLUME_BLOCK_MODE',
+  /** A PVC without a PV (Pending, Lost) that no volume policy matched: an error, as in Velero. */
+  CORE_VOLUME_PVC_WITHOUT_PV: 'CORE_VOLUME_PVC_WITHOUT_PV',
 
   /** A phase change that the state machine does not allow. */
   CORE_ILLEGAL_TRANSITION: 'CORE_ILLEGAL_TRANSITION',

@@ -93,7 +93,12 @@ describe('selectFsBackupVolumes: volume policies', () => {
 
   it.each<[string, VolumePolicy['conditions'], Record<string, string>]>([
     ['capacity range', { capacity: '100Gi,' }, { 'vol-big': 'policy' }],
-    ['capacity upper bound', { capacity: ',10Gi' }, { 'vol-data': 'policy', 'vol-nfs-share': 'policy' }],
+    // inline volumes and PVCs without a PV have capacity 0 for capacity conditions (Velero)
+    [
+      'capacity upper bound',
+      { capacity: ',10Gi' },
+      { 'vol-data': 'policy', 'vol-nfs-share': 'policy', 'vol-unbound': 'policy', scratch: 'policy' },
+    ],
     ['storage class', { storageClass: ['nfs-client', 'slow'] }, { 'vol-nfs-share': 'policy', 'vol-big': 'policy' }],
     ['nfs server', { nfs: { server: 'nas-1' } }, { 'vol-nfs-share': 'policy' }],
     ['any nfs', { nfs: {} }, { 'vol-nfs-share': 'policy' }],
@@ -109,7 +114,11 @@ describe('selectFsBackupVolumes: volume policies', () => {
     const result = selectFsBackupVolumes(target(), context({ volumePolicies: [{ conditions, action: { type: 'skip' } }] }));
     for (const decision of result.volumes) {
       if (matched[decision.volume]) expect(decision.code, decision.volume).toBe('CORE_VOLUME_POLICY_SKIP');
-      else expect(decision.code, decision.volume).toBe('CORE_VOLUME_NOT_OPTED_IN'); // fell through to the annotations
+      // fell through to the annotations; a PVC without a PV that no policy matched is an error (Velero)
+      else
+        expect(decision.code, decision.volume).toBe(
+          decision.volume === 'vol-unbound' ? 'CORE_VOLUME_PVC_WITHOUT_PV' : 'CORE_VOLUME_NOT_OPTED_IN',
+        );
     }
   });
 

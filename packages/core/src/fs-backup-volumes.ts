@@ -11,6 +11,9 @@
  *    node, volume not mounted by any container, block-mode volume, PVC already taken by another
  *    pod of the backup (one PVB per PVC).
  * `snapshot` is reported as a decision, but Stowage takes no snapshots: no PVB is created.
+ * `error`: with volume policies, a PVC that has no PV (Pending, Lost) and that no policy matched
+ * (a `pvcPhase` policy may skip it) cannot be decided; Velero fails the volume, and so do we: it
+ * is recorded as an error, never skipped in silence.
  */
 import type { BackupSpec } from './backup-spec.schema.js';
 import { CORE_ERROR_CODES } from './errors.js';
@@ -23,13 +26,13 @@ import {
   type PodVolume,
 } from './kube-types.js';
 import { parseQuantity } from './quantity.js';
-import { isResourceIncluded } from './resource-selection.js';
+import { isResourceIncluded, type ScopedResourceFilter } from './resource-selection.js';
 import { findMatchingVolumePolicy, VOLUME_TYPES, type VolumeDescription, type VolumePolicy } from './volume-policy.js';
 
 export const BACKUP_VOLUMES_ANNOTATION = 'backup.velero.io/backup-volumes';
 export const BACKUP_VOLUMES_EXCLUDES_ANNOTATION = 'backup.velero.io/backup-volumes-excludes';
 
-export type VolumeDecisionKind = 'fs-backup' | 'skip' | 'snapshot';
+export type VolumeDecisionKind = 'fs-backup' | 'skip' | 'snapshot' | 'error';
 
 type C = typeof CORE_ERROR_CODES;
 export type VolumeDecisionCode =
@@ -49,7 +52,8 @@ export type VolumeDecisionCode =
   | C['CORE_VOLUME_NO_NODE_AGENT']
   | C['CORE_VOLUME_PVC_ALREADY_CLAIMED']
   | C['CORE_VOLUME_NOT_MOUNTED']
-  | C['CORE_VOLUME_BLOCK_MODE'];
+  | C['CORE_VOLUME_BLOCK_MODE']
+  | C['CORE_VOLUME_PVC_WITHOUT_PV'];
 
 export interface VolumeDecision {
   /** Pod volume name. */
@@ -63,7 +67,7 @@ export interface VolumeDecision {
 }
 
 export interface FsBackupContext {
-  spec: Pick<BackupSpec, 'defaultVolumesToFsBackup' | 'includedResources' | 'excludedResources'>;
+  spec: Pick<BackupSpec, 'defaultVolumesToFsBackup' | 'includedResources' | 'excludedResources'> & ScopedResourceFilter;
   /** The backup's volume policies, already loaded (inline, or from the referenced ConfigMap); null = none. */
   volumePolicies: readonly VolumePolicy[] | null;
   findPvc: (namespace: string, name: string) => PersistentVolumeClaim | undefined;
@@ -94,7 +98,9 @@ function splitList(value: string | undefined): string[] {
 }
 
 function describeVolume(volume: PodVolume, pvc: PersistentVolumeClaim | undefined, pv: PersistentVolume | undefined): VolumeDescription {
-  if (!pvc) {
+  // A generic ephemeral volume is seen by the conditions as the pod volume it is (type
+  // `ephemeral`, capacity 0, no PVC labels or phase), as Velero does.
+  if (!pvc || volume.ephemeral) {
     const type = sourceTypeOf(volume);
     return {
       pvcBacked: false,
@@ -131,7 +137,7 @@ export function selectFsBackupVolumes(pod: Pod, ctx: FsBackupContext): FsBackupS
   const annotations = pod.metadata.annotations ?? {};
   const optIn = splitList(annotations[BACKUP_VOLUMES_ANNOTATION]);
   const optOut = splitList(annotations[BACKUP_VOLUMES_EXCLUDES_ANNOTATION]);
-  const pvcsExcluded = !isResourceIncluded({ group: '', resource: 'persistentvolumeclaims' }, ctx.spec);
+  const pvcsExcluded = !isResourceIncluded({ group: '', resource: 'persistentvolumeclaims', namespaced: true }, ctx.spec);
   const mounted = new Set<string>();
   const blockDevices = new Set<string>();
   for (const container of [...pod.spec.containers, ...(pod.spec.initContainers ?? [])]) {
@@ -209,6 +215,15 @@ export function selectFsBackupVolumes(pod: Pod, ctx: FsBackupContext): FsBackupS
           throw new Error(`unknown volume policy action ${String(unknownAction)}`);
         }
       }
+    } else if (ctx.volumePolicies && pvc && !volume.ephemeral && !pv) {
+      const why = pvc.spec.volumeName
+        ? `its PV ${pvc.spec.volumeName} was not found`
+        : `it has no PV (phase ${pvc.status?.phase ?? 'unknown'})`;
+      return decide(
+        'error',
+        CORE_ERROR_CODES.CORE_VOLUME_PVC_WITHOUT_PV,
+        `PVC ${namespace}/${claimName} cannot be backed up: ${why}, and no volume policy matched it (a policy with pvcPhase can skip it)`,
+      );
     } else if (ctx.spec.defaultVolumesToFsBackup) {
       if (optOut.includes(volume.name)) {
         const both = optIn.includes(volume.name)

@@ -70,3 +70,26 @@ export function matchGlob(pattern: string, value: string): boolean {
   }
   return regex.test(value);
 }
+
+/**
+ * Velero's namespace-pattern rules (`ValidateNamespaceIncludesExcludes`): `""` is accepted (it
+ * names no namespace); `|()!{},` and `**` are rejected, and so are empty, unclosed and unmatched
+ * brackets; what is left after each `*?[]` becomes a letter must be a DNS-1123 label. Each
+ * problem is one sentence naming the pattern.
+ */
+export function namespacePatternProblems(pattern: string, explainLabel: (value: string) => string[]): string[] {
+  if (pattern === '') return [];
+  const quoted = JSON.stringify(pattern);
+  const unsupported = [...new Set(pattern.replace(/[^|()!{},]/g, ''))];
+  if (unsupported.length > 0) {
+    return [
+      `${quoted} contains ${unsupported.map((c) => `'${c}'`).join(', ')}: namespace patterns support only *, ? and [...] (no |, (, ), !, {, }, ,)`,
+    ];
+  }
+  if (pattern.includes('**')) return [`${quoted} contains '**': use a single '*' (it already matches any run of characters)`];
+  if (/\[\]/.test(pattern)) return [`${quoted} contains an empty bracket pattern '[]'`];
+  const glob = checkGlob(pattern);
+  if (!glob.ok) return [glob.message];
+  const asName = pattern.replace(/[*?[\]]/g, 'x');
+  return explainLabel(asName).map((problem) => `${quoted} is not a namespace name or pattern: ${problem}`);
+}

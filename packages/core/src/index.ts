@@ -12,6 +12,7 @@ export * from './label-selector.js';
 export * from './names.js';
 export * from './phases.js';
 export * from './quantity.js';
+export * from './related-items.js';
 export * from './resource-selection.js';
 export * from './schedule.schema.js';
 export * from './spec-view.js';

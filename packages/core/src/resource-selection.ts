@@ -19,6 +19,12 @@
  *     false → never, not even a PV pulled in by its PVC (Velero's item backupper does the same).
  *   `namespaces` objects are the exception: a namespace is included when its name passes the
  *   namespace filter, whatever `includeClusterResources` says (as Velero).
+ * - Scoped resource filters (Velero's "new" filters, never mixed with the old ones above):
+ *   namespace-scoped resources: `excludedNamespaceScopedResources` wins; empty or `*` includes
+ *   all. Cluster-scoped resources: `excludedClusterScopedResources` wins; listed only when named
+ *   in `includedClusterScopedResources` (or it is `*`), or — with both cluster lists empty — when
+ *   the backup covers every namespace and every namespace-scoped resource. Cluster-scoped items
+ *   pulled in by a relation (a PVC's PV) are kept unless the cluster excludes name them.
  */
 import type { BackupSpec } from './backup-spec.schema.js';
 import { matchGlob } from './glob.js';
@@ -36,7 +42,16 @@ export interface SelectableItem {
 }
 
 export type NamespaceFilter = Pick<BackupSpec, 'includedNamespaces' | 'excludedNamespaces'>;
-export type ResourceFilter = Pick<BackupSpec, 'includedResources' | 'excludedResources'>;
+export type ScopedResourceFilter = Partial<
+  Pick<
+    BackupSpec,
+    | 'includedClusterScopedResources'
+    | 'excludedClusterScopedResources'
+    | 'includedNamespaceScopedResources'
+    | 'excludedNamespaceScopedResources'
+  >
+>;
+export type ResourceFilter = Pick<BackupSpec, 'includedResources' | 'excludedResources'> & ScopedResourceFilter;
 export type SelectionSpec = NamespaceFilter &
   ResourceFilter &
   Pick<BackupSpec, 'includeClusterResources' | 'labelSelector' | 'orLabelSelectors'>;
@@ -155,7 +170,35 @@ export function coversAllNamespaces(filter: NamespaceFilter): boolean {
   return includesEverything(filter.includedNamespaces) && filter.excludedNamespaces.length === 0;
 }
 
-export function isResourceIncluded(item: Pick<SelectableItem, 'group' | 'resource'>, filter: ResourceFilter): boolean {
+/** True when the spec uses the scoped resource filters (then the old include/exclude lists are empty). */
+export function usesScopedResourceFilters(filter: ScopedResourceFilter): boolean {
+  return [
+    filter.includedClusterScopedResources,
+    filter.excludedClusterScopedResources,
+    filter.includedNamespaceScopedResources,
+    filter.excludedNamespaceScopedResources,
+  ].some((list) => list !== undefined && list.length > 0);
+}
+
+const named = (list: readonly string[] | undefined, item: Pick<SelectableItem, 'group' | 'resource'>) =>
+  (list ?? []).some((entry) => resourceEntryMatches(entry, item));
+
+/**
+ * Whether the resource filters let the item's resource in. With scoped filters this needs to know
+ * the scope (`namespaced`); for a cluster-scoped resource it answers "not excluded" — whether it
+ * is also listed is clusterScopedListed's question.
+ */
+export function isResourceIncluded(
+  item: Pick<SelectableItem, 'group' | 'resource'> & { namespaced?: boolean },
+  filter: ResourceFilter,
+): boolean {
+  if (item.namespaced !== undefined && usesScopedResourceFilters(filter)) {
+    if (item.namespaced) {
+      if (named(filter.excludedNamespaceScopedResources, item)) return false;
+      return includesEverything(filter.includedNamespaceScopedResources ?? []) || named(filter.includedNamespaceScopedResources, item);
+    }
+    return !named(filter.excludedClusterScopedResources, item);
+  }
   if (filter.excludedResources.some((entry) => entry !== '*' && resourceEntryMatches(entry, item))) return false;
   if (includesEverything(filter.includedResources)) return true;
   return filter.includedResources.some((entry) => resourceEntryMatches(entry, item));
@@ -191,12 +234,28 @@ function scopeExclusion(item: SelectableItem, spec: SelectionSpec): ExclusionRea
 export function explainItemExclusion(item: SelectableItem, spec: SelectionSpec): ExclusionReason | null {
   const scoped = scopeExclusion(item, spec);
   if (scoped) return scoped;
-  if (!item.namespaced && !isNamespaceObject(item)) {
-    const listed = spec.includeClusterResources === true || (spec.includeClusterResources === null && coversAllNamespaces(spec));
-    if (!listed) return 'cluster-scoped-not-included';
-  }
+  if (!item.namespaced && !isNamespaceObject(item) && !clusterScopedListed(item, spec)) return 'cluster-scoped-not-included';
   if (!matchesBackupSelectors(item.labels, spec)) return 'labels-not-matched';
   return null;
+}
+
+/**
+ * Whether items of a cluster-scoped resource are listed for the backup (not only pulled in by a
+ * relation): `includeClusterResources` with the old filters, the cluster include list with the
+ * scoped ones (see the header). The resource filters' own verdict is isResourceIncluded's.
+ */
+export function clusterScopedListed(resource: Pick<SelectableItem, 'group' | 'resource'>, spec: SelectionSpec): boolean {
+  if (!usesScopedResourceFilters(spec)) {
+    return spec.includeClusterResources === true || (spec.includeClusterResources === null && coversAllNamespaces(spec));
+  }
+  const includes = spec.includedClusterScopedResources ?? [];
+  const excludes = spec.excludedClusterScopedResources ?? [];
+  if (includes.length === 0 && excludes.length === 0) {
+    const everyNamespacedResource =
+      includesEverything(spec.includedNamespaceScopedResources ?? []) && (spec.excludedNamespaceScopedResources ?? []).length === 0;
+    return coversAllNamespaces(spec) && everyNamespacedResource;
+  }
+  return includes.includes('*') || named(includes, resource);
 }
 
 /** Is a listed item (one found by listing the cluster, not pulled in by a relation) in the backup? */
@@ -224,6 +283,7 @@ export function selectsEverything(spec: SelectionSpec): boolean {
     spec.excludedResources.length === 0 &&
     !spec.labelSelector &&
     spec.orLabelSelectors.length === 0 &&
+    !usesScopedResourceFilters(spec) &&
     (spec.includeClusterResources === true || spec.includeClusterResources === null)
   );
 }

@@ -43,13 +43,20 @@ export const VOLUME_TYPES = [
 export type VolumeType = (typeof VOLUME_TYPES)[number];
 
 export interface VolumePolicyConditions {
-  /** `"lower,upper"` quantities, either side may be empty (unbounded); inclusive. */
+  /**
+   * `"lower,upper"` quantities, inclusive; an empty side or `0` is unbounded, so `""`, `","` and
+   * `"0,0"` match every volume and `"10Gi,0"` means at least 10Gi (Velero's rules).
+   */
   capacity?: string;
+  /** An empty list is no condition (matches all), as in Velero. */
   storageClass?: string[];
   nfs?: { server?: string; path?: string };
   csi?: { driver?: string; volumeAttributes?: Record<string, string> };
+  /** An empty list is no condition. */
   volumeTypes?: VolumeType[];
+  /** An empty map is no condition. */
   pvcLabels?: Record<string, string>;
+  /** An empty list is no condition. */
   pvcPhase?: ('Pending' | 'Bound' | 'Lost')[];
 }
 
@@ -63,7 +70,7 @@ export interface VolumePolicy {
  * source and the PVC's labels/phase; for an inline volume only its own source.
  */
 export interface VolumeDescription {
-  /** Bytes, from the PV capacity (PVC-backed volumes only). */
+  /** Bytes, from the PV capacity; absent (capacity conditions read 0, as Velero) for inline volumes and PVCs without a PV. */
   capacityBytes?: number;
   storageClass?: string;
   nfs?: { server: string; path: string };
@@ -76,23 +83,28 @@ export interface VolumeDescription {
   pvcBacked: boolean;
 }
 
+/** Inclusive bounds in bytes; null = unbounded on that side. */
 export type CapacityRange = { lowerBytes: number | null; upperBytes: number | null };
 
-/** Parses `"10Gi,100Gi"`, `",5Gi"`, `"5Gi,"`; a single value without a comma is invalid. */
+/**
+ * Parses Velero's capacity condition: `"10Gi,100Gi"`, `",5Gi"`, `"5Gi,"`, `"10Gi,0"`; an empty
+ * side or `0` is unbounded and `""` means no bounds at all. A single value without a comma is
+ * invalid, and so is a lower bound above a non-zero upper bound.
+ */
 export function parseCapacityRange(text: string): { ok: true; value: CapacityRange } | { ok: false; message: string } {
-  const parts = text.split(',');
+  const parts = (text === '' ? ',' : text).split(',');
   if (parts.length !== 2) {
     return {
       ok: false,
-      message: `must be "lower,upper" (either side may be empty, e.g. "10Gi,100Gi", ",5Gi", "5Gi,"); got ${JSON.stringify(text)}`,
+      message: `must be "lower,upper" (either side may be empty or 0 for no bound, e.g. "10Gi,100Gi", ",5Gi", "5Gi,"); got ${JSON.stringify(text)}`,
     };
   }
   const [lowerText = '', upperText = ''] = parts.map((part) => part.trim());
-  if (lowerText === '' && upperText === '') return { ok: false, message: 'must bound at least one side, e.g. "10Gi," or ",100Gi"' };
   const bound = (side: string): { ok: true; value: number | null } | { ok: false; message: string } => {
     if (side === '') return { ok: true, value: null };
     const parsed = parseQuantity(side);
-    return parsed.ok ? { ok: true, value: parsed.value } : parsed;
+    if (!parsed.ok) return parsed;
+    return { ok: true, value: parsed.value === 0 ? null : parsed.value };
   };
   const lower = bound(lowerText);
   if (!lower.ok) return lower;
@@ -104,21 +116,25 @@ export function parseCapacityRange(text: string): { ok: true; value: CapacityRan
   return { ok: true, value: { lowerBytes: lower.value, upperBytes: upper.value } };
 }
 
-/** True when every condition of the policy holds for the volume (an empty condition set matches all). */
+/**
+ * True when every condition of the policy holds for the volume (an empty condition set matches
+ * all; so does an empty list or map in a condition, as in Velero).
+ */
 export function volumePolicyMatches(conditions: VolumePolicyConditions, volume: VolumeDescription): boolean {
   if (conditions.capacity !== undefined) {
     const range = parseCapacityRange(conditions.capacity);
-    if (!range.ok || volume.capacityBytes === undefined) return false;
-    if (range.value.lowerBytes !== null && volume.capacityBytes < range.value.lowerBytes) return false;
-    if (range.value.upperBytes !== null && volume.capacityBytes > range.value.upperBytes) return false;
+    if (!range.ok) return false;
+    const bytes = volume.capacityBytes ?? 0;
+    if (range.value.lowerBytes !== null && bytes < range.value.lowerBytes) return false;
+    if (range.value.upperBytes !== null && bytes > range.value.upperBytes) return false;
   }
-  if (conditions.storageClass !== undefined) {
+  if (conditions.storageClass !== undefined && conditions.storageClass.length > 0) {
     if (volume.storageClass === undefined || !conditions.storageClass.includes(volume.storageClass)) return false;
   }
   if (conditions.nfs !== undefined) {
     if (!volume.nfs) return false;
-    if (conditions.nfs.server !== undefined && conditions.nfs.server !== volume.nfs.server) return false;
-    if (conditions.nfs.path !== undefined && conditions.nfs.path !== volume.nfs.path) return false;
+    if (conditions.nfs.server !== undefined && conditions.nfs.server !== '' && conditions.nfs.server !== volume.nfs.server) return false;
+    if (conditions.nfs.path !== undefined && conditions.nfs.path !== '' && conditions.nfs.path !== volume.nfs.path) return false;
   }
   if (conditions.csi !== undefined) {
     if (!volume.csi) return false;
@@ -127,16 +143,16 @@ export function volumePolicyMatches(conditions: VolumePolicyConditions, volume: 
       if (volume.csi.volumeAttributes?.[key] !== value) return false;
     }
   }
-  if (conditions.volumeTypes !== undefined) {
+  if (conditions.volumeTypes !== undefined && conditions.volumeTypes.length > 0) {
     if (volume.volumeType === undefined || !(conditions.volumeTypes as readonly string[]).includes(volume.volumeType)) return false;
   }
-  if (conditions.pvcLabels !== undefined) {
+  if (conditions.pvcLabels !== undefined && Object.keys(conditions.pvcLabels).length > 0) {
     if (!volume.pvcBacked) return false;
     for (const [key, value] of Object.entries(conditions.pvcLabels)) {
       if (volume.pvcLabels?.[key] !== value) return false;
     }
   }
-  if (conditions.pvcPhase !== undefined) {
+  if (conditions.pvcPhase !== undefined && conditions.pvcPhase.length > 0) {
     if (!volume.pvcBacked || volume.pvcPhase === undefined || !(conditions.pvcPhase as readonly string[]).includes(volume.pvcPhase)) {
       return false;
     }

@@ -579,21 +579,21 @@ export class KubeApi {
       if (command.length === 0) throw apiError('BadRequest', 'you must specify at least 1 command');
       const containers = containerNames(pod);
       let container = url.searchParams.get('container') ?? '';
+      // An exec refused once the pod and command are known is logged too, with why.
+      const refuse = (message: string): never => {
+        this.ctx.execLog.refuse({ namespace, pod: target.name!, container, command, refused: message });
+        throw apiError('BadRequest', message);
+      };
       if (container === '') {
-        if (containers.length !== 1) {
-          throw apiError(
-            'BadRequest',
-            `a container name must be specified for pod ${target.name}, choose one of: [${containers.join(' ')}]`,
-          );
-        }
+        if (containers.length !== 1)
+          refuse(`a container name must be specified for pod ${target.name}, choose one of: [${containers.join(' ')}]`);
         container = containers[0]!;
       }
-      if (!containers.includes(container)) throw apiError('BadRequest', `container ${container} is not valid for pod ${target.name}`);
+      if (!containers.includes(container)) refuse(`container ${container} is not valid for pod ${target.name}`);
       const phase = isPlainObject(pod.status) ? pod.status.phase : undefined;
       if (phase === 'Succeeded' || phase === 'Failed')
-        throw apiError('BadRequest', `cannot exec into a container in a completed pod; current phase is ${String(phase)}`);
-      if (phase !== 'Running')
-        throw apiError('BadRequest', `unable to upgrade connection: pod ${target.name} is not running (phase ${String(phase)})`);
+        refuse(`cannot exec into a container in a completed pod; current phase is ${String(phase)}`);
+      if (phase !== 'Running') refuse(`unable to upgrade connection: pod ${target.name} is not running (phase ${String(phase)})`);
       const wants = (param: string) => ['1', 'true'].includes(url.searchParams.get(param) ?? '');
       const outcome = resolveExecOutcome(this.behaviourFor(pod, namespace, target.name, container), command);
       this.execServer.handleUpgrade(req, socket, head, (ws) => {

@@ -43,6 +43,8 @@ export interface ExecRecord {
   /** The client closed the connection before the command finished. */
   aborted: boolean;
   protocol: string;
+  /** Set when the API server refused the exec (pod not Running, no such container, …): why. Nothing ran. */
+  refused?: string;
 }
 
 function ruleMatches(rule: ExecRule, command: string[]): boolean {
@@ -136,6 +138,14 @@ export class ExecLog {
     const record: ExecRecord = { id: this.nextId++, ...entry, endedAt: null, exitCode: null, aborted: false };
     this.records.push(record);
     if (this.records.length > this.limit) this.records.splice(0, this.records.length - this.limit);
+    return record;
+  }
+
+  /** Records an exec the API server refused before anything ran (no exit code, not aborted). */
+  refuse(entry: { namespace: string; pod: string; container: string; command: string[]; refused: string }): ExecRecord {
+    const at = new Date().toISOString();
+    const record = this.start({ ...entry, command: [...entry.command], startedAt: at, protocol: '' });
+    record.endedAt = at;
     return record;
   }
 

@@ -64,6 +64,12 @@ export function builtinResourceTypes(): ResourceType[] {
     builtin('batch', 'v1', 'cronjobs', 'CronJob', true, { shortNames: ['cj'], hasStatus: true, categories: all }),
     builtin('networking.k8s.io', 'v1', 'ingresses', 'Ingress', true, { shortNames: ['ing'], hasStatus: true }),
     builtin('storage.k8s.io', 'v1', 'storageclasses', 'StorageClass', false, { shortNames: ['sc'] }),
+    // What a backup pulls in beside a pod or a service account (Velero's item-block actions).
+    builtin('scheduling.k8s.io', 'v1', 'priorityclasses', 'PriorityClass', false, { shortNames: ['pc'] }),
+    builtin('rbac.authorization.k8s.io', 'v1', 'clusterroles', 'ClusterRole', false),
+    builtin('rbac.authorization.k8s.io', 'v1', 'clusterrolebindings', 'ClusterRoleBinding', false),
+    builtin('rbac.authorization.k8s.io', 'v1', 'roles', 'Role', true),
+    builtin('rbac.authorization.k8s.io', 'v1', 'rolebindings', 'RoleBinding', true),
     builtin('apiextensions.k8s.io', 'v1', 'customresourcedefinitions', 'CustomResourceDefinition', false, {
       shortNames: ['crd', 'crds'],
       hasStatus: true,

@@ -270,6 +270,37 @@ describe('client-node 1.4.0 against the simulator', () => {
 
     const unknownContainer = await exec.exec('shop', 'cache', 'nope', ['true'], null, null, null, false).catch((e: unknown) => e);
     expect(String(unknownContainer)).toMatch(/400/);
+    // A refused exec is logged too, saying why; nothing ran.
+    expect(sim.execLog({ pod: 'cache' }).at(-1)).toMatchObject({
+      container: 'nope',
+      command: ['true'],
+      exitCode: null,
+      aborted: false,
+      refused: 'container nope is not valid for pod cache',
+    });
+
+    const core = kc.makeApiClient(k8s.CoreV1Api);
+    const setPhase = async (phase: string) => {
+      const current = await core.readNamespacedPod({ namespace: 'shop', name: 'cache' });
+      await core.replaceNamespacedPodStatus({
+        namespace: 'shop',
+        name: 'cache',
+        body: { ...current, status: { ...current.status, phase } },
+      });
+    };
+    await setPhase('Pending');
+    try {
+      const notRunning = await exec.exec('shop', 'cache', 'redis', ['redis-cli', 'SAVE'], null, null, null, false).catch((e: unknown) => e);
+      expect(String(notRunning)).toMatch(/400/);
+      expect(sim.execLog({ pod: 'cache' }).at(-1)).toMatchObject({
+        container: 'redis',
+        command: ['redis-cli', 'SAVE'],
+        exitCode: null,
+        refused: 'unable to upgrade connection: pod cache is not running (phase Pending)',
+      });
+    } finally {
+      await setPhase('Running');
+    }
   });
 
   it('records an exec whose client disconnects mid-command as aborted', async () => {

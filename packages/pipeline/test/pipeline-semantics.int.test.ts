@@ -530,6 +530,12 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
         const j = await blockQueue.getJob(blockJobId(name, blockId ?? ''));
         return j && (await j.isCompleted()) ? j : undefined;
       });
+      // Every planned item written (the Namespace object is a block of its own, planned last).
+      await waitFor('every item to be written', async () => {
+        const c = await h.deps.state.counters(name);
+        const planned = (await h.deps.state.getBackup(name))?.planCompletedAt !== undefined;
+        return planned && c.itemsBackedUp === c.totalItems ? true : undefined;
+      });
       const before = { counters: await h.deps.state.counters(name), staged: await stagedItemPaths(h.deps.storage, name) };
       const creates = () => h.sim.requests().byResource['podvolumebackups.stowage.dev']?.create ?? 0;
       const createsBefore = creates();

@@ -223,6 +223,20 @@ describe('node agent on the simulator', () => {
     expect(stale.status?.message).toMatch(/^pod app\/web was replaced \(uid .+, the PVB was made for uid uid-of-an-older-pod\)/);
   });
 
+  it('a CSI volume whose mount directory is missing fails naming that path; <pv>/ (vol_data.json only) is never backed up', async () => {
+    await agentFor('node-a');
+    const mount = h.volumeDir('app', 'unmounted', 'data');
+    expect(mount).toMatch(/\/kubernetes\.io~csi\/pv-unmounted\/mount$/);
+    await rm(mount, { recursive: true, force: true });
+    // What a real kubelet leaves in <pv>/ beside mount.
+    await writeFile(join(mount, '..', 'vol_data.json'), '{"driverName":"sim.csi.stowage.dev","specVolID":"pv-unmounted"}');
+    await h.createPvb('pvb-csi-unmounted', { node: 'node-a', namespace: 'app', pod: 'unmounted', volume: 'data' });
+    const done = (await waitForPhase(h.pvbs, 'pvb-csi-unmounted', ['Completed', 'Failed']))!;
+    expect(done.status?.phase).toBe('Failed');
+    expect(done.status?.message).toContain(mount);
+    expect(done.status?.snapshotID).toBeUndefined();
+  });
+
   it('two agents for the same node never both copy one PVB', async () => {
     const [a, b] = [
       await agentFor('node-b', { loadConcurrency: { globalConfig: 4 } }),

@@ -24,13 +24,22 @@ export interface PlannedHook {
 export interface PlannedVolume {
   /** The pod volume's name. */
   name: string;
-  /** `fs-backup` gets a PVB; `skip` does not (reason says why). */
-  action: 'fs-backup' | 'skip';
+  /** `fs-backup` gets a PVB; `skip` does not (reason says why); `error` cannot be decided (reason says why; recorded as an error). */
+  action: 'fs-backup' | 'skip' | 'error';
   reason?: string | undefined;
   /** The PVC behind the volume, if any. */
   claimName?: string | undefined;
-  /** The deterministic PVB name (fs-backup only). */
+  /**
+   * The deterministic PVB name: of an fs-backup volume, or of a volume skipped only because
+   * another pod took its PVC (`claimedBy`), which gets that name if it takes the claim over.
+   */
   pvbName?: string | undefined;
+  /**
+   * Set on a volume skipped only because pod `claimedBy` (`<ns>/<name>`, same block) took its PVC
+   * (one PVB per PVC): should that pod not be backed up (its pre hook failed with `onError:
+   * Fail`), this pod takes the claim over at run time (see claim-handover.ts).
+   */
+  claimedBy?: string | undefined;
 }
 
 export interface PlannedPod {
@@ -67,6 +76,8 @@ export interface BlockPlan {
   pods: PlannedPod[];
   items: PlannedItem[];
   skips: PlanSkip[];
+  /** Volumes that could not be decided (e.g. a PVC without a PV under a volume policy): recorded as errors. */
+  errors?: PlanSkip[];
   /** Problems with hook annotations and the like (the default was used). */
   warnings?: string[];
 }

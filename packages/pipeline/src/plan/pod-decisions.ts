@@ -5,6 +5,7 @@
  */
 import {
   type BackupSpec,
+  CORE_ERROR_CODES,
   type PersistentVolume,
   type PersistentVolumeClaim,
   type Pod,
@@ -71,16 +72,29 @@ export function selectFsBackupVolumes(
     nodesWithAgent: ctx.nodesWithAgent,
     claimedPvcs: ctx.takenClaims,
   });
+  const claimsBefore = new Map(ctx.takenClaims);
   for (const claim of selection.newClaims) ctx.takenClaims.set(claim.pvcKey, claim.podKey);
-  return selection.volumes.map((v) =>
-    v.decision === 'fs-backup'
-      ? {
-          name: v.volume,
-          action: 'fs-backup',
-          reason: v.reason,
-          claimName: v.pvcName ?? undefined,
-          pvbName: pvbNameOf(pod.metadata.uid ?? '', v.volume),
-        }
-      : { name: v.volume, action: 'skip', reason: v.reason, claimName: v.pvcName ?? undefined },
-  );
+  const thisPod = `${pod.metadata.namespace}/${pod.metadata.name}`;
+  return selection.volumes.map((v): PlannedVolume => {
+    const pvbName = pvbNameOf(pod.metadata.uid ?? '', v.volume);
+    if (v.decision === 'fs-backup') {
+      return { name: v.volume, action: 'fs-backup', reason: v.reason, claimName: v.pvcName ?? undefined, pvbName };
+    }
+    // Taken by another pod: this one stands by to take it over (see claim-handover.ts).
+    const holder =
+      v.code === CORE_ERROR_CODES.CORE_VOLUME_PVC_ALREADY_CLAIMED && v.pvcName !== null
+        ? claimsBefore.get(`${pod.metadata.namespace}/${v.pvcName}`)
+        : undefined;
+    if (holder !== undefined && holder !== thisPod) {
+      return {
+        name: v.volume,
+        action: 'skip',
+        reason: `${v.reason}; this pod takes it over should ${holder} not be backed up`,
+        claimName: v.pvcName ?? undefined,
+        pvbName,
+        claimedBy: holder,
+      };
+    }
+    return { name: v.volume, action: v.decision === 'error' ? 'error' : 'skip', reason: v.reason, claimName: v.pvcName ?? undefined };
+  });
 }

@@ -6,6 +6,7 @@ import type { PipelineDeps, PipelineLogger } from '../deps.js';
 import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
 import { runPodHooks } from '../hooks/hook-runner.js';
 import { type BlockPlan, needsPostHooksJob, type PlannedVolume, podKey } from '../plan/block-plan.js';
+import { handOverClaims } from '../plan/claim-handover.js';
 import { buildPvb } from '../pvb/pvb-object.js';
 import { isPvbSettled, recordPvbMissing } from '../pvb/pvb-observation.js';
 import { stepPvbWait, type WatchProgress } from '../pvb/pvb-wait-step.js';
@@ -143,6 +144,28 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
     if (failedPods.has(podKey(pod))) continue;
     for (const volume of pod.volumes) {
       if (volume.action === 'fs-backup' && volume.pvbName && pod.node) wanted.push({ pod, volume: { ...volume, pvbName: volume.pvbName } });
+    }
+  }
+  // A PVC taken at plan time by a pod that is not backed up passes to a surviving pod that mounts
+  // it; one that nobody can take is an error naming it (never a volume silently left out).
+  if (failedPods.size > 0) {
+    const { handovers, lost } = handOverClaims(plan.pods, failedPods);
+    for (const handover of handovers) {
+      wanted.push({ pod: handover.to, volume: handover.volume });
+      await state.log(backupName, {
+        level: 'info',
+        msg: `PVC ${handover.pvc} is backed up through pod ${podKey(handover.to)} (volume ${handover.volume.name}): pod ${handover.from}, which took it, is not backed up`,
+        blockId,
+      });
+    }
+    for (const claim of lost) {
+      await state.recordProblem(backupName, {
+        level: 'error',
+        onceKey: `pvc-not-backed-up:${claim.pvc}`,
+        msg: `PVC ${claim.pvc} not backed up: ${claim.why}`,
+        namespace: claim.namespace,
+        blockId,
+      });
     }
   }
   // A cancel asked while pre hooks ran stops PVB creation; without pre hooks the record read at

@@ -1,7 +1,10 @@
 import {
+  applyIncludeExcludePolicy,
   type BackupSpec,
+  blocksOfAddedItems,
   type ClusterItem,
-  coversAllNamespaces,
+  clusterScopedListed,
+  decideNamespace,
   dispatchOrder,
   groupItemBlocks,
   groupResourceOf,
@@ -12,6 +15,7 @@ import {
   type Pod,
   pvbName,
   type VolumePolicy,
+  validateResourcePolicies,
 } from '@stowage/core';
 import { type DiscoveredResource, discoverResources, listAll, pvbGroup, pvbPlural } from '@stowage/kube';
 import { addBlockFlows, parsePlanJobData } from '@stowage/queue';
@@ -19,6 +23,7 @@ import type { Job } from 'bullmq';
 import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
 import { type BlockPlan, itemKeyOf, needsPostHooksJob, type PlannedItem, type PlannedPod, type PlanSkip } from '../plan/block-plan.js';
 import { resolvePodHooks, selectFsBackupVolumes, type VolumeContext } from '../plan/pod-decisions.js';
+import { RelatedItemTracker } from '../plan/related-items.js';
 import { readPolicyDocument } from '../plan/resource-policy-configmap.js';
 import type { PipelineRuntime } from '../runtime.js';
 import { ENDED_BACKUP_PHASES } from '../state/backup-state.js';
@@ -53,18 +58,19 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
   const finalizeId = job.parent?.id;
   if (!finalizeId) throw new UnrecoverablePipelineError(PipelineErrorCode.badArgument, `plan job ${job.id} has no finalize parent`);
 
-  const spec = record.spec as BackupSpec;
-  const problems = specProblems(spec);
+  const requestedSpec = record.spec as BackupSpec;
+  const problems = specProblems(requestedSpec);
   if (problems.length > 0) {
     await state.transitionPhase(backupName, ['New'], 'FailedValidation', { failureReason: problems.join('; ') });
     await state.log(backupName, { level: 'error', msg: `backup spec is invalid: ${problems.join('; ')}` });
     return { skipped: 'spec invalid' };
   }
   const now = clock.now();
-  await state.transitionPhase(backupName, ['New'], 'InProgress', { startedAt: now, fsDeadlineAt: now + spec.fsBackupTimeoutMs });
+  await state.transitionPhase(backupName, ['New'], 'InProgress', { startedAt: now, fsDeadlineAt: now + requestedSpec.fsBackupTimeoutMs });
 
-  const policies = await loadVolumePolicies(rt, spec, backupName);
-  if (policies === undefined) return { skipped: 'resource policy invalid' };
+  const loaded = await loadResourcePolicies(rt, requestedSpec, backupName);
+  if (loaded === undefined) return { skipped: 'resource policy invalid' };
+  const { policies, spec } = loaded;
   const [nodesWithAgent, discovery] = await Promise.all([deps.agents.nodesWithAgent(), discoverResources(deps.kube)]);
   for (const failure of discovery.failures) {
     await state.recordProblem(backupName, {
@@ -73,19 +79,20 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
       msg: `discovery of ${failure.groupVersion} failed: ${failure.message}`,
     });
   }
-  const clusterScopedListed = spec.includeClusterResources === true || (spec.includeClusterResources === null && coversAllNamespaces(spec));
   const resources = discovery.resources.filter((r) => {
     const gr = groupResourceOf(r);
     if (NEVER_LISTED.has(gr)) return false;
     if (r.group === '' && RELATED.has(r.resource)) return true; // listed for the relations; core decides membership
     if (!isResourceIncluded(r, spec)) return false;
-    return r.namespaced || clusterScopedListed || (r.group === '' && r.resource === 'namespaces');
+    return r.namespaced || clusterScopedListed(r, spec) || (r.group === '' && r.resource === 'namespaces');
   });
 
   const totals = { blocks: 0, items: 0, batches: 0 };
   let batchSize = Math.min(FIRST_BATCH_BLOCKS, config.blockBatchSize);
   const volumeCtx: VolumeContext = { spec, policies, nodesWithAgent, pvcs: new Map(), pvs: new Map(), takenClaims: new Map() };
+  const pulledIn = new RelatedItemTracker(deps.kube, discovery.resources, spec, config.listPageSize);
   const emit = async (blocks: ItemBlock<ClusterItem>[]) => {
+    await pulledIn.observe(blocks);
     // Decisions in grouping order (one PVB per PVC: the first pod wins), then the dispatch order:
     // blocks with PVBs interleaved by node so every node agent gets work as early as it can.
     const planned = dispatchOrder(
@@ -123,6 +130,15 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
         ),
       );
       for (const { plan } of stored) {
+        for (const error of plan.errors ?? []) {
+          await state.recordProblem(backupName, {
+            level: 'error',
+            onceKey: `volume:${error.what}`,
+            msg: `${error.what} not backed up: ${error.reason}`,
+            namespace: error.what.split('/')[1],
+            blockId: plan.id,
+          });
+        }
         for (const warning of plan.warnings ?? []) {
           await state.recordProblem(backupName, { level: 'warn', onceKey: `plan:${warning}`, msg: warning, blockId: plan.id });
         }
@@ -160,14 +176,45 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
   }
   await emit(grouped.blocks);
 
-  // 2. Everything else, resource by resource (pod-free blocks, batched).
-  for (const resource of resources.filter((r) => !(r.group === '' && RELATED.has(r.resource)))) {
+  // 2. Everything else, resource by resource (pod-free blocks, batched); namespaces last.
+  const isNamespaces = (r: DiscoveredResource) => r.group === '' && r.resource === 'namespaces';
+  for (const resource of resources.filter((r) => !(r.group === '' && RELATED.has(r.resource)) && !isNamespaces(r))) {
     const items: ClusterItem[] = [];
     for await (const page of listAll(deps.kube, { resource, pageSize: config.listPageSize })) {
       for (const object of page.items) items.push(toClusterItem(resource, object));
     }
     const res = groupItemBlocks(items, spec, { unrelatedBatchSize: 50 });
     await emit(res.blocks);
+  }
+
+  // 3. What the items pull in (PriorityClasses, ClusterRoleBindings and their ClusterRoles, the
+  // CRDs of custom resources), as Velero's item-block actions and backupCRD add them.
+  const added = await pulledIn.additionalItems();
+  for (const note of added.notes) {
+    if (note.level === 'warn') await state.recordProblem(backupName, { level: 'warn', onceKey: `related:${note.msg}`, msg: note.msg });
+    else await state.log(backupName, { level: 'info', msg: note.msg });
+  }
+  await emit(blocksOfAddedItems(added.items));
+
+  // 4. Namespaces, now that it is known which hold items: a label-selected backup keeps the
+  // namespaces of its items (Velero's nsTracker).
+  const namespaceResource = resources.find(isNamespaces);
+  if (namespaceResource) {
+    const kept: ClusterItem[] = [];
+    for await (const page of listAll(deps.kube, { resource: namespaceResource, pageSize: config.listPageSize })) {
+      for (const object of page.items) {
+        const item = toClusterItem(namespaceResource, object);
+        const meta = item.object.metadata;
+        const phase = (item.object as { status?: { phase?: string } }).status?.phase;
+        const decision = decideNamespace(
+          { name: meta.name, ...(meta.labels ? { labels: meta.labels } : {}), ...(phase ? { phase } : {}) },
+          spec,
+          pulledIn.namespacesWithItems(),
+        );
+        if (decision.kept) kept.push(item);
+      }
+    }
+    await emit(blocksOfAddedItems(kept));
   }
 
   await state.setCounter(backupName, 'totalItems', totals.items);
@@ -186,6 +233,7 @@ function buildBlockPlan(block: ItemBlock<ClusterItem>, backupName: string, ctx: 
   const items: PlannedItem[] = [];
   const manifests: unknown[] = [];
   const skips: PlanSkip[] = [];
+  const errors: PlanSkip[] = [];
   const warnings: string[] = [];
   const pods: PlannedPod[] = [];
   for (const item of block.items) {
@@ -209,8 +257,11 @@ function buildBlockPlan(block: ItemBlock<ClusterItem>, backupName: string, ctx: 
     skips.push(...hooks.skips);
     warnings.push(...hooks.warnings);
     const volumes = selectFsBackupVolumes(pod, ctx, (uid, volume) => pvbName(backupName, uid, volume));
-    for (const v of volumes)
-      if (v.action === 'skip') skips.push({ what: `pods/${meta.namespace}/${meta.name} volume ${v.name}`, reason: v.reason ?? 'skipped' });
+    for (const v of volumes) {
+      const what = `pods/${meta.namespace}/${meta.name} volume ${v.name}`;
+      if (v.action === 'skip') skips.push({ what, reason: v.reason ?? 'skipped' });
+      if (v.action === 'error') errors.push({ what, reason: v.reason ?? 'could not be decided' });
+    }
     pods.push({
       namespace: meta.namespace ?? '',
       name: meta.name,
@@ -221,7 +272,10 @@ function buildBlockPlan(block: ItemBlock<ClusterItem>, backupName: string, ctx: 
       volumes,
     });
   }
-  return { plan: { id: block.id, pods, items, skips, ...(warnings.length > 0 ? { warnings } : {}) }, manifests };
+  return {
+    plan: { id: block.id, pods, items, skips, ...(errors.length > 0 ? { errors } : {}), ...(warnings.length > 0 ? { warnings } : {}) },
+    manifests,
+  };
 }
 
 /** The node of every PVB the block will create (fs-backup volumes of pods with a node). */
@@ -242,10 +296,18 @@ function specProblems(spec: BackupSpec | undefined): string[] {
   return problems;
 }
 
-async function loadVolumePolicies(rt: PipelineRuntime, spec: BackupSpec, backupName: string): Promise<VolumePolicy[] | undefined> {
+/**
+ * The backup's volume policies, and its spec with the includeExcludePolicy of a policy ConfigMap
+ * merged in (core's applyIncludeExcludePolicy); undefined when the backup failed validation here.
+ */
+async function loadResourcePolicies(
+  rt: PipelineRuntime,
+  spec: BackupSpec,
+  backupName: string,
+): Promise<{ policies: VolumePolicy[]; spec: BackupSpec } | undefined> {
   const ref = spec.resourcePolicy;
-  if (!ref) return [];
-  if (ref.kind === 'Inline') return ref.volumePolicies;
+  if (!ref) return { policies: [], spec };
+  if (ref.kind === 'Inline') return { policies: ref.volumePolicies, spec };
   const { deps } = rt;
   const fail = async (why: string) => {
     await deps.state.transitionPhase(backupName, ['InProgress', 'New'], 'FailedValidation', { failureReason: why });
@@ -260,11 +322,14 @@ async function loadVolumePolicies(rt: PipelineRuntime, spec: BackupSpec, backupN
   } catch (err) {
     return fail(`resource policy ConfigMap ${deps.config.namespace}/${ref.name} cannot be read: ${(err as Error).message}`);
   }
-  const { validateResourcePolicyDocument } = await import('@stowage/core');
   const read = readPolicyDocument(ref.name, configMap.data);
   if (!read.ok) return fail(read.why);
-  const res = validateResourcePolicyDocument(read.document);
+  const res = validateResourcePolicies(read.document);
   if (!res.ok)
     return fail(`resource policy ConfigMap ${ref.name} is invalid: ${res.problems.map((p) => `${p.path}: ${p.message}`).join('; ')}`);
-  return res.value;
+  const { volumePolicies, includeExcludePolicy } = res.value;
+  if (!includeExcludePolicy) return { policies: volumePolicies, spec };
+  const merged = applyIncludeExcludePolicy(spec, includeExcludePolicy);
+  if (!merged.ok) return fail(`resource policy ConfigMap ${ref.name}: ${merged.message}`);
+  return { policies: volumePolicies, spec: merged.value };
 }

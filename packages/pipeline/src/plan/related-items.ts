@@ -1,0 +1,140 @@
+/*
+ * The planner's side of core's related-items rules: it watches the blocks as they are planned
+ * (namespaces that hold items, custom resources, pods and service accounts), and at the end
+ * fetches what they pull in — PriorityClasses, ClusterRoleBindings and ClusterRoles, CRDs — minus
+ * what the backup already holds, each checked against the filters by core. The rules live in core;
+ * this only reads the cluster.
+ */
+import {
+  addsCrdsOfCustomResources,
+  type BackupSpec,
+  CLUSTER_ROLE_BINDINGS,
+  CLUSTER_ROLES,
+  type ClusterItem,
+  type ClusterItemRef,
+  type ClusterRoleBindingLike,
+  CUSTOM_RESOURCE_DEFINITIONS,
+  crdNameOf,
+  explainRelatedItemExclusion,
+  groupResourceOf,
+  type ItemBlock,
+  itemKey,
+  PRIORITY_CLASSES,
+  relatedClusterItems,
+  toSelectableItem,
+} from '@stowage/core';
+import { type DiscoveredResource, isKubeError, type KubeClients, KubeErrorCodes, listAll } from '@stowage/kube';
+
+/** Group-resources whose items may be both listed and pulled in: their keys are remembered so nothing is added twice. */
+const PULLED_IN = new Set([PRIORITY_CLASSES, CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES, CUSTOM_RESOURCE_DEFINITIONS].map(groupResourceOf));
+
+export interface RelatedItemNote {
+  level: 'info' | 'warn';
+  msg: string;
+}
+
+export class RelatedItemTracker {
+  private readonly namespaces = new Set<string>();
+  private readonly emitted = new Set<string>();
+  private readonly wanted = new Map<string, ClusterItemRef>();
+  private readonly customResources = new Map<string, { group: string; resource: string }>();
+  private bindings: ClusterRoleBindingLike[] | undefined;
+
+  constructor(
+    private readonly kube: KubeClients,
+    private readonly discovered: readonly DiscoveredResource[],
+    private readonly spec: BackupSpec,
+    private readonly pageSize: number,
+  ) {}
+
+  /** Namespaces that hold an item of the backup so far. */
+  namespacesWithItems(): ReadonlySet<string> {
+    return this.namespaces;
+  }
+
+  /** Records what planned blocks hold and what they pull in. */
+  async observe(blocks: readonly ItemBlock<ClusterItem>[]): Promise<void> {
+    for (const block of blocks) {
+      for (const item of block.items) {
+        const groupResource = groupResourceOf(item);
+        if (item.namespaced && item.object.metadata.namespace) this.namespaces.add(item.object.metadata.namespace);
+        if (PULLED_IN.has(groupResource)) this.emitted.add(itemKey(item));
+        if (item.group !== '') this.customResources.set(groupResource, { group: item.group, resource: item.resource });
+        const isServiceAccount = item.group === '' && item.resource === 'serviceaccounts';
+        const refs = relatedClusterItems(item, isServiceAccount ? await this.clusterRoleBindings() : []);
+        for (const ref of refs) {
+          const key = `${groupResourceOf(ref)}/${ref.name}`;
+          if (!this.wanted.has(key)) this.wanted.set(key, ref);
+        }
+      }
+    }
+  }
+
+  /** The pulled-in items the backup does not hold yet and its filters allow, with a note for each one left out. */
+  async additionalItems(): Promise<{ items: ClusterItem[]; notes: RelatedItemNote[] }> {
+    const notes: RelatedItemNote[] = [];
+    const refs = [...this.wanted.entries()];
+    if (addsCrdsOfCustomResources(this.spec)) {
+      for (const [groupResource, resource] of this.customResources) {
+        const name = crdNameOf(resource);
+        if (name)
+          refs.push([
+            `${groupResourceOf(CUSTOM_RESOURCE_DEFINITIONS)}/${name}`,
+            { ...CUSTOM_RESOURCE_DEFINITIONS, name, because: `definition of ${groupResource}` },
+          ]);
+      }
+    }
+    const items: ClusterItem[] = [];
+    for (const [key, ref] of refs) {
+      if (this.emitted.has(key)) continue;
+      const isCrd = groupResourceOf(ref) === groupResourceOf(CUSTOM_RESOURCE_DEFINITIONS);
+      const resource = this.discovered.find((r) => r.group === ref.group && r.resource === ref.resource);
+      if (!resource) {
+        if (!isCrd)
+          notes.push({ level: 'warn', msg: `${key} (${ref.because}) not added: the API server does not serve ${groupResourceOf(ref)}` });
+        continue;
+      }
+      const object = await this.read(resource, ref.name);
+      if (!object) {
+        // A group-resource without a CRD is built in: nothing to add.
+        if (!isCrd) notes.push({ level: 'warn', msg: `${key} (${ref.because}) not added: it does not exist` });
+        continue;
+      }
+      const item: ClusterItem = { group: resource.group, resource: resource.resource, namespaced: false, object };
+      const excluded = explainRelatedItemExclusion(toSelectableItem(item), this.spec);
+      if (excluded !== null) {
+        notes.push({ level: 'info', msg: `${key} (${ref.because}) not added: ${excluded}` });
+        continue;
+      }
+      this.emitted.add(key);
+      items.push(item);
+    }
+    return { items, notes };
+  }
+
+  private async clusterRoleBindings(): Promise<ClusterRoleBindingLike[]> {
+    if (this.bindings) return this.bindings;
+    const bindings: ClusterRoleBindingLike[] = [];
+    const resource = this.discovered.find((r) => r.group === CLUSTER_ROLE_BINDINGS.group && r.resource === CLUSTER_ROLE_BINDINGS.resource);
+    if (resource) {
+      for await (const page of listAll(this.kube, { resource, pageSize: this.pageSize }))
+        bindings.push(...(page.items as ClusterRoleBindingLike[]));
+    }
+    this.bindings = bindings;
+    return bindings;
+  }
+
+  private async read(resource: DiscoveredResource, name: string): Promise<ClusterItem['object'] | undefined> {
+    const base = resource.group === '' ? `/api/${resource.version}` : `/apis/${resource.group}/${resource.version}`;
+    try {
+      const object = await this.kube.requestJson<ClusterItem['object']>({
+        path: `${base}/${resource.resource}/${encodeURIComponent(name)}`,
+        description: `get ${resource.resource} ${name}`,
+      });
+      return { ...object, apiVersion: object.apiVersion ?? resource.groupVersion, kind: object.kind ?? resource.kind };
+    } catch (err) {
+      if (isKubeError(err, KubeErrorCodes.notFound)) return undefined;
+      throw err;
+    }
+  }
+}

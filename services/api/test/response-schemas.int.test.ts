@@ -1,0 +1,81 @@
+import { useTestRedis } from '@stowage/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { z } from 'zod';
+import { acceptedSchema, backupListSchema, backupSchema, blockListSchema, deletedSchema, errorResponseSchema } from '../src/api.schema.js';
+import { auth, type Harness, startHarness, validBody } from './api-harness.js';
+
+/*
+ * Every JSON answer of the backups API, checked against the schema its route declares for that
+ * status code (the OpenAPI document a client is generated from). A status a route does not
+ * declare is a failure too: fastify would send it unchecked.
+ */
+
+type Schemas = Partial<Record<number, z.ZodType>>;
+const errors = { 400: errorResponseSchema, 401: errorResponseSchema, 404: errorResponseSchema };
+const ROUTES: Record<string, Schemas> = {
+  'POST /v1/backups': { 201: backupSchema, 400: errorResponseSchema, 401: errorResponseSchema, 409: errorResponseSchema },
+  'GET /v1/backups': { 200: backupListSchema, 400: errorResponseSchema, 401: errorResponseSchema },
+  'GET /v1/backups/:name': { 200: backupSchema, ...errors },
+  'GET /v1/backups/:name/blocks': { 200: blockListSchema, ...errors },
+  'POST /v1/backups/:name/cancel': { 202: acceptedSchema, ...errors, 409: errorResponseSchema },
+  'DELETE /v1/backups/:name': { 200: deletedSchema, ...errors, 409: errorResponseSchema },
+};
+
+let redis: { url: string; stop: () => Promise<void> };
+let h: Harness;
+const seen: string[] = [];
+
+beforeAll(async () => {
+  redis = await useTestRedis();
+  h = await startHarness(redis.url);
+});
+afterAll(async () => {
+  await h?.close();
+  await redis?.stop();
+});
+
+async function call(route: string, url: string, opts: { payload?: object; headers?: Record<string, string> } = {}) {
+  const [method = 'GET'] = route.split(' ');
+  const res = await h.app.inject({
+    method: method as 'GET',
+    url,
+    headers: opts.headers ?? auth,
+    ...(opts.payload ? { payload: opts.payload } : {}),
+  });
+  const schema = ROUTES[route]?.[res.statusCode];
+  expect(schema, `${route} answered ${res.statusCode}, which it does not declare: ${res.body}`).toBeDefined();
+  const parsed = schema?.safeParse(res.json());
+  expect(parsed?.success, `${route} ${res.statusCode}: ${res.body}\n${JSON.stringify(parsed?.error?.issues)}`).toBe(true);
+  // A field the schema calls optional is absent, never null.
+  expect(res.body).not.toMatch(/"(failureReason|requestId|startedAt|completedAt|cancelRequestedAt|nextCursor)":null/);
+  seen.push(`${route} ${res.statusCode}`);
+  return res;
+}
+
+describe('every answer matches its declared schema', () => {
+  it('a backup through its life: new, failed with a reason, canceled, deleted; and the errors', async () => {
+    await call('POST /v1/backups', '/v1/backups', { payload: validBody('schema-1') });
+    await call('POST /v1/backups', '/v1/backups', { payload: validBody('schema-1') }); // 409
+    await call('POST /v1/backups', '/v1/backups', { payload: { spec: { includedNamespaces: ['Bad_NS'] } } }); // 400
+    await call('POST /v1/backups', '/v1/backups', { payload: validBody('x'), headers: {} }); // 401
+    await call('GET /v1/backups/:name', '/v1/backups/schema-1');
+    await call('GET /v1/backups/:name', '/v1/backups/no-such-backup'); // 404
+    await call('GET /v1/backups', '/v1/backups');
+    await call('GET /v1/backups', '/v1/backups?limit=0'); // 400
+    await call('GET /v1/backups/:name/blocks', '/v1/backups/schema-1/blocks');
+
+    // With a failure reason (as the planner records one), and after it ended.
+    await call('POST /v1/backups', '/v1/backups', { payload: validBody('schema-2') });
+    await h.state.transitionPhase('schema-2', ['New'], 'FailedValidation', { failureReason: 'resource policy ConfigMap x is invalid' });
+    const failed = await call('GET /v1/backups/:name', '/v1/backups/schema-2');
+    expect(failed.json().failureReason).toBe('resource policy ConfigMap x is invalid');
+    await call('POST /v1/backups/:name/cancel', '/v1/backups/schema-2/cancel'); // 409: ended
+    await call('DELETE /v1/backups/:name', '/v1/backups/schema-2');
+
+    // Without one, the field is absent.
+    expect('failureReason' in (await call('GET /v1/backups/:name', '/v1/backups/schema-1')).json()).toBe(false);
+    await call('POST /v1/backups/:name/cancel', '/v1/backups/schema-1/cancel');
+
+    expect(new Set(seen.map((s) => s.replace(/ \d+$/, '')))).toEqual(new Set(Object.keys(ROUTES)));
+  });
+});
