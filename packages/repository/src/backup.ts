@@ -7,9 +7,8 @@ import { sealJson } from './blob.js';
 import type { ChunkStore, ChunkWriter, PutResult } from './chunk-store.js';
 import type { Chunker } from './chunker.js';
 import { errnoCode, isRepoError, RepoError, RepoErrorCode } from './errors.js';
-import { writeFileAtomic } from './fs-util.js';
 import { chunkIdOf, type RepoKeys } from './keys.js';
-import { randomId, snapshotPath } from './layout.js';
+import { randomId, snapshotKey } from './layout.js';
 import type { SnapshotManifest, TreeEntry } from './snapshot.js';
 import { TokenBucket } from './token-bucket.js';
 import { type SkippedEntry, sourceError, walkTree } from './tree-walk.js';
@@ -58,11 +57,11 @@ export interface BackupResult {
 }
 
 export interface BackupContext {
+  /** For messages. */
   readonly dir: string;
   readonly keys: RepoKeys;
   readonly store: ChunkStore;
   readonly chunker: Chunker;
-  readonly durable: boolean;
 }
 
 /** Files at most this big are read whole with one read; larger ones stream through the chunker. */
@@ -169,7 +168,7 @@ export async function runBackup(ctx: BackupContext, sourceDir: string, options: 
       entries: walk.entries,
     };
     const sealed = sealJson(ctx.keys.encryptionKey, `snapshot:${snapshotId}`, manifest);
-    await writeFileAtomic(ctx.dir, snapshotPath(ctx.dir, snapshotId), sealed, ctx.durable).catch((cause: unknown) => {
+    await ctx.store.backend.put(snapshotKey(snapshotId), sealed).catch((cause: unknown) => {
       throw new RepoError(RepoErrorCode.WriteFailed, `writing the snapshot into the repository at ${ctx.dir} failed: ${describe(cause)}`, {
         cause,
       });

@@ -1,11 +1,12 @@
-import { link, mkdir, readdir, readFile, stat, unlink, writeFile } from 'node:fs/promises';
+import { stat } from 'node:fs/promises';
+import { DirectoryBackend, ObjectExistsError, ObjectNotFoundError, type RepoBackend } from './backend.js';
 import { type BackupOptions, type BackupResult, runBackup } from './backup.js';
 import { unsealJson } from './blob.js';
 import { ChunkStore } from './chunk-store.js';
 import { Chunker, type ChunkerParams, DEFAULT_CHUNKER_PARAMS, validateChunkerParams } from './chunker.js';
 import { errnoCode, isRepoError, RepoError, RepoErrorCode } from './errors.js';
 import { deriveRepoKeys, type KdfParams, keyCheckMatches, newKdfParams, type RepoKeys, requireKey } from './keys.js';
-import { configPath, HEX_ID, layoutDirs, randomId, snapshotPath, snapshotsDir, tmpPath } from './layout.js';
+import { baseName, CONFIG_KEY, HEX_ID, randomId, SNAPSHOT_PREFIX, snapshotKey } from './layout.js';
 import { type RestoreOptions, type RestoreResult, runRestore } from './restore.js';
 import { type SnapshotManifest, type SnapshotSummary, summaryOf } from './snapshot.js';
 import { runVerify, type VerifyOptions, type VerifyReport } from './verify.js';
@@ -34,15 +35,20 @@ export interface InitOptions {
   readonly packTargetBytes?: number;
   /** fsync data before it becomes visible. Default true. */
   readonly durable?: boolean;
+  /** Where the objects live; default a DirectoryBackend on `dir` (`dir` then only names it in messages). */
+  readonly backend?: RepoBackend;
 }
 
 export interface OpenOptions {
   readonly dir: string;
   readonly key: string;
   readonly durable?: boolean;
+  /** Where the objects live; default a DirectoryBackend on `dir` (`dir` then only names it in messages). */
+  readonly backend?: RepoBackend;
 }
 
-const DEFAULT_PACK_BLOB_MAX_BYTES = 512 * 1024 - 1;
+/** Every chunk is packed (up to the chunker's maximum); see README "Packs for every chunk size". */
+const PACK_EVERY_CHUNK = Number.MAX_SAFE_INTEGER;
 const DEFAULT_PACK_TARGET_BYTES = 16 * 1024 * 1024;
 
 export class Repository {
@@ -52,7 +58,6 @@ export class Repository {
     private readonly keys: RepoKeys,
     private readonly store: ChunkStore,
     private readonly chunker: Chunker,
-    private readonly durable: boolean,
   ) {}
 
   /** Creates a repository in `dir` (created if missing; must not already hold one) and opens it. */
@@ -61,15 +66,13 @@ export class Repository {
     const chunker: ChunkerParams = { ...DEFAULT_CHUNKER_PARAMS, ...(options.chunker ?? {}) };
     const problem = validateChunkerParams(chunker);
     if (problem) throw new RepoError(RepoErrorCode.InvalidArgument, `invalid chunker sizes: ${problem}`);
-    try {
-      await mkdir(options.dir, { recursive: true });
-    } catch (cause) {
-      throw unreachable(options.dir, cause);
-    }
-    if (await exists(configPath(options.dir))) {
-      throw new RepoError(RepoErrorCode.AlreadyInitialised, `${options.dir} already holds a Stowage repository; open it instead`, {
-        details: { dir: options.dir },
-      });
+    const backend = options.backend ?? new DirectoryBackend(options.dir, options.durable ?? true);
+    if (backend instanceof DirectoryBackend) {
+      try {
+        await backend.createLayout();
+      } catch (cause) {
+        throw unreachable(options.dir, cause);
+      }
     }
     const kdf = newKdfParams();
     const keys = await deriveRepoKeys(key, kdf);
@@ -81,21 +84,14 @@ export class Repository {
       kdf,
       keyCheckB64: keys.keyCheck.toString('base64'),
       chunker,
-      packBlobMaxBytes: options.packBlobMaxBytes ?? DEFAULT_PACK_BLOB_MAX_BYTES,
+      packBlobMaxBytes: options.packBlobMaxBytes ?? PACK_EVERY_CHUNK,
       packTargetBytes: options.packTargetBytes ?? DEFAULT_PACK_TARGET_BYTES,
     };
     try {
-      for (const dir of layoutDirs(options.dir)) await mkdir(dir, { recursive: true });
-      // link() fails if another init won the race, so two inits never overwrite each other's config.
-      const tmp = tmpPath(options.dir);
-      await writeFile(tmp, `${JSON.stringify(config, null, 2)}\n`, { mode: 0o644 });
-      try {
-        await link(tmp, configPath(options.dir));
-      } finally {
-        await unlink(tmp).catch(() => {});
-      }
+      // Exclusive, so two inits never overwrite each other's config.
+      await backend.put(CONFIG_KEY, Buffer.from(`${JSON.stringify(config, null, 2)}\n`), { exclusive: true });
     } catch (cause) {
-      if (errnoCode(cause) === 'EEXIST') {
+      if (cause instanceof ObjectExistsError) {
         throw new RepoError(RepoErrorCode.AlreadyInitialised, `${options.dir} already holds a Stowage repository; open it instead`, {
           cause,
           details: { dir: options.dir },
@@ -103,24 +99,27 @@ export class Repository {
       }
       throw unreachable(options.dir, cause);
     }
-    return Repository.fromConfig(options.dir, config, keys, options.durable ?? true);
+    return Repository.fromConfig(options.dir, backend, config, keys);
   }
 
   /** Opens an existing repository; a wrong key fails with REPO_WRONG_KEY before anything is read. */
   static async open(options: OpenOptions): Promise<Repository> {
     const key = requireKey(options.key);
-    try {
-      const st = await stat(options.dir);
-      if (!st.isDirectory()) throw new RepoError(RepoErrorCode.Unreachable, `the repository path ${options.dir} is not a directory`);
-    } catch (cause) {
-      if (isRepoError(cause)) throw cause;
-      throw unreachable(options.dir, cause);
+    if (!options.backend) {
+      try {
+        const st = await stat(options.dir);
+        if (!st.isDirectory()) throw new RepoError(RepoErrorCode.Unreachable, `the repository path ${options.dir} is not a directory`);
+      } catch (cause) {
+        if (isRepoError(cause)) throw cause;
+        throw unreachable(options.dir, cause);
+      }
     }
+    const backend = options.backend ?? new DirectoryBackend(options.dir, options.durable ?? true);
     let raw: string;
     try {
-      raw = await readFile(configPath(options.dir), 'utf8');
+      raw = (await backend.get(CONFIG_KEY)).toString('utf8');
     } catch (cause) {
-      if (errnoCode(cause) === 'ENOENT') {
+      if (cause instanceof ObjectNotFoundError) {
         throw new RepoError(RepoErrorCode.NotInitialised, `${options.dir} holds no Stowage repository (no config.json); run init first`, {
           cause,
           details: { dir: options.dir },
@@ -133,30 +132,25 @@ export class Repository {
     if (!keyCheckMatches(keys, config.keyCheckB64)) {
       throw new RepoError(RepoErrorCode.WrongKey, 'the repository key does not match this repository', { details: { dir: options.dir } });
     }
-    return Repository.fromConfig(options.dir, config, keys, options.durable ?? true);
+    return Repository.fromConfig(options.dir, backend, config, keys);
   }
 
-  private static async fromConfig(dir: string, config: RepoConfig, keys: RepoKeys, durable: boolean): Promise<Repository> {
-    const store = new ChunkStore(dir, keys, {
+  private static async fromConfig(dir: string, backend: RepoBackend, config: RepoConfig, keys: RepoKeys): Promise<Repository> {
+    const store = new ChunkStore(backend, keys, {
       packBlobMaxBytes: config.packBlobMaxBytes,
       packTargetBytes: config.packTargetBytes,
-      durable,
     });
     try {
       await store.refreshIndexes();
     } catch (cause) {
       throw unreachable(dir, cause);
     }
-    return new Repository(dir, config, keys, store, new Chunker(config.chunker, keys.chunkerSeed), durable);
+    return new Repository(dir, config, keys, store, new Chunker(config.chunker, keys.chunkerSeed));
   }
 
   /** Backs up `sourceDir` into a new snapshot. Rejects with REPO_BACKUP_CANCELED on abort (no snapshot written). */
   backup(sourceDir: string, options: BackupOptions = {}): Promise<BackupResult> {
-    return runBackup(
-      { dir: this.dir, keys: this.keys, store: this.store, chunker: this.chunker, durable: this.durable },
-      sourceDir,
-      options,
-    );
+    return runBackup({ dir: this.dir, keys: this.keys, store: this.store, chunker: this.chunker }, sourceDir, options);
   }
 
   /** Rebuilds a snapshot under `targetDir`; REPO_CHUNK_CORRUPT names the chunk and file if any chunk is bad. */
@@ -195,9 +189,9 @@ export class Repository {
     }
     let blob: Buffer;
     try {
-      blob = await readFile(snapshotPath(this.dir, snapshotId));
+      blob = await this.store.backend.get(snapshotKey(snapshotId));
     } catch (cause) {
-      if (errnoCode(cause) === 'ENOENT') {
+      if (cause instanceof ObjectNotFoundError) {
         throw new RepoError(RepoErrorCode.SnapshotNotFound, `no snapshot ${snapshotId} in the repository at ${this.dir}`, {
           cause,
           details: { snapshotId },
@@ -219,7 +213,7 @@ export class Repository {
 
   private async snapshotIds(): Promise<string[]> {
     try {
-      return (await readdir(snapshotsDir(this.dir))).filter((name) => HEX_ID.test(name));
+      return (await this.store.backend.list(SNAPSHOT_PREFIX)).map(baseName).filter((name) => HEX_ID.test(name));
     } catch (cause) {
       throw unreachable(this.dir, cause);
     }
@@ -231,12 +225,12 @@ function parseConfig(dir: string, raw: string): RepoConfig {
   try {
     config = JSON.parse(raw) as RepoConfig;
   } catch (cause) {
-    throw new RepoError(RepoErrorCode.FormatUnsupported, `the repository config ${configPath(dir)} is not valid JSON`, { cause });
+    throw new RepoError(RepoErrorCode.FormatUnsupported, `the repository config ${dir}/${CONFIG_KEY} is not valid JSON`, { cause });
   }
   if (config?.format !== 'stowage-repository' || config.version !== 1 || config.kdf?.name !== 'scrypt' || !config.keyCheckB64) {
     throw new RepoError(
       RepoErrorCode.FormatUnsupported,
-      `the repository config ${configPath(dir)} has format ${String(config?.format)} version ${String(config?.version)}; this Stowage reads version 1`,
+      `the repository config ${dir}/${CONFIG_KEY} has format ${String(config?.format)} version ${String(config?.version)}; this Stowage reads version 1`,
     );
   }
   return config;
@@ -253,14 +247,4 @@ function unreachable(dir: string, cause: unknown): RepoError {
           ? 'a path component is not a directory'
           : (code ?? (cause instanceof Error ? cause.message : String(cause)));
   return new RepoError(RepoErrorCode.Unreachable, `the repository at ${dir} cannot be reached: ${why}`, { cause, details: { dir } });
-}
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await stat(path);
-    return true;
-  } catch (error) {
-    if (errnoCode(error) === 'ENOENT') return false;
-    throw error;
-  }
 }
