@@ -32,14 +32,25 @@ export interface BackupOptions {
   readonly bandwidthBytesPerSec?: number;
   /** A shared token bucket instead (one per node agent, across its PVBs); wins over `bandwidthBytesPerSec`. */
   readonly throttle?: TokenBucket;
+  /**
+   * Read every file, even those whose size, mtime, ctime and inode match the parent snapshot
+   * (restic's `--force`). Default false: unchanged files reuse the parent's chunk list unread.
+   */
+  readonly force?: boolean;
 }
 
 export interface BackupStats {
   readonly files: number;
   readonly dirs: number;
   readonly symlinks: number;
-  /** File bytes read from the source. */
+  /** File bytes in the snapshot (read, or reused unread from the parent). */
   readonly bytes: number;
+  /** File bytes actually read from the source (0 for an unchanged re-run). */
+  readonly bytesRead: number;
+  /** Files whose chunk list was taken from the parent snapshot without reading them. */
+  readonly unchangedFiles: number;
+  /** The parent snapshot (newest of the same volume), if there was one. */
+  readonly parent?: string;
   /** Chunks this backup added to the repository. */
   readonly newChunks: number;
   /** Chunks that already existed (or appeared twice in this backup). */
@@ -62,6 +73,8 @@ export interface BackupContext {
   readonly keys: RepoKeys;
   readonly store: ChunkStore;
   readonly chunker: Chunker;
+  /** Finds the snapshot to compare file metadata against (the newest of the same volume). */
+  readonly findParent: (sourceDir: string, tags: Readonly<Record<string, string>>) => Promise<SnapshotManifest | undefined>;
 }
 
 /** Files at most this big are read whole with one read; larger ones stream through the chunker. */
@@ -89,8 +102,11 @@ export async function runBackup(ctx: BackupContext, sourceDir: string, options: 
       throw internal.signal.aborted && !isRepoError(error) ? canceled() : error;
     });
     await ctx.store.refreshIndexes();
+    const parent = await ctx.findParent(sourceDir, options.tags ?? {});
+    const parentFiles = new Map<string, TreeEntry>();
+    if (parent && !options.force) for (const entry of parent.entries) if (entry.type === 'file') parentFiles.set(entry.path, entry);
     writer = ctx.store.writer();
-    const counters = { newChunks: 0, reusedChunks: 0, storedBytes: 0, bytesDone: 0, filesDone: 0 };
+    const counters = { newChunks: 0, reusedChunks: 0, storedBytes: 0, bytesDone: 0, bytesRead: 0, filesDone: 0, unchangedFiles: 0 };
     const progress = progressReporter(walk.totalBytes, counters, options);
     progress.emit();
 
@@ -110,6 +126,7 @@ export async function runBackup(ctx: BackupContext, sourceDir: string, options: 
     };
     const onBytes = (bytes: number) => {
       counters.bytesDone += bytes;
+      counters.bytesRead += bytes;
       progress.maybeEmit();
     };
     const activeWriter = writer;
@@ -118,6 +135,16 @@ export async function runBackup(ctx: BackupContext, sourceDir: string, options: 
       while (next < files.length) {
         if (internal.signal.aborted) throw canceled();
         const entry = files[next++]!;
+        const before = parentFiles.get(entry.path);
+        if (before && isUnchanged(entry, before) && (await allStored(ctx.store, before.chunks!))) {
+          entry.chunks = before.chunks;
+          counters.unchangedFiles++;
+          counters.reusedChunks += before.chunks!.length;
+          counters.bytesDone += entry.size;
+          counters.filesDone++;
+          progress.maybeEmit();
+          continue;
+        }
         const large = entry.size > WHOLE_READ_MAX_BYTES;
         if (large) await largeSlots.acquire();
         try {
@@ -164,6 +191,7 @@ export async function runBackup(ctx: BackupContext, sourceDir: string, options: 
       source: sourceDir,
       hostname: hostname(),
       tags: { ...(options.tags ?? {}) },
+      ...(parent ? { parent: parent.id } : {}),
       totals,
       entries: walk.entries,
     };
@@ -178,6 +206,9 @@ export async function runBackup(ctx: BackupContext, sourceDir: string, options: 
       snapshotId,
       stats: {
         ...totals,
+        bytesRead: counters.bytesRead,
+        unchangedFiles: counters.unchangedFiles,
+        ...(parent ? { parent: parent.id } : {}),
         newChunks: counters.newChunks,
         reusedChunks: counters.reusedChunks,
         storedBytes: counters.storedBytes + sealed.length,
@@ -193,6 +224,29 @@ export async function runBackup(ctx: BackupContext, sourceDir: string, options: 
   } finally {
     options.signal?.removeEventListener('abort', onAbort);
   }
+}
+
+/**
+ * restic's rule: a file whose size, mtime, ctime and inode all match the parent's record is
+ * unchanged. ctime cannot be set back by a user (touch -d, utimes), so a file rewritten with its
+ * mtime restored is still caught; a file replaced by another (rename over it) has a new inode.
+ */
+function isUnchanged(now: TreeEntry, before: TreeEntry): boolean {
+  return (
+    before.chunks !== undefined &&
+    before.ctimeMs !== undefined &&
+    before.ino !== undefined &&
+    now.size === before.size &&
+    now.mtimeMs === before.mtimeMs &&
+    now.ctimeMs === before.ctimeMs &&
+    now.ino === before.ino
+  );
+}
+
+/** The parent's chunks are all still stored (a damaged index or a missing loose chunk means: read the file again). */
+async function allStored(store: ChunkStore, chunks: readonly string[]): Promise<boolean> {
+  for (const id of chunks) if (!store.existsPackedOrKnown(id) && !(await store.exists(id))) return false;
+  return true;
 }
 
 interface FileHooks {

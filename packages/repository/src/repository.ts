@@ -1,4 +1,5 @@
 import { stat } from 'node:fs/promises';
+import { hostname } from 'node:os';
 import { DirectoryBackend, ObjectExistsError, ObjectNotFoundError, type RepoBackend } from './backend.js';
 import { type BackupOptions, type BackupResult, runBackup } from './backup.js';
 import { unsealJson } from './blob.js';
@@ -8,7 +9,7 @@ import { errnoCode, isRepoError, RepoError, RepoErrorCode } from './errors.js';
 import { deriveRepoKeys, type KdfParams, keyCheckMatches, newKdfParams, type RepoKeys, requireKey } from './keys.js';
 import { baseName, CONFIG_KEY, HEX_ID, randomId, SNAPSHOT_PREFIX, snapshotKey } from './layout.js';
 import { type RestoreOptions, type RestoreResult, runRestore } from './restore.js';
-import { type SnapshotManifest, type SnapshotSummary, summaryOf } from './snapshot.js';
+import { isSameVolume, type SnapshotManifest, type SnapshotSummary, summaryOf } from './snapshot.js';
 import { runVerify, type VerifyOptions, type VerifyReport } from './verify.js';
 
 /** `config.json`: plaintext, holds nothing secret (salt and key-check value only). */
@@ -150,7 +151,17 @@ export class Repository {
 
   /** Backs up `sourceDir` into a new snapshot. Rejects with REPO_BACKUP_CANCELED on abort (no snapshot written). */
   backup(sourceDir: string, options: BackupOptions = {}): Promise<BackupResult> {
-    return runBackup({ dir: this.dir, keys: this.keys, store: this.store, chunker: this.chunker }, sourceDir, options);
+    return runBackup(
+      {
+        dir: this.dir,
+        keys: this.keys,
+        store: this.store,
+        chunker: this.chunker,
+        findParent: (source, tags) => this.findParent(source, tags),
+      },
+      sourceDir,
+      options,
+    );
   }
 
   /** Rebuilds a snapshot under `targetDir`; REPO_CHUNK_CORRUPT names the chunk and file if any chunk is bad. */
@@ -174,6 +185,30 @@ export class Repository {
       },
       options,
     );
+  }
+
+  /** Summaries of snapshots read so far: snapshots never change, so each is decrypted once per process. */
+  private readonly summaries = new Map<string, SnapshotSummary>();
+
+  /** The newest snapshot of the same volume (see isSameVolume); undefined if none or if it cannot be read. */
+  private async findParent(source: string, tags: Readonly<Record<string, string>>): Promise<SnapshotManifest | undefined> {
+    const host = hostname();
+    let newest: SnapshotSummary | undefined;
+    for (const id of await this.snapshotIds()) {
+      let summary = this.summaries.get(id);
+      if (!summary) {
+        try {
+          summary = summaryOf(await this.getSnapshot(id));
+        } catch {
+          continue; // a damaged snapshot is verify's to report; it is just not a parent
+        }
+        this.summaries.set(id, summary);
+      }
+      if (!isSameVolume(summary, source, host, tags)) continue;
+      if (!newest || summary.time > newest.time || (summary.time === newest.time && summary.id > newest.id)) newest = summary;
+    }
+    if (!newest) return undefined;
+    return this.getSnapshot(newest.id).catch(() => undefined);
   }
 
   /** Every snapshot's summary (no file list), oldest first. */

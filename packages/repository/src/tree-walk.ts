@@ -93,7 +93,7 @@ function entryOf(path: string, st: Stats, symlinkTarget: string | undefined): Tr
   const common = { path, mode: st.mode & 0o7777, mtimeMs: st.mtimeMs, uid: st.uid, gid: st.gid };
   if (symlinkTarget !== undefined) return { ...common, type: 'symlink', size: st.size, target: symlinkTarget };
   if (st.isDirectory()) return { ...common, type: 'dir', size: 0 };
-  return { ...common, type: 'file', size: st.size, chunks: [] };
+  return { ...common, type: 'file', size: st.size, ctimeMs: st.ctimeMs, ino: st.ino, chunks: [] };
 }
 
 export function sourceError(error: unknown, absPath: string, relPath: string): RepoError {
