@@ -50,6 +50,8 @@ export interface OpenOptions {
 
 /** Every chunk is packed (up to the chunker's maximum); see README "Packs for every chunk size". */
 const PACK_EVERY_CHUNK = Number.MAX_SAFE_INTEGER;
+/** The default before packs for every size: repositories created with it pack every new chunk now (old loose chunks stay readable). */
+const OLD_DEFAULT_PACK_BLOB_MAX_BYTES = 512 * 1024 - 1;
 const DEFAULT_PACK_TARGET_BYTES = 16 * 1024 * 1024;
 
 export class Repository {
@@ -138,7 +140,7 @@ export class Repository {
 
   private static async fromConfig(dir: string, backend: RepoBackend, config: RepoConfig, keys: RepoKeys): Promise<Repository> {
     const store = new ChunkStore(backend, keys, {
-      packBlobMaxBytes: config.packBlobMaxBytes,
+      packBlobMaxBytes: config.packBlobMaxBytes === OLD_DEFAULT_PACK_BLOB_MAX_BYTES ? PACK_EVERY_CHUNK : config.packBlobMaxBytes,
       packTargetBytes: config.packTargetBytes,
     });
     try {
