@@ -155,8 +155,21 @@ export class ChunkStore {
   }
 }
 
-/** Reads chunks for a restore. */
+/** Small chunks are read from a pack in windows of this size: neighbours in a pack are usually restored together. */
+const READ_WINDOW_BYTES = 1024 * 1024;
+/** Windows kept per reader (the restore's files in flight read from a few places at once). */
+const READ_WINDOWS_KEPT = 8;
+
+interface ReadWindow {
+  readonly packId: string;
+  readonly offset: number;
+  readonly bytes: Promise<Buffer>;
+}
+
+/** Reads chunks for a restore; small packed chunks come from a few cached pack windows (one read for many files). */
 export class ChunkReader {
+  private readonly windows: ReadWindow[] = [];
+
   constructor(private readonly store: ChunkStore) {}
 
   async read(chunkId: string): Promise<Buffer> {
@@ -189,7 +202,10 @@ export class ChunkReader {
   private async readPacked(chunkId: string, packId: string, offset: number, length: number): Promise<Buffer> {
     let blob: Buffer;
     try {
-      blob = await this.store.backend.getRange(packKey(packId), offset, length);
+      blob =
+        length >= READ_WINDOW_BYTES / 4
+          ? await this.store.backend.getRange(packKey(packId), offset, length)
+          : await this.fromWindow(packId, offset, length);
     } catch (cause) {
       if (cause instanceof ObjectNotFoundError)
         throw new ChunkReadError(chunkId, 'missing', `chunk ${chunkId} is missing: its pack ${packId} is gone`, { cause });
@@ -199,7 +215,21 @@ export class ChunkReader {
     return blob;
   }
 
-  async close(): Promise<void> {}
+  private async fromWindow(packId: string, offset: number, length: number): Promise<Buffer> {
+    let window = this.windows.find((w) => w.packId === packId && offset >= w.offset && offset + length <= w.offset + READ_WINDOW_BYTES);
+    if (!window) {
+      window = { packId, offset, bytes: this.store.backend.getRange(packKey(packId), offset, READ_WINDOW_BYTES) };
+      window.bytes.catch(() => {});
+      this.windows.push(window);
+      if (this.windows.length > READ_WINDOWS_KEPT) this.windows.shift();
+    }
+    const bytes = await window.bytes;
+    return bytes.subarray(offset - window.offset, offset - window.offset + length);
+  }
+
+  async close(): Promise<void> {
+    this.windows.length = 0;
+  }
 }
 
 interface OpenPack {
