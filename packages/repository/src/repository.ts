@@ -9,6 +9,7 @@ import { errnoCode, isRepoError, RepoError, RepoErrorCode } from './errors.js';
 import { deriveRepoKeys, type KdfParams, keyCheckMatches, newKdfParams, type RepoKeys, requireKey } from './keys.js';
 import { baseName, CONFIG_KEY, HEX_ID, randomId, SNAPSHOT_PREFIX, snapshotKey } from './layout.js';
 import { type RestoreOptions, type RestoreResult, runRestore } from './restore.js';
+import { defaultReadThreads } from './small-file-reader.js';
 import { isSameVolume, type SnapshotManifest, type SnapshotSummary, summaryOf } from './snapshot.js';
 import { runVerify, type VerifyOptions, type VerifyReport } from './verify.js';
 
@@ -159,6 +160,7 @@ export class Repository {
         keys: this.keys,
         store: this.store,
         chunker: this.chunker,
+        readThreads: defaultReadThreads(),
         findParent: (source, tags) => this.findParent(source, tags),
       },
       sourceDir,
