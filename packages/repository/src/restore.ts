@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { close, closeSync, fchmod, fchown, futimes, futimesSync, open, openSync, write, writeSync } from 'node:fs';
+import { close, closeSync, fchmod, fchmodSync, fchown, fchownSync, futimes, futimesSync, open, openSync, write, writeSync } from 'node:fs';
 import { chmod, lchown, lstat, lutimes, mkdir, readdir, rename, rm, symlink, unlink, utimes } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
@@ -213,8 +213,14 @@ async function restoreFileInPlace(
     const fd = openSync(path, 'wx', entry.mode & 0o777);
     try {
       for (let off = 0; off < data.length; ) off += writeSync(fd, data, off, data.length - off, off);
-      if (asRoot) await fchownFd(fd, entry.uid, entry.gid).catch(() => {});
-      if (!modeIsSet) await fchmodFd(fd, entry.mode);
+      if (asRoot && !ownedAlready(entry)) {
+        try {
+          fchownSync(fd, entry.uid, entry.gid);
+        } catch {
+          // Best effort, as on the temp-file path.
+        }
+      }
+      if (!modeIsSet) fchmodSync(fd, entry.mode);
       futimesSync(fd, seconds, seconds);
     } finally {
       closeSync(fd);
@@ -235,7 +241,7 @@ async function restoreFileInPlace(
       onBytes(data.length);
     }
     checkSize(entry, position);
-    if (asRoot) await fchownFd(fd, entry.uid, entry.gid).catch(() => {});
+    if (asRoot && !ownedAlready(entry)) await fchownFd(fd, entry.uid, entry.gid).catch(() => {});
     if (!modeIsSet) await fchmodFd(fd, entry.mode);
     await futimesFd(fd, seconds, seconds);
     const closing = fd;
@@ -246,6 +252,11 @@ async function restoreFileInPlace(
     await unlink(path).catch(() => {});
     throw error;
   }
+}
+
+/** A file this process creates is owned by its uid and gid already; chown only when the snapshot says otherwise. */
+function ownedAlready(entry: TreeEntry): boolean {
+  return entry.uid === process.getuid?.() && entry.gid === process.getgid?.();
 }
 
 function checkSize(entry: TreeEntry, restored: number): void {
