@@ -10,7 +10,8 @@
  *   only when the restore covers all namespaces. A namespace object follows the namespace
  *   filter instead, and every namespace a restored item lives in is added (from the backup
  *   when it holds it, else a bare Namespace) so the item has somewhere to go.
- * - Pods that had ended (Succeeded/Failed) are not restored (Velero skips them).
+ * - Pods that had ended (Succeeded/Failed) and Jobs that had completed (a completionTime) are
+ *   not restored (Velero's isCompleted): they would only run again.
  * - PersistentVolumes: the PV of a claim whose data came through fs-backup is not restored —
  *   its claim is restored without `volumeName` and the storage class provisions a new PV, into
  *   which the PodVolumeRestore writes the data. A PV with reclaim policy `Delete` is not
@@ -49,7 +50,7 @@ export type RestoreSkipReason =
   | 'namespace-excluded'
   | 'cluster-scoped-not-included'
   | 'labels-not-matched'
-  | 'pod-finished'
+  | 'completed'
   | 'pv-reprovisioned';
 
 export interface SkippedRestoreItem {
@@ -128,6 +129,18 @@ function podVolumes(object: RestoreObject): PodVolumeRef[] {
   });
 }
 
+/** Why a pod or job is complete (so not restored), or null. */
+function completionOf(item: BackedUpItem): string | null {
+  const status = asRecord(item.object.status);
+  if (isKind(item, '', 'pods') && (status?.phase === 'Succeeded' || status?.phase === 'Failed')) {
+    return `pod ${item.namespace}/${item.name} had ended (${status.phase}); it is not restored`;
+  }
+  if (isKind(item, 'batch', 'jobs') && typeof status?.completionTime === 'string' && status.completionTime !== '') {
+    return `job ${item.namespace}/${item.name} had completed (${status.completionTime}); it is not restored`;
+  }
+  return null;
+}
+
 function explainExclusion(item: BackedUpItem, spec: RestoreSelectionSpec): SkippedRestoreItem | null {
   const groupResource = groupResourceOf(item);
   const where = item.namespace === null ? item.name : `${item.namespace}/${item.name}`;
@@ -171,16 +184,10 @@ export function selectRestoreItems(
       skipped.push(exclusion);
       continue;
     }
-    if (isKind(item, '', 'pods')) {
-      const phase = asRecord(item.object.status)?.phase;
-      if (phase === 'Succeeded' || phase === 'Failed') {
-        skipped.push({
-          item,
-          reason: 'pod-finished',
-          message: `pod ${item.namespace}/${item.name} had ended (${phase}); it is not restored`,
-        });
-        continue;
-      }
+    const completion = completionOf(item);
+    if (completion !== null) {
+      skipped.push({ item, reason: 'completed', message: completion });
+      continue;
     }
     // cluster-scoped items other than namespaces wait: PVs depend on the claims chosen
     if (item.namespace === null && !isNamespaceObject(item)) pending.push(item);
@@ -194,16 +201,24 @@ export function selectRestoreItems(
       completed.set(`${objectKey(backup.podNamespace, backup.podName)}\u0000${backup.volume}`, backup.snapshotID);
     }
   }
-  const podVolumesPlan: Record<string, RestoredPodVolume[]> = {};
+  // A claim whose data was fs-backed up (by any backed-up pod, restored or not) is reprovisioned.
   const fsBackedClaims = new Set<string>();
+  for (const backedUp of items) {
+    if (!isKind(backedUp, '', 'pods') || backedUp.namespace === null) continue;
+    const podKey = objectKey(backedUp.namespace, backedUp.name);
+    for (const volume of podVolumes(backedUp.object)) {
+      if (volume.claimName !== undefined && completed.has(`${podKey}\u0000${volume.name}`)) {
+        fsBackedClaims.add(objectKey(backedUp.namespace, volume.claimName));
+      }
+    }
+  }
+  const podVolumesPlan: Record<string, RestoredPodVolume[]> = {};
   for (const item of selected) {
-    if (!isKind(item, '', 'pods') || item.namespace === null) continue;
+    if (!spec.restorePVs || !isKind(item, '', 'pods') || item.namespace === null) continue;
     const podKey = objectKey(item.namespace, item.name);
     for (const volume of podVolumes(item.object)) {
       const snapshotID = completed.get(`${podKey}\u0000${volume.name}`);
       if (snapshotID === undefined) continue;
-      if (volume.claimName !== undefined) fsBackedClaims.add(objectKey(item.namespace, volume.claimName));
-      if (!spec.restorePVs) continue;
       const planned = podVolumesPlan[podKey] ?? [];
       planned.push({ volume: volume.name, snapshotID });
       podVolumesPlan[podKey] = planned;

@@ -164,22 +164,23 @@ function transformService(object: RestoreObject, preserveNodePorts: boolean, ori
     }
     if (!keep) delete record.nodePort;
   }
-  if (
-    spec.healthCheckNodePort !== undefined &&
-    !(spec.type === 'LoadBalancer' && spec.externalTrafficPolicy === 'Local' && explicitHealthCheck(original))
-  ) {
-    delete spec.healthCheckNodePort;
-  }
+  // Velero clears healthCheckNodePort only where the cluster allocates one: LoadBalancer + Local
+  const allocated = spec.type === 'LoadBalancer' && spec.externalTrafficPolicy === 'Local';
+  if (spec.healthCheckNodePort !== undefined && allocated && !explicitHealthCheckNodePort(original)) delete spec.healthCheckNodePort;
 }
 
-function explicitHealthCheck(service: RestoreObject): boolean {
+function explicitHealthCheckNodePort(service: RestoreObject): boolean {
   const lastApplied = service.metadata.annotations?.[LAST_APPLIED_CONFIG_ANNOTATION];
-  if (lastApplied === undefined) return false;
-  try {
-    return Number(asRecord(asRecord(JSON.parse(lastApplied))?.spec)?.healthCheckNodePort ?? 0) > 0;
-  } catch {
-    return false;
+  if (lastApplied !== undefined) {
+    try {
+      if (Number(asRecord(asRecord(JSON.parse(lastApplied))?.spec)?.healthCheckNodePort ?? 0) > 0) return true;
+    } catch {
+      // not JSON: fall through to managedFields
+    }
   }
+  return asArray(service.metadata.managedFields).some(
+    (entry) => asRecord(asRecord(asRecord(entry)?.fieldsV1)?.['f:spec'])?.['f:healthCheckNodePort'] !== undefined,
+  );
 }
 
 function dropTokenMounts(containers: unknown, tokenPrefix: string): void {
