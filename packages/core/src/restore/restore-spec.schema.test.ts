@@ -7,7 +7,7 @@ function problemsOf(request: unknown) {
   return result.problems;
 }
 
-function valueOf(request: unknown) {
+function validSpecOf(request: unknown) {
   const result = validateRestoreRequest(request);
   if (!result.ok) throw new Error(JSON.stringify(result.problems));
   return result;
@@ -38,7 +38,7 @@ describe('validateRestoreRequest: defaults', () => {
   });
 
   it('fills exec hook defaults: first container, onError Continue, execTimeout 30s, no wait limit', () => {
-    const result = valueOf({
+    const result = validSpecOf({
       name: 'r1',
       spec: {
         backupName: 'b1',
