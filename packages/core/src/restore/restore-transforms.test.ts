@@ -292,6 +292,18 @@ describe('transformForRestore: Pod', () => {
     ]);
   });
 
+  it('bounds the restore-wait container by itemOperationTimeout when the spec gives it', () => {
+    const ctx = context({
+      volumes: { podVolumes: { 'shop/postgres-0': [{ volume: 'data', snapshotID: 's1' }] }, reprovisionedClaims: [] },
+    });
+    ctx.spec = { ...ctx.spec, itemOperationTimeoutMs: 3_600_000 };
+    const [wait] = (transform(dataPod, ctx).spec as JsonObject).initContainers as JsonObject[];
+    expect(wait?.env).toEqual([
+      { name: 'STOWAGE_RESTORE_UID', value: 'uid-r1' },
+      { name: 'STOWAGE_RESTORE_WAIT_TIMEOUT_MS', value: '3600000' },
+    ]);
+  });
+
   it('adds no restore-wait container to a pod without restored volumes', () => {
     const spec = transform(dataPod).spec as JsonObject;
     expect(spec.initContainers).toEqual([{ name: 'chown', image: 'busybox' }]);

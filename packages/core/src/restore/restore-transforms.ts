@@ -34,6 +34,8 @@ import type { JsonObject, RestoreItem, RestoreObject } from './types.js';
 export const RESTORE_WAIT_CONTAINER_NAME = 'stowage-restore-wait';
 /** The env var that tells the restore-wait program which done markers to wait for. */
 export const RESTORE_UID_ENV = 'STOWAGE_RESTORE_UID';
+/** The env var bounding the restore-wait program's wait (ms): the restore's itemOperationTimeout. */
+export const RESTORE_WAIT_TIMEOUT_ENV = 'STOWAGE_RESTORE_WAIT_TIMEOUT_MS';
 /** Where the restore-wait container mounts each restored volume: `/restores/<volume>`. */
 export const RESTORE_WAIT_MOUNT_ROOT = '/restores';
 export const RESTORE_BACKUP_NAME_LABEL = 'stowage.dev/backup-name';
@@ -69,7 +71,8 @@ export interface RestoreTransformContext {
   restoreName: string;
   /** The restore's uid: the done marker's name, `.stowage/<restoreUid>`. */
   restoreUid: string;
-  spec: Pick<RestoreSpec, 'namespaceMapping' | 'preserveNodePorts' | 'hooks'>;
+  /** The restore spec (itemOperationTimeoutMs, when given, bounds the restore-wait container). */
+  spec: Pick<RestoreSpec, 'namespaceMapping' | 'preserveNodePorts' | 'hooks'> & Partial<Pick<RestoreSpec, 'itemOperationTimeoutMs'>>;
   volumes: RestoreVolumePlan;
   restoreWait: RestoreWaitContainerConfig;
 }
@@ -101,15 +104,18 @@ export function resetMetadata(metadata: Json): void {
 }
 
 /** The restore-wait init container for `volumes` (contract: first init container, one mount per volume). */
-export function restoreWaitContainer(
-  context: Pick<RestoreTransformContext, 'restoreUid' | 'restoreWait'>,
+export function buildRestoreWaitContainer(
+  context: Pick<RestoreTransformContext, 'restoreUid' | 'restoreWait' | 'spec'>,
   volumes: readonly string[],
 ): JsonObject {
+  const env = [{ name: RESTORE_UID_ENV, value: context.restoreUid }];
+  const timeoutMs = context.spec.itemOperationTimeoutMs;
+  if (timeoutMs !== undefined) env.push({ name: RESTORE_WAIT_TIMEOUT_ENV, value: String(timeoutMs) });
   return {
     name: RESTORE_WAIT_CONTAINER_NAME,
     image: context.restoreWait.image,
     command: [...context.restoreWait.command],
-    env: [{ name: RESTORE_UID_ENV, value: context.restoreUid }],
+    env,
     volumeMounts: volumes.map((volume) => ({ name: volume, mountPath: `${RESTORE_WAIT_MOUNT_ROOT}/${volume}` })),
   };
 }
@@ -216,7 +222,7 @@ function transformPod(object: RestoreObject, item: RestoreItem, context: Restore
   const restored = item.namespace !== null ? (context.volumes.podVolumes[objectKey(item.namespace, item.name)] ?? []) : [];
   if (restored.length > 0) {
     initContainers.unshift(
-      restoreWaitContainer(
+      buildRestoreWaitContainer(
         context,
         restored.map((volume) => volume.volume),
       ),
