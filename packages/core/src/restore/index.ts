@@ -9,7 +9,6 @@ export * from './existing-resource.js';
 export { createMergePatch, jsonEqual } from './json.js';
 export * from './restore-diff.js';
 export * from './restore-hooks.js';
-export * from './restore-names.js';
 export * from './restore-order.js';
 export * from './restore-selection.js';
 export * from './restore-spec.schema.js';
