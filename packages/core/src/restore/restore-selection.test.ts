@@ -174,6 +174,25 @@ describe('selectRestoreItems: filters', () => {
     expect(selection.items.some((i) => i.name === backedUp.name)).toBe(restored);
     if (!restored) expect(selection.skipped[0]?.reason).toBe('completed');
   });
+
+  it('does not restore mirror pods (Velero restore_test "mirror pods are not restored")', () => {
+    const mirror = pod('kube-system', 'etcd-node-a', {}, { annotations: { 'kubernetes.io/config.mirror': 'abc' } });
+    const selection = selectRestoreItems([mirror], everything, []);
+    expect(selection.items.filter((i) => i.resource === 'pods')).toEqual([]);
+    expect(selection.skipped.map((s) => s.reason)).toEqual(['mirror-pod']);
+  });
+
+  it('restores only one of two items mapped onto the same target, and says why for the other', () => {
+    const items = [
+      item('configmaps', 'shop', 'settings', { data: { from: 'shop' } }),
+      item('configmaps', 'copy', 'settings', { data: { from: 'copy' } }),
+    ];
+    const selection = selectRestoreItems(items, { ...everything, namespaceMapping: { shop: 'copy' } }, []);
+    const configMaps = selection.items.filter((i) => i.resource === 'configmaps');
+    expect(configMaps.map((i) => [i.targetNamespace, i.object.data])).toEqual([['copy', { from: 'shop' }]]);
+    expect(selection.skipped.map((s) => [s.reason, s.item.namespace])).toEqual([['target-collision', 'copy']]);
+    expect(selection.skipped[0]?.message).toMatch(/configmaps copy\/settings is already restored from another namespace/);
+  });
 });
 
 describe('selectRestoreItems: persistent volumes and volume data', () => {

@@ -11,7 +11,9 @@
  *   filter instead, and every namespace a restored item lives in is added (from the backup
  *   when it holds it, else a bare Namespace) so the item has somewhere to go.
  * - Pods that had ended (Succeeded/Failed) and Jobs that had completed (a completionTime) are
- *   not restored (Velero's isCompleted): they would only run again.
+ *   not restored (Velero's isCompleted): they would only run again. Mirror pods neither.
+ * - Two items that would land on the same target (a mapped namespace onto one the restore also
+ *   fills) are not both created: the first in backup order wins, the other is skipped with why.
  * - PersistentVolumes: the PV of a claim whose data came through fs-backup is not restored —
  *   its claim is restored without `volumeName` and the storage class provisions a new PV, into
  *   which the PodVolumeRestore writes the data. A PV with reclaim policy `Delete` is not
@@ -51,6 +53,8 @@ export type RestoreSkipReason =
   | 'cluster-scoped-not-included'
   | 'labels-not-matched'
   | 'completed'
+  | 'mirror-pod'
+  | 'target-collision'
   | 'pv-reprovisioned';
 
 export interface SkippedRestoreItem {
@@ -129,8 +133,19 @@ function podVolumes(object: RestoreObject): PodVolumeRef[] {
   });
 }
 
-/** Why a pod or job is complete (so not restored), or null. */
-function completionOf(item: BackedUpItem): string | null {
+/** The annotation the kubelet puts on a static pod's API mirror; the kubelet recreates it, not a restore. */
+export const MIRROR_POD_ANNOTATION = 'kubernetes.io/config.mirror';
+
+/** Why a pod or job is complete or not the restore's to create (so not restored), or null. */
+function completionOf(item: BackedUpItem): { reason: RestoreSkipReason; message: string } | null {
+  if (isKind(item, '', 'pods') && item.object.metadata.annotations?.[MIRROR_POD_ANNOTATION] !== undefined) {
+    return { reason: 'mirror-pod', message: `pod ${item.namespace}/${item.name} is a mirror pod; its node's kubelet recreates it` };
+  }
+  const completed = completionMessage(item);
+  return completed === null ? null : { reason: 'completed', message: completed };
+}
+
+function completionMessage(item: BackedUpItem): string | null {
   const status = asRecord(item.object.status);
   if (isKind(item, '', 'pods') && (status?.phase === 'Succeeded' || status?.phase === 'Failed')) {
     return `pod ${item.namespace}/${item.name} had ended (${status.phase}); it is not restored`;
@@ -186,7 +201,7 @@ export function selectRestoreItems(
     }
     const completion = completionOf(item);
     if (completion !== null) {
-      skipped.push({ item, reason: 'completed', message: completion });
+      skipped.push({ item, ...completion });
       continue;
     }
     // cluster-scoped items other than namespaces wait: PVs depend on the claims chosen
@@ -282,7 +297,24 @@ export function selectRestoreItems(
     if (typeof volumeName !== 'string' || volumeName === '' || !staticVolumes.has(volumeName)) reprovisionedClaims.push(key);
   }
 
-  const result: RestoreItem[] = selected.map((item) => toRestoreItem(item, spec.namespaceMapping, 'selected'));
+  const result: RestoreItem[] = [];
+  const targets = new Set<string>();
+  for (const item of selected) {
+    const restoreItem = toRestoreItem(item, spec.namespaceMapping, 'selected');
+    const target = `${groupResourceOf(item)}\u0000${restoreItem.targetNamespace ?? ''}\u0000${restoreItem.targetName}`;
+    if (targets.has(target)) {
+      const where =
+        restoreItem.targetNamespace === null ? restoreItem.targetName : `${restoreItem.targetNamespace}/${restoreItem.targetName}`;
+      skipped.push({
+        item,
+        reason: 'target-collision',
+        message: `${groupResourceOf(item)} ${where} is already restored from another namespace (namespaceMapping maps two namespaces onto one); this copy is not restored`,
+      });
+      continue;
+    }
+    targets.add(target);
+    result.push(restoreItem);
+  }
   // every namespace a restored item lives in, created first (from the backup when it has it)
   const namespaceObjects = new Map<string, BackedUpItem>();
   for (const item of items) if (isNamespaceObject(item)) namespaceObjects.set(item.name, item);

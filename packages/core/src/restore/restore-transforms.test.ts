@@ -67,6 +67,15 @@ describe('transformForRestore: every kind', () => {
     });
   });
 
+  it.each([
+    ['a 63-character name is used as it is', 'n'.repeat(63), 'n'.repeat(63)],
+    ['a longer name is cut to 57 characters plus 6 hex of its hash', 'n'.repeat(70), expect.stringMatching(/^n{57}[0-9a-f]{6}$/)],
+  ])('labels with the backup and restore names: %s (Velero restore_test)', (_name, name, expected) => {
+    const labels = transform(original, context({ backupName: name, restoreName: name })).metadata.labels;
+    expect(labels?.['stowage.dev/backup-name']).toEqual(expected);
+    expect(labels?.['stowage.dev/restore-name']).toEqual(expected);
+  });
+
   it('maps the namespace and never changes its input', () => {
     const snapshot = structuredClone(original);
     expect(

@@ -25,6 +25,7 @@
  * - RoleBinding/ClusterRoleBinding: subjects' namespaces mapped.
  */
 
+import { fnv1a64Hex } from '../hash.js';
 import type { HookWarning } from '../hooks.js';
 import { resolveRestoreHooks } from './restore-hooks.js';
 import { objectKey, type RestoreVolumePlan } from './restore-selection.js';
@@ -96,6 +97,15 @@ function asArray(value: unknown): unknown[] {
 
 function isKind(item: Pick<RestoreItem, 'group' | 'resource'>, group: string, resource: string): boolean {
   return item.group === group && item.resource === resource;
+}
+
+/**
+ * A name as a label value: as it is up to 63 characters, else its first 57 and 6 hex digits of
+ * a hash (Velero's label.GetValidName does the same with sha256), so it stays unique and valid.
+ */
+export function labelValueOf(name: string): string {
+  if (name.length <= 63) return name;
+  return `${name.slice(0, 57)}${fnv1a64Hex(name).slice(0, 6)}`;
 }
 
 /** Drops the fields of `metadata` a restore never carries over. */
@@ -312,8 +322,8 @@ export function transformForRestore(item: RestoreItem, context: RestoreTransform
 
   object.metadata.labels = {
     ...(object.metadata.labels ?? {}),
-    [RESTORE_BACKUP_NAME_LABEL]: context.backupName,
-    [RESTORE_NAME_LABEL]: context.restoreName,
+    [RESTORE_BACKUP_NAME_LABEL]: labelValueOf(context.backupName),
+    [RESTORE_NAME_LABEL]: labelValueOf(context.restoreName),
   };
   return { object, warnings };
 }
