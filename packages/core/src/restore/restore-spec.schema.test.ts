@@ -222,6 +222,18 @@ describe('validateRestoreRequest: problems, every one at once, each naming its f
       'spec.hooks.resources[0].postHooks[0].init.initContainers[0].name',
       /must be lowercase/,
     ],
+    [
+      'an init hook timeout (not supported)',
+      { hooks: { resources: [{ name: 'h', postHooks: [{ init: { initContainers: [{ name: 'a', image: 'b' }], timeout: '1m' } }] }] } },
+      'spec.hooks.resources[0].postHooks[0].init.timeout',
+      /not supported: Stowage does not wait for init hook containers/,
+    ],
+    [
+      'namespaceMapping not an object',
+      { namespaceMapping: ['shop:copy'] },
+      'spec.namespaceMapping',
+      /must be an object of backed-up namespace to target namespace/,
+    ],
     ['a hook spec without name', { hooks: { resources: [{ postHooks: [] }] } }, 'spec.hooks.resources[0].name', /a name for this hook set/],
     ['a misspelt field', { namespaceMappings: { a: 'b' } }, 'spec.namespaceMappings', /did you mean "namespaceMapping"/],
     [

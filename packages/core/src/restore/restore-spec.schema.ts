@@ -139,7 +139,13 @@ const initContainerInput = z.looseObject(
 const restoreInitInput = strictObject(
   {
     initContainers: z.array(initContainerInput).min(1, 'must not be empty'),
-    timeout: durationString('timeout', { min: 0 }).optional(),
+    // Velero's init hook timeout bounds its wait for the init containers; Stowage does not wait for them
+    timeout: z
+      .unknown()
+      .superRefine((_value, ctx) => {
+        ctx.addIssue({ code: 'custom', message: 'not supported: Stowage does not wait for init hook containers (remove timeout)' });
+      })
+      .optional(),
   },
   'init: {initContainers: [...]}',
 );
@@ -226,12 +232,6 @@ function restoreCrossFieldProblems(request: unknown): ValidationProblem[] {
   }
   problems.push(...checkIncludesExcludes(spec.includedNamespaces, spec.excludedNamespaces, 'spec', 'Namespaces'));
   problems.push(...checkIncludesExcludes(spec.includedResources, spec.excludedResources, 'spec', 'Resources'));
-  if (spec.namespaceMapping !== undefined && !isRecord(spec.namespaceMapping)) {
-    problems.push({
-      path: 'spec.namespaceMapping',
-      message: 'must be an object of backed-up namespace to target namespace, e.g. {"shop": "shop-copy"}',
-    });
-  }
   if (isRecord(spec.namespaceMapping)) {
     for (const source of Object.keys(spec.namespaceMapping)) {
       const sourceProblems = explainDns1123Label(source);
