@@ -228,12 +228,7 @@ describe('validateRestoreRequest: problems, every one at once, each naming its f
       'spec.hooks.resources[0].postHooks[0].init.timeout',
       /not supported: Stowage does not wait for init hook containers/,
     ],
-    [
-      'namespaceMapping not an object',
-      { namespaceMapping: ['shop:copy'] },
-      'spec.namespaceMapping',
-      /must be an object \(got an array\)/,
-    ],
+    ['namespaceMapping not an object', { namespaceMapping: ['shop:copy'] }, 'spec.namespaceMapping', /must be an object \(got an array\)/],
     ['a hook spec without name', { hooks: { resources: [{ postHooks: [] }] } }, 'spec.hooks.resources[0].name', /a name for this hook set/],
     ['a misspelt field', { namespaceMappings: { a: 'b' } }, 'spec.namespaceMappings', /did you mean "namespaceMapping"/],
     [
