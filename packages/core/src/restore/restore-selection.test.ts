@@ -193,6 +193,20 @@ describe('selectRestoreItems: filters', () => {
     expect(selection.skipped.map((s) => [s.reason, s.item.namespace])).toEqual([['target-collision', 'copy']]);
     expect(selection.skipped[0]?.message).toMatch(/configmaps copy\/settings is already restored from another namespace/);
   });
+
+  it('plans no volume restore for a pod skipped as a collision', () => {
+    const volumes = { volumes: [{ name: 'data', emptyDir: {} }] };
+    const pvbs = [
+      { podNamespace: 'shop', podName: 'db', volume: 'data', phase: 'Completed', snapshotID: 's-shop' },
+      { podNamespace: 'copy', podName: 'db', volume: 'data', phase: 'Completed', snapshotID: 's-copy' },
+    ];
+    const selection = selectRestoreItems(
+      [pod('shop', 'db', volumes), pod('copy', 'db', volumes)],
+      { ...everything, namespaceMapping: { shop: 'copy' } },
+      pvbs,
+    );
+    expect(selection.volumes.podVolumes).toEqual({ 'shop/db': [{ volume: 'data', snapshotID: 's-shop' }] });
+  });
 });
 
 describe('selectRestoreItems: persistent volumes and volume data', () => {

@@ -189,7 +189,7 @@ export function selectRestoreItems(
   spec: RestoreSelectionSpec,
   volumeBackups: readonly BackedUpPodVolume[],
 ): RestoreSelection {
-  const selected: BackedUpItem[] = [];
+  let selected: BackedUpItem[] = [];
   const skipped: SkippedRestoreItem[] = [];
   const pending: BackedUpItem[] = [];
 
@@ -208,6 +208,8 @@ export function selectRestoreItems(
     if (item.namespace === null && !isNamespaceObject(item)) pending.push(item);
     else selected.push(item);
   }
+
+  selected = dropTargetCollisions(selected, spec.namespaceMapping, skipped);
 
   // Volume data: which pod volumes had a completed fs-backup, and which claims they mount.
   const completed = new Map<string, string>();
@@ -297,24 +299,7 @@ export function selectRestoreItems(
     if (typeof volumeName !== 'string' || volumeName === '' || !staticVolumes.has(volumeName)) reprovisionedClaims.push(key);
   }
 
-  const result: RestoreItem[] = [];
-  const targets = new Set<string>();
-  for (const item of selected) {
-    const restoreItem = toRestoreItem(item, spec.namespaceMapping, 'selected');
-    const target = `${groupResourceOf(item)}\u0000${restoreItem.targetNamespace ?? ''}\u0000${restoreItem.targetName}`;
-    if (targets.has(target)) {
-      const where =
-        restoreItem.targetNamespace === null ? restoreItem.targetName : `${restoreItem.targetNamespace}/${restoreItem.targetName}`;
-      skipped.push({
-        item,
-        reason: 'target-collision',
-        message: `${groupResourceOf(item)} ${where} is already restored from another namespace (namespaceMapping maps two namespaces onto one); this copy is not restored`,
-      });
-      continue;
-    }
-    targets.add(target);
-    result.push(restoreItem);
-  }
+  const result: RestoreItem[] = selected.map((item) => toRestoreItem(item, spec.namespaceMapping, 'selected'));
   // every namespace a restored item lives in, created first (from the backup when it has it)
   const namespaceObjects = new Map<string, BackedUpItem>();
   for (const item of items) if (isNamespaceObject(item)) namespaceObjects.set(item.name, item);
@@ -340,6 +325,32 @@ export function selectRestoreItems(
   }
 
   return { items: result, skipped, volumes: { podVolumes: podVolumesPlan, reprovisionedClaims: reprovisionedClaims.sort() } };
+}
+
+/** Keeps the first of items that would be created at the same place; the others are skipped with why. */
+function dropTargetCollisions(
+  items: readonly BackedUpItem[],
+  mapping: Readonly<Record<string, string>>,
+  skipped: SkippedRestoreItem[],
+): BackedUpItem[] {
+  const kept: BackedUpItem[] = [];
+  const targets = new Set<string>();
+  for (const item of items) {
+    const { targetNamespace, targetName } = toRestoreItem(item, mapping, 'selected');
+    const target = `${groupResourceOf(item)}\u0000${targetNamespace ?? ''}\u0000${targetName}`;
+    if (!targets.has(target)) {
+      targets.add(target);
+      kept.push(item);
+      continue;
+    }
+    const where = targetNamespace === null ? targetName : `${targetNamespace}/${targetName}`;
+    skipped.push({
+      item,
+      reason: 'target-collision',
+      message: `${groupResourceOf(item)} ${where} is already restored from another namespace (namespaceMapping maps two namespaces onto one); this copy is not restored`,
+    });
+  }
+  return kept;
 }
 
 function toRestoreItem(item: BackedUpItem, mapping: Readonly<Record<string, string>>, origin: RestoreItem['origin']): RestoreItem {
