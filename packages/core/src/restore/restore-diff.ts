@@ -38,6 +38,7 @@ export const FIELDS_REFILLED_BY_CLUSTER: Readonly<Record<string, readonly string
     'metadata.annotations["pv.kubernetes.io/bound-by-controller"]',
   ],
   serviceaccounts: ['secrets'],
+  secrets: ['data.token', 'data["ca.crt"]', 'metadata.annotations["kubernetes.io/service-account.uid"]'],
   'jobs.batch': [
     'spec.selector.matchLabels["batch.kubernetes.io/controller-uid"]',
     'spec.selector.matchLabels["controller-uid"]',

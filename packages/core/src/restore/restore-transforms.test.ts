@@ -412,6 +412,21 @@ describe('transformForRestore: Job, PVC, PV, ServiceAccount, bindings', () => {
     expect(object.imagePullSecrets).toEqual([{ name: 'registry' }]);
   });
 
+  it('drops token, ca.crt and the account uid of a token Secret the user made; other Secrets keep their data', () => {
+    const token = item(
+      'secrets',
+      'shop',
+      'ci-token',
+      { type: 'kubernetes.io/service-account-token', data: { token: 'dG9r', 'ca.crt': 'Y2E=', namespace: 'c2hvcA==' } },
+      { annotations: { 'kubernetes.io/service-account.name': 'ci', 'kubernetes.io/service-account.uid': 'u1' } },
+    );
+    const object = transform(token);
+    expect(object.data).toEqual({ namespace: 'c2hvcA==' });
+    expect(object.metadata.annotations).toEqual({ 'kubernetes.io/service-account.name': 'ci' });
+    const opaque = item('secrets', 'shop', 'db', { type: 'Opaque', data: { token: 'dG9r' } });
+    expect(transform(opaque).data).toEqual({ token: 'dG9r' });
+  });
+
   it.each([
     ['rolebindings.rbac.authorization.k8s.io', 'shop'],
     ['clusterrolebindings.rbac.authorization.k8s.io', null],

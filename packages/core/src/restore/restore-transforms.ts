@@ -22,6 +22,9 @@
  * - PersistentVolume (restored statically): claimRef namespace mapped, its uid/resourceVersion and
  *   the bind annotations dropped, so the controller binds it to the restored claim.
  * - ServiceAccount: the legacy auto-created token secret dropped from `secrets`.
+ * - Secret of type service-account-token (one the user made; auto-created ones are not
+ *   restored): token, ca.crt and the account-uid annotation dropped (the token controller
+ *   fills them for the restored account).
  * - RoleBinding/ClusterRoleBinding: subjects' namespaces mapped.
  */
 
@@ -288,6 +291,21 @@ function transformServiceAccount(object: RestoreObject): void {
   if (index >= 0) object.secrets = object.secrets.filter((_, i) => i !== index);
 }
 
+/** A token Secret the user made: the token controller fills token, ca.crt and the account uid again. */
+function transformTokenSecret(object: RestoreObject): void {
+  if (object.type !== 'kubernetes.io/service-account-token') return;
+  const annotations = object.metadata.annotations;
+  if (annotations) {
+    delete annotations['kubernetes.io/service-account.uid'];
+    if (Object.keys(annotations).length === 0) delete object.metadata.annotations;
+  }
+  const data = asRecord(object.data);
+  if (data) {
+    delete data.token;
+    delete data['ca.crt'];
+  }
+}
+
 function transformBinding(object: RestoreObject, mapping: Readonly<Record<string, string>>): void {
   for (const subject of asArray(object.subjects)) {
     const record = asRecord(subject);
@@ -316,6 +334,7 @@ export function transformForRestore(item: RestoreItem, context: RestoreTransform
   else if (isKind(item, '', 'persistentvolumeclaims')) transformClaim(object, item, context);
   else if (isKind(item, '', 'persistentvolumes')) transformVolume(object, context.spec.namespaceMapping);
   else if (isKind(item, '', 'serviceaccounts')) transformServiceAccount(object);
+  else if (isKind(item, '', 'secrets')) transformTokenSecret(object);
   else if (isKind(item, 'rbac.authorization.k8s.io', 'rolebindings') || isKind(item, 'rbac.authorization.k8s.io', 'clusterrolebindings')) {
     transformBinding(object, context.spec.namespaceMapping);
   }
