@@ -30,6 +30,9 @@ export const FIELDS_REFILLED_BY_CLUSTER: Readonly<Record<string, readonly string
     'spec.volumeName',
     'metadata.annotations["pv.kubernetes.io/bind-completed"]',
     'metadata.annotations["pv.kubernetes.io/bound-by-controller"]',
+    'metadata.annotations["volume.kubernetes.io/storage-provisioner"]',
+    'metadata.annotations["volume.beta.kubernetes.io/storage-provisioner"]',
+    'metadata.annotations["volume.kubernetes.io/selected-node"]',
   ],
   persistentvolumes: [
     'spec.claimRef.uid',

@@ -367,11 +367,25 @@ describe('transformForRestore: Job, PVC, PV, ServiceAccount, bindings', () => {
     'shop',
     'data',
     { spec: { volumeName: 'pvc-1', storageClassName: 'standard' } },
-    { annotations: { 'pv.kubernetes.io/bind-completed': 'yes', 'pv.kubernetes.io/bound-by-controller': 'yes', keep: 'me' } },
+    {
+      annotations: {
+        'pv.kubernetes.io/bind-completed': 'yes',
+        'pv.kubernetes.io/bound-by-controller': 'yes',
+        'volume.kubernetes.io/storage-provisioner': 'csi.example',
+        'volume.beta.kubernetes.io/storage-provisioner': 'csi.example',
+        'volume.kubernetes.io/selected-node': 'node-a',
+        keep: 'me',
+      },
+    },
   );
 
   it.each<[string, string[], JsonObject, Record<string, string> | undefined]>([
-    ['a reprovisioned claim loses volumeName and the bind annotations', ['shop/data'], { storageClassName: 'standard' }, { keep: 'me' }],
+    [
+      'a reprovisioned claim loses volumeName and the binding/provisioner annotations (Velero PVCAction)',
+      ['shop/data'],
+      { storageClassName: 'standard' },
+      { keep: 'me' },
+    ],
     [
       'a claim of a statically restored PV keeps volumeName, loses the bind annotations',
       [],
