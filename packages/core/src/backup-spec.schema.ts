@@ -723,3 +723,20 @@ export function applyIncludeExcludePolicy(
   }
   return { ok: true, value: next };
 }
+
+/**
+ * The building blocks of this schema, shared with the restore spec (`restore/restore-spec.schema.ts`)
+ * so both report problems the same way; one export so core's API does not grow by a dozen names.
+ */
+export const specSchemaParts = {
+  strictObject,
+  namespacePattern,
+  resourceName,
+  durationString,
+  labelSelectorInput,
+  toProblems,
+  messageFor,
+  tidy,
+  checkIncludesExcludes,
+  isRecord,
+};
