@@ -26,7 +26,7 @@ export interface NodeAgentService {
 export async function startNodeAgentService(
   config: NodeAgentConfig,
   logger: Logger,
-  extra: Partial<Pick<NodeAgentOptions, 'takeoverGraceMs' | 'progressIntervalMs'>> = {},
+  extra: Partial<Pick<NodeAgentOptions, 'takeoverGraceMs' | 'progressIntervalMs' | 'volumeDirTimeoutMs'>> = {},
 ): Promise<NodeAgentService> {
   for (const warning of config.loadConcurrencyWarnings) logger.warn(warning);
   const kube = createKubeClients(config.shared.kube.kubeconfig ? { kubeconfigPath: config.shared.kube.kubeconfig } : {});
