@@ -68,6 +68,8 @@ export async function runRestore(
         const entry = files[next++]!;
         await restoreFile(reader, entry, abs(entry), asRoot, async (n) => {
           bytesDone += n;
+          // per chunk too, so a large file shows progress (and can be seen to move) before it ends
+          options.onProgress?.({ totalBytes, bytesDone, files: filesDone });
           await options.throttle?.take(n, options.signal);
         });
         filesDone++;

@@ -39,6 +39,7 @@ export async function startNodeAgentService(
     kubeletRoot: config.kubeletRoot,
     loadConcurrency: config.loadConcurrency,
     bandwidthBytesPerSec: config.bandwidthBytesPerSec,
+    volumeDirTimeoutMs: config.volumeDirTimeoutMs,
     logger,
     stopTimeoutMs: Math.max(1000, config.shared.shutdown.timeoutMs - 5000),
     ...extra,

@@ -1,4 +1,4 @@
-import { chmod, mkdir, readdir, rename, rm, stat, utimes, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readdir, rename, rm, rmdir, stat, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   type KubeClients,
@@ -107,7 +107,9 @@ export function restoreOperationHandler(deps: RestoreOperationDeps): VolumeOpera
         context.signal.throwIfAborted();
         await moveIntoPlace(staging, volumeDir);
       } catch (error) {
+        // Leave the volume as it was: no staging dir, and no .stowage unless something else is in it.
         await rm(staging, { recursive: true, force: true }).catch(() => undefined);
+        await rmdir(markerDir).catch(() => undefined);
         throw error;
       }
       await writeFile(marker, `${JSON.stringify({ pvr: name, node: nodeName, restoredAt: new Date().toISOString() })}\n`);
