@@ -1,7 +1,7 @@
 import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import type { InformerEvent, PodVolumeBackup, PodVolumeRestore } from '@stowage/kube';
+import { getPod, type InformerEvent, type PodVolumeBackup, type PodVolumeRestore, restoreWaitContainer } from '@stowage/kube';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type NodeAgent, startNodeAgent } from '../src/index.js';
 import {
@@ -143,6 +143,59 @@ describe('node agent restoring PodVolumeRestores', () => {
     expect(wait.stdout.join('')).toMatch(/all 1 volume\(s\) restored: scratch/);
     expect(await describeTree(target)).toEqual(await describeTree(source));
   }, 180_000);
+
+  it('a restored pod waits in stowage-restore-wait until the agent has restored its volume, then runs on exactly the backed-up files', async () => {
+    const source = h.volumeDir('app', 'db', 'scratch');
+    const snapshotID = (await h.pvbs.getPvb('pvb-roundtrip'))!.status!.snapshotID!;
+    const restoreUid = 'restore-uid-0002';
+    // The pod as core's transform shapes it: no nodeName (the simulator's scheduler places it),
+    // the restore-wait init container first, mounting the restored volume under /restores.
+    const created = await h.kube.core.createNamespacedPod({
+      namespace: 'app',
+      body: {
+        metadata: { name: 'db-scheduled', namespace: 'app' },
+        spec: {
+          nodeSelector: { 'kubernetes.io/hostname': 'node-a' },
+          initContainers: [
+            {
+              name: restoreWaitContainer.name,
+              image: 'stowage/node-agent',
+              command: [...restoreWaitContainer.command],
+              env: [{ name: restoreWaitContainer.restoreUidEnv, value: restoreUid }],
+              volumeMounts: [{ name: 'scratch', mountPath: `${restoreWaitContainer.mountRoot}/scratch` }],
+            },
+          ],
+          containers: [{ name: 'app', image: 'busybox', volumeMounts: [{ name: 'scratch', mountPath: '/data' }] }],
+          volumes: [{ name: 'scratch', emptyDir: {} }],
+        },
+      },
+    });
+    const podUid = created.metadata!.uid!;
+    const waiting = await waitFor(
+      () => getPod(h.kube, 'app', 'db-scheduled'),
+      (pod) => pod?.status?.initContainerStatuses?.[0]?.state?.running !== undefined,
+      30_000,
+      'the pod to sit in its restore-wait init container',
+    );
+    expect(waiting?.status?.phase).toBe('Pending');
+    expect(waiting?.spec?.nodeName).toBe('node-a');
+
+    await h.createPvr('pvr-scheduled', { restoreUid, namespace: 'app', pod: 'db-scheduled', podUid, volume: 'scratch', snapshotID });
+    const done = (await pvrPhase('pvr-scheduled', ['Completed', 'Failed']))!;
+    expect(done.status).toMatchObject({ phase: 'Completed', node: 'node-a' });
+    const running = await waitFor(
+      () => getPod(h.kube, 'app', 'db-scheduled'),
+      (pod) => pod?.status?.phase === 'Running',
+      30_000,
+      'the pod to run once its volume is restored',
+    );
+    // The init container finished only after the PVR completed (the simulator writes whole seconds).
+    const finishedAt = running?.status?.initContainerStatuses?.[0]?.state?.terminated?.finishedAt;
+    expect(finishedAt).toBeDefined();
+    expect(new Date(finishedAt!).getTime()).toBeGreaterThanOrEqual(Math.floor(Date.parse(done.status!.completionTimestamp!) / 1000) * 1000);
+    // Marker consumed: the volume holds exactly the backed-up files.
+    expect(await describeTree(h.emptyDirOf('node-a', podUid, 'scratch'))).toEqual(await describeTree(source));
+  }, 120_000);
 
   it('leaves a PVR whose pod runs on another node to that node', async () => {
     const webUid = await h.podUid('app', 'web'); // on node-b
