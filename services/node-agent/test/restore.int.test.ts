@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { getPod, type InformerEvent, type PodVolumeBackup, type PodVolumeRestore, restoreWaitContainer } from '@stowage/kube';
@@ -326,6 +326,25 @@ describe('node agent restoring PodVolumeRestores', () => {
     const late = await pvrPhase('pvr-late', ['Failed', 'Completed']);
     expect(late?.status?.phase, late?.status?.message).toBe('Completed');
     expect(await restoredTree(lateDir)).toEqual(await describeTree(h.volumeDir('app', 'db', 'scratch')));
+
+    // A .stowage the pod's own data made into a link elsewhere is never followed.
+    const elsewhere = h.volumeDir('app', 'web', 'cache');
+    const before = await describeTree(elsewhere);
+    const linkUid = await h.createPod('app', 'linked', { node: 'node-a', volumes: ['data'] });
+    await mkdir(h.emptyDirOf('node-a', linkUid, 'data'), { recursive: true });
+    await symlink(elsewhere, join(h.emptyDirOf('node-a', linkUid, 'data'), '.stowage'));
+    await h.createPvr('pvr-linked', {
+      restoreUid: RESTORE_UID,
+      namespace: 'app',
+      pod: 'linked',
+      podUid: linkUid,
+      volume: 'data',
+      snapshotID,
+    });
+    const linked = await pvrPhase('pvr-linked', ['Failed', 'Completed']);
+    expect(linked?.status?.phase).toBe('Failed');
+    expect(linked?.status?.message).toMatch(/\.stowage exists and is not a directory; the agent restores nothing through it/);
+    expect(await describeTree(elsewhere)).toEqual(before);
 
     const noDir = await pvrPhase('pvr-no-dir', ['Failed', 'Completed']);
     expect(noDir?.status?.message).toMatch(
