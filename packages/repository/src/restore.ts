@@ -6,10 +6,13 @@ import { promisify } from 'node:util';
 import { ChunkReadError, type ChunkReader, type ChunkStore } from './chunk-store.js';
 import { errnoCode, isRepoError, RepoError, RepoErrorCode } from './errors.js';
 import { isSafeRelativePath, type SnapshotManifest, type TreeEntry } from './snapshot.js';
+import type { TokenBucket } from './token-bucket.js';
 
 export interface RestoreOptions {
   readonly signal?: AbortSignal;
   readonly onProgress?: (progress: { totalBytes: number; bytesDone: number; files: number }) => void;
+  /** Bytes written wait on this bucket (a node's bandwidth limit, shared with backups). */
+  readonly throttle?: TokenBucket;
 }
 
 export interface RestoreResult {
@@ -68,8 +71,11 @@ export async function runRestore(
       while (next < files.length && firstError === undefined) {
         options.signal?.throwIfAborted();
         const entry = files[next++]!;
-        const onBytes = (n: number) => {
+        const onBytes = async (n: number) => {
           bytesDone += n;
+          // per chunk too, so a large file shows progress (and can be seen to move) before it ends
+          options.onProgress?.({ totalBytes, bytesDone, files: filesDone });
+          await options.throttle?.take(n, options.signal);
         };
         if (inPlace) await restoreFileInPlace(reader, entry, abs(entry), asRoot, onBytes);
         else await restoreFile(reader, entry, abs(entry), asRoot, onBytes);
@@ -154,7 +160,7 @@ async function restoreFile(
   entry: TreeEntry,
   path: string,
   asRoot: boolean,
-  onBytes: (n: number) => void,
+  onBytes: (n: number) => Promise<void>,
 ): Promise<void> {
   const tmp = join(dirname(path), `.stowage-restore-${randomBytes(6).toString('hex')}`);
   let fd: number | undefined = await openFd(tmp, 'wx', 0o600);
@@ -169,7 +175,7 @@ async function restoreFile(
       pending?.catch(() => {});
       for (let off = 0; off < data.length; ) off += (await writeFd(fd, data, off, data.length - off, position + off)).bytesWritten;
       position += data.length;
-      onBytes(data.length);
+      await onBytes(data.length);
     }
     checkSize(entry, position);
     if (asRoot) await fchownFd(fd, entry.uid, entry.gid).catch(() => {});
@@ -202,7 +208,7 @@ async function restoreFileInPlace(
   entry: TreeEntry,
   path: string,
   asRoot: boolean,
-  onBytes: (n: number) => void,
+  onBytes: (n: number) => Promise<void>,
 ): Promise<void> {
   const chunks = entry.chunks ?? [];
   const modeIsSet = createdWithMode(entry.mode);
@@ -225,7 +231,7 @@ async function restoreFileInPlace(
     } finally {
       closeSync(fd);
     }
-    onBytes(data.length);
+    await onBytes(data.length);
     return;
   }
   let fd: number | undefined = await openFd(path, 'wx', entry.mode & 0o777);
@@ -238,7 +244,7 @@ async function restoreFileInPlace(
       pending?.catch(() => {});
       for (let off = 0; off < data.length; ) off += (await writeFd(fd, data, off, data.length - off, position + off)).bytesWritten;
       position += data.length;
-      onBytes(data.length);
+      await onBytes(data.length);
     }
     checkSize(entry, position);
     if (asRoot && !ownedAlready(entry)) await fchownFd(fd, entry.uid, entry.gid).catch(() => {});
