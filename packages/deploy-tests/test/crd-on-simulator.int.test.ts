@@ -5,8 +5,8 @@ import { type Simulator, startSimulator } from '@stowage/kube-sim';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KUBECTL_HINT, REPO_ROOT, runTool } from './run-tool.js';
 
-// The CRD file as an operator applies it, through kubectl, to the simulator (a real HTTP API server).
-const CRD_FILE = join(REPO_ROOT, 'k8s/base/crd-podvolumebackups.yaml');
+// The CRD files as an operator applies them, through kubectl, to the simulator (a real HTTP API server).
+const CRD_FILES = ['k8s/base/crd-podvolumebackups.yaml', 'k8s/base/crd-podvolumerestores.yaml'].map((file) => join(REPO_ROOT, file));
 
 let sim: Simulator;
 let dir: string;
@@ -38,8 +38,10 @@ const validSpec = {
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'stowage-crd-'));
   sim = await startSimulator({ materializeVolumes: 'none', kubeconfigPath: join(dir, 'kubeconfig') });
-  const applied = await kubectl('apply', '-f', CRD_FILE);
-  if (applied.exitCode !== 0) throw new Error(`kubectl apply of the CRD failed:\n${applied.stderr}`);
+  for (const file of CRD_FILES) {
+    const applied = await kubectl('apply', '-f', file);
+    if (applied.exitCode !== 0) throw new Error(`kubectl apply of ${file} failed:\n${applied.stderr}`);
+  }
 });
 
 afterAll(async () => {
@@ -74,5 +76,44 @@ describe('k8s/base/crd-podvolumebackups.yaml applied to the simulator', () => {
     const empty = await applyManifest('empty-volume', pvb('broken-3', { ...validSpec, volume: '' }));
     expect(empty.exitCode).not.toBe(0);
     expect(empty.stderr).toMatch(/spec\.volume/);
+  });
+});
+
+function pvr(name: string, spec: Record<string, unknown>) {
+  return { apiVersion: 'stowage.dev/v1alpha1', kind: 'PodVolumeRestore', metadata: { name, namespace: 'stowage' }, spec };
+}
+
+const validPvrSpec = {
+  pod: { namespace: 'shop-restored', name: 'postgres-0', uid: '3f1c2a9e-0000-4000-8000-000000000002' },
+  volume: 'data',
+  snapshotID: '9a1b2c3d4e5f',
+  backupStorageLocation: 'default',
+  repoIdentifier: 'repository',
+  sourceNamespace: 'shop',
+  uploaderType: 'stowage',
+};
+
+describe('k8s/base/crd-podvolumerestores.yaml applied to the simulator', () => {
+  it('accepts a valid PodVolumeRestore and lists it by its short name', async () => {
+    const created = await applyManifest('valid-pvr', pvr('restore-1-abc123', validPvrSpec));
+    expect(created.stderr).toBe('');
+    expect(created.exitCode).toBe(0);
+    const stored = await kubectl('get', 'pvr', '-n', 'stowage', 'restore-1-abc123', '-o', 'json');
+    expect(stored.exitCode).toBe(0);
+    expect((JSON.parse(stored.stdout) as { spec: unknown }).spec).toEqual(validPvrSpec);
+  });
+
+  it('rejects a PodVolumeRestore without a snapshot, with an unknown uploader and a pod without uid, naming the fields', async () => {
+    const { snapshotID: _snapshot, ...withoutSnapshot } = validPvrSpec;
+    const rejected = await applyManifest(
+      'invalid-pvr',
+      pvr('broken-pvr-1', { ...withoutSnapshot, uploaderType: 'kopia', pod: { namespace: 'shop', name: 'postgres-0' } }),
+    );
+    expect(rejected.exitCode).not.toBe(0);
+    expect(rejected.stderr).toMatch(/spec\.snapshotID/);
+    expect(rejected.stderr).toMatch(/spec\.uploaderType/);
+    expect(rejected.stderr).toMatch(/spec\.pod\.uid/);
+    const lookup = await kubectl('get', 'pvr', '-n', 'stowage', 'broken-pvr-1');
+    expect(lookup.exitCode).not.toBe(0);
   });
 });

@@ -64,42 +64,48 @@ describe.each(['dev', 'prod'] as const)('k8s/overlays/%s', (overlay) => {
     expect(misplaced).toEqual([]);
   });
 
-  it('ships the PodVolumeBackup CRD with a structural schema, status subresource and printer columns', () => {
-    const crd = findObject(objects(), 'CustomResourceDefinition', 'podvolumebackups.stowage.dev');
-    const spec = crd.spec as {
-      group: string;
-      scope: string;
-      names: { kind: string; plural: string };
-      versions: {
-        name: string;
-        served: boolean;
-        storage: boolean;
-        subresources?: { status?: object };
-        schema: { openAPIV3Schema: JsonSchema };
-        additionalPrinterColumns: { name: string; jsonPath: string }[];
-      }[];
-    };
-    expect({ group: spec.group, scope: spec.scope, kind: spec.names.kind, plural: spec.names.plural }).toEqual({
-      group: 'stowage.dev',
-      scope: 'Namespaced',
-      kind: 'PodVolumeBackup',
-      plural: 'podvolumebackups',
-    });
-    const [version] = spec.versions;
-    expect(version).toMatchObject({ name: 'v1alpha1', served: true, storage: true, subresources: { status: {} } });
-    const schema = version!.schema.openAPIV3Schema;
-    expect(structuralSchemaProblems(schema)).toEqual([]);
-    const columns = version!.additionalPrinterColumns.map((column) => column.name);
-    expect(columns).toEqual(expect.arrayContaining(['Phase', 'Node', 'Bytes Done']));
-    // every column reads a field the schema declares (metadata is the server's)
-    const dangling = version!.additionalPrinterColumns
-      .filter((column) => !column.jsonPath.startsWith('.metadata.') && schemaAt(schema, column.jsonPath) === undefined)
-      .map((column) => column.jsonPath);
-    expect(dangling).toEqual([]);
-    expect(schemaAt(schema, '.status.phase')).toMatchObject({
-      enum: ['New', 'InProgress', 'Completed', 'Failed', 'Canceling', 'Canceled'],
-    });
-  });
+  it.each([
+    { kind: 'PodVolumeBackup', plural: 'podvolumebackups', columns: ['Phase', 'Node', 'Bytes Done'] },
+    { kind: 'PodVolumeRestore', plural: 'podvolumerestores', columns: ['Phase', 'Pod', 'Volume', 'Node', 'Bytes Done'] },
+  ])(
+    'ships the $kind CRD with a structural schema, status subresource and printer columns',
+    ({ kind, plural, columns: expectedColumns }) => {
+      const crd = findObject(objects(), 'CustomResourceDefinition', `${plural}.stowage.dev`);
+      const spec = crd.spec as {
+        group: string;
+        scope: string;
+        names: { kind: string; plural: string };
+        versions: {
+          name: string;
+          served: boolean;
+          storage: boolean;
+          subresources?: { status?: object };
+          schema: { openAPIV3Schema: JsonSchema };
+          additionalPrinterColumns: { name: string; jsonPath: string }[];
+        }[];
+      };
+      expect({ group: spec.group, scope: spec.scope, kind: spec.names.kind, plural: spec.names.plural }).toEqual({
+        group: 'stowage.dev',
+        scope: 'Namespaced',
+        kind,
+        plural,
+      });
+      const [version] = spec.versions;
+      expect(version).toMatchObject({ name: 'v1alpha1', served: true, storage: true, subresources: { status: {} } });
+      const schema = version!.schema.openAPIV3Schema;
+      expect(structuralSchemaProblems(schema)).toEqual([]);
+      const columns = version!.additionalPrinterColumns.map((column) => column.name);
+      expect(columns).toEqual(expect.arrayContaining(expectedColumns));
+      // every column reads a field the schema declares (metadata is the server's)
+      const dangling = version!.additionalPrinterColumns
+        .filter((column) => !column.jsonPath.startsWith('.metadata.') && schemaAt(schema, column.jsonPath) === undefined)
+        .map((column) => column.jsonPath);
+      expect(dangling).toEqual([]);
+      expect(schemaAt(schema, '.status.phase')).toMatchObject({
+        enum: ['New', 'InProgress', 'Completed', 'Failed', 'Canceling', 'Canceled'],
+      });
+    },
+  );
 
   it('gives every container resource requests and a memory limit, and liveness and readiness probes', () => {
     const problems: string[] = [];
@@ -265,17 +271,29 @@ describe.each(['dev', 'prod'] as const)('k8s/overlays/%s', (overlay) => {
     const agent = grantsOf('stowage-node-agent');
     const api = grantsOf('stowage-api');
 
-    expect(worker).toEqual(expect.arrayContaining(['/pods/exec:create', 'stowage.dev/podvolumebackups:create', '/pods:list']));
+    expect(worker).toEqual(
+      expect.arrayContaining([
+        '/pods/exec:create',
+        'stowage.dev/podvolumebackups:create',
+        'stowage.dev/podvolumerestores:create',
+        '/pods:list',
+      ]),
+    );
     expect(agent).toEqual(
       expect.arrayContaining([
         'stowage.dev/podvolumebackups:watch',
         'stowage.dev/podvolumebackups/status:patch',
+        // every agent watches all PVRs and takes those whose pod runs on its node
+        'stowage.dev/podvolumerestores:watch',
+        'stowage.dev/podvolumerestores/status:update',
         '/pods:get',
         // the bound PV of a PVC names the kubelet directory of a PVC-backed volume
         '/persistentvolumeclaims:get',
       ]),
     );
-    expect(api).toEqual(expect.arrayContaining(['stowage.dev/podvolumebackups:patch', '/namespaces:list']));
+    expect(api).toEqual(
+      expect.arrayContaining(['stowage.dev/podvolumebackups:patch', 'stowage.dev/podvolumerestores:patch', '/namespaces:list']),
+    );
     expect(agent.filter((grant) => grant.includes('exec') || grant.endsWith(':create') || grant.includes('secrets'))).toEqual([]);
     expect(api.filter((grant) => grant.includes('exec') || grant.endsWith(':create') || grant.endsWith(':delete'))).toEqual([]);
     const writesOutsidePvbs = [...worker, ...agent, ...api].filter(

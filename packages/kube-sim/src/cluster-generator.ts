@@ -5,6 +5,7 @@ import type { Fixture } from './fixture-loader.js';
 import type { VolumeFileSpec } from './volume-data.js';
 
 export const pvbCrdPath = fileURLToPath(new URL('../../../k8s/base/crd-podvolumebackups.yaml', import.meta.url));
+export const pvrCrdPath = fileURLToPath(new URL('../../../k8s/base/crd-podvolumerestores.yaml', import.meta.url));
 
 export interface HookSpec {
   /** argv of the hook command; default a freeze/unfreeze shell command. */
@@ -133,6 +134,6 @@ export function generateCluster(options: GenerateClusterOptions): Fixture {
   const fixture: Fixture = { objects };
   // Without data, creating tens of thousands of empty directories is the slowest part of a start: skip them.
   if (options.bytesPerVolume === 0) fixture.materializeVolumes = 'with-files';
-  if (options.includeStowage !== false && existsSync(pvbCrdPath)) fixture.include = [pvbCrdPath];
+  if (options.includeStowage !== false) fixture.include = [pvbCrdPath, pvrCrdPath].filter((path) => existsSync(path));
   return fixture;
 }

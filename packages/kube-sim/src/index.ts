@@ -1,5 +1,5 @@
 export { type KubeStatus, SimError, SimErrorCode, type StatusCause } from './api-status.js';
-export { type GenerateClusterOptions, generateCluster, type HookSpec, pvbCrdPath } from './cluster-generator.js';
+export { type GenerateClusterOptions, generateCluster, type HookSpec, pvbCrdPath, pvrCrdPath } from './cluster-generator.js';
 export { ClusterState } from './cluster-state.js';
 export type { ContainerExecBehaviour, ExecOutcome, ExecRecord, ExecRule, PodExecBehaviour } from './exec-sim.js';
 export { execAnnotation } from './exec-sim.js';

@@ -60,11 +60,28 @@ export {
   pvbGroup,
   pvbKind,
   pvbLabels,
+  pvbOperationKind,
   pvbPlural,
   pvbVersion,
   type RequestCancelResult,
   terminalPvbPhases,
 } from './pvb-client.js';
+export {
+  createPvrClient,
+  type NewPodVolumeRestore,
+  type PodVolumeRestore,
+  type PodVolumeRestoreSpec,
+  type PodVolumeRestoreStatus,
+  type PvrClient,
+  type PvrPhase,
+  pvrApiVersion,
+  pvrGroup,
+  pvrKind,
+  pvrLabels,
+  pvrOperationKind,
+  pvrPlural,
+  pvrVersion,
+} from './pvr-client.js';
 export {
   type AttemptResult,
   computeBackoffMs,
@@ -82,3 +99,19 @@ export {
   runWithRetry,
 } from './retry-policy.js';
 export { TailBuffer } from './tail-buffer.js';
+export {
+  type CancelVolumeOperationResult,
+  type ConditionalVolumeOperationStatusResult,
+  type CreateVolumeOperationResult,
+  createVolumeOperationClient,
+  isVolumeOperationTerminal,
+  type NewVolumeOperation,
+  terminalVolumeOperationPhases,
+  type VolumeOperation,
+  type VolumeOperationClient,
+  type VolumeOperationClientOptions,
+  type VolumeOperationKind,
+  type VolumeOperationPhase,
+  type VolumeOperationSpecBase,
+  type VolumeOperationStatusBase,
+} from './volume-operation-client.js';

@@ -3,6 +3,8 @@ import type { Fixture } from '@stowage/kube-sim';
 
 /** The shared PVB CRD, loaded into every simulator these tests start. */
 export const pvbCrdFile = fileURLToPath(new URL('../../../k8s/base/crd-podvolumebackups.yaml', import.meta.url));
+/** The shared PVR CRD. */
+export const pvrCrdFile = fileURLToPath(new URL('../../../k8s/base/crd-podvolumerestores.yaml', import.meta.url));
 
 /** A small cluster: two nodes, namespaces `stowage` and `apps`, one running pod with two containers. */
 export function smallCluster(extra: unknown[] = []): Fixture {

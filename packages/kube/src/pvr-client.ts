@@ -1,0 +1,74 @@
+import type { KubeClients } from './kube-clients.js';
+import {
+  createVolumeOperationClient,
+  type NewVolumeOperation,
+  type VolumeOperation,
+  type VolumeOperationClient,
+  type VolumeOperationClientOptions,
+  type VolumeOperationKind,
+  type VolumeOperationPhase,
+} from './volume-operation-client.js';
+
+export const pvrGroup = 'stowage.dev';
+export const pvrVersion = 'v1alpha1';
+export const pvrPlural = 'podvolumerestores';
+export const pvrKind = 'PodVolumeRestore';
+export const pvrApiVersion = `${pvrGroup}/${pvrVersion}`;
+
+export const pvrOperationKind: VolumeOperationKind = {
+  group: pvrGroup,
+  version: pvrVersion,
+  plural: pvrPlural,
+  kind: pvrKind,
+  shortName: 'PVR',
+};
+
+/**
+ * Labels every PVR carries. No node label: a PVR is made before its pod is scheduled, so every
+ * node agent watches all PVRs and takes those whose pod runs on its node (recording status.node).
+ */
+export const pvrLabels = {
+  restoreName: 'stowage.dev/restore-name',
+  restoreUid: 'stowage.dev/restore-uid',
+  podUid: 'stowage.dev/pod-uid',
+} as const;
+
+export type PvrPhase = VolumeOperationPhase;
+
+export interface PodVolumeRestoreSpec {
+  /** The restored pod (its new uid), whose volume directory receives the data. */
+  pod: { namespace: string; name: string; uid: string };
+  /** The volume's name in the pod spec. */
+  volume: string;
+  /** The repository snapshot to restore (the backup's PVB status.snapshotID). */
+  snapshotID: string;
+  backupStorageLocation: string;
+  /** Which repository holds the snapshot (Stowage has one per storage: `repository`). */
+  repoIdentifier: string;
+  /** The namespace the pod was backed up from (differs under namespaceMapping). */
+  sourceNamespace: string;
+  uploaderType: 'stowage';
+  cancel?: boolean;
+}
+
+export interface PodVolumeRestoreStatus {
+  phase?: PvrPhase;
+  message?: string;
+  /** The node whose agent took it (set when it starts). */
+  node?: string;
+  /** RFC 3339. */
+  startTimestamp?: string;
+  completionTimestamp?: string;
+  progress?: { totalBytes?: number; bytesDone?: number };
+}
+
+export type PodVolumeRestore = VolumeOperation<PodVolumeRestoreSpec, PodVolumeRestoreStatus>;
+
+export type NewPodVolumeRestore = NewVolumeOperation<PodVolumeRestoreSpec, PodVolumeRestoreStatus>;
+
+/** create (409 → existing), get, list, patchStatus, updateStatusIf, requestCancel, delete, watch. */
+export type PvrClient = VolumeOperationClient<PodVolumeRestoreSpec, PodVolumeRestoreStatus>;
+
+export function createPvrClient(kube: KubeClients, options: VolumeOperationClientOptions = {}): PvrClient {
+  return createVolumeOperationClient<PodVolumeRestoreSpec, PodVolumeRestoreStatus>(kube, pvrOperationKind, options);
+}
