@@ -10,6 +10,10 @@ export const QueueName = {
   itemBlocks: 'item-blocks',
   pvbWatch: 'pvb-watch',
   hooks: 'hooks',
+  /** Restore plan, tiers and finalize (hosted by the api service, like `backups`). */
+  restores: 'restores',
+  /** Batches of items a restore creates (hosted by workers). */
+  restoreItems: 'restore-items',
 } as const;
 export type QueueName = (typeof QueueName)[keyof typeof QueueName];
 
@@ -22,6 +26,14 @@ export const JobName = {
   backupItemBlock: 'backup-item-block',
   watchPvb: 'watch-pvb',
   runPostHooks: 'run-post-hooks',
+  restorePlan: 'restore-plan',
+  restoreTier: 'restore-tier',
+  restoreItems: 'restore-items',
+  restoreFinalize: 'restore-finalize',
+  /** Watches a PodVolumeRestore (queue pvb-watch: the same machinery as watch-pvb). */
+  watchPvr: 'watch-pvr',
+  /** Post-restore hooks of one pod (queue hooks), after its PVRs and once its container is up. */
+  runRestoreHooks: 'run-restore-hooks',
 } as const;
 export type JobName = (typeof JobName)[keyof typeof JobName];
 
@@ -32,6 +44,12 @@ export const QUEUE_OF_JOB: Readonly<Record<JobName, QueueName>> = {
   'backup-item-block': QueueName.itemBlocks,
   'watch-pvb': QueueName.pvbWatch,
   'run-post-hooks': QueueName.hooks,
+  'restore-plan': QueueName.restores,
+  'restore-tier': QueueName.restores,
+  'restore-items': QueueName.restoreItems,
+  'restore-finalize': QueueName.restores,
+  'watch-pvr': QueueName.pvbWatch,
+  'run-restore-hooks': QueueName.hooks,
 };
 
 /** The key BullMQ uses for a queue (`parent.queue` of a child job): `<prefix>:<queue>`. */
