@@ -572,3 +572,20 @@ export function validateResourcePolicyDocument(document: unknown): ResourcePolic
   if (!parsed.success || problems.length > 0) return { ok: false, problems: tidy(problems) };
   return { ok: true, value: (parsed.data.volumePolicies ?? []) as VolumePolicy[] };
 }
+
+/**
+ * The building blocks of this schema, shared with the restore spec (`restore/restore-spec.schema.ts`)
+ * so both report problems the same way; one export so core's API does not grow by a dozen names.
+ */
+export const specSchemaParts = {
+  strictObject,
+  namespacePattern,
+  resourceName,
+  durationString,
+  labelSelectorInput,
+  toProblems,
+  messageFor,
+  tidy,
+  checkIncludesExcludes,
+  isRecord,
+};

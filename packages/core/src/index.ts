@@ -13,4 +13,5 @@ export * from './names.js';
 export * from './phases.js';
 export * from './quantity.js';
 export * from './resource-selection.js';
+export * from './restore/index.js';
 export * from './volume-policy.js';

@@ -1,0 +1,303 @@
+/*
+ * Which backed-up items a restore creates (Velero's restore filters, decided here):
+ *
+ * - Never restored, whatever the spec says: nodes, events, Velero's and Stowage's own kinds,
+ *   CSINodes, VolumeAttachments (Velero's `nonRestorableResources`, plus PVBs and PVRs).
+ * - Namespaces (globs) are matched against the namespace an item was backed up from, before
+ *   `namespaceMapping`; `excludedNamespaces` wins; resources as in a backup (aliases accepted).
+ * - `labelSelector` / `orLabelSelectors` apply to every item, as in Velero's restore.
+ * - Cluster-scoped items: `includeClusterResources` true → restored; false → never; null →
+ *   only when the restore covers all namespaces. A namespace object follows the namespace
+ *   filter instead, and every namespace a restored item lives in is added (from the backup
+ *   when it holds it, else a bare Namespace) so the item has somewhere to go.
+ * - Pods that had ended (Succeeded/Failed) are not restored (Velero skips them).
+ * - PersistentVolumes: the PV of a claim whose data came through fs-backup is not restored —
+ *   its claim is restored without `volumeName` and the storage class provisions a new PV, into
+ *   which the PodVolumeRestore writes the data. A PV with reclaim policy `Delete` is not
+ *   restored either (Velero re-provisions it dynamically: there is no snapshot to bring back).
+ *   Any other PV (`Retain`) is restored as-is, also when only its claim's namespace is selected.
+ */
+import {
+  coversAllNamespaces,
+  groupResourceOf,
+  isNamespaceIncluded,
+  isResourceIncluded,
+  matchesBackupSelectors,
+  type SelectionSpec,
+} from '../resource-selection.js';
+import type { RestoreSpec } from './restore-spec.schema.js';
+import type { BackedUpItem, BackedUpPodVolume, RestoredPodVolume, RestoreItem, RestoreObject } from './types.js';
+
+/** Group-resources a restore never creates (Velero's list plus Stowage's own kinds). */
+export const NEVER_RESTORED_RESOURCES: readonly string[] = [
+  'nodes',
+  'events',
+  'events.events.k8s.io',
+  'backups.velero.io',
+  'restores.velero.io',
+  'resticrepositories.velero.io',
+  'backuprepositories.velero.io',
+  'csinodes.storage.k8s.io',
+  'volumeattachments.storage.k8s.io',
+  'podvolumebackups.stowage.dev',
+  'podvolumerestores.stowage.dev',
+];
+
+export type RestoreSkipReason =
+  | 'never-restored'
+  | 'resource-excluded'
+  | 'namespace-excluded'
+  | 'cluster-scoped-not-included'
+  | 'labels-not-matched'
+  | 'pod-finished'
+  | 'pv-reprovisioned';
+
+export interface SkippedRestoreItem {
+  item: BackedUpItem;
+  reason: RestoreSkipReason;
+  /** A sentence for the restore's log and results. */
+  message: string;
+}
+
+/** The volume data a restore brings back, keyed by the backed-up pod/claim (`<ns>/<name>`). */
+export interface RestoreVolumePlan {
+  /** Backed-up pod `<ns>/<name>` → its volumes that get a PodVolumeRestore (empty when restorePVs is false). */
+  podVolumes: Record<string, RestoredPodVolume[]>;
+  /** Backed-up PVCs `<ns>/<name>` restored without `volumeName`, for a freshly provisioned PV. */
+  reprovisionedClaims: string[];
+}
+
+export interface RestoreSelection {
+  /** What to create, in backup order (use `restoreTiers` for the creation order). */
+  items: RestoreItem[];
+  /** Every backed-up item not restored, with why: nothing is dropped silently. */
+  skipped: SkippedRestoreItem[];
+  volumes: RestoreVolumePlan;
+}
+
+export type RestoreSelectionSpec = SelectionSpec & Pick<RestoreSpec, 'namespaceMapping' | 'restorePVs'>;
+
+/** `<ns>/<name>` of a namespaced object, the key used by the volume plan. */
+export function objectKey(namespace: string, name: string): string {
+  return `${namespace}/${name}`;
+}
+
+/** `deployments.apps` → `{group: 'apps', resource: 'deployments'}`; `pods` → core group. */
+export function splitGroupResource(groupResource: string): { group: string; resource: string } {
+  const dot = groupResource.indexOf('.');
+  return dot < 0 ? { group: '', resource: groupResource } : { group: groupResource.slice(dot + 1), resource: groupResource.slice(0, dot) };
+}
+
+/** The namespace an item of `namespace` is restored into. */
+export function mapNamespace(namespace: string, mapping: Readonly<Record<string, string>>): string {
+  return mapping[namespace] ?? namespace;
+}
+
+function isKind(item: Pick<BackedUpItem, 'group' | 'resource'>, group: string, resource: string): boolean {
+  return item.group === group && item.resource === resource;
+}
+
+function isNamespaceObject(item: BackedUpItem): boolean {
+  return isKind(item, '', 'namespaces');
+}
+
+function asRecord(value: unknown): Record<string, unknown> | undefined {
+  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+}
+
+/** `spec.<field>` of an object, when it is an object. */
+function specOf(object: RestoreObject): Record<string, unknown> {
+  return asRecord(object.spec) ?? {};
+}
+
+interface PodVolumeRef {
+  name: string;
+  claimName?: string;
+}
+
+function podVolumes(object: RestoreObject): PodVolumeRef[] {
+  const volumes = specOf(object).volumes;
+  if (!Array.isArray(volumes)) return [];
+  return volumes.flatMap((volume) => {
+    const record = asRecord(volume);
+    if (!record || typeof record.name !== 'string') return [];
+    const claimName = asRecord(record.persistentVolumeClaim)?.claimName;
+    if (typeof claimName === 'string') return [{ name: record.name, claimName }];
+    // a generic ephemeral volume's claim is `<pod>-<volume>` (created by Kubernetes, not restored)
+    return [{ name: record.name }];
+  });
+}
+
+function explainExclusion(item: BackedUpItem, spec: RestoreSelectionSpec): SkippedRestoreItem | null {
+  const groupResource = groupResourceOf(item);
+  const where = item.namespace === null ? item.name : `${item.namespace}/${item.name}`;
+  const skip = (reason: RestoreSkipReason, message: string): SkippedRestoreItem => ({ item, reason, message });
+  if (NEVER_RESTORED_RESOURCES.includes(groupResource)) {
+    return skip('never-restored', `${groupResource} ${where} is never restored (cluster-specific or managed by Stowage itself)`);
+  }
+  if (!isResourceIncluded(item, spec)) return skip('resource-excluded', `${groupResource} is not among the restored resources`);
+  if (item.namespace !== null) {
+    if (!isNamespaceIncluded(item.namespace, spec)) return skip('namespace-excluded', `namespace ${item.namespace} is not restored`);
+  } else if (isNamespaceObject(item)) {
+    if (!isNamespaceIncluded(item.name, spec)) return skip('namespace-excluded', `namespace ${item.name} is not restored`);
+  }
+  if (!matchesBackupSelectors(item.object.metadata.labels, spec)) {
+    return skip('labels-not-matched', `${groupResource} ${where} does not match the label selector`);
+  }
+  return null;
+}
+
+function clusterResourcesListed(spec: RestoreSelectionSpec): boolean {
+  return spec.includeClusterResources === true || (spec.includeClusterResources === null && coversAllNamespaces(spec));
+}
+
+/**
+ * Chooses the items to restore, says why each other one is not restored, and plans the volume
+ * data: `volumeBackups` are the backup's PodVolumeBackups (only `Completed` ones with a
+ * snapshotID restore data). Pure; the input is not changed.
+ */
+export function selectRestoreItems(
+  items: readonly BackedUpItem[],
+  spec: RestoreSelectionSpec,
+  volumeBackups: readonly BackedUpPodVolume[],
+): RestoreSelection {
+  const selected: BackedUpItem[] = [];
+  const skipped: SkippedRestoreItem[] = [];
+  const pending: BackedUpItem[] = [];
+
+  for (const item of items) {
+    const exclusion = explainExclusion(item, spec);
+    if (exclusion) {
+      skipped.push(exclusion);
+      continue;
+    }
+    if (isKind(item, '', 'pods')) {
+      const phase = asRecord(item.object.status)?.phase;
+      if (phase === 'Succeeded' || phase === 'Failed') {
+        skipped.push({
+          item,
+          reason: 'pod-finished',
+          message: `pod ${item.namespace}/${item.name} had ended (${phase}); it is not restored`,
+        });
+        continue;
+      }
+    }
+    // cluster-scoped items other than namespaces wait: PVs depend on the claims chosen
+    if (item.namespace === null && !isNamespaceObject(item)) pending.push(item);
+    else selected.push(item);
+  }
+
+  // Volume data: which pod volumes had a completed fs-backup, and which claims they mount.
+  const completed = new Map<string, string>();
+  for (const backup of volumeBackups) {
+    if (backup.phase === 'Completed' && backup.snapshotID) {
+      completed.set(`${objectKey(backup.podNamespace, backup.podName)}\u0000${backup.volume}`, backup.snapshotID);
+    }
+  }
+  const podVolumesPlan: Record<string, RestoredPodVolume[]> = {};
+  const fsBackedClaims = new Set<string>();
+  for (const item of selected) {
+    if (!isKind(item, '', 'pods') || item.namespace === null) continue;
+    const podKey = objectKey(item.namespace, item.name);
+    for (const volume of podVolumes(item.object)) {
+      const snapshotID = completed.get(`${podKey}\u0000${volume.name}`);
+      if (snapshotID === undefined) continue;
+      if (volume.claimName !== undefined) fsBackedClaims.add(objectKey(item.namespace, volume.claimName));
+      if (!spec.restorePVs) continue;
+      const planned = podVolumesPlan[podKey] ?? [];
+      planned.push({ volume: volume.name, snapshotID });
+      podVolumesPlan[podKey] = planned;
+    }
+  }
+
+  const selectedClaims = new Map<string, BackedUpItem>();
+  for (const item of selected) {
+    if (isKind(item, '', 'persistentvolumeclaims') && item.namespace !== null)
+      selectedClaims.set(objectKey(item.namespace, item.name), item);
+  }
+  const listsClusterResources = clusterResourcesListed(spec);
+  const staticVolumes = new Set<string>();
+  for (const item of pending) {
+    if (isKind(item, '', 'persistentvolumes')) {
+      const claimRef = asRecord(specOf(item.object).claimRef);
+      const claimKey =
+        typeof claimRef?.namespace === 'string' && typeof claimRef.name === 'string' ? objectKey(claimRef.namespace, claimRef.name) : null;
+      if (claimKey !== null && fsBackedClaims.has(claimKey)) {
+        skipped.push({
+          item,
+          reason: 'pv-reprovisioned',
+          message: `persistentvolume ${item.name} is not restored: the data of claim ${claimKey} is restored by fs-backup into a newly provisioned volume`,
+        });
+        continue;
+      }
+      if (specOf(item.object).persistentVolumeReclaimPolicy === 'Delete') {
+        skipped.push({
+          item,
+          reason: 'pv-reprovisioned',
+          message: `persistentvolume ${item.name} is not restored: its reclaim policy is Delete and there is no snapshot, so its claim gets a newly provisioned volume`,
+        });
+        continue;
+      }
+      const claimSelected = claimKey !== null && selectedClaims.has(claimKey);
+      if (listsClusterResources || (claimSelected && spec.includeClusterResources !== false)) {
+        selected.push(item);
+        staticVolumes.add(item.name);
+      } else {
+        skipped.push({
+          item,
+          reason: 'cluster-scoped-not-included',
+          message: `persistentvolume ${item.name} is cluster-scoped and cluster resources are not restored`,
+        });
+      }
+      continue;
+    }
+    if (listsClusterResources) selected.push(item);
+    else {
+      skipped.push({
+        item,
+        reason: 'cluster-scoped-not-included',
+        message: `${groupResourceOf(item)} ${item.name} is cluster-scoped and cluster resources are not restored${spec.includeClusterResources === null ? ' (set includeClusterResources: true, or restore all namespaces)' : ''}`,
+      });
+    }
+  }
+
+  const reprovisionedClaims: string[] = [];
+  for (const [key, claim] of selectedClaims) {
+    const volumeName = specOf(claim.object).volumeName;
+    if (typeof volumeName !== 'string' || volumeName === '' || !staticVolumes.has(volumeName)) reprovisionedClaims.push(key);
+  }
+
+  const result: RestoreItem[] = selected.map((item) => toRestoreItem(item, spec.namespaceMapping, 'selected'));
+  // every namespace a restored item lives in, created first (from the backup when it has it)
+  const namespaceObjects = new Map<string, BackedUpItem>();
+  for (const item of items) if (isNamespaceObject(item)) namespaceObjects.set(item.name, item);
+  const restoredNamespaces = new Set(result.filter((item) => isNamespaceObject(item)).map((item) => item.targetName));
+  for (const item of selected) {
+    if (item.namespace === null) continue;
+    const target = mapNamespace(item.namespace, spec.namespaceMapping);
+    if (restoredNamespaces.has(target)) continue;
+    restoredNamespaces.add(target);
+    const fromBackup = namespaceObjects.get(item.namespace);
+    const namespaceItem: BackedUpItem = fromBackup ?? {
+      group: '',
+      resource: 'namespaces',
+      namespace: null,
+      name: item.namespace,
+      object: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: item.namespace } },
+    };
+    result.push(toRestoreItem(namespaceItem, spec.namespaceMapping, 'target-namespace'));
+    if (fromBackup) {
+      const index = skipped.findIndex((entry) => entry.item === fromBackup);
+      if (index >= 0) skipped.splice(index, 1);
+    }
+  }
+
+  return { items: result, skipped, volumes: { podVolumes: podVolumesPlan, reprovisionedClaims: reprovisionedClaims.sort() } };
+}
+
+function toRestoreItem(item: BackedUpItem, mapping: Readonly<Record<string, string>>, origin: RestoreItem['origin']): RestoreItem {
+  if (item.namespace !== null) {
+    return { ...item, targetNamespace: mapNamespace(item.namespace, mapping), targetName: item.name, origin };
+  }
+  return { ...item, targetNamespace: null, targetName: isNamespaceObject(item) ? mapNamespace(item.name, mapping) : item.name, origin };
+}

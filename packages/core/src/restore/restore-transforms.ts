@@ -1,0 +1,312 @@
+/*
+ * What a backed-up object looks like when it is created again (Velero's restore of one item and
+ * its built-in restore item actions). Every change here is a "documented transform": restoreDiff
+ * treats exactly these as expected.
+ *
+ * All kinds: metadata reset (generateName, selfLink, uid, resourceVersion, generation,
+ * creationTimestamp, deletionTimestamp, deletionGracePeriodSeconds, ownerReferences,
+ * managedFields dropped), status dropped, namespace mapped, labels `stowage.dev/backup-name`
+ * and `stowage.dev/restore-name` set.
+ * Per kind:
+ * - Namespace: the mapped name.
+ * - Service: clusterIP/clusterIPs cleared unless headless (`None`); nodePorts (and
+ *   healthCheckNodePort) cleared unless preserveNodePorts, or the user set them explicitly
+ *   (in `kubectl.kubernetes.io/last-applied-configuration` or their managedFields), as Velero.
+ * - Pod: nodeName and priority dropped (scheduler and admission set them again); the legacy
+ *   service-account token volume (`<sa>-token-…`) and its mounts dropped; init hooks added
+ *   before the pod's own init containers and, when volumes are restored, `stowage-restore-wait`
+ *   first of all.
+ * - Job: the controller-uid selector and template labels dropped (the new Job gets a new uid).
+ * - PersistentVolumeClaim: the bind annotations dropped; `volumeName` dropped when the claim is
+ *   reprovisioned (its data comes back through a PodVolumeRestore).
+ * - PersistentVolume (restored statically): claimRef namespace mapped, its uid/resourceVersion and
+ *   the bind annotations dropped, so the controller binds it to the restored claim.
+ * - ServiceAccount: the legacy auto-created token secret dropped from `secrets`.
+ * - RoleBinding/ClusterRoleBinding: subjects' namespaces mapped.
+ */
+
+import type { HookWarning } from '../hooks.js';
+import { resolveRestoreHooks } from './restore-hooks.js';
+import { objectKey, type RestoreVolumePlan } from './restore-selection.js';
+import type { RestoreSpec } from './restore-spec.schema.js';
+import type { JsonObject, RestoreItem, RestoreObject } from './types.js';
+
+export const RESTORE_WAIT_CONTAINER_NAME = 'stowage-restore-wait';
+/** The env var that tells the restore-wait program which done markers to wait for. */
+export const RESTORE_UID_ENV = 'STOWAGE_RESTORE_UID';
+/** Where the restore-wait container mounts each restored volume: `/restores/<volume>`. */
+export const RESTORE_WAIT_MOUNT_ROOT = '/restores';
+export const RESTORE_BACKUP_NAME_LABEL = 'stowage.dev/backup-name';
+export const RESTORE_NAME_LABEL = 'stowage.dev/restore-name';
+
+export const LAST_APPLIED_CONFIG_ANNOTATION = 'kubectl.kubernetes.io/last-applied-configuration';
+export const PV_BIND_COMPLETED_ANNOTATION = 'pv.kubernetes.io/bind-completed';
+export const PV_BOUND_BY_CONTROLLER_ANNOTATION = 'pv.kubernetes.io/bound-by-controller';
+export const JOB_CONTROLLER_UID_LABELS: readonly string[] = ['batch.kubernetes.io/controller-uid', 'controller-uid'];
+
+/** Metadata fields a restore drops (Velero's resetMetadata, plus managedFields). */
+export const RESET_METADATA_FIELDS: readonly string[] = [
+  'generateName',
+  'selfLink',
+  'uid',
+  'resourceVersion',
+  'generation',
+  'creationTimestamp',
+  'deletionTimestamp',
+  'deletionGracePeriodSeconds',
+  'ownerReferences',
+  'managedFields',
+];
+
+/** The restore-wait init container's image and command (the node agent's image ships the program). */
+export interface RestoreWaitContainerConfig {
+  image: string;
+  command: string[];
+}
+
+export interface RestoreTransformContext {
+  backupName: string;
+  restoreName: string;
+  /** The restore's uid: the done marker's name, `.stowage/<restoreUid>`. */
+  restoreUid: string;
+  spec: Pick<RestoreSpec, 'namespaceMapping' | 'preserveNodePorts' | 'hooks'>;
+  volumes: RestoreVolumePlan;
+  restoreWait: RestoreWaitContainerConfig;
+}
+
+export interface TransformedItem {
+  /** The object to create. */
+  object: RestoreObject;
+  /** Hook annotation problems (the default was used): warnings of the restore. */
+  warnings: HookWarning[];
+}
+
+type Json = Record<string, unknown>;
+
+function asRecord(value: unknown): Json | undefined {
+  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Json) : undefined;
+}
+
+function asArray(value: unknown): unknown[] {
+  return Array.isArray(value) ? value : [];
+}
+
+function isKind(item: Pick<RestoreItem, 'group' | 'resource'>, group: string, resource: string): boolean {
+  return item.group === group && item.resource === resource;
+}
+
+/** Drops the fields of `metadata` a restore never carries over. */
+export function resetMetadata(metadata: Json): void {
+  for (const field of RESET_METADATA_FIELDS) delete metadata[field];
+}
+
+/** The restore-wait init container for `volumes` (contract: first init container, one mount per volume). */
+export function restoreWaitContainer(
+  context: Pick<RestoreTransformContext, 'restoreUid' | 'restoreWait'>,
+  volumes: readonly string[],
+): JsonObject {
+  return {
+    name: RESTORE_WAIT_CONTAINER_NAME,
+    image: context.restoreWait.image,
+    command: [...context.restoreWait.command],
+    env: [{ name: RESTORE_UID_ENV, value: context.restoreUid }],
+    volumeMounts: volumes.map((volume) => ({ name: volume, mountPath: `${RESTORE_WAIT_MOUNT_ROOT}/${volume}` })),
+  };
+}
+
+/** Names of nodePorts the user set explicitly: `name:<port name>` or `port:<nodePort>` for unnamed ones. */
+function explicitNodePorts(service: RestoreObject): { keys: Set<string>; fromManagedFields: Set<string> } {
+  const keys = new Set<string>();
+  const fromManagedFields = new Set<string>();
+  const lastApplied = service.metadata.annotations?.[LAST_APPLIED_CONFIG_ANNOTATION];
+  if (lastApplied !== undefined) {
+    try {
+      const applied = asRecord(JSON.parse(lastApplied));
+      for (const port of asArray(asRecord(applied?.spec)?.ports)) {
+        const record = asRecord(port);
+        const nodePort = Number(record?.nodePort ?? 0);
+        if (!record || !(nodePort > 0)) continue;
+        keys.add(typeof record.name === 'string' && record.name !== '' ? `name:${record.name}` : `port:${nodePort}`);
+      }
+    } catch {
+      // not JSON: nothing was set explicitly that we can tell
+    }
+    return { keys, fromManagedFields };
+  }
+  for (const entry of asArray(service.metadata.managedFields)) {
+    const ports = asRecord(asRecord(asRecord(asRecord(entry)?.fieldsV1)?.['f:spec'])?.['f:ports']);
+    for (const [key, value] of Object.entries(ports ?? {})) if (asRecord(value)?.['f:nodePort'] !== undefined) fromManagedFields.add(key);
+  }
+  return { keys, fromManagedFields };
+}
+
+function transformService(object: RestoreObject, preserveNodePorts: boolean, original: RestoreObject): void {
+  const spec = asRecord(object.spec);
+  if (!spec) return;
+  if (spec.clusterIP !== 'None') {
+    delete spec.clusterIP;
+    delete spec.clusterIPs;
+  }
+  if (preserveNodePorts || spec.type === 'ExternalName') return;
+  const explicit = explicitNodePorts(original);
+  const usesLastApplied = original.metadata.annotations?.[LAST_APPLIED_CONFIG_ANNOTATION] !== undefined;
+  for (const port of asArray(spec.ports)) {
+    const record = asRecord(port);
+    if (!record || record.nodePort === undefined) continue;
+    let keep: boolean;
+    if (usesLastApplied) {
+      keep =
+        typeof record.name === 'string' && record.name !== ''
+          ? explicit.keys.has(`name:${record.name}`)
+          : explicit.keys.has(`port:${Number(record.nodePort)}`);
+    } else {
+      keep = explicit.fromManagedFields.has(`k:{"port":${Number(record.port)},"protocol":"${String(record.protocol ?? 'TCP')}"}`);
+    }
+    if (!keep) delete record.nodePort;
+  }
+  if (
+    spec.healthCheckNodePort !== undefined &&
+    !(spec.type === 'LoadBalancer' && spec.externalTrafficPolicy === 'Local' && explicitHealthCheck(original))
+  ) {
+    delete spec.healthCheckNodePort;
+  }
+}
+
+function explicitHealthCheck(service: RestoreObject): boolean {
+  const lastApplied = service.metadata.annotations?.[LAST_APPLIED_CONFIG_ANNOTATION];
+  if (lastApplied === undefined) return false;
+  try {
+    return Number(asRecord(asRecord(JSON.parse(lastApplied))?.spec)?.healthCheckNodePort ?? 0) > 0;
+  } catch {
+    return false;
+  }
+}
+
+function dropTokenMounts(containers: unknown, tokenPrefix: string): void {
+  for (const container of asArray(containers)) {
+    const record = asRecord(container);
+    if (!record || !Array.isArray(record.volumeMounts)) continue;
+    record.volumeMounts = record.volumeMounts.filter((mount) => {
+      const name = asRecord(mount)?.name;
+      return !(typeof name === 'string' && name.startsWith(tokenPrefix));
+    });
+  }
+}
+
+function transformPod(object: RestoreObject, item: RestoreItem, context: RestoreTransformContext, warnings: HookWarning[]): void {
+  const spec = asRecord(object.spec);
+  if (!spec) return;
+  delete spec.nodeName;
+  delete spec.priority;
+  const serviceAccount = typeof spec.serviceAccountName === 'string' ? spec.serviceAccountName : '';
+  const tokenPrefix = `${serviceAccount}-token-`;
+  if (Array.isArray(spec.volumes)) {
+    spec.volumes = spec.volumes.filter((volume) => {
+      const name = asRecord(volume)?.name;
+      return !(typeof name === 'string' && name.startsWith(tokenPrefix));
+    });
+  }
+  dropTokenMounts(spec.containers, tokenPrefix);
+  dropTokenMounts(spec.initContainers, tokenPrefix);
+
+  const hooks = resolveRestoreHooks(object, context.spec);
+  warnings.push(...hooks.warnings);
+  const initContainers: unknown[] = [...hooks.initContainers, ...asArray(spec.initContainers)];
+  const restored = item.namespace !== null ? (context.volumes.podVolumes[objectKey(item.namespace, item.name)] ?? []) : [];
+  if (restored.length > 0) {
+    initContainers.unshift(
+      restoreWaitContainer(
+        context,
+        restored.map((volume) => volume.volume),
+      ),
+    );
+  }
+  if (initContainers.length > 0) spec.initContainers = initContainers;
+}
+
+function transformJob(object: RestoreObject): void {
+  const spec = asRecord(object.spec);
+  const matchLabels = asRecord(asRecord(spec?.selector)?.matchLabels);
+  const templateLabels = asRecord(asRecord(asRecord(spec?.template)?.metadata)?.labels);
+  for (const label of JOB_CONTROLLER_UID_LABELS) {
+    if (matchLabels) delete matchLabels[label];
+    if (templateLabels) delete templateLabels[label];
+  }
+}
+
+function dropBindAnnotations(object: RestoreObject): void {
+  const annotations = object.metadata.annotations;
+  if (!annotations) return;
+  delete annotations[PV_BIND_COMPLETED_ANNOTATION];
+  delete annotations[PV_BOUND_BY_CONTROLLER_ANNOTATION];
+  if (Object.keys(annotations).length === 0) delete object.metadata.annotations;
+}
+
+function transformClaim(object: RestoreObject, item: RestoreItem, context: RestoreTransformContext): void {
+  const spec = asRecord(object.spec);
+  if (!spec || typeof spec.volumeName !== 'string' || spec.volumeName === '') return;
+  dropBindAnnotations(object);
+  if (item.namespace !== null && context.volumes.reprovisionedClaims.includes(objectKey(item.namespace, item.name))) delete spec.volumeName;
+}
+
+function transformVolume(object: RestoreObject, mapping: Readonly<Record<string, string>>): void {
+  const claimRef = asRecord(asRecord(object.spec)?.claimRef);
+  if (claimRef) {
+    delete claimRef.uid;
+    delete claimRef.resourceVersion;
+    if (typeof claimRef.namespace === 'string' && mapping[claimRef.namespace] !== undefined)
+      claimRef.namespace = mapping[claimRef.namespace];
+  }
+  dropBindAnnotations(object);
+}
+
+function transformServiceAccount(object: RestoreObject): void {
+  if (!Array.isArray(object.secrets)) return;
+  const tokenPrefix = `${object.metadata.name}-token-`;
+  const index = object.secrets.findIndex((secret) => {
+    const name = asRecord(secret)?.name;
+    return typeof name === 'string' && name.startsWith(tokenPrefix);
+  });
+  // Velero drops the first auto-created token secret; the token controller makes a new one
+  if (index >= 0) object.secrets = object.secrets.filter((_, i) => i !== index);
+}
+
+function transformBinding(object: RestoreObject, mapping: Readonly<Record<string, string>>): void {
+  for (const subject of asArray(object.subjects)) {
+    const record = asRecord(subject);
+    if (record && typeof record.namespace === 'string' && mapping[record.namespace] !== undefined)
+      record.namespace = mapping[record.namespace];
+  }
+}
+
+/**
+ * The object to create for `item`: a deep copy with every documented transform applied. Pure;
+ * the same input always gives the same object (a re-run job creates the same thing).
+ */
+export function transformForRestore(item: RestoreItem, context: RestoreTransformContext): TransformedItem {
+  const original = item.object;
+  const object = structuredClone(original) as RestoreObject;
+  const warnings: HookWarning[] = [];
+  resetMetadata(object.metadata);
+  delete object.status;
+  if (item.targetNamespace !== null) object.metadata.namespace = item.targetNamespace;
+  else delete object.metadata.namespace;
+  object.metadata.name = item.targetName;
+
+  if (isKind(item, '', 'services')) transformService(object, context.spec.preserveNodePorts, original);
+  else if (isKind(item, '', 'pods')) transformPod(object, item, context, warnings);
+  else if (isKind(item, 'batch', 'jobs')) transformJob(object);
+  else if (isKind(item, '', 'persistentvolumeclaims')) transformClaim(object, item, context);
+  else if (isKind(item, '', 'persistentvolumes')) transformVolume(object, context.spec.namespaceMapping);
+  else if (isKind(item, '', 'serviceaccounts')) transformServiceAccount(object);
+  else if (isKind(item, 'rbac.authorization.k8s.io', 'rolebindings') || isKind(item, 'rbac.authorization.k8s.io', 'clusterrolebindings')) {
+    transformBinding(object, context.spec.namespaceMapping);
+  }
+
+  object.metadata.labels = {
+    ...(object.metadata.labels ?? {}),
+    [RESTORE_BACKUP_NAME_LABEL]: context.backupName,
+    [RESTORE_NAME_LABEL]: context.restoreName,
+  };
+  return { object, warnings };
+}
