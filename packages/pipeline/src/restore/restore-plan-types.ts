@@ -12,6 +12,8 @@ export interface RestoreTierPlan {
   waitUntil: 'crds-established' | 'namespaces-active' | null;
   batches: number;
   items: number;
+  /** The CRDs or namespaces of this tier that `waitUntil` waits for (target names). */
+  waitFor: string[];
 }
 
 /** One item to create: where, and the object as it is sent (transforms applied). */

@@ -102,7 +102,11 @@ export class RestoreState extends RunState<RestoreRecord> {
   /** Stores the tiers, their batches and the pod plans (idempotent: the same plan writes the same values). */
   async putPlan(
     name: string,
-    plan: { tiers: readonly RestoreTierPlan[]; batches: ReadonlyMap<string, readonly PlannedRestoreItem[]>; pods: readonly RestorePodPlan[] },
+    plan: {
+      tiers: readonly RestoreTierPlan[];
+      batches: ReadonlyMap<string, readonly PlannedRestoreItem[]>;
+      pods: readonly RestorePodPlan[];
+    },
   ): Promise<void> {
     const multi = this.redis.multi();
     for (const tier of plan.tiers) multi.hset(this.key(name, 'tiers'), String(tier.index), JSON.stringify(tier));
@@ -214,4 +218,4 @@ export class RestoreState extends RunState<RestoreRecord> {
   }
 }
 
-export type { RunEvent as RestoreEvent, Redis };
+export type { Redis, RunEvent as RestoreEvent };
