@@ -142,7 +142,7 @@ describe('restore of items (no volumes) through the job graph', () => {
     expect(counters).toMatchObject({ totalItems: originals.length, itemsRestored: originals.length, itemsCreated: originals.length });
     expect(counters.itemsFailed ?? 0).toBe(0);
     // The Service kept no clusterIP and got a fresh nodePort (preserveNodePorts is false).
-    const service = (await readBack(h.kube, '/api/v1/namespaces/shop/services/web')) as {
+    const service = (await readBack(h.kube, '/api/v1/namespaces/shop/services/web')) as unknown as {
       spec: { clusterIP?: string; ports: Array<{ nodePort?: number }> };
     };
     expect(service.spec.clusterIP).not.toBe('10.96.0.42');
@@ -162,18 +162,18 @@ describe('restore of items (no volumes) through the job graph', () => {
     const none = await h.deps.restores!.itemResults('rs-none');
     expect(none['configmaps/shop/settings']?.outcome).toBe('exists-skipped');
     expect(none['configmaps/shop/settings']?.reason).toMatch(/settings/);
-    expect(((await readBack(h.kube, '/api/v1/namespaces/shop/configmaps/settings')) as { data: Record<string, string> }).data.mode).toBe(
-      'edited',
-    );
+    expect(
+      ((await readBack(h.kube, '/api/v1/namespaces/shop/configmaps/settings')) as unknown as { data: Record<string, string> }).data.mode,
+    ).toBe('edited');
     expect((await h.deps.restores!.counters('rs-none')).warnings).toBeGreaterThan(0);
 
     await restore('rs-update', { existingResourcePolicy: 'update' });
     expect(await restoreEnd(h, 'rs-update')).toBe('Completed');
     const updated = await h.deps.restores!.itemResults('rs-update');
     expect(updated['configmaps/shop/settings']?.outcome).toBe('updated');
-    expect(((await readBack(h.kube, '/api/v1/namespaces/shop/configmaps/settings')) as { data: Record<string, string> }).data.mode).toBe(
-      'prod',
-    );
+    expect(
+      ((await readBack(h.kube, '/api/v1/namespaces/shop/configmaps/settings')) as unknown as { data: Record<string, string> }).data.mode,
+    ).toBe('prod');
   });
 
   it('namespaceMapping restores every object into another namespace', async () => {
