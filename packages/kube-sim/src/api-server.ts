@@ -6,7 +6,7 @@ import { type WebSocket, WebSocketServer } from 'ws';
 import { parse as parseYaml } from 'yaml';
 import { ApiError, apiError, failureStatus, type KubeStatus, notFound } from './api-status.js';
 import type { ClusterState, PatchType, WatchEvent } from './cluster-state.js';
-import { behaviourFromAnnotation, type ExecLog, type PodExecBehaviour, resolveExecOutcome } from './exec-sim.js';
+import { containerBehaviour, type ExecLog, type PodExecBehaviour, resolveExecOutcome } from './exec-sim.js';
 import type { FaultInjector, FaultStatus, RequestStats } from './faults.js';
 import { isPlainObject, type KubeObject } from './kube-object.js';
 import { openApiGroupVersionDoc, openApiRoot } from './openapi.js';
@@ -606,16 +606,13 @@ export class KubeApi {
   }
 
   private behaviourFor(pod: KubeObject, namespace: string, name: string, container: string) {
-    const override = this.ctx.execOverrides.get(`${namespace}/${name}`);
-    if (override) {
-      const found = override[container] ?? override['*'];
-      if (found) return found;
-    }
-    const fromAnnotation = behaviourFromAnnotation(pod.metadata.annotations);
-    if (pod.metadata.annotations?.['sim.stowage.dev/exec'] !== undefined && !fromAnnotation) {
-      this.ctx.warn(`pod ${namespace}/${name}: ignoring invalid sim.stowage.dev/exec annotation`);
-    }
-    return fromAnnotation?.[container] ?? fromAnnotation?.['*'];
+    const { behaviour, invalidAnnotation } = containerBehaviour(
+      pod.metadata.annotations,
+      this.ctx.execOverrides.get(`${namespace}/${name}`),
+      container,
+    );
+    if (invalidAnnotation) this.ctx.warn(`pod ${namespace}/${name}: ignoring invalid sim.stowage.dev/exec annotation`);
+    return behaviour;
   }
 
   private runExec(

@@ -64,6 +64,15 @@ export function generateCluster(options: GenerateClusterOptions): Fixture {
     });
   }
   if (options.includeStowage !== false) objects.push({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'stowage' } });
+  // the claims' class, the default one, so restored (reprovisioned) claims get new volumes
+  objects.push({
+    apiVersion: 'storage.k8s.io/v1',
+    kind: 'StorageClass',
+    metadata: { name: storageClassName, annotations: { 'storageclass.kubernetes.io/is-default-class': 'true' } },
+    provisioner: 'sim.csi.stowage.dev',
+    reclaimPolicy: 'Delete',
+    volumeBindingMode: 'Immediate',
+  });
   let podIndex = 0;
   const bytesPerFile = Math.floor(options.bytesPerVolume / filesPerVolume);
   const remainder = options.bytesPerVolume - bytesPerFile * filesPerVolume;

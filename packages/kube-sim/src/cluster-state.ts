@@ -62,6 +62,13 @@ export interface ClusterStateOptions {
 /** Reactions to writes, the simulator's stand-ins for controllers (scheduler, provisioner, kubelet). */
 export interface ClusterHooks {
   onPodCreated?: (pod: KubeObject) => void;
+  /** Every object created through the API (not fixture loading), after it is stored. */
+  onCreated?: (type: ResourceType, object: KubeObject) => void;
+  /**
+   * Replaces the default scheduling and start-up of a pod created through the API (the default puts
+   * it on nodes round-robin and starts it Running): see controllers.ts.
+   */
+  preparePod?: (pod: KubeObject) => KubeObject;
 }
 
 export class ClusterState {
@@ -70,6 +77,11 @@ export class ClusterState {
   private readonly now: () => Date;
   hooks: ClusterHooks = {};
   private scheduleCounter = 0;
+  /**
+   * When true, a CRD created through the API is stored without the Established condition and its
+   * resources are not served until `establishCrd` is called (a controller does, shortly after).
+   */
+  deferCrdEstablishment = false;
 
   constructor(options: ClusterStateOptions = {}) {
     this.store = new ObjectStore(options.historyLimit ?? 10_000);
@@ -247,16 +259,18 @@ export class ClusterState {
     delete metadata.resourceVersion;
     delete metadata.managedFields;
     let stored: KubeObject = { ...object, metadata };
-    stored = this.prepareForCreate(type, stored);
+    stored = this.prepareForCreate(type, stored, options.keepStatus === true);
     if (options.dryRun) return { ...stored, metadata: { ...stored.metadata, resourceVersion: String(this.store.resourceVersion) } };
     stored.metadata.resourceVersion = String(this.store.nextRv());
     this.store.put(key, stored);
     this.afterWrite(type, stored, undefined);
+    if (!options.keepStatus) this.hooks.onCreated?.(type, stored);
     return this.withServedVersion(type, stored);
   }
 
   /** Defaults the simulator's pretend controllers would set (pod scheduled and running, CRD established). */
-  private prepareForCreate(type: ResourceType, object: KubeObject): KubeObject {
+  private prepareForCreate(type: ResourceType, object: KubeObject, fromFixture: boolean): KubeObject {
+    if (type.kind === 'Pod' && type.group === '' && !fromFixture && this.hooks.preparePod) return this.hooks.preparePod(object);
     if (type.kind === 'Pod' && type.group === '') {
       const spec = isPlainObject(object.spec) ? { ...object.spec } : {};
       if (typeof spec.nodeName !== 'string' || spec.nodeName === '') {
@@ -273,12 +287,32 @@ export class ClusterState {
       const status = isPlainObject(object.status) ? object.status : {};
       return { ...object, status: { phase: 'Active', ...status } };
     }
-    if (type.kind === 'CustomResourceDefinition') return { ...object, status: crdStatus(object, this.timestamp()) };
+    if (type.kind === 'CustomResourceDefinition') {
+      const deferred = this.deferCrdEstablishment && !fromFixture;
+      return { ...object, status: crdStatus(object, this.timestamp(), !deferred) };
+    }
     return object;
   }
 
+  /**
+   * Marks a CRD created while `deferCrdEstablishment` was on as Established and serves its
+   * resources (a MODIFIED event). False when it is gone or already established.
+   */
+  establishCrd(name: string): boolean {
+    const current = this.store.get(crdKey, '', name);
+    if (!current || isEstablished(current)) return false;
+    const established: KubeObject = {
+      ...current,
+      status: crdStatus(current, this.timestamp(), true),
+      metadata: { ...current.metadata, resourceVersion: String(this.store.nextRv()) },
+    };
+    this.store.put(crdKey, established);
+    this.registerCrd(established, undefined);
+    return true;
+  }
+
   private afterWrite(type: ResourceType, object: KubeObject, previous: KubeObject | undefined): void {
-    if (storageKey(type) === crdKey) this.registerCrd(object, previous);
+    if (storageKey(type) === crdKey && isEstablished(object)) this.registerCrd(object, previous);
     if (!previous && type.kind === 'Pod' && type.group === '') this.hooks.onPodCreated?.(object);
   }
 
@@ -576,7 +610,7 @@ function validateCrd(crd: KubeObject): StatusCause[] {
   return causes;
 }
 
-function crdStatus(crd: KubeObject, timestamp: string): Record<string, unknown> {
+function crdStatus(crd: KubeObject, timestamp: string, established = true): Record<string, unknown> {
   const spec = isPlainObject(crd.spec) ? crd.spec : {};
   const versions = Array.isArray(spec.versions) ? spec.versions : [];
   const storedVersions = versions.filter((v) => isPlainObject(v) && v.storage === true).map((v) => (v as Record<string, unknown>).name);
@@ -584,16 +618,31 @@ function crdStatus(crd: KubeObject, timestamp: string): Record<string, unknown> 
     acceptedNames: spec.names ?? {},
     conditions: [
       { type: 'NamesAccepted', status: 'True', reason: 'NoConflicts', message: 'no conflicts found', lastTransitionTime: timestamp },
-      {
-        type: 'Established',
-        status: 'True',
-        reason: 'InitialNamesAccepted',
-        message: 'the initial names have been accepted',
-        lastTransitionTime: timestamp,
-      },
+      established
+        ? {
+            type: 'Established',
+            status: 'True',
+            reason: 'InitialNamesAccepted',
+            message: 'the initial names have been accepted',
+            lastTransitionTime: timestamp,
+          }
+        : {
+            type: 'Established',
+            status: 'False',
+            reason: 'Installing',
+            message: 'the resource is being installed',
+            lastTransitionTime: timestamp,
+          },
     ],
     storedVersions,
   };
+}
+
+/** True when the CRD's Established condition is True (its resources are served). */
+export function isEstablished(crd: KubeObject): boolean {
+  const status = isPlainObject(crd.status) ? crd.status : {};
+  const conditions = Array.isArray(status.conditions) ? status.conditions : [];
+  return conditions.some((c) => isPlainObject(c) && c.type === 'Established' && c.status === 'True');
 }
 
 export function resourceTypesOfCrd(crd: KubeObject): ResourceType[] {

@@ -18,6 +18,7 @@ export interface ControlTarget {
   setPodPhase(namespace: string, name: string, phase: string): unknown;
   setExecBehaviour(namespace: string, name: string, behaviour: PodExecBehaviour | undefined): void;
   volumes(namespace: string, name: string): PodVolumeDir[];
+  setNodeAgents(nodes: string[]): void;
   reset(): void;
 }
 
@@ -108,6 +109,14 @@ export async function handleControl(target: ControlTarget, req: IncomingMessage,
       return send(res, 200, {});
     case 'GET pods/*/*/volumes':
       return send(res, 200, { items: target.volumes(parts[1]!, parts[2]!) });
+    case 'PUT node-agents': {
+      const nodes = isPlainObject(body.value) ? body.value.nodes : undefined;
+      if (!Array.isArray(nodes) || nodes.some((node) => typeof node !== 'string' || node === '')) {
+        return fail(res, 400, SimErrorCode.CONTROL_BAD_REQUEST, 'body must be {"nodes": ["<node name>", ...]}');
+      }
+      target.setNodeAgents(nodes as string[]);
+      return send(res, 200, { nodes });
+    }
     case 'POST reset':
       target.reset();
       return send(res, 200, target.info());

@@ -126,6 +126,25 @@ export function behaviourFromAnnotation(annotations: Record<string, string> | un
   }
 }
 
+/**
+ * The scripted behaviour of one container: the control API's override for the pod wins, then the
+ * pod's `sim.stowage.dev/exec` annotation (`*` for any container). `invalidAnnotation` is set when
+ * the annotation is there but unusable, so the caller can warn.
+ */
+export function containerBehaviour(
+  annotations: Record<string, string> | undefined,
+  override: PodExecBehaviour | undefined,
+  container: string,
+): { behaviour: ContainerExecBehaviour | undefined; invalidAnnotation: boolean } {
+  const overridden = override?.[container] ?? override?.['*'];
+  if (overridden) return { behaviour: overridden, invalidAnnotation: false };
+  const fromAnnotation = behaviourFromAnnotation(annotations);
+  return {
+    behaviour: fromAnnotation?.[container] ?? fromAnnotation?.['*'],
+    invalidAnnotation: annotations?.[execAnnotation] !== undefined && !fromAnnotation,
+  };
+}
+
 export class ExecLog {
   private records: ExecRecord[] = [];
   private nextId = 1;

@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { KubeApi } from './api-server.js';
 import { type ClusterSnapshot, ClusterState, restoreCluster, snapshotCluster } from './cluster-state.js';
 import { type ControlTarget, handleControl } from './control-api.js';
+import { SimControllers } from './controllers.js';
 import { ExecLog, type ExecRecord, type PodExecBehaviour } from './exec-sim.js';
 import { type FaultConfig, FaultInjector, type RequestCounts, RequestStats } from './faults.js';
 import {
@@ -46,6 +47,13 @@ export interface SimulatorOptions {
   materializeVolumes?: MaterializeMode;
   /** Receives warnings (fixture problems that are not fatal, bad annotations). Default: collected only. */
   onWarning?: (message: string) => void;
+  /**
+   * How long after an API create a CRD becomes Established (its custom resources served before
+   * that are 404); default 0 = at once, as the fixture's CRDs are.
+   */
+  crdEstablishDelayMs?: number;
+  /** Nodes that run a node agent, preferred by the scheduler (also: `setNodeAgents`, `PUT /_sim/node-agents`). */
+  nodeAgents?: string[];
 }
 
 export interface Simulator {
@@ -68,6 +76,8 @@ export interface Simulator {
   setExecBehaviour(namespace: string, pod: string, behaviour: PodExecBehaviour | undefined): void;
   /** Volume directories of a pod (emptyDir and PVC-backed), as laid out on disk. */
   podVolumes(namespace: string, pod: string): PodVolumeDir[];
+  /** Nodes that run a node agent: the scheduler puts new pods there when their nodeSelector allows. */
+  setNodeAgents(nodes: string[]): void;
   /** Back to the loaded fixture: objects (same uids), no faults, empty exec log and counts; open watches end. */
   reset(): void;
   /** Stops serving and removes the temp dir it created; safe to call twice. */
@@ -102,22 +112,22 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     throw error;
   }
 
-  const pendingWrites = new Set<Promise<unknown>>();
-  if (materialize !== 'none') {
-    state.hooks.onPodCreated = (pod) => {
-      const write = materializePodVolumes(state, dataRoot, [pod], materialize)
-        .then((result) => result.warnings.forEach(warn))
-        .catch((error: unknown) => warn(`writing volumes of pod ${pod.metadata.namespace}/${pod.metadata.name} failed: ${String(error)}`))
-        .finally(() => pendingWrites.delete(write));
-      pendingWrites.add(write);
-    };
-  }
-
   const faults = new FaultInjector();
   const stats = new RequestStats();
   const execLog = new ExecLog();
   const execOverrides = new Map<string, PodExecBehaviour>();
   const api = new KubeApi({ state, faults, stats, execLog, execOverrides, bookmarkIntervalMs: options.bookmarkIntervalMs ?? 1000, warn });
+  // scheduler, kubelet, provisioner and CRD establishment for objects created through the API
+  const controllers = new SimControllers({
+    state,
+    dataRoot,
+    materialize,
+    execOverrides,
+    warn,
+    ...(options.crdEstablishDelayMs !== undefined ? { crdEstablishDelayMs: options.crdEstablishDelayMs } : {}),
+  });
+  controllers.install();
+  controllers.setNodeAgents(options.nodeAgents ?? []);
   let dropTimer: NodeJS.Timeout | undefined;
 
   const podType = state.registry.get('', 'v1', 'pods')!;
@@ -156,8 +166,10 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
       const pod = state.tryGet(podType, namespace, name);
       return pod ? podVolumeDirs(state, dataRoot, pod) : [];
     },
+    setNodeAgents: (nodes) => controllers.setNodeAgents(nodes),
     reset: () => {
       api.dropWatches('end');
+      controllers.clear();
       restoreCluster(state, snapshot);
       control.clearFaults();
       execOverrides.clear();
@@ -240,6 +252,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     setPodPhase: (namespace, name, phase) => control.setPodPhase(namespace, name, phase) as KubeObject | undefined,
     setExecBehaviour: (namespace, pod, behaviour) => control.setExecBehaviour(namespace, pod, behaviour),
     podVolumes: (namespace, pod) => control.volumes(namespace, pod),
+    setNodeAgents: (nodes) => control.setNodeAgents(nodes),
     reset: () => control.reset(),
     close: () => {
       closing ??= (async () => {
@@ -249,7 +262,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
           server.close(() => resolve());
           server.closeAllConnections();
         });
-        await Promise.allSettled([...pendingWrites]);
+        await controllers.close();
         rmSync(ownTempDir, { recursive: true, force: true });
       })();
       return closing;

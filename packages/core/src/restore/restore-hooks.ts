@@ -24,6 +24,24 @@ import type { JsonObject, RestoreObject } from './types.js';
 
 export const RESTORE_EXEC_HOOK_ANNOTATION_PREFIX = 'post.hook.restore.velero.io/';
 export const RESTORE_INIT_HOOK_ANNOTATION_PREFIX = 'init.hook.restore.velero.io/';
+/** The init hook container's name when the annotation gives none. */
+export const DEFAULT_INIT_HOOK_CONTAINER_NAME = 'stowage-restore-init';
+
+/** Go's strconv.ParseBool, which Velero uses for wait-for-ready. */
+const GO_BOOLEANS: Record<string, boolean> = {
+  '1': true,
+  t: true,
+  T: true,
+  TRUE: true,
+  true: true,
+  True: true,
+  '0': false,
+  f: false,
+  F: false,
+  FALSE: false,
+  false: false,
+  False: false,
+};
 
 export interface RestoreExecHook {
   source: 'annotation' | 'spec';
@@ -151,7 +169,8 @@ function annotationExecHook(pod: RestoreObject, warnings: HookWarning[]): Restor
   let waitForReady = false;
   const readyValue = annotations[`${prefix}wait-for-ready`];
   if (readyValue !== undefined) {
-    if (readyValue === 'true' || readyValue === 'false') waitForReady = readyValue === 'true';
+    const parsedReady = GO_BOOLEANS[readyValue];
+    if (parsedReady !== undefined) waitForReady = parsedReady;
     else warn(`${prefix}wait-for-ready`, `${JSON.stringify(readyValue)} is not true or false; using false`);
   }
   const containerValue = annotations[`${prefix}container`];
@@ -176,16 +195,18 @@ function annotationInitContainer(pod: RestoreObject, warnings: HookWarning[]): J
   const image = annotations[`${prefix}container-image`];
   const name = annotations[`${prefix}container-name`];
   const commandValue = annotations[`${prefix}command`];
-  if (image === undefined && name === undefined && commandValue === undefined) return null;
-  if (!image || !name) {
-    warnings.push({
-      code: CORE_ERROR_CODES.CORE_HOOK_ANNOTATION_INVALID,
-      annotation: `${prefix}${image ? 'container-name' : 'container-image'}`,
-      message: 'an init hook needs both container-image and container-name; no init container is added',
-    });
+  if (!image) {
+    if (name !== undefined || commandValue !== undefined) {
+      warnings.push({
+        code: CORE_ERROR_CODES.CORE_HOOK_ANNOTATION_INVALID,
+        annotation: `${prefix}container-image`,
+        message: 'is missing: an init hook needs an image; no init container is added',
+      });
+    }
     return null;
   }
-  const container: JsonObject = { name, image };
+  // Velero makes up a random name; core has no randomness and a re-run must create the same pod
+  const container: JsonObject = { name: name || DEFAULT_INIT_HOOK_CONTAINER_NAME, image };
   if (commandValue) {
     const parsed = parseHookCommand(commandValue);
     if (parsed.warning)

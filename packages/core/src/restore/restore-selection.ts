@@ -10,7 +10,10 @@
  *   only when the restore covers all namespaces. A namespace object follows the namespace
  *   filter instead, and every namespace a restored item lives in is added (from the backup
  *   when it holds it, else a bare Namespace) so the item has somewhere to go.
- * - Pods that had ended (Succeeded/Failed) are not restored (Velero skips them).
+ * - Pods that had ended (Succeeded/Failed) and Jobs that had completed (a completionTime) are
+ *   not restored (Velero's isCompleted): they would only run again. Mirror pods neither.
+ * - Two items that would land on the same target (a mapped namespace onto one the restore also
+ *   fills) are not both created: the first in backup order wins, the other is skipped with why.
  * - PersistentVolumes: the PV of a claim whose data came through fs-backup is not restored —
  *   its claim is restored without `volumeName` and the storage class provisions a new PV, into
  *   which the PodVolumeRestore writes the data. A PV with reclaim policy `Delete` is not
@@ -49,7 +52,9 @@ export type RestoreSkipReason =
   | 'namespace-excluded'
   | 'cluster-scoped-not-included'
   | 'labels-not-matched'
-  | 'pod-finished'
+  | 'completed'
+  | 'mirror-pod'
+  | 'target-collision'
   | 'pv-reprovisioned';
 
 export interface SkippedRestoreItem {
@@ -128,6 +133,29 @@ function podVolumes(object: RestoreObject): PodVolumeRef[] {
   });
 }
 
+/** The annotation the kubelet puts on a static pod's API mirror; the kubelet recreates it, not a restore. */
+export const MIRROR_POD_ANNOTATION = 'kubernetes.io/config.mirror';
+
+/** Why a pod or job is complete or not the restore's to create (so not restored), or null. */
+function completionOf(item: BackedUpItem): { reason: RestoreSkipReason; message: string } | null {
+  if (isKind(item, '', 'pods') && item.object.metadata.annotations?.[MIRROR_POD_ANNOTATION] !== undefined) {
+    return { reason: 'mirror-pod', message: `pod ${item.namespace}/${item.name} is a mirror pod; its node's kubelet recreates it` };
+  }
+  const completed = completionMessage(item);
+  return completed === null ? null : { reason: 'completed', message: completed };
+}
+
+function completionMessage(item: BackedUpItem): string | null {
+  const status = asRecord(item.object.status);
+  if (isKind(item, '', 'pods') && (status?.phase === 'Succeeded' || status?.phase === 'Failed')) {
+    return `pod ${item.namespace}/${item.name} had ended (${status.phase}); it is not restored`;
+  }
+  if (isKind(item, 'batch', 'jobs') && typeof status?.completionTime === 'string' && status.completionTime !== '') {
+    return `job ${item.namespace}/${item.name} had completed (${status.completionTime}); it is not restored`;
+  }
+  return null;
+}
+
 function explainExclusion(item: BackedUpItem, spec: RestoreSelectionSpec): SkippedRestoreItem | null {
   const groupResource = groupResourceOf(item);
   const where = item.namespace === null ? item.name : `${item.namespace}/${item.name}`;
@@ -161,7 +189,7 @@ export function selectRestoreItems(
   spec: RestoreSelectionSpec,
   volumeBackups: readonly BackedUpPodVolume[],
 ): RestoreSelection {
-  const selected: BackedUpItem[] = [];
+  let selected: BackedUpItem[] = [];
   const skipped: SkippedRestoreItem[] = [];
   const pending: BackedUpItem[] = [];
 
@@ -171,21 +199,17 @@ export function selectRestoreItems(
       skipped.push(exclusion);
       continue;
     }
-    if (isKind(item, '', 'pods')) {
-      const phase = asRecord(item.object.status)?.phase;
-      if (phase === 'Succeeded' || phase === 'Failed') {
-        skipped.push({
-          item,
-          reason: 'pod-finished',
-          message: `pod ${item.namespace}/${item.name} had ended (${phase}); it is not restored`,
-        });
-        continue;
-      }
+    const completion = completionOf(item);
+    if (completion !== null) {
+      skipped.push({ item, ...completion });
+      continue;
     }
     // cluster-scoped items other than namespaces wait: PVs depend on the claims chosen
     if (item.namespace === null && !isNamespaceObject(item)) pending.push(item);
     else selected.push(item);
   }
+
+  selected = dropTargetCollisions(selected, spec.namespaceMapping, skipped);
 
   // Volume data: which pod volumes had a completed fs-backup, and which claims they mount.
   const completed = new Map<string, string>();
@@ -194,16 +218,24 @@ export function selectRestoreItems(
       completed.set(`${objectKey(backup.podNamespace, backup.podName)}\u0000${backup.volume}`, backup.snapshotID);
     }
   }
-  const podVolumesPlan: Record<string, RestoredPodVolume[]> = {};
+  // A claim whose data was fs-backed up (by any backed-up pod, restored or not) is reprovisioned.
   const fsBackedClaims = new Set<string>();
+  for (const backedUp of items) {
+    if (!isKind(backedUp, '', 'pods') || backedUp.namespace === null) continue;
+    const podKey = objectKey(backedUp.namespace, backedUp.name);
+    for (const volume of podVolumes(backedUp.object)) {
+      if (volume.claimName !== undefined && completed.has(`${podKey}\u0000${volume.name}`)) {
+        fsBackedClaims.add(objectKey(backedUp.namespace, volume.claimName));
+      }
+    }
+  }
+  const podVolumesPlan: Record<string, RestoredPodVolume[]> = {};
   for (const item of selected) {
-    if (!isKind(item, '', 'pods') || item.namespace === null) continue;
+    if (!spec.restorePVs || !isKind(item, '', 'pods') || item.namespace === null) continue;
     const podKey = objectKey(item.namespace, item.name);
     for (const volume of podVolumes(item.object)) {
       const snapshotID = completed.get(`${podKey}\u0000${volume.name}`);
       if (snapshotID === undefined) continue;
-      if (volume.claimName !== undefined) fsBackedClaims.add(objectKey(item.namespace, volume.claimName));
-      if (!spec.restorePVs) continue;
       const planned = podVolumesPlan[podKey] ?? [];
       planned.push({ volume: volume.name, snapshotID });
       podVolumesPlan[podKey] = planned;
@@ -293,6 +325,32 @@ export function selectRestoreItems(
   }
 
   return { items: result, skipped, volumes: { podVolumes: podVolumesPlan, reprovisionedClaims: reprovisionedClaims.sort() } };
+}
+
+/** Keeps the first of items that would be created at the same place; the others are skipped with why. */
+function dropTargetCollisions(
+  items: readonly BackedUpItem[],
+  mapping: Readonly<Record<string, string>>,
+  skipped: SkippedRestoreItem[],
+): BackedUpItem[] {
+  const kept: BackedUpItem[] = [];
+  const targets = new Set<string>();
+  for (const item of items) {
+    const { targetNamespace, targetName } = toRestoreItem(item, mapping, 'selected');
+    const target = `${groupResourceOf(item)}\u0000${targetNamespace ?? ''}\u0000${targetName}`;
+    if (!targets.has(target)) {
+      targets.add(target);
+      kept.push(item);
+      continue;
+    }
+    const where = targetNamespace === null ? targetName : `${targetNamespace}/${targetName}`;
+    skipped.push({
+      item,
+      reason: 'target-collision',
+      message: `${groupResourceOf(item)} ${where} is already restored from another namespace (namespaceMapping maps two namespaces onto one); this copy is not restored`,
+    });
+  }
+  return kept;
 }
 
 function toRestoreItem(item: BackedUpItem, mapping: Readonly<Record<string, string>>, origin: RestoreItem['origin']): RestoreItem {

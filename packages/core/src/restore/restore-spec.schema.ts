@@ -4,7 +4,7 @@
  * backup spec (`backup-spec.schema.ts`).
  */
 import { z } from 'zod';
-import { type HookOnError, specSchemaParts, type ValidationProblem } from '../backup-spec.schema.js';
+import { formatPath, type HookOnError, specSchemaParts, type ValidationProblem } from '../backup-spec.schema.js';
 import { parseDuration } from '../duration.js';
 import type { LabelSelector } from '../label-selector.js';
 import { explainDns1123Label } from '../names.js';
@@ -139,7 +139,13 @@ const initContainerInput = z.looseObject(
 const restoreInitInput = strictObject(
   {
     initContainers: z.array(initContainerInput).min(1, 'must not be empty'),
-    timeout: durationString('timeout', { min: 0 }).optional(),
+    // Velero's init hook timeout bounds its wait for the init containers; Stowage does not wait for them
+    timeout: z
+      .unknown()
+      .superRefine((_value, ctx) => {
+        ctx.addIssue({ code: 'custom', message: 'not supported: Stowage does not wait for init hook containers (remove timeout)' });
+      })
+      .optional(),
   },
   'init: {initContainers: [...]}',
 );
@@ -179,9 +185,9 @@ const restoreSpecInput = strictObject(
     labelSelector: labelSelectorInput.nullable().optional(),
     orLabelSelectors: z.array(labelSelectorInput).optional(),
     namespaceMapping: z
-      .record(namespaceName('source namespace'), namespaceName('target namespace'), {
-        error: 'must be an object of backed-up namespace to target namespace, e.g. {"shop": "shop-copy"}',
-      })
+      // source names are checked with the raw input (restoreCrossFieldProblems): a key issue here
+      // would carry the record's message, not the key's
+      .record(z.string(), namespaceName('target namespace'))
       .optional(),
     restorePVs: z.boolean({ error: 'must be true or false' }).nullable().optional(),
     existingResourcePolicy: z
@@ -227,6 +233,15 @@ function restoreCrossFieldProblems(request: unknown): ValidationProblem[] {
   problems.push(...checkIncludesExcludes(spec.includedNamespaces, spec.excludedNamespaces, 'spec', 'Namespaces'));
   problems.push(...checkIncludesExcludes(spec.includedResources, spec.excludedResources, 'spec', 'Resources'));
   if (isRecord(spec.namespaceMapping)) {
+    for (const source of Object.keys(spec.namespaceMapping)) {
+      const sourceProblems = explainDns1123Label(source);
+      if (sourceProblems.length > 0) {
+        problems.push({
+          path: formatPath(['spec', 'namespaceMapping', source]),
+          message: `source namespace ${JSON.stringify(source)} ${sourceProblems.join('; ')}`,
+        });
+      }
+    }
     const sourcesByTarget = new Map<string, string[]>();
     for (const [source, target] of Object.entries(spec.namespaceMapping)) {
       if (typeof target !== 'string') continue;
@@ -235,7 +250,7 @@ function restoreCrossFieldProblems(request: unknown): ValidationProblem[] {
     for (const [target, sources] of sourcesByTarget) {
       if (sources.length > 1) {
         problems.push({
-          path: `spec.namespaceMapping[${JSON.stringify(sources[1])}]`,
+          path: formatPath(['spec', 'namespaceMapping', sources[1] ?? '']),
           message: `${sources.map((s) => JSON.stringify(s)).join(' and ')} all map to ${JSON.stringify(target)}; objects of the same name would collide`,
         });
       }

@@ -25,6 +25,7 @@
  * - RoleBinding/ClusterRoleBinding: subjects' namespaces mapped.
  */
 
+import { fnv1a64Hex } from '../hash.js';
 import type { HookWarning } from '../hooks.js';
 import { resolveRestoreHooks } from './restore-hooks.js';
 import { objectKey, type RestoreVolumePlan } from './restore-selection.js';
@@ -34,6 +35,8 @@ import type { JsonObject, RestoreItem, RestoreObject } from './types.js';
 export const RESTORE_WAIT_CONTAINER_NAME = 'stowage-restore-wait';
 /** The env var that tells the restore-wait program which done markers to wait for. */
 export const RESTORE_UID_ENV = 'STOWAGE_RESTORE_UID';
+/** The env var bounding the restore-wait program's wait (ms): the restore's itemOperationTimeout. */
+export const RESTORE_WAIT_TIMEOUT_ENV = 'STOWAGE_RESTORE_WAIT_TIMEOUT_MS';
 /** Where the restore-wait container mounts each restored volume: `/restores/<volume>`. */
 export const RESTORE_WAIT_MOUNT_ROOT = '/restores';
 export const RESTORE_BACKUP_NAME_LABEL = 'stowage.dev/backup-name';
@@ -69,7 +72,8 @@ export interface RestoreTransformContext {
   restoreName: string;
   /** The restore's uid: the done marker's name, `.stowage/<restoreUid>`. */
   restoreUid: string;
-  spec: Pick<RestoreSpec, 'namespaceMapping' | 'preserveNodePorts' | 'hooks'>;
+  /** The restore spec (itemOperationTimeoutMs, when given, bounds the restore-wait container). */
+  spec: Pick<RestoreSpec, 'namespaceMapping' | 'preserveNodePorts' | 'hooks'> & Partial<Pick<RestoreSpec, 'itemOperationTimeoutMs'>>;
   volumes: RestoreVolumePlan;
   restoreWait: RestoreWaitContainerConfig;
 }
@@ -95,21 +99,33 @@ function isKind(item: Pick<RestoreItem, 'group' | 'resource'>, group: string, re
   return item.group === group && item.resource === resource;
 }
 
+/**
+ * A name as a label value: as it is up to 63 characters, else its first 57 and 6 hex digits of
+ * a hash (Velero's label.GetValidName does the same with sha256), so it stays unique and valid.
+ */
+export function labelValueOf(name: string): string {
+  if (name.length <= 63) return name;
+  return `${name.slice(0, 57)}${fnv1a64Hex(name).slice(0, 6)}`;
+}
+
 /** Drops the fields of `metadata` a restore never carries over. */
 export function resetMetadata(metadata: Json): void {
   for (const field of RESET_METADATA_FIELDS) delete metadata[field];
 }
 
 /** The restore-wait init container for `volumes` (contract: first init container, one mount per volume). */
-export function restoreWaitContainer(
-  context: Pick<RestoreTransformContext, 'restoreUid' | 'restoreWait'>,
+export function buildRestoreWaitContainer(
+  context: Pick<RestoreTransformContext, 'restoreUid' | 'restoreWait' | 'spec'>,
   volumes: readonly string[],
 ): JsonObject {
+  const env = [{ name: RESTORE_UID_ENV, value: context.restoreUid }];
+  const timeoutMs = context.spec.itemOperationTimeoutMs;
+  if (timeoutMs !== undefined) env.push({ name: RESTORE_WAIT_TIMEOUT_ENV, value: String(timeoutMs) });
   return {
     name: RESTORE_WAIT_CONTAINER_NAME,
     image: context.restoreWait.image,
     command: [...context.restoreWait.command],
-    env: [{ name: RESTORE_UID_ENV, value: context.restoreUid }],
+    env,
     volumeMounts: volumes.map((volume) => ({ name: volume, mountPath: `${RESTORE_WAIT_MOUNT_ROOT}/${volume}` })),
   };
 }
@@ -164,22 +180,23 @@ function transformService(object: RestoreObject, preserveNodePorts: boolean, ori
     }
     if (!keep) delete record.nodePort;
   }
-  if (
-    spec.healthCheckNodePort !== undefined &&
-    !(spec.type === 'LoadBalancer' && spec.externalTrafficPolicy === 'Local' && explicitHealthCheck(original))
-  ) {
-    delete spec.healthCheckNodePort;
-  }
+  // Velero clears healthCheckNodePort only where the cluster allocates one: LoadBalancer + Local
+  const allocated = spec.type === 'LoadBalancer' && spec.externalTrafficPolicy === 'Local';
+  if (spec.healthCheckNodePort !== undefined && allocated && !explicitHealthCheckNodePort(original)) delete spec.healthCheckNodePort;
 }
 
-function explicitHealthCheck(service: RestoreObject): boolean {
+function explicitHealthCheckNodePort(service: RestoreObject): boolean {
   const lastApplied = service.metadata.annotations?.[LAST_APPLIED_CONFIG_ANNOTATION];
-  if (lastApplied === undefined) return false;
-  try {
-    return Number(asRecord(asRecord(JSON.parse(lastApplied))?.spec)?.healthCheckNodePort ?? 0) > 0;
-  } catch {
-    return false;
+  if (lastApplied !== undefined) {
+    try {
+      if (Number(asRecord(asRecord(JSON.parse(lastApplied))?.spec)?.healthCheckNodePort ?? 0) > 0) return true;
+    } catch {
+      // not JSON: fall through to managedFields
+    }
   }
+  return asArray(service.metadata.managedFields).some(
+    (entry) => asRecord(asRecord(asRecord(entry)?.fieldsV1)?.['f:spec'])?.['f:healthCheckNodePort'] !== undefined,
+  );
 }
 
 function dropTokenMounts(containers: unknown, tokenPrefix: string): void {
@@ -215,7 +232,7 @@ function transformPod(object: RestoreObject, item: RestoreItem, context: Restore
   const restored = item.namespace !== null ? (context.volumes.podVolumes[objectKey(item.namespace, item.name)] ?? []) : [];
   if (restored.length > 0) {
     initContainers.unshift(
-      restoreWaitContainer(
+      buildRestoreWaitContainer(
         context,
         restored.map((volume) => volume.volume),
       ),
@@ -305,8 +322,8 @@ export function transformForRestore(item: RestoreItem, context: RestoreTransform
 
   object.metadata.labels = {
     ...(object.metadata.labels ?? {}),
-    [RESTORE_BACKUP_NAME_LABEL]: context.backupName,
-    [RESTORE_NAME_LABEL]: context.restoreName,
+    [RESTORE_BACKUP_NAME_LABEL]: labelValueOf(context.backupName),
+    [RESTORE_NAME_LABEL]: labelValueOf(context.restoreName),
   };
   return { object, warnings };
 }

@@ -1,0 +1,279 @@
+import { describe, expect, it } from 'vitest';
+import { type RestoreSelectionSpec, selectRestoreItems } from './restore-selection.js';
+import { item, pod } from './test-objects.js';
+import type { BackedUpItem, BackedUpPodVolume } from './types.js';
+
+const everything: RestoreSelectionSpec = {
+  includedNamespaces: [],
+  excludedNamespaces: [],
+  includedResources: [],
+  excludedResources: [],
+  includeClusterResources: null,
+  labelSelector: null,
+  orLabelSelectors: [],
+  namespaceMapping: {},
+  restorePVs: true,
+};
+
+function keys(items: readonly Pick<BackedUpItem, 'group' | 'resource' | 'namespace' | 'name'>[]): string[] {
+  return items.map((i) => `${i.group ? `${i.resource}.${i.group}` : i.resource}/${i.namespace ?? ''}/${i.name}`).sort();
+}
+
+const backup: BackedUpItem[] = [
+  item('namespaces', null, 'shop', { kind: 'Namespace' }, { labels: { team: 'a' } }),
+  item('namespaces', null, 'media', { kind: 'Namespace' }),
+  item('configmaps', 'shop', 'settings', {}, { labels: { app: 'web' } }),
+  item('secrets', 'shop', 'db', {}, { labels: { app: 'db' } }),
+  item('configmaps', 'media', 'thumbs', {}, { labels: { app: 'thumbs' } }),
+  item('deployments.apps', 'shop', 'web', {}, { labels: { app: 'web' } }),
+  item('storageclasses.storage.k8s.io', null, 'fast'),
+  item('nodes', null, 'node-a'),
+  item('events', 'shop', 'web.1'),
+  item('events.events.k8s.io', 'shop', 'web.2'),
+  item('podvolumebackups.stowage.dev', 'stowage', 'nightly-abc'),
+  item('podvolumerestores.stowage.dev', 'stowage', 'r-abc'),
+  item('backups.velero.io', 'velero', 'old'),
+  item('csinodes.storage.k8s.io', null, 'node-a'),
+  item('volumeattachments.storage.k8s.io', null, 'va-1'),
+];
+
+describe('selectRestoreItems: filters', () => {
+  it('never restores nodes, events, CSINodes, VolumeAttachments, Velero and Stowage kinds, and says so', () => {
+    const selection = selectRestoreItems(backup, everything, []);
+    const never = selection.skipped.filter((s) => s.reason === 'never-restored');
+    expect(keys(never.map((s) => s.item))).toEqual([
+      'backups.velero.io/velero/old',
+      'csinodes.storage.k8s.io//node-a',
+      'events.events.k8s.io/shop/web.2',
+      'events/shop/web.1',
+      'nodes//node-a',
+      'podvolumebackups.stowage.dev/stowage/nightly-abc',
+      'podvolumerestores.stowage.dev/stowage/r-abc',
+      'volumeattachments.storage.k8s.io//va-1',
+    ]);
+    // everything is accounted for: restored or skipped with a reason
+    expect(selection.items.length + selection.skipped.length).toBe(backup.length);
+  });
+
+  it.each<[string, Partial<RestoreSelectionSpec>, string[]]>([
+    [
+      'all namespaces, includeClusterResources null: cluster-scoped restored',
+      {},
+      [
+        'configmaps/media/thumbs',
+        'configmaps/shop/settings',
+        'deployments.apps/shop/web',
+        'namespaces//media',
+        'namespaces//shop',
+        'secrets/shop/db',
+        'storageclasses.storage.k8s.io//fast',
+      ],
+    ],
+    [
+      'a namespace subset, null: no cluster-scoped items but the namespace',
+      { includedNamespaces: ['shop'] },
+      ['configmaps/shop/settings', 'deployments.apps/shop/web', 'namespaces//shop', 'secrets/shop/db'],
+    ],
+    [
+      'a namespace subset, true: cluster-scoped items too',
+      { includedNamespaces: ['shop'], includeClusterResources: true },
+      [
+        'configmaps/shop/settings',
+        'deployments.apps/shop/web',
+        'namespaces//shop',
+        'secrets/shop/db',
+        'storageclasses.storage.k8s.io//fast',
+      ],
+    ],
+    [
+      'all namespaces, false: no cluster-scoped items but namespaces',
+      { includeClusterResources: false },
+      [
+        'configmaps/media/thumbs',
+        'configmaps/shop/settings',
+        'deployments.apps/shop/web',
+        'namespaces//media',
+        'namespaces//shop',
+        'secrets/shop/db',
+      ],
+    ],
+    [
+      'an excluded namespace (glob) wins over included',
+      { includedNamespaces: ['*'], excludedNamespaces: ['sh*'] },
+      ['configmaps/media/thumbs', 'namespaces//media'],
+    ],
+    [
+      'included resources by alias',
+      { includedResources: ['cm'] },
+      ['configmaps/media/thumbs', 'configmaps/shop/settings', 'namespaces//media', 'namespaces//shop'],
+    ],
+    [
+      'excluded resources',
+      { excludedResources: ['configmaps', 'deployments'] },
+      ['namespaces//media', 'namespaces//shop', 'secrets/shop/db', 'storageclasses.storage.k8s.io//fast'],
+    ],
+    [
+      'a label selector, namespaces of restored items still created',
+      { labelSelector: { matchLabels: { app: 'web' } } },
+      ['configmaps/shop/settings', 'deployments.apps/shop/web', 'namespaces//shop'],
+    ],
+    [
+      'orLabelSelectors',
+      { orLabelSelectors: [{ matchLabels: { app: 'db' } }, { matchLabels: { app: 'thumbs' } }] },
+      ['configmaps/media/thumbs', 'namespaces//media', 'namespaces//shop', 'secrets/shop/db'],
+    ],
+  ])('%s', (_name, spec, expected) => {
+    const selection = selectRestoreItems(backup, { ...everything, ...spec }, []);
+    expect(keys(selection.items)).toEqual(expected);
+    expect(selection.items.length + selection.skipped.length).toBe(backup.length);
+  });
+
+  it('restores a namespace the label selector left out when restored items live in it (from the backup)', () => {
+    const selection = selectRestoreItems(backup, { ...everything, labelSelector: { matchLabels: { app: 'web' } } }, []);
+    const shop = selection.items.find((i) => i.resource === 'namespaces');
+    expect(shop?.origin).toBe('target-namespace');
+    expect(shop?.object.metadata.labels).toEqual({ team: 'a' });
+  });
+
+  it('adds a bare namespace for items whose namespace object is not in the backup', () => {
+    const selection = selectRestoreItems([item('configmaps', 'orphan', 'c')], everything, []);
+    expect(selection.items.map((i) => [i.resource, i.targetName, i.origin, i.object.kind])).toEqual([
+      ['configmaps', 'c', 'selected', 'configmaps'],
+      ['namespaces', 'orphan', 'target-namespace', 'Namespace'],
+    ]);
+  });
+
+  it('maps namespaces: items get the target namespace, the namespace object its new name', () => {
+    const selection = selectRestoreItems(
+      backup,
+      { ...everything, includedNamespaces: ['shop'], namespaceMapping: { shop: 'shop-copy' } },
+      [],
+    );
+    expect(selection.items.map((i) => `${i.resource}:${i.targetNamespace ?? ''}/${i.targetName}`).sort()).toEqual([
+      'configmaps:shop-copy/settings',
+      'deployments:shop-copy/web',
+      'namespaces:/shop-copy',
+      'secrets:shop-copy/db',
+    ]);
+    // the filter is on the backed-up namespace
+    expect(selection.items.every((i) => i.namespace === 'shop' || i.name === 'shop')).toBe(true);
+  });
+
+  it.each<[string, BackedUpItem, boolean]>([
+    ['a Succeeded pod is not restored', pod('shop', 'done', {}, {}, { phase: 'Succeeded' }), false],
+    ['a Failed pod is not restored', pod('shop', 'crashed', {}, {}, { phase: 'Failed' }), false],
+    ['a Running pod is restored', pod('shop', 'web', {}, {}, { phase: 'Running' }), true],
+    [
+      'a completed Job is not restored',
+      item('jobs.batch', 'shop', 'migrate', { status: { completionTime: '2026-01-01T00:00:00Z' } }),
+      false,
+    ],
+    ['a running Job is restored', item('jobs.batch', 'shop', 'migrate', { status: { active: 1 } }), true],
+  ])('%s (Velero isCompleted)', (_name, backedUp, restored) => {
+    const selection = selectRestoreItems([backedUp], everything, []);
+    expect(selection.items.some((i) => i.name === backedUp.name)).toBe(restored);
+    if (!restored) expect(selection.skipped[0]?.reason).toBe('completed');
+  });
+
+  it('does not restore mirror pods (Velero restore_test "mirror pods are not restored")', () => {
+    const mirror = pod('kube-system', 'etcd-node-a', {}, { annotations: { 'kubernetes.io/config.mirror': 'abc' } });
+    const selection = selectRestoreItems([mirror], everything, []);
+    expect(selection.items.filter((i) => i.resource === 'pods')).toEqual([]);
+    expect(selection.skipped.map((s) => s.reason)).toEqual(['mirror-pod']);
+  });
+
+  it('restores only one of two items mapped onto the same target, and says why for the other', () => {
+    const items = [
+      item('configmaps', 'shop', 'settings', { data: { from: 'shop' } }),
+      item('configmaps', 'copy', 'settings', { data: { from: 'copy' } }),
+    ];
+    const selection = selectRestoreItems(items, { ...everything, namespaceMapping: { shop: 'copy' } }, []);
+    const configMaps = selection.items.filter((i) => i.resource === 'configmaps');
+    expect(configMaps.map((i) => [i.targetNamespace, i.object.data])).toEqual([['copy', { from: 'shop' }]]);
+    expect(selection.skipped.map((s) => [s.reason, s.item.namespace])).toEqual([['target-collision', 'copy']]);
+    expect(selection.skipped[0]?.message).toMatch(/configmaps copy\/settings is already restored from another namespace/);
+  });
+
+  it('plans no volume restore for a pod skipped as a collision', () => {
+    const volumes = { volumes: [{ name: 'data', emptyDir: {} }] };
+    const pvbs = [
+      { podNamespace: 'shop', podName: 'db', volume: 'data', phase: 'Completed', snapshotID: 's-shop' },
+      { podNamespace: 'copy', podName: 'db', volume: 'data', phase: 'Completed', snapshotID: 's-copy' },
+    ];
+    const selection = selectRestoreItems(
+      [pod('shop', 'db', volumes), pod('copy', 'db', volumes)],
+      { ...everything, namespaceMapping: { shop: 'copy' } },
+      pvbs,
+    );
+    expect(selection.volumes.podVolumes).toEqual({ 'shop/db': [{ volume: 'data', snapshotID: 's-shop' }] });
+  });
+});
+
+describe('selectRestoreItems: persistent volumes and volume data', () => {
+  const dataPod = pod('shop', 'postgres-0', {
+    volumes: [
+      { name: 'data', persistentVolumeClaim: { claimName: 'data-postgres-0' } },
+      { name: 'cache', emptyDir: {} },
+      { name: 'config', configMap: { name: 'pg' } },
+    ],
+  });
+  const claim = item('persistentvolumeclaims', 'shop', 'data-postgres-0', {
+    spec: { volumeName: 'pvc-1', storageClassName: 'standard' },
+  });
+  const volume = item('persistentvolumes', null, 'pvc-1', {
+    spec: { claimRef: { namespace: 'shop', name: 'data-postgres-0', uid: 'u1' }, persistentVolumeReclaimPolicy: 'Retain' },
+  });
+  const retained = item('persistentvolumeclaims', 'shop', 'archive', { spec: { volumeName: 'pv-archive' } });
+  const retainedVolume = item('persistentvolumes', null, 'pv-archive', {
+    spec: { claimRef: { namespace: 'shop', name: 'archive' }, persistentVolumeReclaimPolicy: 'Retain' },
+  });
+  const deleted = item('persistentvolumeclaims', 'shop', 'scratch', { spec: { volumeName: 'pv-scratch' } });
+  const deletedVolume = item('persistentvolumes', null, 'pv-scratch', {
+    spec: { claimRef: { namespace: 'shop', name: 'scratch' }, persistentVolumeReclaimPolicy: 'Delete' },
+  });
+  const pvbs: BackedUpPodVolume[] = [
+    { podNamespace: 'shop', podName: 'postgres-0', volume: 'data', phase: 'Completed', snapshotID: 'snap-data' },
+    { podNamespace: 'shop', podName: 'postgres-0', volume: 'cache', phase: 'Completed', snapshotID: 'snap-cache' },
+    { podNamespace: 'shop', podName: 'postgres-0', volume: 'config', phase: 'Failed' },
+  ];
+  const all = [dataPod, claim, volume, retained, retainedVolume, deleted, deletedVolume];
+
+  it('plans a PodVolumeRestore per completed PVB, reprovisions fs-backup claims and does not restore their PV', () => {
+    const selection = selectRestoreItems(all, everything, pvbs);
+    expect(selection.volumes.podVolumes).toEqual({
+      'shop/postgres-0': [
+        { volume: 'data', snapshotID: 'snap-data' },
+        { volume: 'cache', snapshotID: 'snap-cache' },
+      ],
+    });
+    expect(selection.volumes.reprovisionedClaims).toEqual(['shop/data-postgres-0', 'shop/scratch']);
+    const skippedPvs = selection.skipped.filter((s) => s.reason === 'pv-reprovisioned').map((s) => s.item.name);
+    expect(skippedPvs.sort()).toEqual(['pv-scratch', 'pvc-1']);
+    // a Retain PV without fs-backup is restored statically and its claim keeps volumeName
+    expect(selection.items.some((i) => i.name === 'pv-archive')).toBe(true);
+  });
+
+  it('restorePVs false: no PodVolumeRestores, but the claim is still reprovisioned (empty) and the PV not restored', () => {
+    const selection = selectRestoreItems(all, { ...everything, restorePVs: false }, pvbs);
+    expect(selection.volumes.podVolumes).toEqual({});
+    expect(selection.volumes.reprovisionedClaims).toContain('shop/data-postgres-0');
+    expect(selection.items.some((i) => i.name === 'pvc-1')).toBe(false);
+  });
+
+  it('a namespace subset still restores the static PV of a restored claim (related item), unless includeClusterResources is false', () => {
+    const subset = selectRestoreItems(all, { ...everything, includedNamespaces: ['shop'] }, pvbs);
+    expect(subset.items.some((i) => i.name === 'pv-archive')).toBe(true);
+    const none = selectRestoreItems(all, { ...everything, includedNamespaces: ['shop'], includeClusterResources: false }, pvbs);
+    expect(none.items.some((i) => i.name === 'pv-archive')).toBe(false);
+    // without its PV the claim is reprovisioned rather than left pointing at nothing
+    expect(none.volumes.reprovisionedClaims).toContain('shop/archive');
+  });
+
+  it('plans volumes only for pods that are restored', () => {
+    const selection = selectRestoreItems(all, { ...everything, excludedResources: ['pods'] }, pvbs);
+    expect(selection.volumes.podVolumes).toEqual({});
+    // the claim's data was fs-backed up: its PV is still not restored (Velero's pvsToProvision)
+    expect(selection.items.some((i) => i.name === 'pvc-1')).toBe(false);
+    expect(selection.volumes.reprovisionedClaims).toContain('shop/data-postgres-0');
+  });
+});
