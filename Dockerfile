@@ -75,8 +75,10 @@ USER 10001
 HEALTHCHECK --interval=10s --timeout=3s --start-period=15s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 8081) + '/readyz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 
-# In Kubernetes the node agent runs as uid 0 with only CAP_DAC_READ_SEARCH (k8s/base/node-agent.yaml);
-# the image default stays unprivileged.
+# In Kubernetes the node agent runs as uid 0 with only the capabilities it needs
+# (k8s/base/node-agent.yaml); the image default stays unprivileged. The same image is the
+# `stowage-restore-wait` init container of restored pods: `node /app/dist/restore-wait.js`
+# (restoreWaitContainer.command in @stowage/kube).
 FROM runtime AS node-agent
 COPY --from=deploy-node-agent /out /app
 ENV PORT=8082

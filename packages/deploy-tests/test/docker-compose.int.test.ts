@@ -84,14 +84,14 @@ describe('docker-compose.yml', () => {
     expect(volumeMount(redis, '/data')?.source).toBe('redis-data');
   });
 
-  it('runs two workers and three node agents, one per simulated node, reading its data root read-only', () => {
+  it('runs two workers and three node agents, one per simulated node, with its data root writable for restores', () => {
     expect(compose.services.worker?.deploy?.replicas).toBe(2);
     const agents = Object.entries(compose.services).filter(([, service]) => service.environment?.STOWAGE_NODE_NAME);
     expect(agents.map(([, service]) => service.environment?.STOWAGE_NODE_NAME).sort()).toEqual(['node-a', 'node-b', 'node-c']);
     for (const [name, service] of agents) {
       const node = service.environment!.STOWAGE_NODE_NAME;
       const simData = volumeMount(service, '/var/lib/stowage/sim');
-      expect(simData, name).toEqual({ source: 'sim-data', readOnly: true });
+      expect(simData, name).toEqual({ source: 'sim-data', readOnly: false });
       expect(service.environment?.STOWAGE_KUBELET_ROOT, name).toBe(`/var/lib/stowage/sim/${node}`);
     }
     // the simulator writes into that same volume and the kubeconfig everyone reads

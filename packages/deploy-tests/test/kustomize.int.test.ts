@@ -146,7 +146,7 @@ describe.each(['dev', 'prod'] as const)('k8s/overlays/%s', (overlay) => {
     expect(problems).toEqual([]);
   });
 
-  it('gives the node agent only CAP_DAC_READ_SEARCH, the kubelet pods directory read-only with HostToContainer, and its node name', () => {
+  it('gives the node agent only the capabilities backups and restores need, the kubelet pods directory with HostToContainer, and its node name', () => {
     const agent = workload(objects(), NODE_AGENT);
     expect(agent.object.kind).toBe('DaemonSet');
     const [container] = agent.pod.containers;
@@ -154,7 +154,7 @@ describe.each(['dev', 'prod'] as const)('k8s/overlays/%s', (overlay) => {
     expect(context).toMatchObject({
       allowPrivilegeEscalation: false,
       readOnlyRootFilesystem: true,
-      capabilities: { drop: ['ALL'], add: ['DAC_READ_SEARCH'] },
+      capabilities: { drop: ['ALL'], add: ['DAC_READ_SEARCH', 'DAC_OVERRIDE', 'CHOWN', 'FOWNER'] },
       seccompProfile: { type: 'RuntimeDefault' },
     });
     expect(context.privileged).not.toBe(true);
@@ -164,7 +164,9 @@ describe.each(['dev', 'prod'] as const)('k8s/overlays/%s', (overlay) => {
     const hostPathVolumes = agent.pod.volumes?.filter((volume) => volume.hostPath) ?? [];
     expect(hostPathVolumes).toHaveLength(1);
     const mount = container!.volumeMounts?.find((candidate) => candidate.name === hostVolume!.name);
-    expect(mount).toMatchObject({ readOnly: true, mountPropagation: 'HostToContainer' });
+    // writable: PodVolumeRestores are restored into the pods' volume directories
+    expect(mount).toMatchObject({ mountPropagation: 'HostToContainer' });
+    expect(mount?.readOnly).not.toBe(true);
 
     expect(envOf(container!, 'STOWAGE_NODE_NAME')?.valueFrom?.fieldRef?.fieldPath).toBe('spec.nodeName');
     expect(agent.pod.tolerations).toContainEqual({ operator: 'Exists' });

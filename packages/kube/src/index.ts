@@ -81,6 +81,7 @@ export {
   pvrOperationKind,
   pvrPlural,
   pvrVersion,
+  restoreWaitContainer,
 } from './pvr-client.js';
 export {
   type AttemptResult,

@@ -72,3 +72,22 @@ export type PvrClient = VolumeOperationClient<PodVolumeRestoreSpec, PodVolumeRes
 export function createPvrClient(kube: KubeClients, options: VolumeOperationClientOptions = {}): PvrClient {
   return createVolumeOperationClient<PodVolumeRestoreSpec, PodVolumeRestoreStatus>(kube, pvrOperationKind, options);
 }
+
+/**
+ * The `stowage-restore-wait` init container (contract between core's pod transform, the node agent
+ * and the simulator's kubelet). The node agent's image ships the program
+ * (`services/node-agent/src/restore-wait.ts`); WORKDIR /app is the deployed node-agent service.
+ */
+export const restoreWaitContainer = Object.freeze({
+  name: 'stowage-restore-wait',
+  /** The container command in the node agent's image. */
+  command: Object.freeze(['node', '/app/dist/restore-wait.js']) as readonly string[],
+  /** Each restored volume is mounted at `<mountRoot>/<volume name>`. */
+  mountRoot: '/restores',
+  /** Env var naming the restore whose markers to wait for. */
+  restoreUidEnv: 'STOWAGE_RESTORE_UID',
+  /** Env var bounding the wait (milliseconds); default 4 h, the restore's itemOperationTimeout default. */
+  timeoutEnv: 'STOWAGE_RESTORE_WAIT_TIMEOUT_MS',
+  /** The node agent writes `<volume root>/<markerDir>/<restore uid>` when the volume is restored. */
+  markerDir: '.stowage',
+});

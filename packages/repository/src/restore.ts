@@ -6,10 +6,13 @@ import { promisify } from 'node:util';
 import { ChunkReadError, type ChunkReader, type ChunkStore } from './chunk-store.js';
 import { errnoCode, isRepoError, RepoError, RepoErrorCode } from './errors.js';
 import { isSafeRelativePath, type SnapshotManifest, type TreeEntry } from './snapshot.js';
+import type { TokenBucket } from './token-bucket.js';
 
 export interface RestoreOptions {
   readonly signal?: AbortSignal;
   readonly onProgress?: (progress: { totalBytes: number; bytesDone: number; files: number }) => void;
+  /** Bytes written wait on this bucket (a node's bandwidth limit, shared with backups). */
+  readonly throttle?: TokenBucket;
 }
 
 export interface RestoreResult {
@@ -63,8 +66,11 @@ export async function runRestore(
       while (next < files.length && firstError === undefined) {
         options.signal?.throwIfAborted();
         const entry = files[next++]!;
-        await restoreFile(reader, entry, abs(entry), asRoot, (n) => {
+        await restoreFile(reader, entry, abs(entry), asRoot, async (n) => {
           bytesDone += n;
+          // per chunk too, so a large file shows progress (and can be seen to move) before it ends
+          options.onProgress?.({ totalBytes, bytesDone, files: filesDone });
+          await options.throttle?.take(n, options.signal);
         });
         filesDone++;
         options.onProgress?.({ totalBytes, bytesDone, files: filesDone });
@@ -144,7 +150,7 @@ async function restoreFile(
   entry: TreeEntry,
   path: string,
   asRoot: boolean,
-  onBytes: (n: number) => void,
+  onBytes: (n: number) => Promise<void>,
 ): Promise<void> {
   const tmp = join(dirname(path), `.stowage-restore-${randomBytes(6).toString('hex')}`);
   let fd: number | undefined = await openFd(tmp, 'wx', 0o600);
@@ -159,7 +165,7 @@ async function restoreFile(
       pending?.catch(() => {});
       for (let off = 0; off < data.length; ) off += (await writeFd(fd, data, off, data.length - off, position + off)).bytesWritten;
       position += data.length;
-      onBytes(data.length);
+      await onBytes(data.length);
     }
     if (position !== entry.size) {
       throw new RepoError(

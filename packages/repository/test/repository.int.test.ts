@@ -91,6 +91,14 @@ describe('backup and restore', () => {
     expect(restored.files).toBe(fileCount);
     expect(await describeTree(target)).toEqual(original);
 
+    // A node's bandwidth limit applies to restores too: every restored byte goes through the
+    // bucket. With a stopped clock nothing refills, so the last wait covers all bytes but the burst.
+    const waits: number[] = [];
+    const bucket = new TokenBucket(1000, { burstBytes: 1000, now: () => 0, sleep: async (ms) => void waits.push(ms) });
+    const throttled = await repo.restore(snapshotId, join(work, 'restored-throttled'), { throttle: bucket });
+    expect(waits.at(-1)).toBe(throttled.bytes - 1000);
+    expect(await describeTree(join(work, 'restored-throttled'))).toEqual(original);
+
     const [summary] = await repo.listSnapshots();
     expect(summary).toMatchObject({
       id: snapshotId,

@@ -15,11 +15,14 @@ export interface NodeAgentConfig {
   readonly loadConcurrency: LoadConcurrencyConfig;
   readonly loadConcurrencyWarnings: readonly string[];
   readonly bandwidthBytesPerSec: number | undefined;
+  /** How long a claimed PVR waits for its pod's volume directory. */
+  readonly volumeDirTimeoutMs: number;
   readonly port: number;
 }
 
 export const DEFAULT_KUBELET_ROOT = '/var/lib/kubelet';
 export const DEFAULT_NODE_AGENT_PORT = 8082;
+export const DEFAULT_VOLUME_DIR_TIMEOUT_MS = 5 * 60_000;
 
 export type NodeAgentConfigResult = { ok: true; config: NodeAgentConfig } | { ok: false; problems: string[] };
 
@@ -64,6 +67,16 @@ export function loadNodeAgentConfig(env: Readonly<Record<string, string | undefi
     if (parsed.ok) bandwidthBytesPerSec = parsed.bytesPerSec;
     else problems.push(`STOWAGE_BANDWIDTH_LIMIT: ${parsed.message}`);
   }
+  let volumeDirTimeoutMs = DEFAULT_VOLUME_DIR_TIMEOUT_MS;
+  const dirTimeout = blank(env.STOWAGE_RESTORE_VOLUME_DIR_TIMEOUT_MS);
+  if (dirTimeout) {
+    const value = Number(dirTimeout);
+    if (Number.isInteger(value) && value > 0) volumeDirTimeoutMs = value;
+    else
+      problems.push(
+        `STOWAGE_RESTORE_VOLUME_DIR_TIMEOUT_MS must be a whole number of milliseconds above 0, got ${JSON.stringify(dirTimeout)}`,
+      );
+  }
   if (!shared.ok || problems.length > 0) return { ok: false, problems };
   const config = shared.config;
   return {
@@ -77,6 +90,7 @@ export function loadNodeAgentConfig(env: Readonly<Record<string, string | undefi
       loadConcurrency,
       loadConcurrencyWarnings,
       bandwidthBytesPerSec,
+      volumeDirTimeoutMs,
       // PORT defaults to the API's 8080 in the shared config; the node agent's own default is 8082.
       port: blank(env.PORT) ? config.api.port : DEFAULT_NODE_AGENT_PORT,
     }),

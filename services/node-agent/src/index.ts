@@ -19,4 +19,13 @@ export {
 export { renderMetrics } from './metrics.js';
 export { type NodeAgentService, startNodeAgentService } from './node-agent-service.js';
 export { openOrInitRepository } from './repository-access.js';
+export {
+  doneMarkerPath,
+  RESTORE_WAIT_COMMAND,
+  type RestoreWaitOptions,
+  type RestoreWaitResult,
+  runRestoreWait,
+  waitForRestoredVolumes,
+} from './restore-wait.js';
 export { resolveVolumeDir, type VolumeDirResult } from './volume-dir.js';
+export type { OperationStart } from './volume-operation-runner.js';

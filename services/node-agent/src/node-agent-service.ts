@@ -26,7 +26,7 @@ export interface NodeAgentService {
 export async function startNodeAgentService(
   config: NodeAgentConfig,
   logger: Logger,
-  extra: Partial<Pick<NodeAgentOptions, 'takeoverGraceMs' | 'progressIntervalMs'>> = {},
+  extra: Partial<Pick<NodeAgentOptions, 'takeoverGraceMs' | 'progressIntervalMs' | 'volumeDirTimeoutMs'>> = {},
 ): Promise<NodeAgentService> {
   for (const warning of config.loadConcurrencyWarnings) logger.warn(warning);
   const kube = createKubeClients(config.shared.kube.kubeconfig ? { kubeconfigPath: config.shared.kube.kubeconfig } : {});
@@ -39,6 +39,7 @@ export async function startNodeAgentService(
     kubeletRoot: config.kubeletRoot,
     loadConcurrency: config.loadConcurrency,
     bandwidthBytesPerSec: config.bandwidthBytesPerSec,
+    volumeDirTimeoutMs: config.volumeDirTimeoutMs,
     logger,
     stopTimeoutMs: Math.max(1000, config.shared.shutdown.timeoutMs - 5000),
     ...extra,

@@ -1,64 +1,22 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { NodeAgentRegistry, statePrefixFor } from '@stowage/pipeline';
 import { Repository } from '@stowage/repository';
 import { uniquePrefix, useTestRedis } from '@stowage/testing';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { describeTree, type Harness, startHarness, TEST_REPO_KEY, waitFor, waitForPhase, writeRandomFile } from './support.js';
-
-const repoRoot = fileURLToPath(new URL('../../../', import.meta.url));
-const tsx = join(repoRoot, 'node_modules/.bin/tsx');
-const mainTs = 'services/node-agent/src/main.ts';
-
-interface AgentProcess {
-  child: ChildProcess;
-  stdout: string[];
-  stderr: string[];
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  port(): Promise<number>;
-  /** SIGKILL to the whole process group (tsx and the node process running the agent). */
-  killHard(): void;
-}
-
-/** The agent as a real process, the way a DaemonSet pod runs it. */
-function spawnAgent(env: Record<string, string>): AgentProcess {
-  const child = spawn(tsx, ['--conditions=@stowage/source', mainTs], {
-    cwd: repoRoot,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-    // Its own process group: tsx runs the agent in a child node process, and a SIGKILL of tsx
-    // alone would leave that child copying.
-    detached: true,
-  });
-  const stdout: string[] = [];
-  const stderr: string[] = [];
-  child.stdout?.on('data', (d: Buffer) => stdout.push(d.toString()));
-  child.stderr?.on('data', (d: Buffer) => stderr.push(d.toString()));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.once('exit', (code, signal) => resolve({ code, signal })),
-  );
-  return {
-    child,
-    stdout,
-    stderr,
-    exited,
-    killHard: () => {
-      if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
-    },
-    port: () =>
-      waitFor(
-        async () => /"port":(\d+)[^\n]*node agent listening/.exec(stdout.join(''))?.[1],
-        (port) => port !== undefined,
-        // generous: on a shared 2-core machine tsx alone can take 20 s to start
-        90_000,
-        `the agent to listen (stderr: ${stderr.join('')})`,
-      ).then(Number),
-  };
-}
+import {
+  type AgentProcess,
+  describeTree,
+  type Harness,
+  spawnAgent,
+  startHarness,
+  TEST_REPO_KEY,
+  waitFor,
+  waitForPhase,
+  writeRandomFile,
+} from './support.js';
 
 let h: Harness;
 let storage: string;

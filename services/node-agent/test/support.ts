@@ -1,3 +1,4 @@
+import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdir, readdir, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
@@ -5,14 +6,68 @@ import { fileURLToPath } from 'node:url';
 import {
   createKubeClients,
   createPvbClient,
+  createPvrClient,
   getPod,
   type KubeClients,
   type PodVolumeBackup,
+  type PodVolumeRestore,
   type PvbClient,
+  type PvrClient,
   pvbLabels,
+  pvrLabels,
 } from '@stowage/kube';
 import { type Simulator, startSimulator } from '@stowage/kube-sim';
 import { createLogger, type Logger } from '@stowage/platform';
+
+const repoRoot = fileURLToPath(new URL('../../../', import.meta.url));
+const tsx = join(repoRoot, 'node_modules/.bin/tsx');
+const mainTs = 'services/node-agent/src/main.ts';
+
+export interface AgentProcess {
+  child: ChildProcess;
+  stdout: string[];
+  stderr: string[];
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  port(): Promise<number>;
+  /** SIGKILL to the whole process group (tsx and the node process running the agent). */
+  killHard(): void;
+}
+
+/** The agent as a real process, the way a DaemonSet pod runs it (or another program of its image). */
+export function spawnAgent(env: Record<string, string>, script = mainTs): AgentProcess {
+  const child = spawn(tsx, ['--conditions=@stowage/source', script], {
+    cwd: repoRoot,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    // Its own process group: tsx runs the agent in a child node process, and a SIGKILL of tsx
+    // alone would leave that child copying.
+    detached: true,
+  });
+  const stdout: string[] = [];
+  const stderr: string[] = [];
+  child.stdout?.on('data', (d: Buffer) => stdout.push(d.toString()));
+  child.stderr?.on('data', (d: Buffer) => stderr.push(d.toString()));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
+  return {
+    child,
+    stdout,
+    stderr,
+    exited,
+    killHard: () => {
+      if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+    },
+    port: () =>
+      waitFor(
+        async () => /"port":(\d+)[^\n]*node agent listening/.exec(stdout.join(''))?.[1],
+        (port) => port !== undefined,
+        // generous: on a shared 2-core machine tsx alone can take 20 s to start
+        90_000,
+        `the agent to listen (stderr: ${stderr.join('')})`,
+      ).then(Number),
+  };
+}
 
 export const fixturePath = fileURLToPath(new URL('./fixtures/cluster.yaml', import.meta.url));
 export { describeTree, writeVolumeTree } from '@stowage/testing';
@@ -22,6 +77,7 @@ export interface Harness {
   sim: Simulator;
   kube: KubeClients;
   pvbs: PvbClient;
+  pvrs: PvrClient;
   logger: Logger;
   /** The kubelet root of a simulated node: `<dataRoot>/<node>`. */
   kubeletRoot(node: string): string;
@@ -33,6 +89,18 @@ export interface Harness {
     name: string,
     input: { node: string; namespace: string; pod: string; volume: string; cancel?: boolean },
   ): Promise<PodVolumeBackup>;
+  /**
+   * Creates a pod the way a restore does (nodeName set; emptyDir volumes, or PVC-backed ones from
+   * `claims` volume → claim name) and returns its uid. The simulator makes its volume directories.
+   */
+  createPod(namespace: string, name: string, input: { node: string; volumes: string[]; claims?: Record<string, string> }): Promise<string>;
+  /** `<dataRoot>/<node>/pods/<uid>/volumes/kubernetes.io~empty-dir/<volume>`, the layout the agent resolves. */
+  emptyDirOf(node: string, podUid: string, volume: string): string;
+  /** Creates a PVR like the restore pipeline does (labels, spec, no status). */
+  createPvr(
+    name: string,
+    input: { restoreUid: string; namespace: string; pod: string; podUid: string; volume: string; snapshotID: string; cancel?: boolean },
+  ): Promise<PodVolumeRestore>;
   close(): Promise<void>;
 }
 
@@ -40,6 +108,7 @@ export async function startHarness(): Promise<Harness> {
   const sim = await startSimulator({ fixture: fixturePath });
   const kube = createKubeClients({ kubeconfigPath: sim.kubeconfigPath });
   const pvbs = createPvbClient(kube, { namespace: 'stowage' });
+  const pvrs = createPvrClient(kube, { namespace: 'stowage' });
   const logger = createLogger({ level: process.env.TEST_LOG_LEVEL === 'debug' ? 'debug' : 'silent', name: 'node-agent-test' });
   const podUid = async (namespace: string, pod: string) => {
     const found = await getPod(kube, namespace, pod);
@@ -50,6 +119,7 @@ export async function startHarness(): Promise<Harness> {
     sim,
     kube,
     pvbs,
+    pvrs,
     logger,
     kubeletRoot: (node) => join(sim.dataRoot, node),
     volumeDir: (namespace, pod, volume) => {
@@ -75,6 +145,43 @@ export async function startHarness(): Promise<Harness> {
         },
       });
       return result.pvb;
+    },
+    createPod: async (namespace, name, input) => {
+      const pod = await kube.core.createNamespacedPod({
+        namespace,
+        body: {
+          metadata: { name, namespace },
+          spec: {
+            nodeName: input.node,
+            containers: [{ name: 'app', image: 'busybox' }],
+            volumes: [
+              ...input.volumes.map((volume) => ({ name: volume, emptyDir: {} })),
+              ...Object.entries(input.claims ?? {}).map(([volume, claimName]) => ({ name: volume, persistentVolumeClaim: { claimName } })),
+            ],
+          },
+        },
+      });
+      return pod.metadata!.uid!;
+    },
+    emptyDirOf: (node, podUid, volume) => join(sim.dataRoot, node, 'pods', podUid, 'volumes', 'kubernetes.io~empty-dir', volume),
+    createPvr: async (name, input) => {
+      const result = await pvrs.create({
+        metadata: {
+          name,
+          labels: { [pvrLabels.restoreName]: 'r1', [pvrLabels.restoreUid]: input.restoreUid, [pvrLabels.podUid]: input.podUid },
+        },
+        spec: {
+          pod: { namespace: input.namespace, name: input.pod, uid: input.podUid },
+          volume: input.volume,
+          snapshotID: input.snapshotID,
+          backupStorageLocation: 'default',
+          repoIdentifier: 'repository',
+          sourceNamespace: input.namespace,
+          uploaderType: 'stowage',
+          ...(input.cancel ? { cancel: true } : {}),
+        },
+      });
+      return result.object;
     },
     close: () => sim.close(),
   };
