@@ -1,4 +1,4 @@
-import type { KubeClients, PvbClient, PvrClient } from '@stowage/kube';
+import { type KubeClients, type PvbClient, type PvrClient, restoreWaitContainer } from '@stowage/kube';
 import type { BackupStorage } from '@stowage/storage';
 import type { Redis } from 'ioredis';
 import type { NodeAgentRegistry } from './agents/node-agent-registry.js';
@@ -62,7 +62,7 @@ export const DEFAULT_PIPELINE_CONFIG: PipelineConfig = Object.freeze({
   restoreMaxInFlight: 100,
   restoreTierWaitMs: 60_000,
   restoreWaitImage: 'stowage/node-agent:latest',
-  restoreWaitCommand: ['node', '/app/services/node-agent/dist/restore-wait.js'],
+  restoreWaitCommand: [...restoreWaitContainer.command],
 });
 
 export interface Clock {
