@@ -7,6 +7,7 @@ import { type BackupSpecFlags, mergeRequest, readSpecFile } from './backup-spec.
 import { CliError, CliErrorCode, ExitCode, formatCliError, isCliError } from './errors.js';
 import { followBackup } from './follow.js';
 import { formatBytes, formatDuration, formatTable, msBetween } from './format.js';
+import { RESTORE_USAGE, runRestoreCommand } from './restore-command.js';
 
 /** Where the CLI writes; injected so tests and the demo can capture it. */
 export interface CliIo {
@@ -33,12 +34,14 @@ Backups (the API at STOWAGE_API_URL, token in STOWAGE_API_TOKEN):
   backup cancel NAME [--json]
   backup delete NAME [--json]         an ended backup: its record, jobs and stored data
 
+${RESTORE_USAGE}
+
 Volume repository (key in STOWAGE_REPO_KEY):
   repo restore --repo DIR --snapshot ID --target DIR
   repo verify --repo DIR [--json]
   repo snapshots --repo DIR [--json]
 
-Exit codes: 0 ok, 1 failed, 2 bad command line, 3 (--wait) the backup ended other than Completed.`;
+Exit codes: 0 ok, 1 failed, 2 bad command line, 3 (--wait) the backup or restore ended other than Completed.`;
 
 const BACKUP_OPTIONS = {
   file: { type: 'string', short: 'f' },
@@ -74,6 +77,9 @@ export async function runCli(argv: readonly string[], env: CliEnv, io: CliIo): P
       case 'backup':
       case 'backups':
         return await runBackupCommand(rest, env, io);
+      case 'restore':
+      case 'restores':
+        return await runRestoreCommand(rest, () => clientFromEnv(env), io, readSpecFile);
       case 'repo':
         return await runRepoCommand(rest, env, io);
       default:
