@@ -169,7 +169,7 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
   const now = deps.now ?? Date.now;
   await app.register(authPlugin, { auth: deps.auth, sessions, now });
   await app.register(healthRoutes, { redis: deps.redis, isClosing: () => state.closing, isReady: deps.isReady });
-  await app.register(metricsPlugin, { state: deps.state, queues: deps.queues });
+  await app.register(metricsPlugin, { state: deps.state, queues: deps.queues, restores: deps.restores?.restores });
   await app.register(backupsRoutes, deps);
   await app.register(backupEventsRoutes, { state: deps.state, redis: deps.redis, heartbeatMs: deps.heartbeatMs ?? 15_000 });
   if (deps.restores) {

@@ -1,14 +1,17 @@
-import type { BackupState } from '@stowage/pipeline';
+import type { BackupState, RestoreState } from '@stowage/pipeline';
 import type { Queue } from 'bullmq';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import { z } from 'zod';
 import { TERMINAL_BACKUP_PHASES } from './api.schema.js';
 import { COUNTER } from './backup-view.js';
+import { registerRestoreMetrics } from './restore-metrics.js';
 
 export interface MetricsOptions {
   state: BackupState;
   queues: readonly Queue[];
+  /** With restores wired, the `stowage_restore_*` metrics too. */
+  restores?: RestoreState | undefined;
 }
 
 /**
@@ -133,10 +136,13 @@ export function createApiMetrics(opts: MetricsOptions): ApiMetrics {
     },
   });
 
+  const refreshRestores = opts.restores ? registerRestoreMetrics(registry, opts.restores) : undefined;
+
   return {
     registry,
     async scrape() {
       await refreshFromState();
+      await refreshRestores?.();
       return await registry.metrics();
     },
   };

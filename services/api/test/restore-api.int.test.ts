@@ -263,6 +263,9 @@ describe('restores through the API: the api service hosts restores, a worker pro
     const results = JSON.parse(gunzipSync((await storage.getObject(restoreLayout('rs1').results)) as Buffer).toString('utf8'));
     expect(results.errors).toEqual({ velero: [], cluster: [], namespaces: {} });
 
+    const metrics = await (await fetch(`${api.url}/metrics`)).text();
+    expect(metrics).toMatch(/stowage_restore_runs\{phase="Completed"\} 1/);
+    expect(metrics).toMatch(new RegExp(`stowage_restore_items_total\\{outcome="created"\\} ${view.itemResults.created}`));
     const list = (await call('GET', '/v1/restores')).json();
     expect(list.items.map((r: { name: string }) => r.name)).toContain('rs1');
     expect((await call('POST', '/v1/restores/rs1/cancel')).status).toBe(409);
