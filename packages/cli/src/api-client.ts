@@ -1,4 +1,15 @@
-import type { Backup, BackupEvent, BackupList, Block, BlockPage, CreateBackupRequest, Schedule } from './api-types.js';
+import type {
+  Backup,
+  BackupEvent,
+  BackupList,
+  Block,
+  BlockPage,
+  CreateBackupRequest,
+  Restore,
+  RestoreItemPage,
+  RestoreList,
+  Schedule,
+} from './api-types.js';
 import { isTerminalBackupEvent } from './api-types.js';
 import { CliError, CliErrorCode, type CliProblem } from './errors.js';
 import { SseParser } from './sse-parser.js';
@@ -20,7 +31,12 @@ export interface EventStreamOptions {
   maxReconnects?: number;
   /** Delay before a reconnect when the server sent no `retry:`; default 1 s. */
   reconnectDelayMs?: number;
+  /** Whose events: a backup's (default) or a restore's. */
+  resource?: RunResource;
 }
+
+/** The two kinds of run the API follows the same way (events, logs). */
+export type RunResource = 'backups' | 'restores';
 
 interface ErrorBody {
   error: { code: string; message: string; requestId?: string; problems?: CliProblem[] };
@@ -140,9 +156,39 @@ export class StowageApiClient {
     return this.json('DELETE', `/v1/backups/${encodeURIComponent(name)}`);
   }
 
-  /** The backup's log lines (NDJSON), one parsed object at a time. */
-  async *logs(name: string): AsyncGenerator<Record<string, unknown>> {
-    const res = await this.send('GET', `/v1/backups/${encodeURIComponent(name)}/logs`, { timeout: false });
+  createRestore(body: { name?: string; spec: Record<string, unknown> }, requestId?: string): Promise<Restore> {
+    return this.json('POST', '/v1/restores', { body, headers: requestId ? { 'x-request-id': requestId } : {} });
+  }
+
+  getRestore(name: string): Promise<Restore> {
+    return this.json('GET', `/v1/restores/${encodeURIComponent(name)}`);
+  }
+
+  listRestores(query: { phase?: string; limit?: number; cursor?: string } = {}): Promise<RestoreList> {
+    const q = new URLSearchParams();
+    if (query.phase) q.set('phase', query.phase);
+    if (query.limit) q.set('limit', String(query.limit));
+    if (query.cursor) q.set('cursor', query.cursor);
+    const qs = q.toString();
+    return this.json('GET', `/v1/restores${qs ? `?${qs}` : ''}`);
+  }
+
+  restoreItems(name: string, query: { outcome?: string; limit?: number; cursor?: string } = {}): Promise<RestoreItemPage> {
+    const q = new URLSearchParams();
+    if (query.outcome) q.set('outcome', query.outcome);
+    if (query.limit) q.set('limit', String(query.limit));
+    if (query.cursor) q.set('cursor', query.cursor);
+    const qs = q.toString();
+    return this.json('GET', `/v1/restores/${encodeURIComponent(name)}/items${qs ? `?${qs}` : ''}`);
+  }
+
+  cancelRestore(name: string): Promise<{ name: string; phase: string; cancelRequested: true }> {
+    return this.json('POST', `/v1/restores/${encodeURIComponent(name)}/cancel`);
+  }
+
+  /** The run's log lines (NDJSON), one parsed object at a time: a backup's, or with `resource` a restore's. */
+  async *logs(name: string, resource: RunResource = 'backups'): AsyncGenerator<Record<string, unknown>> {
+    const res = await this.send('GET', `/v1/${resource}/${encodeURIComponent(name)}/logs`, { timeout: false });
     if (!res.ok) throw await this.errorFrom(res);
     for await (const line of lines(res)) {
       if (line.trim() === '') continue;
@@ -161,6 +207,7 @@ export class StowageApiClient {
    */
   async *events(name: string, opts: EventStreamOptions = {}): AsyncGenerator<BackupEvent> {
     const maxReconnects = opts.maxReconnects ?? 10;
+    const resource = opts.resource ?? 'backups';
     let lastEventId = opts.lastEventId;
     let failures = 0;
     let retryMs = opts.reconnectDelayMs ?? 1_000;
@@ -169,7 +216,11 @@ export class StowageApiClient {
       if (lastEventId) headers['last-event-id'] = lastEventId;
       let res: Response;
       try {
-        res = await this.send('GET', `/v1/backups/${encodeURIComponent(name)}/events`, { headers, timeout: false, signal: opts.signal });
+        res = await this.send('GET', `/v1/${resource}/${encodeURIComponent(name)}/events`, {
+          headers,
+          timeout: false,
+          signal: opts.signal,
+        });
       } catch (err) {
         if (opts.signal?.aborted || failures >= maxReconnects || (err instanceof CliError && err.code !== CliErrorCode.apiUnreachable))
           throw err;
@@ -200,11 +251,14 @@ export class StowageApiClient {
       if (parser.retryMs !== undefined) retryMs = parser.retryMs;
       // The stream ended without the terminal event: either it dropped, or the backup had
       // already ended before we connected (the server drains and closes). Ask which.
-      const now = await this.getBackup(name);
+      const now = resource === 'restores' ? await this.getRestore(name) : await this.getBackup(name);
       if (isTerminalPhase(now.phase)) return;
       if (!progressed) failures++;
       if (failures > maxReconnects)
-        throw new CliError(CliErrorCode.streamFailed, `the event stream of backup "${name}" kept closing without events; try again`);
+        throw new CliError(
+          CliErrorCode.streamFailed,
+          `the event stream of ${resource.slice(0, -1)} "${name}" kept closing without events; try again`,
+        );
       await sleep(Math.min(retryMs, 5_000), opts.signal);
     }
   }

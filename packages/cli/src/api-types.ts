@@ -116,7 +116,7 @@ export interface CreateBackupRequest {
 }
 
 export const isTerminalBackupEvent = (ev: BackupEvent): boolean =>
-  ev.type === 'backup.phase' && typeof ev.data.to === 'string' && TERMINAL_BACKUP_PHASES.has(ev.data.to);
+  (ev.type === 'backup.phase' || ev.type === 'restore.phase') && typeof ev.data.to === 'string' && TERMINAL_BACKUP_PHASES.has(ev.data.to);
 
 /** `GET /v1/schedules/:name` (Velero's Schedule shape). */
 export interface Schedule {
@@ -134,4 +134,61 @@ export interface Schedule {
   };
   createdAt: string;
   updatedAt: string;
+}
+
+export interface RestorePvr {
+  name: string;
+  pod: string;
+  volume: string;
+  snapshotID: string;
+  phase: string;
+  node?: string;
+  totalBytes?: number;
+  bytesDone?: number;
+  message?: string;
+  startTimestamp?: string;
+  completionTimestamp?: string;
+}
+
+export interface Restore {
+  name: string;
+  uid: string;
+  backupName: string;
+  phase: string;
+  spec: unknown;
+  progress: { totalItems: number; itemsRestored: number };
+  itemResults: { created: number; updated: number; existsSkipped: number; failed: number; notSelected: number };
+  hookStatus: { hooksAttempted: number; hooksFailed: number };
+  podVolumeRestores: Record<'total' | 'New' | 'InProgress' | 'Completed' | 'Failed' | 'Canceling' | 'Canceled' | 'TimedOut', number>;
+  tiers: Array<{ index: number; groupResources: string[]; items: number; batches: number; waitUntil: string | null }>;
+  pvrs: RestorePvr[];
+  hookRuns: HookRun[];
+  errors: number;
+  warnings: number;
+  failureReason?: string;
+  createdAt: string;
+  startedAt?: string;
+  completedAt?: string;
+  cancelRequestedAt?: string;
+}
+
+export interface RestoreSummary {
+  name: string;
+  uid: string;
+  backupName: string;
+  phase: string;
+  createdAt: string;
+  startedAt?: string;
+  completedAt?: string;
+}
+
+export interface RestoreList {
+  items: RestoreSummary[];
+  nextCursor?: string;
+}
+
+export interface RestoreItemPage {
+  items: Array<{ key: string; outcome: string; reason?: string; at: string }>;
+  total: number;
+  nextCursor?: string;
 }

@@ -8,6 +8,7 @@ import { CliError, CliErrorCode, ExitCode, formatCliError, isCliError } from './
 import { followBackup } from './follow.js';
 import { formatBytes, formatDuration, formatTable, msBetween } from './format.js';
 import { runScheduleCommand, SCHEDULE_USAGE } from './schedule-commands.js';
+import { RESTORE_USAGE, runRestoreCommand } from './restore-command.js';
 
 /** Where the CLI writes; injected so tests and the demo can capture it. */
 export interface CliIo {
@@ -36,12 +37,14 @@ Backups (the API at STOWAGE_API_URL, token in STOWAGE_API_TOKEN):
 
 ${SCHEDULE_USAGE}
 
+${RESTORE_USAGE}
+
 Volume repository (key in STOWAGE_REPO_KEY):
   repo restore --repo DIR --snapshot ID --target DIR
   repo verify --repo DIR [--json]
   repo snapshots --repo DIR [--json]
 
-Exit codes: 0 ok, 1 failed, 2 bad command line, 3 (--wait) the backup ended other than Completed.`;
+Exit codes: 0 ok, 1 failed, 2 bad command line, 3 (--wait) the backup or restore ended other than Completed.`;
 
 const BACKUP_OPTIONS = {
   file: { type: 'string', short: 'f' },
@@ -80,6 +83,9 @@ export async function runCli(argv: readonly string[], env: CliEnv, io: CliIo): P
       case 'schedule':
       case 'schedules':
         return await runScheduleCommand(rest, env, io);
+      case 'restore':
+      case 'restores':
+        return await runRestoreCommand(rest, () => clientFromEnv(env), io, readSpecFile);
       case 'repo':
         return await runRepoCommand(rest, env, io);
       default:

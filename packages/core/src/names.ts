@@ -53,6 +53,17 @@ export function pvbName(backupName: string, podUid: string, volumeName: string):
 }
 
 /**
+ * Deterministic PodVolumeRestore name: `<restore prefix>-<16 hex>`, the hash over restore name,
+ * restored pod uid and volume name (the contract's `<restore>-<short hash of pod uid + volume>`),
+ * so a re-run restore-items job recreates the same PVR (409 = already there).
+ */
+export function pvrName(restoreName: string, podUid: string, volumeName: string): string {
+  const hash = hashParts('pvr', restoreName, podUid, volumeName).slice(0, PVB_HASH_LENGTH);
+  const prefix = trimFragment(toLabelFragment(restoreName), DNS1123_LABEL_MAX_LENGTH - PVB_HASH_LENGTH - 1);
+  return prefix.length > 0 ? `${prefix}-${hash}` : `pvr-${hash}`;
+}
+
+/**
  * A backup name from a prefix and a caller-supplied random suffix (core has no randomness):
  * `<prefix>-<suffix>`, the prefix cut so the whole stays ≤ 63 chars.
  */

@@ -1,7 +1,8 @@
-import type { KubeClients, PvbClient } from '@stowage/kube';
+import { type KubeClients, type PvbClient, type PvrClient, restoreWaitContainer } from '@stowage/kube';
 import type { BackupStorage } from '@stowage/storage';
 import type { Redis } from 'ioredis';
 import type { NodeAgentRegistry } from './agents/node-agent-registry.js';
+import type { RestoreState } from './restore/restore-state.js';
 import type { BackupState } from './state/backup-state.js';
 
 /** pino-compatible: object first, message second. */
@@ -35,6 +36,15 @@ export interface PipelineConfig {
   pvbCancelWaitMs: number;
   /** Bytes of hook stdout/stderr kept per run. */
   hookOutputTailBytes: number;
+  /** Items per restore-items job (created concurrently inside it). */
+  restoreBatchSize: number;
+  /** Requests in flight against the API server from one process's restore jobs, at most. */
+  restoreMaxInFlight: number;
+  /** How long a restore tier waits for its CRDs to be Established / namespaces Active. */
+  restoreTierWaitMs: number;
+  /** The `stowage-restore-wait` init container: the node agent's image and the program's command. */
+  restoreWaitImage: string;
+  restoreWaitCommand: string[];
 }
 
 export const DEFAULT_PIPELINE_CONFIG: PipelineConfig = Object.freeze({
@@ -48,6 +58,11 @@ export const DEFAULT_PIPELINE_CONFIG: PipelineConfig = Object.freeze({
   pvbRealReadEveryMs: 30_000,
   pvbCancelWaitMs: 60_000,
   hookOutputTailBytes: 4096,
+  restoreBatchSize: 50,
+  restoreMaxInFlight: 100,
+  restoreTierWaitMs: 60_000,
+  restoreWaitImage: 'stowage/node-agent:latest',
+  restoreWaitCommand: [...restoreWaitContainer.command],
 });
 
 export interface Clock {
@@ -71,6 +86,9 @@ export interface PipelineDeps {
   logger: PipelineLogger;
   clock: Clock;
   config: PipelineConfig;
+  /** Restore state and the PVR client: needed by the processes that host restore queues. */
+  restores?: RestoreState | undefined;
+  pvrs?: PvrClient | undefined;
 }
 
 /**

@@ -17,10 +17,35 @@ export type { ItemBlockResult } from './processors/item-block.processor.js';
 export type { PlanResult } from './processors/plan.processor.js';
 export type { PostHooksResult } from './processors/post-hooks.processor.js';
 export type { RunScheduleResult } from './processors/run-schedule.processor.js';
-export { PvbInformerHub } from './pvb/pvb-informer-hub.js';
-export type { PvbWatchResult } from './pvb/pvb-observation.js';
 export { type CreateScheduleResult, jobSchedulerId, ScheduleControl, type ScheduleStatus } from './schedules/schedule-control.js';
 export { type ScheduleRecord, type ScheduleSkip, ScheduleStore } from './schedules/schedule-store.js';
+export type { PvrWatchResult } from './processors/pvr-watch.processor.js';
+export { decideRestorePhase, type RestoreFinalizeResult } from './processors/restore-finalize.processor.js';
+export type { RestoreHooksResult } from './processors/restore-hooks.processor.js';
+export type { RestoreItemsResult } from './processors/restore-items.processor.js';
+export type { RestorePlanResult } from './processors/restore-plan.processor.js';
+export type { RestoreTierResult } from './processors/restore-tier.processor.js';
+export { PvbInformerHub } from './pvb/pvb-informer-hub.js';
+export type { PvbWatchResult } from './pvb/pvb-observation.js';
+export { InFlightLimit } from './restore/in-flight-limit.js';
+export type { PlannedRestoreHook, PlannedRestoreItem, RestorePodPlan, RestoreTierPlan } from './restore/restore-plan-types.js';
+export {
+  ENDED_RESTORE_PHASES,
+  type ItemOutcome,
+  type ItemResult,
+  type PvrStateRecord,
+  type RestoreRecord,
+  RestoreState,
+} from './restore/restore-state.js';
+export { restoreLayout } from './restore/restore-storage.js';
+export {
+  type CancelRestoreResult,
+  cancelRestore,
+  type SubmitRestoreDeps,
+  type SubmitRestoreInput,
+  type SubmitRestoreResult,
+  submitRestore,
+} from './restore/restore-submit.js';
 export {
   type BackupEvent,
   type BackupProblem,
@@ -34,6 +59,7 @@ export {
   type LogLine,
   type PvbStateRecord,
 } from './state/backup-state.js';
+export { type LogLine as RunLogLine, type RunEvent, type RunRecord, RunState } from './state/run-state.js';
 export {
   type CancelBackupResult,
   cancelBackup,
@@ -44,6 +70,7 @@ export {
   type SubmitBackupResult,
   submitBackup,
 } from './submit.js';
+export { VolumeOpInformerHub, type VolumeOpSource } from './volume-ops/volume-op-informer-hub.js';
 export {
   createPipeline,
   type HostedQueue,

@@ -9,7 +9,15 @@ import { processPlan } from './processors/plan.processor.js';
 import { processPostHooks } from './processors/post-hooks.processor.js';
 import { processPvbWatch } from './processors/pvb-watch.processor.js';
 import { processRunSchedule } from './processors/run-schedule.processor.js';
+import { processPvrWatch } from './processors/pvr-watch.processor.js';
+import { processRestoreFinalize } from './processors/restore-finalize.processor.js';
+import { processRestoreHooks } from './processors/restore-hooks.processor.js';
+import { processRestoreItems } from './processors/restore-items.processor.js';
+import { processRestorePlan } from './processors/restore-plan.processor.js';
+import { processRestoreTier } from './processors/restore-tier.processor.js';
 import { PvbInformerHub } from './pvb/pvb-informer-hub.js';
+import { InFlightLimit } from './restore/in-flight-limit.js';
+import { PvrInformerHub } from './restore/pvr-tracker.js';
 import type { PipelineRuntime } from './runtime.js';
 
 export type HostedQueue = (typeof QueueName)[keyof typeof QueueName];
@@ -18,7 +26,7 @@ export interface Pipeline {
   runtime: PipelineRuntime;
   /** The processor of one queue (dispatching on job name), for a Worker or a test. */
   processorFor(queue: HostedQueue): Processor;
-  /** Starts the process's PVB informer (promotes delayed pvb-watch jobs, feeds the cache). */
+  /** Starts the process's PVB (and, with restores wired, PVR) informer: promotes delayed watch jobs, feeds the cache. */
   startInformer(): void;
   close(): Promise<void>;
 }
@@ -36,7 +44,14 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
   flowProducer.on('error', (err) => deps.logger.warn({ err: err.message }, 'flow producer error'));
   watchQueue.on('error', (err) => deps.logger.warn({ err: err.message }, 'pvb-watch queue error'));
   itemBlocksQueue.on('error', (err) => deps.logger.warn({ err: err.message }, 'item-blocks queue error'));
-  const runtime: PipelineRuntime = { deps, flowProducer, watchQueue, itemBlocksQueue, backupsQueue };
+  const runtime: PipelineRuntime = {
+    deps,
+    flowProducer,
+    watchQueue,
+    itemBlocksQueue,
+    backupsQueue,
+    apiLimit: new InFlightLimit(deps.config.restoreMaxInFlight),
+  };
 
   const processors: Record<HostedQueue, Processor> = {
     [QueueName.backups]: (job: Job, token?: string) => {
@@ -52,11 +67,23 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
     },
     [QueueName.pvbWatch]: (job: Job, token?: string) => {
       if (job.name === JobName.watchPvb) return processPvbWatch(runtime, job, token);
+      if (job.name === JobName.watchPvr) return processPvrWatch(runtime, job, token);
       throw unknownJob(job, QueueName.pvbWatch);
     },
     [QueueName.hooks]: (job: Job, token?: string) => {
       if (job.name === JobName.runPostHooks) return processPostHooks(runtime, job, token);
+      if (job.name === JobName.runRestoreHooks) return processRestoreHooks(runtime, job, token);
       throw unknownJob(job, QueueName.hooks);
+    },
+    [QueueName.restores]: (job: Job, token?: string) => {
+      if (job.name === JobName.restorePlan) return processRestorePlan(runtime, job);
+      if (job.name === JobName.restoreTier) return processRestoreTier(runtime, job, token);
+      if (job.name === JobName.restoreFinalize) return processRestoreFinalize(runtime, job);
+      throw unknownJob(job, QueueName.restores);
+    },
+    [QueueName.restoreItems]: (job: Job) => {
+      if (job.name === JobName.restoreItems) return processRestoreItems(runtime, job);
+      throw unknownJob(job, QueueName.restoreItems);
     },
   };
 
@@ -68,10 +95,15 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
       if (runtime.hub) return;
       runtime.hub = new PvbInformerHub({ pvbs: deps.pvbs, watchQueue, logger: deps.logger.child({ component: 'pvb-informer' }) });
       runtime.hub.start();
+      if (deps.pvrs && !runtime.pvrHub) {
+        runtime.pvrHub = new PvrInformerHub({ pvrs: deps.pvrs, watchQueue, logger: deps.logger.child({ component: 'pvr-informer' }) });
+        runtime.pvrHub.start();
+      }
     },
     close() {
       closing ??= (async () => {
         await runtime.hub?.stop().catch(() => undefined);
+        await runtime.pvrHub?.stop().catch(() => undefined);
         await Promise.allSettled([flowProducer.close(), watchQueue.close(), itemBlocksQueue.close(), backupsQueue.close()]);
       })();
       return closing;
@@ -91,6 +123,8 @@ export interface WorkerConcurrency {
   itemBlocks?: number;
   pvbWatch?: number;
   hooks?: number;
+  restores?: number;
+  restoreItems?: number;
 }
 
 export interface StartWorkersOptions {
@@ -142,7 +176,14 @@ export interface RunningWorkers {
   close(): Promise<void>;
 }
 
-const DEFAULT_CONCURRENCY: Required<WorkerConcurrency> = { backups: 2, itemBlocks: 4, pvbWatch: 50, hooks: 8 };
+const DEFAULT_CONCURRENCY: Required<WorkerConcurrency> = {
+  backups: 2,
+  itemBlocks: 4,
+  pvbWatch: 50,
+  hooks: 8,
+  restores: 2,
+  restoreItems: 8,
+};
 
 /**
  * Hosts the given queues in this process with their concurrency. The pvb-watch host (and an
@@ -157,6 +198,8 @@ export function startWorkers(opts: StartWorkersOptions): RunningWorkers {
     [QueueName.itemBlocks]: concurrency.itemBlocks,
     [QueueName.pvbWatch]: concurrency.pvbWatch,
     [QueueName.hooks]: concurrency.hooks,
+    [QueueName.restores]: concurrency.restores,
+    [QueueName.restoreItems]: concurrency.restoreItems,
   };
   if (opts.queues.includes(QueueName.pvbWatch) || (deps.config.waitMode === 'inline' && opts.queues.includes(QueueName.itemBlocks))) {
     pipeline.startInformer();

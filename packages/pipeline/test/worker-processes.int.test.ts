@@ -1,12 +1,11 @@
 import { type Informer, type PodVolumeBackup, pvbLabels } from '@stowage/kube';
 import { type RunningWorkers, startWorkers, submitBackup } from '@stowage/pipeline';
 import { QueueName } from '@stowage/queue';
-import { useTestRedis } from '@stowage/testing';
+import { spawnWorker, useTestRedis, type WorkerProcess } from '@stowage/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backupSpec, namespace, node, pod } from './support/fixtures.js';
 import { type Harness, startHarness, waitForBackupEnd } from './support/harness.js';
 import { TestPvbController } from './support/test-pvb-controller.js';
-import { spawnWorker, type WorkerProcess } from './support/worker-process.js';
 
 /*
  * Real worker processes (services/worker/src/main.ts) host item-blocks, pvb-watch and hooks;

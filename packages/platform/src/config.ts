@@ -108,6 +108,8 @@ export const stowageEnvSchema = z.object({
   STOWAGE_BLOCK_CONCURRENCY: wholeNumber(1, 1_000, 4, 'item-block jobs per worker process'),
   STOWAGE_WATCH_CONCURRENCY: wholeNumber(1, 10_000, 50, 'pvb-watch jobs per worker process'),
   STOWAGE_HOOK_CONCURRENCY: wholeNumber(1, 1_000, 4, 'post-hooks jobs per worker process'),
+  STOWAGE_RESTORE_ITEMS_CONCURRENCY: wholeNumber(1, 1_000, 8, 'restore-items jobs (item batches) per worker process'),
+  STOWAGE_RESTORE_MAX_INFLIGHT: wholeNumber(1, 10_000, 100, "API server requests in flight from one process's restore jobs"),
   STOWAGE_NODE_NAME: z.preprocess(
     blankToUndefined,
     z
@@ -160,6 +162,7 @@ export interface StowageConfig {
   readonly api: { readonly port: number; readonly host: string; readonly auth: 'enabled' | 'disabled'; readonly tokens: readonly string[] };
   readonly concurrency: { readonly block: number; readonly watch: number; readonly hook: number };
   readonly pipeline: { readonly waitMode: 'decoupled' | 'inline' };
+  readonly restore: { readonly itemsConcurrency: number; readonly maxInFlight: number };
   readonly node: { readonly name: string | undefined };
   readonly repository: { readonly key: string | undefined };
   readonly log: { readonly level: LogLevel };
@@ -232,6 +235,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, op
     api: { port: e.PORT, host: e.HOST, auth: e.STOWAGE_AUTH, tokens: e.STOWAGE_API_TOKENS },
     concurrency: { block: e.STOWAGE_BLOCK_CONCURRENCY, watch: e.STOWAGE_WATCH_CONCURRENCY, hook: e.STOWAGE_HOOK_CONCURRENCY },
     pipeline: { waitMode: e.STOWAGE_WAIT_MODE },
+    restore: { itemsConcurrency: e.STOWAGE_RESTORE_ITEMS_CONCURRENCY, maxInFlight: e.STOWAGE_RESTORE_MAX_INFLIGHT },
     node: { name: e.STOWAGE_NODE_NAME },
     repository: { key: e.STOWAGE_REPO_KEY },
     log: { level: e.LOG_LEVEL },

@@ -10,6 +10,10 @@ export const QueueName = {
   itemBlocks: 'item-blocks',
   pvbWatch: 'pvb-watch',
   hooks: 'hooks',
+  /** Restore plan, tiers and finalize (hosted by the api service, like `backups`). */
+  restores: 'restores',
+  /** Batches of items a restore creates (hosted by workers). */
+  restoreItems: 'restore-items',
 } as const;
 export type QueueName = (typeof QueueName)[keyof typeof QueueName];
 
@@ -26,6 +30,14 @@ export const JobName = {
   runSchedule: 'run-schedule',
   /** Deletes a backup: delayed by its TTL when it is submitted, or at once when a user deletes it. */
   deleteBackup: 'delete-backup',
+  restorePlan: 'restore-plan',
+  restoreTier: 'restore-tier',
+  restoreItems: 'restore-items',
+  restoreFinalize: 'restore-finalize',
+  /** Watches a PodVolumeRestore (queue pvb-watch: the same machinery as watch-pvb). */
+  watchPvr: 'watch-pvr',
+  /** Post-restore hooks of one pod (queue hooks), after its PVRs and once its container is up. */
+  runRestoreHooks: 'run-restore-hooks',
 } as const;
 export type JobName = (typeof JobName)[keyof typeof JobName];
 
@@ -38,6 +50,12 @@ export const QUEUE_OF_JOB: Readonly<Record<JobName, QueueName>> = {
   'run-post-hooks': QueueName.hooks,
   'run-schedule': QueueName.backups,
   'delete-backup': QueueName.backups,
+  'restore-plan': QueueName.restores,
+  'restore-tier': QueueName.restores,
+  'restore-items': QueueName.restoreItems,
+  'restore-finalize': QueueName.restores,
+  'watch-pvr': QueueName.pvbWatch,
+  'run-restore-hooks': QueueName.hooks,
 };
 
 /** The key BullMQ uses for a queue (`parent.queue` of a child job): `<prefix>:<queue>`. */

@@ -45,3 +45,21 @@ export {
   type RunScheduleJobData,
   runScheduleJobSchema,
 } from './payloads.js';
+export {
+  addRestoreFlow,
+  addRestoreHooksFlow,
+  addRestoreTier,
+  type PvrWatchJobData,
+  parentRefOf,
+  parsePvrWatchJobData,
+  parseRestoreHooksJobData,
+  parseRestoreItemsJobData,
+  parseRestoreRunJobData,
+  parseRestoreTierJobData,
+  type RestoreHooksJobData,
+  type RestoreItemsJobData,
+  type RestoreRunJobData,
+  type RestoreTierJobData,
+  restoreFinalizeRef,
+  restoreJobIds,
+} from './restore-flows.js';

@@ -20,6 +20,8 @@ export const DEFAULT_JOB_OPTIONS: Readonly<Record<QueueName, Readonly<JobsOption
   [QueueName.itemBlocks]: { attempts: 5, backoff: { type: 'exponential', delay: 1_000 }, removeOnComplete, removeOnFail },
   [QueueName.pvbWatch]: { attempts: 5, backoff: { type: 'exponential', delay: 1_000 }, removeOnComplete, removeOnFail },
   [QueueName.hooks]: { attempts: 3, backoff: { type: 'exponential', delay: 2_000 }, removeOnComplete, removeOnFail },
+  [QueueName.restores]: { attempts: 5, backoff: { type: 'exponential', delay: 1_000 }, removeOnComplete, removeOnFail },
+  [QueueName.restoreItems]: { attempts: 5, backoff: { type: 'exponential', delay: 1_000 }, removeOnComplete, removeOnFail },
 };
 
 /**

@@ -26,3 +26,4 @@ export {
   writeResultsSidecar,
 } from './sidecars.js';
 export { paxRecord, TAR_END_OF_ARCHIVE, type TarEntry, type TarOptions, tarEntryBlocks, writeTar } from './tar-writer.js';
+export { readBackupTarball, type TarballItem } from './tarball-reader.js';

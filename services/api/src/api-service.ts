@@ -1,14 +1,17 @@
-import { createKubeClients, createPvbClient } from '@stowage/kube';
+import { createKubeClients, createPvbClient, createPvrClient } from '@stowage/kube';
 import {
   BackupState,
+  cancelRestore,
   DEFAULT_PIPELINE_CONFIG,
   NodeAgentRegistry,
   type PipelineConfig,
+  RestoreState,
   type RunningWorkers,
   ScheduleControl,
   ScheduleStore,
   startWorkers,
   statePrefixFor,
+  submitRestore,
   type WorkerLockTiming,
 } from '@stowage/pipeline';
 import type { StowageConfig } from '@stowage/platform';
@@ -21,6 +24,7 @@ import type { Logger } from 'pino';
 import { type ApiDeps, buildApp } from './app.js';
 import type { AuthMode } from './auth.js';
 import { createPipelineControl } from './pipeline-control.js';
+import { backupPhaseReader } from './restores.routes.js';
 
 export interface ApiServiceOptions {
   config: StowageConfig;
@@ -30,7 +34,7 @@ export interface ApiServiceOptions {
   host?: string;
   /** Pipeline tuning beyond the env config (tests shorten waits). */
   pipeline?: Partial<PipelineConfig>;
-  /** Host the backups queue (plan, finalize) in this process; default true. */
+  /** Host the backups and restores queues (plan, tiers, finalize) in this process; default true. */
   hostBackupsQueue?: boolean;
   /** BullMQ lock/stalled-check timing of the hosted backups queue (STOWAGE_LOCK_DURATION_MS, STOWAGE_STALLED_INTERVAL_MS). */
   lock?: WorkerLockTiming;
@@ -92,6 +96,7 @@ export async function startApiService(opts: ApiServiceOptions): Promise<ApiServi
   const producer = createProducerConnection(config.redis.url, { connectionName: 'stowage-api', onError: onError('producer') });
   await connected(producer, 'api producer connection');
   const state = new BackupState({ redis: producer, prefix: statePrefix });
+  const restores = new RestoreState({ redis: producer, prefix: statePrefix });
   const queues: Queue[] = QUEUE_NAMES.map((name) => createQueue(name, { connection: producer, prefix }));
   const flowProducer: FlowProducer = createFlowProducer({ connection: producer, prefix });
   for (const q of queues) q.on('error', (err) => logger.warn({ err: err.message, queue: q.name }, 'queue error'));
@@ -111,12 +116,20 @@ export async function startApiService(opts: ApiServiceOptions): Promise<ApiServi
         agents: new NodeAgentRegistry({ redis: workerConnection, prefix: statePrefix }),
         kube,
         pvbs: createPvbClient(kube, { namespace: config.kube.namespace }),
+        restores: new RestoreState({ redis: workerConnection, prefix: statePrefix }),
+        pvrs: createPvrClient(kube, { namespace: config.kube.namespace }),
         storage,
         logger: logger.child({ component: 'pipeline' }),
         clock: { now: Date.now },
-        config: { ...DEFAULT_PIPELINE_CONFIG, namespace: config.kube.namespace, waitMode: config.pipeline.waitMode, ...opts.pipeline },
+        config: {
+          ...DEFAULT_PIPELINE_CONFIG,
+          namespace: config.kube.namespace,
+          waitMode: config.pipeline.waitMode,
+          restoreMaxInFlight: config.restore.maxInFlight,
+          ...opts.pipeline,
+        },
       },
-      queues: [QueueName.backups],
+      queues: [QueueName.backups, QueueName.restores],
       closeTimeoutMs: Math.max(1_000, config.shutdown.timeoutMs - 5_000),
       ...(opts.lock ? { lock: opts.lock } : {}),
     });
@@ -136,6 +149,14 @@ export async function startApiService(opts: ApiServiceOptions): Promise<ApiServi
     queues,
     control: createPipelineControl({ state, flowProducer, queuePrefix: prefix }),
     schedules,
+    restores: {
+      restores,
+      control: {
+        submit: (input) => submitRestore({ restores, flowProducer, queuePrefix: prefix }, input),
+        cancel: (name) => cancelRestore({ restores }, name),
+      },
+      backupPhase: backupPhaseReader(state, storage),
+    },
     storage,
     auth: authModeOf(config),
     isReady: () => ready && (workerConnection === undefined || workerConnection.status === 'ready'),

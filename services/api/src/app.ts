@@ -24,6 +24,7 @@ import { healthRoutes } from './health.routes.js';
 import { metricsPlugin } from './metrics.plugin.js';
 import { queuesDashboardPlugin } from './queues-dashboard.plugin.js';
 import { type ScheduleRoutesDeps, schedulesRoutes } from './schedules.routes.js';
+import { type RestoreRoutesDeps, restoresRoutes } from './restores.routes.js';
 import { sessionRoutes } from './session.routes.js';
 import { createSessionCookies, DEFAULT_SESSION_TTL_MS } from './session-cookie.js';
 
@@ -64,6 +65,8 @@ export interface ApiDeps {
   sessionTtlMs?: number;
   /** Clock for session cookies (tests). */
   now?: () => number;
+  /** The restore API (`/v1/restores…`); absent: no restore routes. */
+  restores?: Omit<RestoreRoutesDeps, 'queues' | 'storage' | 'randomSuffix'> | undefined;
 }
 
 export const DEFAULT_BODY_LIMIT_BYTES = 1024 * 1024;
@@ -157,6 +160,7 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
       security: [{ bearerAuth: [] }],
       tags: [
         { name: 'backups', description: 'Submit, follow, cancel and delete backups' },
+        { name: 'restores', description: 'Restore a backup into the cluster: submit, follow, cancel and delete restores' },
         { name: 'operations', description: 'Health and metrics' },
       ],
     },
@@ -170,10 +174,24 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
   const now = deps.now ?? Date.now;
   await app.register(authPlugin, { auth: deps.auth, sessions, now });
   await app.register(healthRoutes, { redis: deps.redis, isClosing: () => state.closing, isReady: deps.isReady });
-  await app.register(metricsPlugin, { state: deps.state, queues: deps.queues, schedules: deps.schedules });
+  await app.register(metricsPlugin, { state: deps.state, queues: deps.queues, schedules: deps.schedules, restores: deps.restores?.restores });
   await app.register(backupsRoutes, deps);
   if (deps.schedules) await app.register(schedulesRoutes, { schedules: deps.schedules });
   await app.register(backupEventsRoutes, { state: deps.state, redis: deps.redis, heartbeatMs: deps.heartbeatMs ?? 15_000 });
+  if (deps.restores) {
+    await app.register(restoresRoutes, {
+      ...deps.restores,
+      queues: deps.queues,
+      storage: deps.storage,
+      ...(deps.randomSuffix ? { randomSuffix: deps.randomSuffix } : {}),
+    });
+    await app.register(backupEventsRoutes, {
+      state: deps.restores.restores,
+      kind: 'restore',
+      redis: deps.redis,
+      heartbeatMs: deps.heartbeatMs ?? 15_000,
+    });
+  }
   await app.register(queuesDashboardPlugin, { queues: deps.queues, basePath: '/admin/queues', readOnly: deps.dashboardReadOnly ?? false });
   await app.register(fastifySwaggerUi, { routePrefix: '/docs' });
   await app.register(sessionRoutes, { sessions, now });

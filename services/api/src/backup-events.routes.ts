@@ -1,4 +1,4 @@
-import type { BackupEvent, BackupState } from '@stowage/pipeline';
+import type { RunEvent, RunRecord, RunState } from '@stowage/pipeline';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
@@ -6,7 +6,10 @@ import { backupParams, standardErrors, TERMINAL_BACKUP_PHASES } from './api.sche
 import { ApiError, ApiErrorCode } from './errors.js';
 
 export interface BackupEventsOptions {
-  state: BackupState;
+  /** The run state whose event stream is served (backups or restores: one implementation). */
+  state: RunState<RunRecord>;
+  /** `backup` serves `/v1/backups/:name/events`, `restore` `/v1/restores/:name/events`. Default `backup`. */
+  kind?: 'backup' | 'restore';
   redis: Redis;
   heartbeatMs: number;
   /** Longest single blocking read; the stream re-checks the backup's phase in between. */
@@ -15,23 +18,25 @@ export interface BackupEventsOptions {
 
 const streamIdPattern = /^\d{1,20}-\d{1,20}$/;
 
-/** True for the event that ends a backup's stream: its move into a terminal phase. */
-export function isTerminalPhaseEvent(ev: BackupEvent): boolean {
-  return ev.type === 'backup.phase' && typeof ev.data.to === 'string' && TERMINAL_BACKUP_PHASES.has(ev.data.to);
+/** True for the event that ends a run's stream: its move into a terminal phase. */
+export function isTerminalPhaseEvent(ev: RunEvent, kind: 'backup' | 'restore' = 'backup'): boolean {
+  return ev.type === `${kind}.phase` && typeof ev.data.to === 'string' && TERMINAL_BACKUP_PHASES.has(ev.data.to);
 }
 
-export function formatSseEvent(ev: BackupEvent): string {
+export function formatSseEvent(ev: RunEvent): string {
   // One `data:` line: JSON never contains a raw newline.
   return `id: ${ev.id}\nevent: ${ev.type}\ndata: ${JSON.stringify({ id: ev.id, type: ev.type, at: new Date(ev.at).toISOString(), data: ev.data })}\n\n`;
 }
 
 /**
- * `GET /v1/backups/:name/events`: Server-Sent Events from the backup's event stream. Each client
+ * `GET /v1/backups/:name/events` (or `/v1/restores/:name/events` with `kind: 'restore'`): Server-Sent
+ * Events from the run's event stream (backups and restores share the phases' names). Each client
  * gets its own Redis connection (XREAD BLOCK would stall every other command on a shared one),
  * closed when the client goes away or the backup has ended.
  */
 export const backupEventsRoutes: FastifyPluginAsyncZod<BackupEventsOptions> = async (app, opts) => {
   const { state } = opts;
+  const kind = opts.kind ?? 'backup';
   const blockMs = opts.blockMs ?? Math.min(opts.heartbeatMs, 5_000);
   const open = new Set<() => void>();
   // On shutdown, end every stream so app.close() does not wait for clients that never leave.
@@ -40,13 +45,12 @@ export const backupEventsRoutes: FastifyPluginAsyncZod<BackupEventsOptions> = as
   });
 
   app.get(
-    '/v1/backups/:name/events',
+    `/v1/${kind}s/:name/events`,
     {
       schema: {
-        tags: ['backups'],
-        summary: 'Live events of a backup (Server-Sent Events), resumable with Last-Event-ID',
-        description:
-          'Each event has `id:` (the stream id), `event:` (its type) and `data:` (JSON). Comment lines are heartbeats. The stream ends after the event that moves the backup into a terminal phase.',
+        tags: [`${kind}s`],
+        summary: `Live events of a ${kind} (Server-Sent Events), resumable with Last-Event-ID`,
+        description: `Each event has \`id:\` (the stream id), \`event:\` (its type) and \`data:\` (JSON). Comment lines are heartbeats. The stream ends after the event that moves the ${kind} into a terminal phase.`,
         params: backupParams,
         headers: z.object({
           'last-event-id': z.string().regex(streamIdPattern, 'Last-Event-ID must be an event id received from this stream').optional(),
@@ -59,8 +63,8 @@ export const backupEventsRoutes: FastifyPluginAsyncZod<BackupEventsOptions> = as
     },
     async (req, reply) => {
       const name = req.params.name;
-      const rec = await state.getBackup(name);
-      if (!rec) throw new ApiError(ApiErrorCode.notFound, `backup "${name}" does not exist`);
+      const rec = await state.getRun(name);
+      if (!rec) throw new ApiError(ApiErrorCode.notFound, `${kind} "${name}" does not exist`);
       let lastId = req.headers['last-event-id'] ?? '0';
 
       const conn = opts.redis.duplicate({
@@ -105,11 +109,11 @@ export const backupEventsRoutes: FastifyPluginAsyncZod<BackupEventsOptions> = as
       open.add(stop);
       res.on('close', stop);
 
-      const deliver = (events: BackupEvent[]): boolean => {
+      const deliver = (events: RunEvent[]): boolean => {
         for (const ev of events) {
           res.write(formatSseEvent(ev));
           lastId = ev.id;
-          if (isTerminalPhaseEvent(ev)) return true;
+          if (isTerminalPhaseEvent(ev, kind)) return true;
         }
         return false;
       };
@@ -121,16 +125,16 @@ export const backupEventsRoutes: FastifyPluginAsyncZod<BackupEventsOptions> = as
           if (closed) return;
           if (deliver(events)) return;
           if (events.length > 0) continue;
-          // Nothing new for a while: has the backup ended (its terminal event already read by an
+          // Nothing new for a while: has the run ended (its terminal event already read by an
           // earlier connection) or gone? Then drain what is left and end.
-          const now = await state.getBackup(name);
+          const now = await state.getRun(name);
           if (!now || TERMINAL_BACKUP_PHASES.has(now.phase)) {
             deliver(await state.readEvents(name, lastId, { count: 10_000, client: conn }));
             return;
           }
         }
       } catch (err) {
-        if (!closed) req.log.warn({ err: (err as Error).message, backup: name }, 'event stream ended by an error');
+        if (!closed) req.log.warn({ err: (err as Error).message, [kind]: name }, 'event stream ended by an error');
       } finally {
         stop();
       }

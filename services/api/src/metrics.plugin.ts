@@ -1,16 +1,19 @@
-import type { BackupState, ScheduleControl, ScheduleStore } from '@stowage/pipeline';
+import type { BackupState, RestoreState, ScheduleControl, ScheduleStore } from '@stowage/pipeline';
 import type { Queue } from 'bullmq';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import { z } from 'zod';
 import { TERMINAL_BACKUP_PHASES } from './api.schema.js';
 import { COUNTER } from './backup-view.js';
+import { registerRestoreMetrics } from './restore-metrics.js';
 
 export interface MetricsOptions {
   state: BackupState;
   queues: readonly Queue[];
   /** When given, `stowage_schedule_*` per schedule. */
   schedules?: { control: ScheduleControl; store: ScheduleStore } | undefined;
+  /** With restores wired, the `stowage_restore_*` metrics too. */
+  restores?: RestoreState | undefined;
 }
 
 /**
@@ -170,11 +173,13 @@ export function createApiMetrics(opts: MetricsOptions): ApiMetrics {
       s.phase === 'FailedValidation' ? 1 : 0,
     );
   }
+  const refreshRestores = opts.restores ? registerRestoreMetrics(registry, opts.restores) : undefined;
 
   return {
     registry,
     async scrape() {
       await refreshFromState();
+      await refreshRestores?.();
       return await registry.metrics();
     },
   };

@@ -1,12 +1,13 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createKubeClients, createPvbClient } from '@stowage/kube';
+import { createKubeClients, createPvbClient, createPvrClient } from '@stowage/kube';
 import {
   BackupState,
   DEFAULT_PIPELINE_CONFIG,
   NodeAgentRegistry,
   type PipelineConfig,
   type PipelineLogger,
+  RestoreState,
   type RunningWorkers,
   startWorkers,
   statePrefixFor,
@@ -67,12 +68,25 @@ export async function startWorkerService(opts: WorkerServiceOptions): Promise<Wo
     storage: new FileSystemStorage(config.storage.path),
     logger,
     clock: { now: Date.now },
-    config: { ...DEFAULT_PIPELINE_CONFIG, namespace: config.kube.namespace, waitMode: config.pipeline.waitMode, ...opts.pipeline },
+    config: {
+      ...DEFAULT_PIPELINE_CONFIG,
+      namespace: config.kube.namespace,
+      waitMode: config.pipeline.waitMode,
+      restoreMaxInFlight: config.restore.maxInFlight,
+      ...opts.pipeline,
+    },
+    restores: new RestoreState({ redis, prefix: statePrefix }),
+    pvrs: createPvrClient(kube, { namespace: config.kube.namespace }),
   };
   const workers = startWorkers({
     deps,
-    queues: [QueueName.itemBlocks, QueueName.pvbWatch, QueueName.hooks],
-    concurrency: { itemBlocks: config.concurrency.block, pvbWatch: config.concurrency.watch, hooks: config.concurrency.hook },
+    queues: [QueueName.itemBlocks, QueueName.pvbWatch, QueueName.hooks, QueueName.restoreItems],
+    concurrency: {
+      itemBlocks: config.concurrency.block,
+      pvbWatch: config.concurrency.watch,
+      hooks: config.concurrency.hook,
+      restoreItems: config.restore.itemsConcurrency,
+    },
     closeTimeoutMs: Math.max(1_000, config.shutdown.timeoutMs - 5_000),
     ...(opts.lock ? { lock: opts.lock } : {}),
   });
@@ -101,7 +115,12 @@ export async function startWorkerService(opts: WorkerServiceOptions): Promise<Wo
   });
   const port = (server.address() as AddressInfo).port;
   logger.info(
-    { port, queues: ['item-blocks', 'pvb-watch', 'hooks'], concurrency: config.concurrency, waitMode: deps.config.waitMode },
+    {
+      port,
+      queues: ['item-blocks', 'pvb-watch', 'hooks', 'restore-items'],
+      concurrency: config.concurrency,
+      waitMode: deps.config.waitMode,
+    },
     'worker started',
   );
 

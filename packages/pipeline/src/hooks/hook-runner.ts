@@ -1,13 +1,23 @@
 import { randomUUID } from 'node:crypto';
 import { execInPod } from '@stowage/kube';
 import type { PipelineDeps } from '../deps.js';
-import { type HookPhase, type PlannedPod, podKey } from '../plan/block-plan.js';
+import { type HookPhase, type PlannedHook, podKey } from '../plan/block-plan.js';
+import type { RunRecord, RunState } from '../state/run-state.js';
+
+/** The pod whose hooks run, and the hooks of the phase, in order. */
+export interface HookTargetPod {
+  namespace: string;
+  name: string;
+}
 
 export interface RunPodHooksInput {
-  backupName: string;
-  blockId: string;
-  pod: PlannedPod;
+  /** The backup or restore whose state records the runs. */
+  runName: string;
+  /** Where in the run: the block id (backups) or the restore-hooks scope (restores). Part of every once-key. */
+  scope: string;
+  pod: HookTargetPod;
   phase: HookPhase;
+  hooks: readonly PlannedHook[];
   /** The job attempt, recorded with each run (a retry re-runs hooks: at-least-once). */
   attempt: number;
 }
@@ -20,19 +30,18 @@ export interface RunPodHooksResult {
 }
 
 /**
- * Runs one pod's hooks of one phase in order, through pod exec with a real timeout. Every hook
- * that applies counts as attempted once per key `hook:<block>:<pod>:<phase>:<index>`; a failed
+ * Runs one pod's hooks of one phase in order (backup pre/post hooks and post-restore hooks alike), through pod exec with a real timeout. Every hook
+ * that applies counts as attempted once per key `hook:<scope>:<pod>:<phase>:<index>`; a failed
  * run counts `hooksFailed` once per key and is an error (→ PartiallyFailed). After a failure with
  * `onError: Fail` the later hooks of this pod and phase are skipped (still counted attempted).
  * Every run, and every skip, is recorded with pod, container, phase, source, exit code and times.
  */
 export async function runPodHooks(
-  deps: Pick<PipelineDeps, 'state' | 'kube' | 'clock' | 'config' | 'logger'>,
+  deps: Pick<PipelineDeps, 'kube' | 'clock' | 'config' | 'logger'> & { state: RunState<RunRecord> },
   input: RunPodHooksInput,
 ): Promise<RunPodHooksResult> {
   const { state } = deps;
-  const { backupName, blockId, pod, phase } = input;
-  const hooks = pod.hooks[phase];
+  const { runName: backupName, scope: blockId, pod, phase, hooks } = input;
   const result: RunPodHooksResult = { failedWithFail: false, ran: 0, failed: 0 };
   const pk = podKey(pod);
   for (const hook of hooks) {

@@ -104,7 +104,14 @@ export async function finishBlock(deps: PipelineDeps, input: FinishBlockInput, r
   running?.catch(() => {}); // awaited below
   for (const pod of pods) {
     if (pod.hooks.post.length === 0) continue;
-    const res = await runPodHooks(deps, { backupName, blockId, pod, phase: 'post', attempt: input.attempt });
+    const res = await runPodHooks(deps, {
+      runName: backupName,
+      scope: blockId,
+      pod,
+      phase: 'post',
+      hooks: pod.hooks.post,
+      attempt: input.attempt,
+    });
     hooksFailed += res.failed;
   }
   await running;

@@ -119,7 +119,14 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
   for (const pod of plan.pods) {
     const key = podKey(pod);
     if (failedPods.has(key) || pod.hooks.pre.length === 0) continue;
-    const res = await runPodHooks(deps, { backupName, blockId, pod, phase: 'pre', attempt: job.attemptsMade + 1 });
+    const res = await runPodHooks(deps, {
+      runName: backupName,
+      scope: blockId,
+      pod,
+      phase: 'pre',
+      hooks: pod.hooks.pre,
+      attempt: job.attemptsMade + 1,
+    });
     if (res.failedWithFail) {
       failedPods.add(key);
       prePhaseDone.delete(key);

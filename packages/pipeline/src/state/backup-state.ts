@@ -1,11 +1,22 @@
-import type { Redis } from 'ioredis';
-import { BACKUP_STATE_SCRIPTS } from './scripts.js';
+import {
+  decodeJsonHash,
+  encodeJsonHash,
+  flatToObject,
+  type HookRunRecord,
+  interruptedRun,
+  type LogLine,
+  type RunEvent,
+  type RunProblem,
+  type RunRecord,
+  RunState,
+  type RunStateOptions,
+} from './run-state.js';
+
+export { type HookRunRecord, interruptedRun, type LogLine };
 
 /**
- * The one module that reads and writes a backup's state in Redis. Every key of a backup
- * carries the backup name as a hash tag, so multi-key scripts stay on one slot on Redis
- * Cluster. Writes are safe to repeat (BullMQ is at-least-once): counters move once per
- * key, phases move by compare-and-set, records are overwritten with the same content.
+ * The one module that reads and writes a backup's state in Redis: the run state shared with
+ * restores (RunState: record, counters, events, logs, hook runs) plus blocks, plans and PVBs.
  *
  * Keys (K = `<prefix>:bk:{<name>}`):
  * - `K:rec`     hash   the backup record (name, uid, spec JSON, phase, timestamps, ...)
@@ -24,14 +35,8 @@ import { BACKUP_STATE_SCRIPTS } from './scripts.js';
 
 type ScriptArg = string | number;
 interface StateScriptCommands {
-  stowageCreateBackup(key: string, ...args: ScriptArg[]): Promise<number>;
-  stowageTransitionPhase(key: string, ...args: ScriptArg[]): Promise<[number, string | null]>;
-  stowageCountOnce(onceKey: string, countersKey: string, ...args: ScriptArg[]): Promise<number>;
-  stowageCountOnceAndLog(onceKey: string, countersKey: string, logsKey: string, ...args: ScriptArg[]): Promise<number>;
   stowagePutPlans(planKey: string, itemsKey: string, orderKey: string, ...args: ScriptArg[]): Promise<number>;
-  stowageCountOnceMany(onceKey: string, countersKey: string, entries: string): Promise<number>;
   stowageRegisterPvb(pvbKey: string, setKey: string, ...args: ScriptArg[]): Promise<number>;
-  stowageRequestCancel(recordKey: string, at: string, endedPhases: string): Promise<[number, string | null]>;
   stowageRegisterPvbs(numberOfKeys: number, ...keysAndArgs: string[]): Promise<string[][]>;
   stowageReadBlock(
     recordKey: string,
@@ -81,44 +86,14 @@ export interface BlockTail<P = unknown> {
 export const ENDED_BACKUP_PHASES = ['Completed', 'PartiallyFailed', 'Failed', 'FailedValidation', 'Canceled'] as const;
 
 /** A problem worth telling the user: counted once per key into `errors`/`warnings` and logged. */
-export interface BackupProblem {
-  level: 'error' | 'warn';
-  /** Counted once: a re-run job reporting the same problem does not count it twice. */
-  onceKey: string;
-  msg: string;
-  /** Where: `namespace` (for the results file), `blockId`, `pod`, `pvb`, `reason`, ... */
-  [field: string]: unknown;
-}
+export type BackupProblem = RunProblem;
+export type BackupEvent = RunEvent;
 
-export interface BackupRecord {
-  name: string;
-  uid: string;
-  spec: unknown;
-  phase: string;
-  requestId?: string;
-  createdAt: number;
-  startedAt?: number;
-  completedAt?: number;
+export interface BackupRecord extends RunRecord {
   fsDeadlineAt?: number;
-  cancelRequestedAt?: number;
   /** Set by plan when every block was added (a re-run of plan after this changes nothing). */
   planCompletedAt?: number;
-  failureReason?: string;
   planSummary?: unknown;
-}
-
-export interface BackupEvent {
-  id: string;
-  type: string;
-  at: number;
-  data: Record<string, unknown>;
-}
-
-export interface LogLine {
-  at: number;
-  level: 'debug' | 'info' | 'warn' | 'error';
-  msg: string;
-  [field: string]: unknown;
 }
 
 export interface BlockStateRecord {
@@ -155,281 +130,49 @@ export interface PvbStateRecord {
   [field: string]: unknown;
 }
 
-export interface HookRunRecord {
-  blockId: string;
-  podNamespace: string;
-  podName: string;
-  container: string;
-  phase: 'pre' | 'post';
-  source: string;
-  index: number;
-  command: string[];
-  /**
-   * exited | timeout | error | skipped | invalid; `running` while the exec is in flight;
-   * `interrupted` (derived when read) when its job was cut off before the hook finished.
-   */
-  outcome: string;
-  /** One run: its `running` entry and its final entry share it; the later one wins when read. */
-  runId?: string;
-  exitCode?: number;
-  startedAt?: number;
-  endedAt?: number;
-  stdoutTail?: string;
-  stderrTail?: string;
-  message?: string;
-  attempt?: number;
-}
+export type BackupStateOptions = RunStateOptions;
 
-export interface BackupStateOptions {
-  redis: Redis;
-  /** Key prefix, e.g. `stowage` in production or a unique one per test. */
-  prefix: string;
-  now?: () => number;
-  /** Bound of the event stream and log list per backup. */
-  maxEvents?: number;
-  maxLogLines?: number;
-}
+const BACKUP_RUN_KIND = {
+  tag: 'bk',
+  index: 'backups',
+  eventPrefix: 'backup',
+  endedPhases: ENDED_BACKUP_PHASES,
+  jsonFields: new Set(['spec', 'planSummary']),
+  numberFields: new Set(['createdAt', 'startedAt', 'completedAt', 'fsDeadlineAt', 'cancelRequestedAt', 'planCompletedAt']),
+};
 
-const MAX_EVENTS = 200_000;
-const MAX_LOG_LINES = 100_000;
-
-export class BackupState {
-  readonly redis: Redis;
-  readonly prefix: string;
-  private readonly now: () => number;
-  private readonly maxEvents: number;
-  private readonly maxLogLines: number;
-
+export class BackupState extends RunState<BackupRecord> {
   constructor(opts: BackupStateOptions) {
-    this.redis = opts.redis;
-    this.prefix = opts.prefix;
-    this.now = opts.now ?? Date.now;
-    this.maxEvents = opts.maxEvents ?? MAX_EVENTS;
-    this.maxLogLines = opts.maxLogLines ?? MAX_LOG_LINES;
-    for (const [name, def] of Object.entries(BACKUP_STATE_SCRIPTS)) {
-      if (!(name in this.redis)) this.redis.defineCommand(name, def);
-    }
+    super(opts, BACKUP_RUN_KIND);
   }
 
-  key(name: string, suffix: string): string {
-    return `${this.prefix}:bk:{${name}}:${suffix}`;
-  }
-
-  private get indexKey(): string {
-    return `${this.prefix}:backups`;
-  }
-
-  // ---- backup record -------------------------------------------------------------------
+  // ---- backup record (the run's, under the backup's names) -------------------------------
 
   /** Records a new backup; a second call with the same name changes nothing and says so. */
-  async createBackup(record: BackupRecord): Promise<{ created: boolean }> {
-    const fields = encodeRecord(record);
-    const created = await this.cmd().stowageCreateBackup(this.key(record.name, 'rec'), ...fields);
-    // Always (re)index: a crash between the two writes must not leave a record nobody lists.
-    await this.redis.zadd(this.indexKey, 'NX', record.createdAt, record.name);
-    if (created === 1) await this.appendEvent(record.name, 'backup.created', { phase: record.phase });
-    return { created: created === 1 };
+  createBackup(record: BackupRecord): Promise<{ created: boolean }> {
+    return this.createRun(record);
   }
 
-  /** When the user asked to cancel (one field, not the whole record), or undefined. */
-  async cancelRequestedAt(name: string): Promise<number | undefined> {
-    const raw = await this.redis.hget(this.key(name, 'rec'), 'cancelRequestedAt');
-    return raw === null ? undefined : Number(raw);
+  getBackup(name: string): Promise<BackupRecord | undefined> {
+    return this.getRun(name);
   }
 
-  async getBackup(name: string): Promise<BackupRecord | undefined> {
-    const raw = await this.redis.hgetall(this.key(name, 'rec'));
-    if (!raw.name) return undefined;
-    return decodeRecord(raw);
+  updateBackup(name: string, patch: Partial<BackupRecord>): Promise<void> {
+    return this.updateRun(name, patch);
   }
 
-  async updateBackup(name: string, patch: Partial<BackupRecord>): Promise<void> {
-    const fields = encodeRecord(patch);
-    if (fields.length > 0) await this.redis.hset(this.key(name, 'rec'), ...fields);
-  }
-
-  /**
-   * Moves the backup's phase to `to` only when the current phase is one of `from`
-   * (compare-and-set, so a duplicate delivery cannot move it twice or backwards).
-   */
-  async transitionPhase(
-    name: string,
-    from: readonly string[],
-    to: string,
-    patch: Partial<BackupRecord> = {},
-  ): Promise<{ moved: boolean; phase: string | undefined }> {
-    const fields = encodeRecord(patch);
-    const res = (await this.cmd().stowageTransitionPhase(this.key(name, 'rec'), to, JSON.stringify(from), ...fields)) as [
-      number,
-      string | null,
-    ];
-    const moved = res[0] === 1;
-    if (moved) await this.appendEvent(name, 'backup.phase', { from: res[1], to });
-    return { moved, phase: moved ? to : (res[1] ?? undefined) };
-  }
-
-  /**
-   * Records that the user asked to cancel. Returns `requested: true` only the first time and only
-   * while the backup has not ended; the pipeline reads `cancelRequestedAt` and winds down.
-   */
-  async requestCancel(name: string): Promise<{ requested: boolean; phase: string | undefined }> {
-    const at = this.now();
-    const res = (await this.cmd().stowageRequestCancel(this.key(name, 'rec'), String(at), JSON.stringify(ENDED_BACKUP_PHASES))) as [
-      number,
-      string | null,
-    ];
-    const requested = res[0] === 1;
-    if (requested) await this.appendEvent(name, 'backup.cancel-requested', { at });
-    return { requested, phase: res[1] ?? undefined };
-  }
-
-  async listBackups(opts: { limit: number; cursor?: string; phase?: string }): Promise<{ items: BackupRecord[]; nextCursor?: string }> {
-    // Cursor = the offset into the index, newest first; filtering by phase reads on until the page fills.
-    let offset = opts.cursor ? Number.parseInt(opts.cursor, 10) : 0;
-    if (!Number.isFinite(offset) || offset < 0) offset = 0;
-    const items: BackupRecord[] = [];
-    const chunk = Math.max(opts.limit, 50);
-    for (;;) {
-      const names = await this.redis.zrevrange(this.indexKey, offset, offset + chunk - 1);
-      if (names.length === 0) return { items };
-      const pipe = this.redis.pipeline();
-      for (const n of names) pipe.hgetall(this.key(n, 'rec'));
-      const rows = (await pipe.exec()) ?? [];
-      for (let i = 0; i < names.length; i++) {
-        offset++;
-        const raw = rows[i]?.[1] as Record<string, string> | undefined;
-        if (!raw?.name) continue;
-        const rec = decodeRecord(raw);
-        if (opts.phase && rec.phase !== opts.phase) continue;
-        items.push(rec);
-        if (items.length === opts.limit) {
-          const more = (await this.redis.zcard(this.indexKey)) > offset;
-          return more ? { items, nextCursor: String(offset) } : { items };
-        }
-      }
-    }
+  listBackups(opts: { limit: number; cursor?: string; phase?: string }): Promise<{ items: BackupRecord[]; nextCursor?: string }> {
+    return this.listRuns(opts);
   }
 
   /** Removes every key of the backup and its index entry. */
   async deleteBackup(name: string): Promise<void> {
     const [blockIds, pvbNames] = await Promise.all([this.redis.lrange(this.key(name, 'border'), 0, -1), this.allPvbNames(name)]);
-    const keys = [
-      ...['rec', 'cnt', 'once', 'events', 'logs', 'border', 'plan', 'items', 'hooks', 'pvbset'].map((s) => this.key(name, s)),
+    await this.deleteRunKeys(name, [
+      ...['border', 'plan', 'items', 'pvbset'].map((s) => this.key(name, s)),
       ...blockIds.map((id) => this.key(name, `b:${id}`)),
       ...pvbNames.map((p) => this.key(name, `pvb:${p}`)),
-    ];
-    for (let i = 0; i < keys.length; i += 500) await this.redis.del(...keys.slice(i, i + 500));
-    await this.redis.zrem(this.indexKey, name);
-  }
-
-  // ---- counters ------------------------------------------------------------------------
-
-  /** Adds `by` to counter `field` unless `onceKey` was counted before. Returns whether it counted. */
-  async countOnce(name: string, onceKey: string, field: string, by = 1): Promise<boolean> {
-    const res = (await this.cmd().stowageCountOnce(this.key(name, 'once'), this.key(name, 'cnt'), onceKey, field, by)) as number;
-    return res === 1;
-  }
-
-  /** countOnce, and `line` logged when it counted now (one round trip, both or neither). */
-  async countOnceAndLog(name: string, onceKey: string, field: string, line: Omit<LogLine, 'at'> & { at?: number }): Promise<boolean> {
-    const full = { at: this.now(), ...line };
-    const res = await this.cmd().stowageCountOnceAndLog(
-      this.key(name, 'once'),
-      this.key(name, 'cnt'),
-      this.key(name, 'logs'),
-      onceKey,
-      field,
-      1,
-      JSON.stringify(full),
-      this.maxLogLines,
-    );
-    return res === 1;
-  }
-
-  /** Counts many keys once each in one round trip; returns how many counted now. */
-  async countOnceMany(name: string, entries: ReadonlyArray<{ onceKey: string; field: string; by?: number }>): Promise<number> {
-    if (entries.length === 0) return 0;
-    const payload = JSON.stringify(entries.map((e) => [e.onceKey, e.field, e.by ?? 1]));
-    return (await this.cmd().stowageCountOnceMany(this.key(name, 'once'), this.key(name, 'cnt'), payload)) as number;
-  }
-
-  /**
-   * Records an error or a warning: counted once per `onceKey` into `errors`/`warnings`, and
-   * logged (the results file and `backup logs` read the log). Returns whether it was new.
-   */
-  async recordProblem(name: string, problem: BackupProblem): Promise<boolean> {
-    const { onceKey, level, ...line } = problem;
-    const field = level === 'error' ? 'errors' : 'warnings';
-    return this.countOnceAndLog(name, `${field}:${onceKey}`, field, { level, ...line });
-  }
-
-  /** Sets a counter to a value (for totals set by the planner). */
-  async setCounter(name: string, field: string, value: number): Promise<void> {
-    await this.redis.hset(this.key(name, 'cnt'), field, value);
-  }
-
-  async counters(name: string): Promise<Record<string, number>> {
-    const raw = await this.redis.hgetall(this.key(name, 'cnt'));
-    const out: Record<string, number> = {};
-    for (const [k, v] of Object.entries(raw)) out[k] = Number(v);
-    return out;
-  }
-
-  // ---- events and logs -----------------------------------------------------------------
-
-  async appendEvent(name: string, type: string, data: Record<string, unknown>): Promise<string> {
-    const at = this.now();
-    const id = await this.redis.xadd(
-      this.key(name, 'events'),
-      'MAXLEN',
-      '~',
-      String(this.maxEvents),
-      '*',
-      'type',
-      type,
-      'at',
-      String(at),
-      'data',
-      JSON.stringify(data),
-    );
-    return id ?? '';
-  }
-
-  /** Events after `afterId` (exclusive; `0` = from the start). With `blockMs`, waits for new ones. */
-  async readEvents(name: string, afterId: string, opts: { count?: number; blockMs?: number; client?: Redis } = {}): Promise<BackupEvent[]> {
-    const client = opts.client ?? this.redis;
-    const count = String(opts.count ?? 500);
-    const key = this.key(name, 'events');
-    const res =
-      opts.blockMs !== undefined
-        ? await client.xread('COUNT', count, 'BLOCK', String(opts.blockMs), 'STREAMS', key, afterId)
-        : await client.xread('COUNT', count, 'STREAMS', key, afterId);
-    if (!res) return [];
-    const entries = res[0]?.[1] ?? [];
-    return entries.map(([id, flat]) => decodeEvent(id, flat));
-  }
-
-  async log(name: string, line: Omit<LogLine, 'at'> & { at?: number }): Promise<void> {
-    const key = this.key(name, 'logs');
-    const full = { at: this.now(), ...line };
-    await this.redis.multi().rpush(key, JSON.stringify(full)).ltrim(key, -this.maxLogLines, -1).exec();
-  }
-
-  /** Appends several log lines in one round trip (the plan's skips, a batch at a time). */
-  async logMany(name: string, lines: ReadonlyArray<Omit<LogLine, 'at'> & { at?: number }>): Promise<void> {
-    if (lines.length === 0) return;
-    const key = this.key(name, 'logs');
-    const at = this.now();
-    await this.redis
-      .multi()
-      .rpush(key, ...lines.map((line) => JSON.stringify({ at, ...line })))
-      .ltrim(key, -this.maxLogLines, -1)
-      .exec();
-  }
-
-  async readLogs(name: string, start = 0, stop = -1): Promise<LogLine[]> {
-    const rows = await this.redis.lrange(this.key(name, 'logs'), start, stop);
-    return rows.map((r) => JSON.parse(r) as LogLine);
+    ]);
   }
 
   // ---- plan ----------------------------------------------------------------------------
@@ -445,7 +188,7 @@ export class BackupState {
       itemArgs.push(b.id, JSON.stringify(b.items));
       ids.push(b.id);
     }
-    await this.cmd().stowagePutPlans(
+    await this.cmd<StateScriptCommands>().stowagePutPlans(
       this.key(name, 'plan'),
       this.key(name, 'items'),
       this.key(name, 'border'),
@@ -501,7 +244,7 @@ export class BackupState {
       ...(once.length > 0 ? { once } : {}),
       ...(event ? { event } : {}),
     });
-    return (await this.cmd().stowageBlockStep(
+    return (await this.cmd<StateScriptCommands>().stowageBlockStep(
       this.key(name, `b:${blockId}`),
       this.key(name, 'once'),
       this.key(name, 'cnt'),
@@ -513,7 +256,7 @@ export class BackupState {
 
   /** The backup record, a block's plan, its live state and its item manifests, in one round trip. */
   async readBlockContext<P = unknown, I = unknown>(name: string, blockId: string): Promise<BlockContext<P, I>> {
-    const [recFlat, plan, blockFlat, items] = await this.cmd().stowageReadBlock(
+    const [recFlat, plan, blockFlat, items] = await this.cmd<StateScriptCommands>().stowageReadBlock(
       this.key(name, 'rec'),
       this.key(name, 'plan'),
       this.key(name, `b:${blockId}`),
@@ -523,7 +266,7 @@ export class BackupState {
     const rec = flatToObject(recFlat);
     const block = flatToObject(blockFlat);
     return {
-      record: rec?.name ? decodeRecord(rec) : undefined,
+      record: rec?.name ? this.decodeRecord(rec) : undefined,
       plan: plan ? (JSON.parse(plan) as P) : undefined,
       block: block?.id ? decodeJsonHash<BlockStateRecord>(block) : undefined,
       items: items ? (JSON.parse(items) as I) : undefined,
@@ -532,7 +275,7 @@ export class BackupState {
 
   /** A block's plan, its live state and the state of every PVB it names, in one round trip. */
   async readBlockTail<P = unknown>(name: string, blockId: string): Promise<BlockTail<P>> {
-    const [plan, blockFlat, pvbFlats] = await this.cmd().stowageReadBlockTail(
+    const [plan, blockFlat, pvbFlats] = await this.cmd<StateScriptCommands>().stowageReadBlockTail(
       this.key(name, 'plan'),
       this.key(name, `b:${blockId}`),
       blockId,
@@ -583,7 +326,12 @@ export class BackupState {
    */
   async registerPvb(name: string, pvbName: string, record: Omit<PvbStateRecord, 'name'>): Promise<{ registered: boolean }> {
     const fields = encodeJsonHash({ name: pvbName, ...record });
-    const res = await this.cmd().stowageRegisterPvb(this.key(name, `pvb:${pvbName}`), this.key(name, 'pvbset'), pvbName, ...fields);
+    const res = await this.cmd<StateScriptCommands>().stowageRegisterPvb(
+      this.key(name, `pvb:${pvbName}`),
+      this.key(name, 'pvbset'),
+      pvbName,
+      ...fields,
+    );
     return { registered: res === 1 };
   }
 
@@ -604,7 +352,7 @@ export class BackupState {
     }
     const blockFields = encodeJsonHash({ id: blockId, ...blockPatch });
     const payload = JSON.stringify({ ...(entries.length > 0 ? { pvbs: entries } : {}), block: blockFields });
-    const rows = await this.cmd().stowageRegisterPvbs(
+    const rows = await this.cmd<StateScriptCommands>().stowageRegisterPvbs(
       2 + pvbs.length,
       this.key(name, 'pvbset'),
       this.key(name, `b:${blockId}`),
@@ -638,104 +386,4 @@ export class BackupState {
   async allPvbNames(name: string): Promise<string[]> {
     return (await this.redis.smembers(this.key(name, 'pvbset'))).sort();
   }
-
-  // ---- hook runs -----------------------------------------------------------------------
-
-  async recordHookRun(name: string, run: HookRunRecord): Promise<void> {
-    await this.redis.rpush(this.key(name, 'hooks'), JSON.stringify(run));
-  }
-
-  /**
-   * Every hook run in start order, one entry per run (its final entry replaces its `running` one).
-   * A run still `running` when the same hook was started again later was cut off — its worker died
-   * or lost the job — and reads as `interrupted`: at-least-once, and the log shows both runs.
-   */
-  async hookRuns(name: string): Promise<HookRunRecord[]> {
-    const rows = await this.redis.lrange(this.key(name, 'hooks'), 0, -1);
-    const runs: HookRunRecord[] = [];
-    const slotOfRun = new Map<string, number>();
-    for (const row of rows) {
-      const run = JSON.parse(row) as HookRunRecord;
-      const slot = run.runId !== undefined ? slotOfRun.get(run.runId) : undefined;
-      if (slot !== undefined) runs[slot] = run;
-      else {
-        if (run.runId !== undefined) slotOfRun.set(run.runId, runs.length);
-        runs.push(run);
-      }
-    }
-    const hookKey = (r: HookRunRecord) => `${r.blockId}|${r.podNamespace}/${r.podName}|${r.phase}|${r.index}`;
-    const startedAgain = new Set<string>();
-    for (let i = runs.length - 1; i >= 0; i--) {
-      const run = runs[i]!;
-      const key = hookKey(run);
-      if (run.outcome === 'running' && startedAgain.has(key)) runs[i] = interruptedRun(run, 'its job was run again');
-      startedAgain.add(key);
-    }
-    return runs;
-  }
-
-  // ---------------------------------------------------------------------------------------
-
-  // ioredis adds the commands defined with defineCommand at run time.
-  private cmd(): Redis & StateScriptCommands {
-    return this.redis as Redis & StateScriptCommands;
-  }
-}
-
-const JSON_RECORD_FIELDS = new Set(['spec', 'planSummary']);
-const NUMBER_RECORD_FIELDS = new Set(['createdAt', 'startedAt', 'completedAt', 'fsDeadlineAt', 'cancelRequestedAt', 'planCompletedAt']);
-
-function encodeRecord(rec: Partial<BackupRecord>): string[] {
-  const out: string[] = [];
-  for (const [k, v] of Object.entries(rec)) {
-    if (v === undefined) continue;
-    out.push(k, JSON_RECORD_FIELDS.has(k) ? JSON.stringify(v) : String(v));
-  }
-  return out;
-}
-
-function decodeRecord(raw: Record<string, string>): BackupRecord {
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(raw)) {
-    if (JSON_RECORD_FIELDS.has(k)) out[k] = JSON.parse(v);
-    else if (NUMBER_RECORD_FIELDS.has(k)) out[k] = Number(v);
-    else out[k] = v;
-  }
-  return out as unknown as BackupRecord;
-}
-
-function flatToObject(flat: readonly string[]): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (let i = 0; i + 1 < flat.length; i += 2) out[flat[i] as string] = flat[i + 1] as string;
-  return out;
-}
-
-/** Hash fields `[k1, json1, k2, json2, …]` of a record's defined values (decodeJsonHash reads them back). */
-function encodeJsonHash(record: Readonly<Record<string, unknown>>): string[] {
-  const fields: string[] = [];
-  for (const [k, v] of Object.entries(record)) if (v !== undefined) fields.push(k, JSON.stringify(v));
-  return fields;
-}
-
-function decodeJsonHash<T>(raw: Record<string, string>): T {
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(raw)) {
-    try {
-      out[k] = JSON.parse(v);
-    } catch {
-      out[k] = v;
-    }
-  }
-  return out as T;
-}
-
-function decodeEvent(id: string, flat: string[]): BackupEvent {
-  const f: Record<string, string> = {};
-  for (let i = 0; i + 1 < flat.length; i += 2) f[flat[i] as string] = flat[i + 1] as string;
-  return { id, type: f.type ?? 'unknown', at: Number(f.at ?? 0), data: f.data ? (JSON.parse(f.data) as Record<string, unknown>) : {} };
-}
-
-/** A `running` hook run that will never report: its job was cut off before the exec finished. */
-export function interruptedRun(run: HookRunRecord, why: string): HookRunRecord {
-  return { ...run, outcome: 'interrupted', message: `cut off before it finished (${why}; the worker stopped or lost the job)` };
 }

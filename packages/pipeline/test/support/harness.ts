@@ -2,7 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createKubeClients, createPvbClient, type KubeClients, type PvbClient } from '@stowage/kube';
+import { createKubeClients, createPvbClient, createPvrClient, type KubeClients, type PvbClient } from '@stowage/kube';
 import { type Fixture, type Simulator, startSimulator } from '@stowage/kube-sim';
 import {
   BackupState,
@@ -11,6 +11,7 @@ import {
   type PipelineConfig,
   type PipelineDeps,
   type PipelineLogger,
+  RestoreState,
   statePrefixFor,
 } from '@stowage/pipeline';
 import { FileSystemStorage } from '@stowage/storage';
@@ -18,6 +19,7 @@ import { uniquePrefix } from '@stowage/testing';
 import { Redis } from 'ioredis';
 
 export const CRD_PATH = fileURLToPath(new URL('../../../../k8s/base/crd-podvolumebackups.yaml', import.meta.url));
+export const PVR_CRD_PATH = fileURLToPath(new URL('../../../../k8s/base/crd-podvolumerestores.yaml', import.meta.url));
 
 /** A logger that keeps error lines (a test can print them on failure) and drops the rest. */
 export function quietLogger(sink: string[] = []): PipelineLogger {
@@ -53,7 +55,12 @@ export async function startHarness(opts: {
   agentNodes: string[];
   config?: Partial<PipelineConfig>;
 }): Promise<Harness> {
-  const sim = await startSimulator({ fixture: opts.fixture, port: 0, extraManifests: [CRD_PATH], materializeVolumes: 'none' });
+  const sim = await startSimulator({
+    fixture: opts.fixture,
+    port: 0,
+    extraManifests: [CRD_PATH, PVR_CRD_PATH],
+    materializeVolumes: 'none',
+  });
   const kube = createKubeClients({ kubeconfigPath: sim.kubeconfigPath });
   const pvbs = createPvbClient(kube, { namespace: 'stowage' });
   const redis = new Redis(opts.redisUrl, { maxRetriesPerRequest: null });
@@ -74,6 +81,8 @@ export async function startHarness(opts: {
     logger: quietLogger(logs),
     clock: { now: Date.now },
     config: { ...DEFAULT_PIPELINE_CONFIG, ...opts.config },
+    restores: new RestoreState({ redis, prefix: statePrefix }),
+    pvrs: createPvrClient(kube, { namespace: 'stowage' }),
   };
   return {
     sim,

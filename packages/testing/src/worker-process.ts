@@ -1,8 +1,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { getFreePort } from '@stowage/testing';
+import { getFreePort } from '@stowage/platform';
 
-const REPO_ROOT = fileURLToPath(new URL('../../../../', import.meta.url));
+const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const WORKER_MAIN = 'services/worker/src/main.ts';
 const TSX = `${REPO_ROOT}node_modules/.bin/tsx`;
 
@@ -15,7 +15,7 @@ export interface WorkerProcess {
 }
 
 /**
- * Spawns a real worker process (`tsx --conditions=@stowage/source services/worker/src/main.ts`)
+ * Spawns a real worker process (a test of any package can run the worker service as it runs in production) (`tsx --conditions=@stowage/source services/worker/src/main.ts`)
  * with the given env and waits until /readyz answers 200.
  */
 export async function spawnWorker(env: Record<string, string>, readyTimeoutMs = 30_000): Promise<WorkerProcess> {

@@ -1,0 +1,25 @@
+import { parsePvrWatchJobData } from '@stowage/queue';
+import type { Job } from 'bullmq';
+import { pvrTracker } from '../restore/pvr-tracker.js';
+import { restoreDepsOf } from '../restore/restore-runtime.js';
+import type { PipelineRuntime } from '../runtime.js';
+import type { VolumeOpWatchResult } from '../volume-ops/volume-op-wait-step.js';
+import { processVolumeOpWatch } from '../volume-ops/volume-op-watch.js';
+
+export type PvrWatchResult = VolumeOpWatchResult & { pvr: string };
+
+/**
+ * pvr-watch: the shared volume-operation watch (the same code as pvb-watch) over one PVR —
+ * re-parked without a slot until the PVR is terminal, promoted by the process's PVR informer;
+ * its restore-hooks parent is released when every PVR of the pod is settled.
+ */
+export async function processPvrWatch(rt: PipelineRuntime, job: Job, token: string | undefined): Promise<PvrWatchResult> {
+  const data = parsePvrWatchJobData(job.data);
+  const restoreDeps = { ...rt.deps, ...restoreDepsOf(rt.deps) };
+  const result = await processVolumeOpWatch(rt.deps, pvrTracker(restoreDeps), rt.pvrHub, job, token, {
+    runName: data.restoreName,
+    opName: data.pvrName,
+    deadlineAt: data.deadlineAt,
+  });
+  return { pvr: data.pvrName, ...result };
+}

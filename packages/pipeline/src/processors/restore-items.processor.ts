@@ -1,0 +1,143 @@
+import { pvrName, type RestoreSpec } from '@stowage/core';
+import { pvrLabels } from '@stowage/kube';
+import { addRestoreHooksFlow, parseRestoreItemsJobData } from '@stowage/queue';
+import type { Job } from 'bullmq';
+import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
+import { type ItemWriteResult, writeRestoreItem } from '../restore/item-writer.js';
+import type { PlannedRestoreItem } from '../restore/restore-plan-types.js';
+import { restoreDepsOf } from '../restore/restore-runtime.js';
+import type { ItemResult } from '../restore/restore-state.js';
+import type { PipelineRuntime } from '../runtime.js';
+
+export type RestoreItemsResult =
+  | { canceled: true }
+  | { created: number; updated: number; skipped: number; failed: number; already: number };
+
+/**
+ * restore-items: creates one batch of a tier's items at once (each request through the
+ * process's in-flight cap). Items with a recorded result are passed over (a re-run creates
+ * nothing twice); a 409 is compared and skipped or updated by `existingResourcePolicy`. A pod
+ * this restore created that has volume data or post-restore hooks gets its PVRs (deterministic
+ * names, 409 = exists) and its `restore-hooks ← pvr-watch…` flow under finalize. Per-item
+ * refusals are recorded as failed with the API server's reason; an error worth retrying is
+ * thrown after the rest of the batch was recorded.
+ */
+export async function processRestoreItems(rt: PipelineRuntime, job: Job): Promise<RestoreItemsResult> {
+  const { deps } = rt;
+  const { restores } = restoreDepsOf(deps);
+  const data = parseRestoreItemsJobData(job.data);
+  const name = data.restoreName;
+  const record = await restores.getRestore(name);
+  if (!record) throw new UnrecoverablePipelineError(PipelineErrorCode.backupMissing, `restore ${name} has no record`);
+  if (record.cancelRequestedAt !== undefined) return { canceled: true };
+  const items = await restores.getBatch(name, data.tier, data.batch);
+  if (!items)
+    throw new UnrecoverablePipelineError(PipelineErrorCode.blockMissing, `restore ${name} has no batch ${data.tier}.${data.batch}`);
+  const spec = record.spec as RestoreSpec;
+  const known = await restores.itemResultsOf(
+    name,
+    items.map((i) => i.key),
+  );
+  const todo = items.filter((_, i) => known[i] === undefined);
+  const base = { restoreName: name, restoreUid: data.restoreUid, ...(data.requestId ? { requestId: data.requestId } : {}) };
+
+  let retryable: unknown;
+  const results: Array<{ key: string; result: ItemResult }> = [];
+  const counts = { created: 0, updated: 0, skipped: 0, failed: 0, already: items.length - todo.length };
+  await Promise.all(
+    todo.map(async (item) => {
+      let written: ItemWriteResult;
+      try {
+        written = await writeRestoreItem(deps.kube, rt.apiLimit, { item, restoreName: name, policy: spec.existingResourcePolicy });
+        if (written.outcome === 'created' && item.groupResource === 'pods')
+          await startPodFollowUp(rt, base, record.deadlineAt, item, written);
+      } catch (err) {
+        retryable ??= err;
+        return;
+      }
+      const at = deps.clock.now();
+      results.push({ key: item.key, result: { outcome: written.outcome, reason: written.reason ?? written.warning, at } });
+      if (written.outcome === 'created') counts.created++;
+      else if (written.outcome === 'updated') counts.updated++;
+      else if (written.outcome === 'exists-skipped') counts.skipped++;
+      else counts.failed++;
+      const where = { item: item.key, namespace: item.namespace ?? undefined };
+      if (written.outcome === 'failed') {
+        await restores.recordProblem(name, {
+          level: 'error',
+          onceKey: `item:${item.key}`,
+          msg: `could not restore ${item.key}: ${written.reason}`,
+          ...where,
+        });
+      } else if (written.warning) {
+        await restores.recordProblem(name, { level: 'warn', onceKey: `item:${item.key}`, msg: written.warning, ...where });
+      }
+    }),
+  );
+  await restores.recordItemResults(name, results);
+  await restores.appendEvent(name, 'items.batch-done', { tier: data.tier, batch: data.batch, ...counts });
+  if (retryable !== undefined) throw retryable;
+  return counts;
+}
+
+/**
+ * A pod this restore created: its PVRs (registered first, then created; 409 = exists) and its
+ * `restore-hooks ← pvr-watch…` flow, when it has volume data or post-restore hooks.
+ */
+async function startPodFollowUp(
+  rt: PipelineRuntime,
+  base: { restoreName: string; restoreUid: string; requestId?: string },
+  deadlineAt: number | undefined,
+  item: PlannedRestoreItem,
+  written: ItemWriteResult,
+): Promise<void> {
+  const { deps } = rt;
+  const { restores, pvrs } = restoreDepsOf(deps);
+  const namespace = item.namespace as string;
+  const plan = await restores.getPodPlan(base.restoreName, namespace, item.name);
+  if (!plan) return;
+  const uid = written.object?.metadata?.uid;
+  if (!uid) throw new Error(`restored pod ${namespace}/${item.name} has no uid in the API server's answer`);
+  const names: string[] = [];
+  for (const volume of plan.volumes) {
+    const pvr = pvrName(base.restoreName, uid, volume.volume);
+    names.push(pvr);
+    await restores.registerPvr(base.restoreName, {
+      name: pvr,
+      podNamespace: namespace,
+      podName: item.name,
+      podUid: uid,
+      volume: volume.volume,
+      snapshotID: volume.snapshotID,
+      phase: 'New',
+    });
+    const { created } = await pvrs.create({
+      metadata: {
+        name: pvr,
+        labels: { [pvrLabels.restoreName]: base.restoreName, [pvrLabels.restoreUid]: base.restoreUid, [pvrLabels.podUid]: uid },
+      },
+      spec: {
+        pod: { namespace, name: item.name, uid },
+        volume: volume.volume,
+        snapshotID: volume.snapshotID,
+        backupStorageLocation: deps.config.backupStorageLocation,
+        repoIdentifier: 'repository',
+        sourceNamespace: plan.sourceNamespace,
+        uploaderType: 'stowage',
+      },
+    });
+    if (created)
+      await restores.appendEvent(base.restoreName, 'pvr.created', { pvr, pod: `${namespace}/${item.name}`, volume: volume.volume });
+  }
+  // Parked for the poll cap while the informer is healthy: it promotes each watch when its PVR ends.
+  const watchDelayMs = rt.pvrHub?.healthy() === true ? deps.config.pvbPollMaxMs : 0;
+  await addRestoreHooksFlow(rt.flowProducer, {
+    base,
+    podNamespace: namespace,
+    podName: item.name,
+    pvrs: names,
+    deadlineAt: deadlineAt ?? deps.clock.now() + 4 * 3_600_000,
+    watchDelayMs,
+  });
+  for (const pvr of names) await rt.pvrHub?.promoteIfTerminal(pvr);
+}

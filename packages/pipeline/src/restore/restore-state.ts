@@ -1,0 +1,221 @@
+import type { Redis } from 'ioredis';
+import { decodeJsonHash, encodeJsonHash, type RunEvent, type RunRecord, RunState, type RunStateOptions } from '../state/run-state.js';
+import type { PlannedRestoreItem, RestorePodPlan, RestoreTierPlan } from './restore-plan-types.js';
+
+/**
+ * A restore's state in Redis: the run state it shares with backups (record, CAS phases,
+ * counters, events, logs, hook runs) plus its tiers, item batches, per-pod plans, per-item
+ * results and PVR records.
+ *
+ * Keys (K = `<prefix>:rs:{<name>}`), besides RunState's:
+ * - `K:tiers`    hash  tier index → tier plan JSON (group-resources, wait, batches, items)
+ * - `K:batches`  hash  `<tier>.<batch>` → the batch's items JSON (transformed objects; dropped at finalize)
+ * - `K:pods`     hash  `<target ns>/<pod>` → the pod's volumes to restore and its post-restore hooks
+ * - `K:results`  hash  item key → `{outcome, reason?, at}` (the first final outcome of each item)
+ * - `K:pvr:<n>`  hash  one PVR's live state; `K:pvrset` set of PVR names
+ * - `<prefix>:restores` zset of restore names by creation time
+ */
+
+export const ENDED_RESTORE_PHASES = ['Completed', 'PartiallyFailed', 'Failed', 'FailedValidation', 'Canceled'] as const;
+
+export interface RestoreRecord extends RunRecord {
+  backupName: string;
+  /** When volume restores stop being waited for (itemOperationTimeout from the start), epoch ms. */
+  deadlineAt?: number;
+  planCompletedAt?: number;
+  /** Number of tiers the plan made. */
+  tiers?: number;
+  planSummary?: unknown;
+}
+
+export type ItemOutcome = 'created' | 'updated' | 'exists-skipped' | 'failed';
+
+export interface ItemResult {
+  outcome: ItemOutcome;
+  /** Why it failed, or what differed for an existing object left alone. */
+  reason?: string | undefined;
+  at: number;
+}
+
+export interface PvrStateRecord {
+  name: string;
+  podNamespace: string;
+  podName: string;
+  podUid: string;
+  volume: string;
+  snapshotID: string;
+  phase: string;
+  node?: string;
+  message?: string;
+  totalBytes?: number;
+  bytesDone?: number;
+  startTimestamp?: string;
+  completionTimestamp?: string;
+  timedOut?: boolean;
+  [field: string]: unknown;
+}
+
+const RESTORE_RUN_KIND = {
+  tag: 'rs',
+  index: 'restores',
+  eventPrefix: 'restore',
+  endedPhases: ENDED_RESTORE_PHASES,
+  jsonFields: new Set(['spec', 'planSummary']),
+  numberFields: new Set(['createdAt', 'startedAt', 'completedAt', 'cancelRequestedAt', 'planCompletedAt', 'deadlineAt', 'tiers']),
+};
+
+/** Counter of each item outcome (`progress.itemsRestored` counts all but failed). */
+export const ITEM_OUTCOME_COUNTERS: Readonly<Record<ItemOutcome, string>> = {
+  created: 'itemsCreated',
+  updated: 'itemsUpdated',
+  'exists-skipped': 'itemsSkipped',
+  failed: 'itemsFailed',
+};
+
+export class RestoreState extends RunState<RestoreRecord> {
+  constructor(opts: RunStateOptions) {
+    super(opts, RESTORE_RUN_KIND);
+  }
+
+  createRestore(record: RestoreRecord): Promise<{ created: boolean }> {
+    return this.createRun(record);
+  }
+
+  getRestore(name: string): Promise<RestoreRecord | undefined> {
+    return this.getRun(name);
+  }
+
+  listRestores(opts: { limit: number; cursor?: string; phase?: string }): Promise<{ items: RestoreRecord[]; nextCursor?: string }> {
+    return this.listRuns(opts);
+  }
+
+  async deleteRestore(name: string): Promise<void> {
+    const pvrNames = await this.allPvrNames(name);
+    await this.deleteRunKeys(name, [
+      ...['tiers', 'batches', 'pods', 'results', 'pvrset'].map((s) => this.key(name, s)),
+      ...pvrNames.map((p) => this.key(name, `pvr:${p}`)),
+    ]);
+  }
+
+  // ---- plan ----------------------------------------------------------------------------
+
+  /** Stores the tiers, their batches and the pod plans (idempotent: the same plan writes the same values). */
+  async putPlan(
+    name: string,
+    plan: {
+      tiers: readonly RestoreTierPlan[];
+      batches: ReadonlyMap<string, readonly PlannedRestoreItem[]>;
+      pods: readonly RestorePodPlan[];
+    },
+  ): Promise<void> {
+    const multi = this.redis.multi();
+    for (const tier of plan.tiers) multi.hset(this.key(name, 'tiers'), String(tier.index), JSON.stringify(tier));
+    for (const [id, items] of plan.batches) multi.hset(this.key(name, 'batches'), id, JSON.stringify(items));
+    for (const pod of plan.pods) multi.hset(this.key(name, 'pods'), `${pod.namespace}/${pod.name}`, JSON.stringify(pod));
+    await multi.exec();
+  }
+
+  async getTier(name: string, tier: number): Promise<RestoreTierPlan | undefined> {
+    const raw = await this.redis.hget(this.key(name, 'tiers'), String(tier));
+    return raw ? (JSON.parse(raw) as RestoreTierPlan) : undefined;
+  }
+
+  async getTiers(name: string): Promise<RestoreTierPlan[]> {
+    const raw = await this.redis.hgetall(this.key(name, 'tiers'));
+    return Object.values(raw)
+      .map((v) => JSON.parse(v) as RestoreTierPlan)
+      .sort((a, b) => a.index - b.index);
+  }
+
+  async getBatch(name: string, tier: number, batch: number): Promise<PlannedRestoreItem[] | undefined> {
+    const raw = await this.redis.hget(this.key(name, 'batches'), `${tier}.${batch}`);
+    return raw ? (JSON.parse(raw) as PlannedRestoreItem[]) : undefined;
+  }
+
+  async dropBatches(name: string): Promise<void> {
+    await this.redis.unlink(this.key(name, 'batches'));
+  }
+
+  async getPodPlan(name: string, namespace: string, pod: string): Promise<RestorePodPlan | undefined> {
+    const raw = await this.redis.hget(this.key(name, 'pods'), `${namespace}/${pod}`);
+    return raw ? (JSON.parse(raw) as RestorePodPlan) : undefined;
+  }
+
+  async getPodPlans(name: string): Promise<RestorePodPlan[]> {
+    const raw = await this.redis.hgetall(this.key(name, 'pods'));
+    return Object.values(raw).map((v) => JSON.parse(v) as RestorePodPlan);
+  }
+
+  // ---- item results --------------------------------------------------------------------
+
+  /** The results already recorded for these item keys (a re-run batch skips them). */
+  async itemResultsOf(name: string, keys: readonly string[]): Promise<Array<ItemResult | undefined>> {
+    if (keys.length === 0) return [];
+    const rows = await this.redis.hmget(this.key(name, 'results'), ...keys);
+    return rows.map((r) => (r ? (JSON.parse(r) as ItemResult) : undefined));
+  }
+
+  /**
+   * Records each item's outcome once (the first final outcome wins: HSETNX) and counts it once
+   * per key: `items<Outcome>`, and `itemsRestored` unless it failed. One round trip per batch.
+   */
+  async recordItemResults(name: string, results: ReadonlyArray<{ key: string; result: ItemResult }>): Promise<void> {
+    if (results.length === 0) return;
+    const multi = this.redis.multi();
+    for (const { key, result } of results) multi.hsetnx(this.key(name, 'results'), key, JSON.stringify(result));
+    await multi.exec();
+    const once = results.flatMap(({ key, result }) => [
+      { onceKey: `item:${key}`, field: ITEM_OUTCOME_COUNTERS[result.outcome] },
+      ...(result.outcome === 'failed' ? [] : [{ onceKey: `item-restored:${key}`, field: 'itemsRestored' }]),
+    ]);
+    await this.countOnceMany(name, once);
+  }
+
+  /** Every item result, by key (for `GET /v1/restores/:name/items` and the results file). */
+  async itemResults(name: string): Promise<Record<string, ItemResult>> {
+    const raw = await this.redis.hgetall(this.key(name, 'results'));
+    const out: Record<string, ItemResult> = {};
+    for (const [k, v] of Object.entries(raw)) out[k] = JSON.parse(v) as ItemResult;
+    return out;
+  }
+
+  // ---- PVRs ----------------------------------------------------------------------------
+
+  async updatePvr(name: string, pvrName: string, patch: Partial<PvrStateRecord>): Promise<void> {
+    await this.redis
+      .multi()
+      .hset(this.key(name, `pvr:${pvrName}`), ...encodeJsonHash({ name: pvrName, ...patch }))
+      .sadd(this.key(name, 'pvrset'), pvrName)
+      .exec();
+  }
+
+  /** Registers a PVR before it is created, unless known already (a re-run keeps its phase). */
+  async registerPvr(name: string, record: PvrStateRecord): Promise<void> {
+    const key = this.key(name, `pvr:${record.name}`);
+    const multi = this.redis.multi().sadd(this.key(name, 'pvrset'), record.name);
+    for (const [field, value] of Object.entries(record)) if (value !== undefined) multi.hsetnx(key, field, JSON.stringify(value));
+    await multi.exec();
+  }
+
+  async getPvr(name: string, pvrName: string): Promise<PvrStateRecord | undefined> {
+    const raw = await this.redis.hgetall(this.key(name, `pvr:${pvrName}`));
+    return raw.name ? decodeJsonHash<PvrStateRecord>(raw) : undefined;
+  }
+
+  async getPvrs(name: string, pvrNames: readonly string[]): Promise<Array<PvrStateRecord | undefined>> {
+    if (pvrNames.length === 0) return [];
+    const pipe = this.redis.pipeline();
+    for (const p of pvrNames) pipe.hgetall(this.key(name, `pvr:${p}`));
+    const rows = (await pipe.exec()) ?? [];
+    return rows.map((r) => {
+      const raw = r[1] as Record<string, string> | undefined;
+      return raw?.name ? decodeJsonHash<PvrStateRecord>(raw) : undefined;
+    });
+  }
+
+  async allPvrNames(name: string): Promise<string[]> {
+    return (await this.redis.smembers(this.key(name, 'pvrset'))).sort();
+  }
+}
+
+export type { Redis, RunEvent as RestoreEvent };

@@ -1,0 +1,143 @@
+import type { Informer, InformerOptions } from '@stowage/kube';
+import { Job, type Queue } from 'bullmq';
+import type { PipelineLogger } from '../deps.js';
+
+/** The kind of volume operation a hub watches (PodVolumeBackups, PodVolumeRestores). */
+export interface VolumeOpSource<T> {
+  /** For log lines: `PVB`, `PVR`. */
+  label: string;
+  /** Where the objects live (Stowage's namespace). */
+  namespace: string;
+  watch(options: Omit<InformerOptions<T>, 'path'>): Informer<T>;
+  nameOf(object: T): string;
+  isTerminal(object: T): boolean;
+  /** The id of the watch job waiting for this object, or undefined when it carries no run label. */
+  watchJobIdOf(object: T): string | undefined;
+  /** The watch job's name (the id alone is enough to promote; the name is BullMQ's formality). */
+  watchJobName: string;
+}
+
+export interface VolumeOpInformerHubOptions<T> {
+  source: VolumeOpSource<T>;
+  /** The queue holding the watch jobs: delayed ones are promoted here. Omit to only cache. */
+  watchQueue?: Queue | undefined;
+  logger: PipelineLogger;
+  /** The cache counts as healthy only if no watch error was reported for this long. Default 10 s. */
+  quietAfterErrorMs?: number;
+  now?: () => number;
+}
+
+/**
+ * One informer per worker process and kind of volume operation. It keeps a cache of the
+ * namespace's objects (so watch jobs read O(1) from memory instead of the API server) and, the
+ * moment one turns terminal, promotes its delayed watch job so what waits on it (post hooks,
+ * restore hooks) follows within milliseconds. Polling stays the source of truth: the cache is
+ * used only while healthy, and jobs still GET periodically.
+ */
+export class VolumeOpInformerHub<T> {
+  private informer: Informer<T> | undefined;
+  private isSynced = false;
+  private lastErrorAt = 0;
+  private readonly waiters = new Map<string, Set<() => void>>();
+  private readonly quietAfterErrorMs: number;
+  private readonly now: () => number;
+  /** Promotions that found a delayed job and moved it (for tests and metrics). */
+  promotions = 0;
+
+  constructor(private readonly opts: VolumeOpInformerHubOptions<T>) {
+    this.quietAfterErrorMs = opts.quietAfterErrorMs ?? 10_000;
+    this.now = opts.now ?? Date.now;
+  }
+
+  start(): void {
+    if (this.informer) return;
+    const { source } = this.opts;
+    const informer = source.watch({
+      onEvent: (event) => {
+        if (event.type === 'DELETED') return;
+        this.notify(source.nameOf(event.object));
+        // Objects of the first list are old news; the pollers pick those up themselves.
+        if (this.isSynced && source.isTerminal(event.object)) void this.promote(event.object);
+      },
+      onError: (err) => {
+        this.lastErrorAt = this.now();
+        this.opts.logger.warn({ err: err.message, code: err.code }, `${source.label} informer error (watch jobs fall back to GET)`);
+      },
+      livenessTimeoutMs: 60_000,
+    });
+    this.informer = informer;
+    void informer.synced.then((ok) => {
+      this.isSynced = ok;
+    });
+  }
+
+  /** The cached object, or undefined when the cache cannot be trusted right now (not synced, recent error). */
+  cached(name: string): T | undefined {
+    if (!this.healthy()) return undefined;
+    return this.informer?.get(name, this.opts.source.namespace);
+  }
+
+  healthy(): boolean {
+    return this.informer !== undefined && this.isSynced && this.now() - this.lastErrorAt > this.quietAfterErrorMs;
+  }
+
+  /** Resolves on the next event for `name` or after `timeoutMs` (inline mode waits with this). */
+  waitForChange(name: string, timeoutMs: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const set = this.waiters.get(name) ?? new Set();
+      this.waiters.set(name, set);
+      const done = () => {
+        clearTimeout(timer);
+        set.delete(done);
+        if (set.size === 0) this.waiters.delete(name);
+        resolve();
+      };
+      const timer = setTimeout(done, timeoutMs);
+      set.add(done);
+    });
+  }
+
+  async stop(): Promise<void> {
+    const informer = this.informer;
+    this.informer = undefined;
+    this.isSynced = false;
+    for (const set of this.waiters.values()) for (const wake of [...set]) wake();
+    await informer?.stop();
+  }
+
+  private notify(name: string): void {
+    const set = this.waiters.get(name);
+    if (set) for (const wake of [...set]) wake();
+  }
+
+  /**
+   * Promotes the object's watch job if the cache already shows it terminal. For a watch job
+   * added parked: an operation that ended before its job existed sent its event to nobody.
+   */
+  async promoteIfTerminal(name: string): Promise<void> {
+    const object = this.cached(name);
+    if (object && this.opts.source.isTerminal(object)) await this.promote(object);
+  }
+
+  /**
+   * One attempt: a job that is not parked right now was promoted by another worker's informer, is
+   * done, or is running a look — which promotes it itself once parked if it missed this end (see
+   * processVolumeOpWatch). So there is nothing to retry.
+   */
+  private async promote(object: T): Promise<void> {
+    const queue = this.opts.watchQueue;
+    const jobId = this.opts.source.watchJobIdOf(object);
+    if (!queue || !jobId) return;
+    // Promote by id (the script checks the job is delayed): no read of the job before it.
+    try {
+      await new Job(queue, this.opts.source.watchJobName, {}, {}, jobId).promote();
+      this.promotions++;
+    } catch (err) {
+      const message = String((err as Error)?.message);
+      // "not in the delayed state" / "Missing key": waiting, running, done or not added yet.
+      if (!/not in the delayed state|missing key/i.test(message)) {
+        this.opts.logger.warn({ err: message, jobId }, `could not promote ${this.opts.source.label} watch job`);
+      }
+    }
+  }
+}

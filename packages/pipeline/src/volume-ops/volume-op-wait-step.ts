@@ -1,0 +1,151 @@
+import { cappedBackoffMs } from '@stowage/queue';
+import { z } from 'zod';
+import type { PipelineDeps } from '../deps.js';
+import type { VolumeOpInformerHub } from './volume-op-informer-hub.js';
+
+/** Poll state kept between re-parks (in a watch job's data under `watch`). */
+export const watchProgressSchema = z.object({
+  polls: z.number().int().nonnegative().default(0),
+  lastGetAt: z.number().default(0),
+  cancelAskedAt: z.number().optional(),
+  cancelReason: z.enum(['deadline', 'canceled', 'orphaned']).optional(),
+});
+export type WatchProgress = z.infer<typeof watchProgressSchema>;
+export type WindDownReason = NonNullable<WatchProgress['cancelReason']>;
+
+/** What a watch job returns (kept small: it lives in its parent's hash). */
+export interface VolumeOpWatchResult {
+  phase: string;
+  /** We stopped waiting (deadline, cancel or orphan) before the operation stopped. */
+  timedOut?: boolean;
+  /** The object vanished. */
+  missing?: boolean;
+}
+
+/** What the run remembers of one operation (PVB or PVR record in its run state). */
+export interface VolumeOpPrevious {
+  phase?: string | undefined;
+  timedOut?: boolean | undefined;
+}
+
+/**
+ * What differs between watching a PodVolumeBackup and a PodVolumeRestore: how to read and
+ * cancel the object, and how the run records what was seen. The waiting itself — cache or GET,
+ * deadline, cancel wind-down, backoff — is stepVolumeOpWait, one implementation for both.
+ */
+export interface VolumeOpTracker<T, P extends VolumeOpPrevious> {
+  /** For messages: `PVB`, `PVR`. */
+  label: string;
+  /** The run's state of the operation, and whether the run asked to cancel (throws when the run is gone). */
+  readContext(runName: string, opName: string): Promise<{ cancelRequested: boolean; previous: P | undefined }>;
+  isSettled(previous: P | undefined): boolean;
+  get(opName: string): Promise<T | undefined>;
+  isTerminal(object: T): boolean;
+  phaseOf(object: T): string;
+  cancelAsked(object: T): boolean;
+  requestCancel(opName: string): Promise<unknown>;
+  /** Records what was seen (phase, progress, events, once-counters); returns the phase. */
+  recordSeen(runName: string, object: T, previous: P | undefined): Promise<void>;
+  recordMissing(runName: string, opName: string, previous: P | undefined, why: string): Promise<void>;
+  recordCancelAsked(
+    runName: string,
+    opName: string,
+    previous: P | undefined,
+    reason: WindDownReason,
+    phase: string,
+    at: number,
+    orphanedBecause?: string,
+  ): Promise<void>;
+  recordGaveUp(runName: string, opName: string, previous: P | undefined, reason: WindDownReason, waitedMs: number): Promise<void>;
+}
+
+export interface VolumeOpWaitInput {
+  runName: string;
+  opName: string;
+  /** When the run stops waiting for volume data (epoch ms). */
+  deadlineAt: number;
+  /**
+   * Why nobody watches this operation any more (its creating or watching job failed for good): it
+   * is wound down at once, like at the deadline — asked to cancel, waited for at most `pvbCancelWaitMs`.
+   */
+  orphanedBecause?: string | undefined;
+}
+
+export type VolumeOpWaitStep = { kind: 'done'; result: VolumeOpWatchResult } | { kind: 'wait'; delayMs: number; progress: WatchProgress };
+
+/**
+ * One look at a volume operation: read it (the informer cache when healthy, a real GET at least
+ * every `pvbRealReadEveryMs` and always before giving up), record what changed, and decide: done
+ * (terminal, missing, or given up after cancel) or wait `delayMs` more (capped backoff). At the
+ * deadline, on a run cancel, or for an orphan it asks the operation to cancel once, then waits
+ * at most `pvbCancelWaitMs` for it to stop. Shared by pvb-watch, pvr-watch, the post-hooks job
+ * (orphans) and inline mode.
+ */
+export async function stepVolumeOpWait<T, P extends VolumeOpPrevious>(
+  deps: Pick<PipelineDeps, 'clock' | 'config'>,
+  tracker: VolumeOpTracker<T, P>,
+  hub: VolumeOpInformerHub<T> | undefined,
+  input: VolumeOpWaitInput,
+  progressIn: WatchProgress,
+): Promise<VolumeOpWaitStep> {
+  const { config } = deps;
+  const progress: WatchProgress = { ...progressIn };
+  const now = deps.clock.now();
+  const { cancelRequested, previous } = await tracker.readContext(input.runName, input.opName);
+  if (previous && tracker.isSettled(previous)) return { kind: 'done', result: resultOf(previous) };
+
+  const cancelWaitOver = progress.cancelAskedAt !== undefined && now - progress.cancelAskedAt >= config.pvbCancelWaitMs;
+  const cached = hub?.cached(input.opName);
+  const mustGet =
+    cached === undefined || now - progress.lastGetAt >= config.pvbRealReadEveryMs || cancelWaitOver || now >= input.deadlineAt;
+  let object = cached;
+  if (mustGet) {
+    object = await tracker.get(input.opName);
+    progress.lastGetAt = now;
+  }
+  if (!object) {
+    const why = input.orphanedBecause
+      ? `never created or deleted (${input.orphanedBecause})`
+      : `the ${tracker.label} object does not exist (deleted?)`;
+    await tracker.recordMissing(input.runName, input.opName, previous, why);
+    return { kind: 'done', result: { phase: 'Failed', missing: true } };
+  }
+  await tracker.recordSeen(input.runName, object, previous);
+  const phase = tracker.phaseOf(object);
+  if (tracker.isTerminal(object)) return { kind: 'done', result: { phase } };
+
+  const windDown: WindDownReason | undefined = cancelRequested
+    ? 'canceled'
+    : now >= input.deadlineAt
+      ? 'deadline'
+      : input.orphanedBecause !== undefined
+        ? 'orphaned'
+        : undefined;
+  if (windDown && progress.cancelAskedAt === undefined) {
+    if (!tracker.cancelAsked(object)) await tracker.requestCancel(input.opName);
+    progress.cancelAskedAt = now;
+    progress.cancelReason = windDown;
+    await tracker.recordCancelAsked(input.runName, input.opName, previous, windDown, phase, now, input.orphanedBecause);
+  } else if (progress.cancelAskedAt !== undefined && cancelWaitOver) {
+    await tracker.recordGaveUp(input.runName, input.opName, previous, progress.cancelReason ?? 'deadline', now - progress.cancelAskedAt);
+    return { kind: 'done', result: { phase, timedOut: true } };
+  }
+
+  // With a healthy informer cache the hub promotes this job the moment the operation turns
+  // terminal, so early short polls only re-read the cache and re-park (~20 Redis commands each):
+  // wait the cap. Without a usable cache (or a watch that stays quiet) polling backs off from the base.
+  const informerWillPromote = !mustGet && hub?.healthy() === true;
+  let delayMs = informerWillPromote
+    ? config.pvbPollMaxMs
+    : cappedBackoffMs(progress.polls, { baseMs: config.pvbPollBaseMs, maxMs: config.pvbPollMaxMs });
+  // Wake up exactly at the deadline, and when the cancel wait ends, to act on time.
+  if (now < input.deadlineAt) delayMs = Math.min(delayMs, input.deadlineAt - now);
+  if (progress.cancelAskedAt !== undefined) delayMs = Math.min(delayMs, Math.max(0, progress.cancelAskedAt + config.pvbCancelWaitMs - now));
+  progress.polls++;
+  return { kind: 'wait', delayMs: Math.max(delayMs, 1), progress };
+}
+
+function resultOf(rec: VolumeOpPrevious): VolumeOpWatchResult {
+  const phase = rec.phase ?? 'Unknown';
+  return rec.timedOut ? { phase, timedOut: true } : { phase };
+}
