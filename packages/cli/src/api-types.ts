@@ -38,6 +38,8 @@ export interface Backup {
   startedAt?: string;
   completedAt?: string;
   cancelRequestedAt?: string;
+  /** When the backup is deleted (created + ttl). */
+  expiration?: string;
 }
 
 export interface BackupSummary {
@@ -115,3 +117,21 @@ export interface CreateBackupRequest {
 
 export const isTerminalBackupEvent = (ev: BackupEvent): boolean =>
   ev.type === 'backup.phase' && typeof ev.data.to === 'string' && TERMINAL_BACKUP_PHASES.has(ev.data.to);
+
+/** `GET /v1/schedules/:name` (Velero's Schedule shape). */
+export interface Schedule {
+  name: string;
+  /** As submitted: schedule, template, paused, skipImmediately. */
+  spec: { schedule?: string; template?: Record<string, unknown>; paused?: boolean; skipImmediately?: boolean } & Record<string, unknown>;
+  status: {
+    phase: 'Enabled' | 'FailedValidation';
+    validationErrors: Array<{ path: string; message: string }>;
+    lastBackup?: { name: string; startedAt: string };
+    lastSuccessfulBackup?: { name: string; completedAt?: string };
+    nextRunAt?: string;
+    lastSkipped?: { at: string; backup: string; reason: string };
+    skipped: number;
+  };
+  createdAt: string;
+  updatedAt: string;
+}

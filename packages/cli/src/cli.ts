@@ -7,6 +7,7 @@ import { type BackupSpecFlags, mergeRequest, readSpecFile } from './backup-spec.
 import { CliError, CliErrorCode, ExitCode, formatCliError, isCliError } from './errors.js';
 import { followBackup } from './follow.js';
 import { formatBytes, formatDuration, formatTable, msBetween } from './format.js';
+import { runScheduleCommand, SCHEDULE_USAGE } from './schedule-commands.js';
 
 /** Where the CLI writes; injected so tests and the demo can capture it. */
 export interface CliIo {
@@ -31,7 +32,9 @@ Backups (the API at STOWAGE_API_URL, token in STOWAGE_API_TOKEN):
   backup wait NAME [--json]           follow a running backup to its end, with progress
   backup logs NAME [--json]           the backup's log lines (--json: NDJSON as stored)
   backup cancel NAME [--json]
-  backup delete NAME [--json]         an ended backup: its record, jobs and stored data
+  backup delete NAME [--json]         its record, jobs, PVBs and stored data (a running one is canceled first)
+
+${SCHEDULE_USAGE}
 
 Volume repository (key in STOWAGE_REPO_KEY):
   repo restore --repo DIR --snapshot ID --target DIR
@@ -74,6 +77,9 @@ export async function runCli(argv: readonly string[], env: CliEnv, io: CliIo): P
       case 'backup':
       case 'backups':
         return await runBackupCommand(rest, env, io);
+      case 'schedule':
+      case 'schedules':
+        return await runScheduleCommand(rest, env, io);
       case 'repo':
         return await runRepoCommand(rest, env, io);
       default:
@@ -213,7 +219,8 @@ async function runBackupCommand(argv: readonly string[], env: CliEnv, io: CliIo)
     case 'delete': {
       const res = await client.deleteBackup(nameArg());
       if (json) printJson(res);
-      else out(`backup "${res.name}" deleted (record, jobs and stored data)`);
+      else if ('deleted' in res) out(`backup "${res.name}" deleted (record, jobs, PodVolumeBackups and stored data)`);
+      else out(`backup "${res.name}" is ${res.phase}: it is being canceled and will be deleted once it has stopped`);
       return ExitCode.ok;
     }
     default:
@@ -272,6 +279,7 @@ export function formatBackup(b: Backup): string[] {
     `Started:    ${orDash(b.startedAt)}`,
     `Completed:  ${orDash(b.completedAt)}${took !== undefined ? ` (took ${formatDuration(took)})` : ''}`,
     ...(b.cancelRequestedAt ? [`Cancel:     requested at ${b.cancelRequestedAt}`] : []),
+    ...(b.expiration ? [`Expires:    ${b.expiration}`] : []),
     `Items:      ${b.progress.itemsBackedUp}/${b.progress.totalItems} backed up`,
     `Hooks:      ${b.hookStatus.hooksAttempted} attempted, ${b.hookStatus.hooksFailed} failed`,
     `PVBs:       ${pvb.total}${pvbPhases ? ` (${pvbPhases})` : ''}`,

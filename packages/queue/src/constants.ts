@@ -22,6 +22,10 @@ export const JobName = {
   backupItemBlock: 'backup-item-block',
   watchPvb: 'watch-pvb',
   runPostHooks: 'run-post-hooks',
+  /** One tick of a schedule (produced by its BullMQ job scheduler): starts the tick's backup. */
+  runSchedule: 'run-schedule',
+  /** Deletes a backup: delayed by its TTL when it is submitted, or at once when a user deletes it. */
+  deleteBackup: 'delete-backup',
 } as const;
 export type JobName = (typeof JobName)[keyof typeof JobName];
 
@@ -32,6 +36,8 @@ export const QUEUE_OF_JOB: Readonly<Record<JobName, QueueName>> = {
   'backup-item-block': QueueName.itemBlocks,
   'watch-pvb': QueueName.pvbWatch,
   'run-post-hooks': QueueName.hooks,
+  'run-schedule': QueueName.backups,
+  'delete-backup': QueueName.backups,
 };
 
 /** The key BullMQ uses for a queue (`parent.queue` of a child job): `<prefix>:<queue>`. */

@@ -5,6 +5,8 @@ import {
   NodeAgentRegistry,
   type PipelineConfig,
   type RunningWorkers,
+  ScheduleControl,
+  ScheduleStore,
   startWorkers,
   statePrefixFor,
   type WorkerLockTiming,
@@ -120,6 +122,12 @@ export async function startApiService(opts: ApiServiceOptions): Promise<ApiServi
     });
   }
 
+  // Schedules tick on BullMQ job schedulers of the backups queue; every replica reconciles them (idempotent).
+  const backupsQueue = queues.find((q) => q.name === QueueName.backups) as Queue;
+  const scheduleStore = new ScheduleStore(producer, statePrefix);
+  const schedules = { store: scheduleStore, control: new ScheduleControl({ store: scheduleStore, backupsQueue, state }) };
+  await schedules.control.reconcile();
+
   let ready = false;
   const app = await buildApp({
     logger,
@@ -127,6 +135,7 @@ export async function startApiService(opts: ApiServiceOptions): Promise<ApiServi
     state,
     queues,
     control: createPipelineControl({ state, flowProducer, queuePrefix: prefix }),
+    schedules,
     storage,
     auth: authModeOf(config),
     isReady: () => ready && (workerConnection === undefined || workerConnection.status === 'ready'),
