@@ -17,6 +17,19 @@ export type { PostHooksResult } from './processors/post-hooks.processor.js';
 export { PvbInformerHub } from './pvb/pvb-informer-hub.js';
 export type { PvbWatchResult } from './pvb/pvb-observation.js';
 export {
+  ARCHIVE_BLOCKS_PER_PAGE,
+  ARCHIVE_EVENTS_PER_SEGMENT,
+  ARCHIVE_FORMAT_VERSION,
+  type ArchivedBlock,
+  BackupArchiveError,
+  type BackupArchiveManifest,
+  BackupArchiveReader,
+  compareStreamIds,
+  countLivePvbPhases,
+  readLiveBlocks,
+  writeBackupArchive,
+} from './state/backup-archive.js';
+export {
   type BackupEvent,
   type BackupProblem,
   type BackupRecord,

@@ -70,3 +70,31 @@ export function itemRelativePath(item: ItemRef): string {
 export function itemTarballPath(item: ItemRef): string {
   return `resources/${itemRelativePath(item)}`;
 }
+
+/** Stowage's own sidecars of a finished backup, where Velero's layout has nothing for what its views show (storage README). */
+export interface StowageSidecarLayout {
+  /** `backups/<name>/stowage/` */
+  dir: string;
+  /** `backups/<name>/stowage/backup.json.gz` — the record, counters and the index of the pages below. */
+  manifest: string;
+  /** `backups/<name>/stowage/blocks-<page>.json.gz` — one page of blocks in plan order. */
+  blocksPage(page: number): string;
+  /** `backups/<name>/stowage/events-<segment>.json.gz` — one segment of the event stream, in order. */
+  eventsSegment(segment: number): string;
+}
+
+/** Zero-padded so a backup's pages list in order. */
+function pageNumber(n: number): string {
+  if (!Number.isInteger(n) || n < 0) throw new RangeError(`a sidecar page number must be a whole number >= 0, got ${n}`);
+  return String(n).padStart(6, '0');
+}
+
+export function stowageSidecarLayout(backupName: string): StowageSidecarLayout {
+  const dir = `${backupLayout(backupName).dir}stowage/`;
+  return {
+    dir,
+    manifest: `${dir}backup.json.gz`,
+    blocksPage: (page) => `${dir}blocks-${pageNumber(page)}.json.gz`,
+    eventsSegment: (segment) => `${dir}events-${pageNumber(segment)}.json.gz`,
+  };
+}

@@ -17,6 +17,7 @@ import type { Logger } from 'pino';
 import { type AuthMode, redactUrl } from './auth.js';
 import { authPlugin } from './auth.plugin.js';
 import { backupEventsRoutes } from './backup-events.routes.js';
+import { BackupReads } from './backup-view.js';
 import { backupsRoutes } from './backups.routes.js';
 import { consolePlugin } from './console.plugin.js';
 import { ApiError, ApiErrorCode, type ApiProblem, errorBody, HTTP_STATUS_OF } from './errors.js';
@@ -42,8 +43,8 @@ export interface ApiDeps {
   /** Every Stowage queue (backups, item-blocks, pvb-watch, hooks): dashboard, metrics and DELETE. */
   queues: readonly Queue[];
   control: BackupControl;
-  /** Backup storage: DELETE removes `backups/<name>/`. */
-  storage: Pick<BackupStorage, 'deletePrefix'>;
+  /** Backup storage: finished backups are read from it; DELETE removes `backups/<name>/`. */
+  storage: Pick<BackupStorage, 'deletePrefix' | 'getObject'>;
   auth: AuthMode;
   /** Extra readiness (e.g. the hosted workers are running); /readyz also checks Redis and closing. */
   isReady?: () => boolean;
@@ -165,9 +166,10 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
   const now = deps.now ?? Date.now;
   await app.register(authPlugin, { auth: deps.auth, sessions, now });
   await app.register(healthRoutes, { redis: deps.redis, isClosing: () => state.closing, isReady: deps.isReady });
-  await app.register(metricsPlugin, { state: deps.state, queues: deps.queues });
-  await app.register(backupsRoutes, deps);
-  await app.register(backupEventsRoutes, { state: deps.state, redis: deps.redis, heartbeatMs: deps.heartbeatMs ?? 15_000 });
+  const reads = new BackupReads(deps.state, deps.storage);
+  await app.register(metricsPlugin, { reads, queues: deps.queues });
+  await app.register(backupsRoutes, { ...deps, reads });
+  await app.register(backupEventsRoutes, { reads, redis: deps.redis, heartbeatMs: deps.heartbeatMs ?? 15_000 });
   await app.register(queuesDashboardPlugin, { queues: deps.queues, basePath: '/admin/queues', readOnly: deps.dashboardReadOnly ?? false });
   await app.register(fastifySwaggerUi, { routePrefix: '/docs' });
   await app.register(sessionRoutes, { sessions, now });

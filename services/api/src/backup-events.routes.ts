@@ -1,12 +1,14 @@
-import type { BackupEvent, BackupState } from '@stowage/pipeline';
+import type { BackupEvent } from '@stowage/pipeline';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import { backupParams, standardErrors, TERMINAL_BACKUP_PHASES } from './api.schema.js';
+import type { BackupReads } from './backup-view.js';
 import { ApiError, ApiErrorCode } from './errors.js';
 
 export interface BackupEventsOptions {
-  state: BackupState;
+  /** The API's one read path: a finished backup's events are read from storage. */
+  reads: BackupReads;
   redis: Redis;
   heartbeatMs: number;
   /** Longest single blocking read; the stream re-checks the backup's phase in between. */
@@ -27,11 +29,13 @@ export function formatSseEvent(ev: BackupEvent): string {
 
 /**
  * `GET /v1/backups/:name/events`: Server-Sent Events from the backup's event stream. Each client
- * gets its own Redis connection (XREAD BLOCK would stall every other command on a shared one),
- * closed when the client goes away or the backup has ended.
+ * of a running backup gets its own Redis connection (XREAD BLOCK would stall every other command on
+ * a shared one), closed when the client goes away or the backup has ended. A finished backup's
+ * events are replayed from storage (the same ids), and the stream ends after its terminal event.
  */
 export const backupEventsRoutes: FastifyPluginAsyncZod<BackupEventsOptions> = async (app, opts) => {
-  const { state } = opts;
+  const { reads } = opts;
+  const { state } = reads;
   const blockMs = opts.blockMs ?? Math.min(opts.heartbeatMs, 5_000);
   const open = new Set<() => void>();
   // On shutdown, end every stream so app.close() does not wait for clients that never leave.
@@ -59,9 +63,49 @@ export const backupEventsRoutes: FastifyPluginAsyncZod<BackupEventsOptions> = as
     },
     async (req, reply) => {
       const name = req.params.name;
-      const rec = await state.getBackup(name);
+      const rec = await reads.record(name);
       if (!rec) throw new ApiError(ApiErrorCode.notFound, `backup "${name}" does not exist`);
       let lastId = req.headers['last-event-id'] ?? '0';
+
+      const startStream = () => {
+        reply.hijack();
+        reply.raw.writeHead(200, {
+          'content-type': 'text/event-stream; charset=utf-8',
+          'cache-control': 'no-cache, no-transform',
+          connection: 'keep-alive',
+          'x-accel-buffering': 'no',
+          'x-request-id': String(req.id),
+        });
+        reply.raw.write('retry: 2000\n\n');
+        return reply.raw;
+      };
+      const deliverTo =
+        (res: typeof reply.raw) =>
+        (events: BackupEvent[]): boolean => {
+          for (const ev of events) {
+            res.write(formatSseEvent(ev));
+            lastId = ev.id;
+            if (isTerminalPhaseEvent(ev)) return true;
+          }
+          return false;
+        };
+      /** Replays a finished backup's events after lastId from storage; true when its terminal event was sent. */
+      const replayArchived = async (deliver: (events: BackupEvent[]) => boolean, archived: typeof rec): Promise<boolean> => {
+        for await (const events of reads.archivedEvents(archived, lastId)) if (deliver(events)) return true;
+        return false;
+      };
+
+      if (rec.archivedAt !== undefined) {
+        const res = startStream();
+        try {
+          await replayArchived(deliverTo(res), rec);
+        } catch (err) {
+          req.log.warn({ err: (err as Error).message, backup: name }, "replaying a finished backup's events failed");
+        } finally {
+          if (!res.writableEnded) res.end();
+        }
+        return;
+      }
 
       const conn = opts.redis.duplicate({
         lazyConnect: true,
@@ -79,16 +123,7 @@ export const backupEventsRoutes: FastifyPluginAsyncZod<BackupEventsOptions> = as
         });
       }
 
-      reply.hijack();
-      const res = reply.raw;
-      res.writeHead(200, {
-        'content-type': 'text/event-stream; charset=utf-8',
-        'cache-control': 'no-cache, no-transform',
-        connection: 'keep-alive',
-        'x-accel-buffering': 'no',
-        'x-request-id': String(req.id),
-      });
-      res.write('retry: 2000\n\n');
+      const res = startStream();
 
       let closed = false;
       const heartbeat = setInterval(() => {
@@ -105,14 +140,7 @@ export const backupEventsRoutes: FastifyPluginAsyncZod<BackupEventsOptions> = as
       open.add(stop);
       res.on('close', stop);
 
-      const deliver = (events: BackupEvent[]): boolean => {
-        for (const ev of events) {
-          res.write(formatSseEvent(ev));
-          lastId = ev.id;
-          if (isTerminalPhaseEvent(ev)) return true;
-        }
-        return false;
-      };
+      const deliver = deliverTo(res);
 
       try {
         for (;;) {
@@ -122,8 +150,13 @@ export const backupEventsRoutes: FastifyPluginAsyncZod<BackupEventsOptions> = as
           if (deliver(events)) return;
           if (events.length > 0) continue;
           // Nothing new for a while: has the backup ended (its terminal event already read by an
-          // earlier connection) or gone? Then drain what is left and end.
+          // earlier connection) or gone? Then drain what is left and end — from storage once the
+          // backup is archived (its stream in Redis is dropped then).
           const now = await state.getBackup(name);
+          if (now?.archivedAt !== undefined) {
+            await replayArchived(deliver, now);
+            return;
+          }
           if (!now || TERMINAL_BACKUP_PHASES.has(now.phase)) {
             deliver(await state.readEvents(name, lastId, { count: 10_000, client: conn }));
             return;
