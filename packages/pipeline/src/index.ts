@@ -26,6 +26,8 @@ export {
   BackupArchiveReader,
   compareStreamIds,
   countLivePvbPhases,
+  type LoadedBackupArchive,
+  loadBackupArchive,
   readLiveBlocks,
   writeBackupArchive,
 } from './state/backup-archive.js';

@@ -258,3 +258,24 @@ export class BackupArchiveReader {
     return lines.map((l) => JSON.parse(l) as LogLine);
   }
 }
+
+/** A finished backup read back whole. */
+export interface LoadedBackupArchive {
+  manifest: BackupArchiveManifest;
+  blocks: ArchivedBlock[];
+  events: BackupEvent[];
+  logs: LogLine[];
+}
+
+/**
+ * Everything of a finished backup at once, for tests, benchmarks and tools (the API reads a page
+ * or a segment at a time instead). Throws when the backup has no manifest: it has not finished.
+ */
+export async function loadBackupArchive(storage: Pick<BackupStorage, 'getObject'>, name: string): Promise<LoadedBackupArchive> {
+  const reader = new BackupArchiveReader(storage);
+  const manifest = await reader.manifest(name);
+  if (!manifest) throw new BackupArchiveError(`backup ${name} has no manifest in storage: it has not finished`);
+  const events: BackupEvent[] = [];
+  for await (const segment of reader.events(manifest, '0')) events.push(...segment);
+  return { manifest, blocks: await reader.blocks(manifest, 0, manifest.blocks.count), events, logs: await reader.logs(name) };
+}
