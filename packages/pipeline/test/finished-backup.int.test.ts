@@ -140,9 +140,11 @@ describe('the archive of a large backup: pages and segments', () => {
 
     const live = await readLiveBlocks(state, name, 0, 1_000);
     const liveEvents = await state.readEvents(name, '0', { count: 10_000 });
-    const manifest = await writeBackupArchive(storage, state, record);
-    // Written twice (finalize re-delivered): the same archive.
-    expect(await writeBackupArchive(storage, state, record)).toEqual(manifest);
+    const first = await writeBackupArchive(storage, state, record);
+    // Written twice (finalize re-delivered): the same archive, in a generation of its own.
+    const manifest = (await writeBackupArchive(storage, state, record))!;
+    expect(manifest).toEqual({ ...first, generation: manifest.generation });
+    expect(manifest.generation).not.toBe(first?.generation);
     expect(manifest.blocks).toEqual({ count: 457, perPage: 200, pages: 3 });
     expect(manifest.pvbPhases).toEqual({ Completed: 77, Failed: 76 });
     expect(manifest.events.count).toBe(liveEvents.length);
@@ -168,8 +170,15 @@ describe('the archive of a large backup: pages and segments', () => {
     }
     expect((await reader.logs(name)).map((l) => l.msg)).toEqual(['a warning']);
 
+    await state.updateBackup(name, { archivedAt: 10 });
     await state.dropInFlightState(name);
     const left = (await redis.keys(`${state.prefix}:bk:{${name}}:*`)).map((k) => k.split(':').at(-1)).sort();
     expect(left).toEqual(['cnt', 'rec']);
+
+    // A late run of finalize (stalled, still going after another run archived and dropped the
+    // live state under its reads) writes no manifest: the archive still reads whole.
+    expect(await writeBackupArchive(storage, state, record)).toBeUndefined();
+    expect(await reader.manifest(name)).toEqual(manifest);
+    expect(await reader.blocks(manifest, 0, 457)).toEqual(live);
   }, 60_000);
 });

@@ -77,10 +77,14 @@ export interface StowageSidecarLayout {
   dir: string;
   /** `backups/<name>/stowage/backup.json.gz` — the record, counters and the index of the pages below. */
   manifest: string;
-  /** `backups/<name>/stowage/blocks-<page>.json.gz` — one page of blocks in plan order. */
-  blocksPage(page: number): string;
-  /** `backups/<name>/stowage/events-<segment>.json.gz` — one segment of the event stream, in order. */
-  eventsSegment(segment: number): string;
+  /**
+   * `backups/<name>/stowage/<generation>/blocks-<page>.json.gz` — one page of blocks in plan order.
+   * Each writing of the sidecars has its own generation, named by the manifest, so a late second
+   * writer never overwrites the pages the manifest points to.
+   */
+  blocksPage(generation: string, page: number): string;
+  /** `backups/<name>/stowage/<generation>/events-<segment>.json.gz` — one segment of the event stream, in order. */
+  eventsSegment(generation: string, segment: number): string;
 }
 
 /** Zero-padded so a backup's pages list in order. */
@@ -89,12 +93,17 @@ function pageNumber(n: number): string {
   return String(n).padStart(6, '0');
 }
 
+function generationSegment(generation: string): string {
+  assertPathSegment('sidecar generation', generation);
+  return generation;
+}
+
 export function stowageSidecarLayout(backupName: string): StowageSidecarLayout {
   const dir = `${backupLayout(backupName).dir}stowage/`;
   return {
     dir,
     manifest: `${dir}backup.json.gz`,
-    blocksPage: (page) => `${dir}blocks-${pageNumber(page)}.json.gz`,
-    eventsSegment: (segment) => `${dir}events-${pageNumber(segment)}.json.gz`,
+    blocksPage: (generation, page) => `${dir}${generationSegment(generation)}/blocks-${pageNumber(page)}.json.gz`,
+    eventsSegment: (generation, segment) => `${dir}${generationSegment(generation)}/events-${pageNumber(segment)}.json.gz`,
   };
 }

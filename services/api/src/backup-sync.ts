@@ -95,7 +95,11 @@ export async function syncBackupCatalogue(opts: BackupSyncOptions): Promise<Back
     const { record } = manifest;
     if (record.name !== name) throw new Error(`${stowageSidecarLayout(name).manifest} names backup "${record.name}", not "${name}"`);
     if (!ENDED.has(record.phase)) throw new Error(`${stowageSidecarLayout(name).manifest} has phase ${record.phase}, not an ended one`);
-    const { added } = await state.catalogueBackup({ ...record, archivedAt: now(), pvbPhases: manifest.pvbPhases }, manifest.counters);
+    const { added, known } = await state.catalogueBackup(
+      { ...record, archivedAt: now(), pvbPhases: manifest.pvbPhases },
+      manifest.counters,
+    );
+    if (known) throw new Error('Redis holds a record of that name that is not in the catalogue (a stray write after its data was lost?)');
     if (!added) return;
     result.added.push(name);
     logger.info({ backup: name, phase: record.phase }, 'backup sync: added a finished backup found in storage');
@@ -116,7 +120,8 @@ export async function syncBackupCatalogue(opts: BackupSyncOptions): Promise<Back
       archivedAt: at,
       pvbPhases: {},
     };
-    const { added } = await state.catalogueBackup(record, { errors: 1 });
+    const { added, known } = await state.catalogueBackup(record, { errors: 1 });
+    if (known) throw new Error('Redis holds a record of that name that is not in the catalogue (a stray write after its data was lost?)');
     if (!added) return;
     result.lost.push(name);
     logger.warn({ backup: name }, `backup sync: ${LOST_IN_FLIGHT_REASON}`);

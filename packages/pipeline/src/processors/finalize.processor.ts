@@ -141,6 +141,8 @@ export async function processFinalize(rt: PipelineRuntime, job: Job, _token: str
 async function archiveEnded(rt: PipelineRuntime, record: BackupRecord): Promise<void> {
   const { state, storage } = rt.deps;
   const manifest = await writeBackupArchive(storage, state, record);
+  // undefined: another run of this finalize archived it meanwhile (and wrote the marker before that).
+  if (!manifest) return;
   await writeBackupMetadata(storage, record.name, veleroBackupJson(record, manifest.counters, rt.deps.config.namespace));
   await state.updateBackup(record.name, { archivedAt: rt.deps.clock.now(), pvbPhases: manifest.pvbPhases });
   await state.dropInFlightState(record.name);

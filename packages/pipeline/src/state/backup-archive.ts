@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import {
   type BackupResults,
   type BackupStorage,
@@ -42,6 +43,8 @@ export interface ArchivedBlock {
 /** `stowage/backup.json.gz`: the record, counters and the index of the pages. */
 export interface BackupArchiveManifest {
   formatVersion: typeof ARCHIVE_FORMAT_VERSION;
+  /** The writing whose pages this manifest names (`stowage/<generation>/…`). */
+  generation: string;
   record: BackupRecord;
   counters: Record<string, number>;
   /** PVBs by their final phase (from the PVB records). */
@@ -122,18 +125,27 @@ export async function countLivePvbPhases(state: BackupState, name: string): Prom
 /**
  * Writes everything the views of an ended backup show to storage: block pages, event segments, the
  * logs and results sidecars, then the manifest. `record` is the record with its final phase (the
- * terminal `backup.phase` event is in the stream by then). Every write replaces the same key, so a
- * second run (finalize re-delivered) writes the same objects again.
+ * terminal `backup.phase` event is in the stream by then).
+ *
+ * Safe to run again and alongside another run (finalize re-delivered while a stalled first run goes
+ * on): pages go to this run's own generation, and the manifest is written only if, once every read
+ * is done, the backup is still not archived — else another run archived it and may have dropped
+ * the live state under this one's reads, so this run writes no manifest and returns undefined.
  */
-export async function writeBackupArchive(storage: BackupStorage, state: BackupState, record: BackupRecord): Promise<BackupArchiveManifest> {
+export async function writeBackupArchive(
+  storage: BackupStorage,
+  state: BackupState,
+  record: BackupRecord,
+): Promise<BackupArchiveManifest | undefined> {
   const { name } = record;
   const keys = stowageSidecarLayout(name);
+  const generation = `${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
 
   const [count, runs] = await Promise.all([state.blockCount(name), state.hookRuns(name)]);
   const pages = Math.ceil(count / ARCHIVE_BLOCKS_PER_PAGE);
   for (let page = 0; page < pages; page++) {
     const blocks = await readLiveBlocks(state, name, page * ARCHIVE_BLOCKS_PER_PAGE, ARCHIVE_BLOCKS_PER_PAGE, runs);
-    await writeGzipJson(storage, keys.blocksPage(page), blocks);
+    await writeGzipJson(storage, keys.blocksPage(generation, page), blocks);
   }
 
   const segments: BackupArchiveManifest['events']['segments'] = [];
@@ -141,13 +153,15 @@ export async function writeBackupArchive(storage: BackupStorage, state: BackupSt
   for (let after = '0'; ; ) {
     const events = await state.readEvents(name, after, { count: ARCHIVE_EVENTS_PER_SEGMENT });
     if (events.length === 0) break;
-    await writeGzipJson(storage, keys.eventsSegment(segments.length), events);
+    await writeGzipJson(storage, keys.eventsSegment(generation, segments.length), events);
     segments.push({ count: events.length, firstId: events[0]!.id, lastId: events.at(-1)!.id });
     eventCount += events.length;
     after = events.at(-1)!.id;
   }
 
   const logs = await state.readLogs(name);
+  const [counters, pvbPhases] = await Promise.all([state.counters(name), countLivePvbPhases(state, name)]);
+  if ((await state.getBackup(name))?.archivedAt !== undefined) return undefined;
   await Promise.all([
     writeLogsSidecar(
       storage,
@@ -159,9 +173,10 @@ export async function writeBackupArchive(storage: BackupStorage, state: BackupSt
 
   const manifest: BackupArchiveManifest = {
     formatVersion: ARCHIVE_FORMAT_VERSION,
+    generation,
     record,
-    counters: await state.counters(name),
-    pvbPhases: await countLivePvbPhases(state, name),
+    counters,
+    pvbPhases,
     blocks: { count, perPage: ARCHIVE_BLOCKS_PER_PAGE, pages },
     events: { count: eventCount, segments },
     logLines: logs.length,
@@ -220,8 +235,8 @@ export class BackupArchiveReader {
         `${key}: formatVersion ${JSON.stringify(raw.formatVersion)} is not one this Stowage reads (${ARCHIVE_FORMAT_VERSION})`,
       );
     }
-    if (typeof raw.record?.name !== 'string' || typeof raw.record.phase !== 'string' || !raw.blocks || !raw.events) {
-      throw new BackupArchiveError(`${key}: record, blocks or events missing`);
+    if (typeof raw.record?.name !== 'string' || typeof raw.record.phase !== 'string' || !raw.blocks || !raw.events || !raw.generation) {
+      throw new BackupArchiveError(`${key}: record, generation, blocks or events missing`);
     }
     return raw as BackupArchiveManifest;
   }
@@ -232,7 +247,7 @@ export class BackupArchiveReader {
     const end = Math.min(count, offset + limit);
     const out: ArchivedBlock[] = [];
     for (let page = Math.floor(offset / perPage); page * perPage < end; page++) {
-      const key = stowageSidecarLayout(manifest.record.name).blocksPage(page);
+      const key = stowageSidecarLayout(manifest.record.name).blocksPage(manifest.generation, page);
       const blocks = (await readGzipJson(this.storage, key)) as ArchivedBlock[] | undefined;
       if (!Array.isArray(blocks)) throw new BackupArchiveError(`${key} is missing: the finished backup's blocks cannot be read`);
       const first = page * perPage;
@@ -245,7 +260,7 @@ export class BackupArchiveReader {
   async *events(manifest: BackupArchiveManifest, afterId: string): AsyncGenerator<BackupEvent[]> {
     for (const [i, segment] of manifest.events.segments.entries()) {
       if (compareStreamIds(segment.lastId, afterId) <= 0) continue;
-      const key = stowageSidecarLayout(manifest.record.name).eventsSegment(i);
+      const key = stowageSidecarLayout(manifest.record.name).eventsSegment(manifest.generation, i);
       const events = (await readGzipJson(this.storage, key)) as BackupEvent[] | undefined;
       if (!Array.isArray(events)) throw new BackupArchiveError(`${key} is missing: the finished backup's events cannot be read`);
       yield events.filter((e) => compareStreamIds(e.id, afterId) > 0);

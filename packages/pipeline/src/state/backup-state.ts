@@ -325,9 +325,13 @@ export class BackupState {
 
   /**
    * Adds a backup found in storage (backup sync) with its counters, unless a backup of that name
-   * is recorded already. Returns whether it was added.
+   * is recorded already. `added`: whether it was added now; `known`: a record of that name exists
+   * that is not a catalogue entry (a running backup; nothing is changed then, and it is not indexed).
    */
-  async catalogueBackup(record: BackupRecord, counters: Readonly<Record<string, number>>): Promise<{ added: boolean }> {
+  async catalogueBackup(
+    record: BackupRecord,
+    counters: Readonly<Record<string, number>>,
+  ): Promise<{ added: boolean; known?: 'other-record' }> {
     const fields = encodeRecord(record);
     const counterFields = Object.entries(counters).flatMap(([k, v]) => [k, String(v)]);
     const added = await this.cmd().stowageCatalogueBackup(
@@ -337,6 +341,8 @@ export class BackupState {
       ...fields,
       ...counterFields,
     );
+    if (added === 0) return { added: false, known: 'other-record' };
+    // Indexed also when the entry existed: a crash between the script and this ZADD must not leave it unlisted.
     await this.redis.zadd(this.indexKey, 'NX', record.createdAt, record.name);
     return { added: added === 1 };
   }
