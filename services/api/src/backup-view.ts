@@ -53,13 +53,13 @@ export const COUNTER = {
   pvbPhasePrefix: 'pvb',
 } as const;
 
-/** Finished backups' manifests kept in memory (each a few hundred bytes; they never change). */
+/** Finished backups' manifests kept in memory (about a KiB each; a manifest never changes once its backup is archived). */
 const MANIFEST_CACHE_SIZE = 256;
 
 export class BackupReads {
   readonly state: BackupState;
   private readonly archive: BackupArchiveReader;
-  private readonly manifests = new Map<string, BackupArchiveManifest | null>();
+  private readonly manifests = new Map<string, BackupArchiveManifest>();
 
   constructor(state: BackupState, storage: Pick<BackupStorage, 'getObject'>) {
     this.state = state;
@@ -155,11 +155,17 @@ export class BackupReads {
   /** Every PVB record of the backup (metrics): a running backup's from its PVB set, a finished one's a block page at a time. */
   async *pvbs(rec: BackupRecord): AsyncGenerator<PvbStateRecord[]> {
     if (rec.archivedAt === undefined) {
-      const names = await this.state.allPvbNames(rec.name);
-      for (let i = 0; i < names.length; i += PVB_BATCH) {
-        yield (await this.state.getPvbs(rec.name, names.slice(i, i + PVB_BATCH))).filter((p): p is PvbStateRecord => p !== undefined);
+      const live = await this.consistent(rec, async (r) => {
+        if (r.archivedAt !== undefined) return undefined;
+        const names = await this.state.allPvbNames(r.name);
+        return (await this.state.getPvbs(r.name, names)).filter((p): p is PvbStateRecord => p !== undefined);
+      });
+      if (live) {
+        yield live;
+        return;
       }
-      return;
+      // Archived while it was read: from storage below.
+      rec = (await this.state.getBackup(rec.name)) ?? rec;
     }
     const manifest = await this.manifest(rec);
     if (!manifest) return;
@@ -172,7 +178,7 @@ export class BackupReads {
   private async manifest(rec: BackupRecord): Promise<BackupArchiveManifest | undefined> {
     const key = `${rec.name}@${rec.archivedAt}`;
     const cached = this.manifests.get(key);
-    if (cached !== undefined) return cached ?? undefined;
+    if (cached) return cached;
     const manifest = await this.archive.manifest(rec.name);
     if (this.manifests.size >= MANIFEST_CACHE_SIZE) this.manifests.delete(this.manifests.keys().next().value as string);
     // A missing manifest is not cached: sync may yet find it written.
@@ -183,7 +189,6 @@ export class BackupReads {
 
 const LOG_CHUNK = 1000;
 const PVB_SCAN_BLOCKS = 500;
-const PVB_BATCH = 500;
 
 const ENDED_BLOCK_STATES: ReadonlySet<string> = new Set(['Completed', 'PartiallyFailed', 'Failed', 'Canceled']);
 
