@@ -46,7 +46,7 @@ async function weigh(redis: Redis, pattern: string): Promise<Map<string, number>
     const pipe = redis.pipeline();
     for (const k of keys) pipe.memory('USAGE', k, 'SAMPLES', 0);
     const rows = (await pipe.exec()) ?? [];
-    keys.forEach((k, i) => out.set(k, Number(rows[i]?.[1] ?? 0)));
+    for (const [i, k] of keys.entries()) out.set(k, Number(rows[i]?.[1] ?? 0));
   } while (cursor !== '0');
   return out;
 }
