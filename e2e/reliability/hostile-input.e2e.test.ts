@@ -15,7 +15,7 @@ import { createQueue, JobName, QueueName } from '../../packages/queue/src/index.
 import { type NodeAgent, startNodeAgent } from '../../services/node-agent/src/index.js';
 import { backupFacts, execsOf, namespace, node, pod, pvbsOf, UNFREEZE } from './support/fixtures.js';
 import { recordRun } from './support/run-figures.js';
-import { type ServiceProcess, type Stack, startStack, waitFor, waitForBackupEnd } from './support/stack.js';
+import { finishedBackup, type ServiceProcess, type Stack, startStack, waitFor, waitForBackupEnd } from './support/stack.js';
 
 const fixture = {
   objects: [
@@ -138,7 +138,7 @@ describe('hostile input to workers and agents', () => {
     // The missing claim: a warning naming it, in the backup's logs.
     const counters = await stack.state.counters('hostile-volumes');
     expect(counters.warnings ?? 0).toBeGreaterThanOrEqual(1);
-    const logs = await stack.state.readLogs('hostile-volumes');
+    const { logs } = await finishedBackup(stack, 'hostile-volumes');
     expect(logs.some((l) => l.level === 'warn' && /no-such-claim/.test(l.msg))).toBe(true);
     const viaApi = await fetch(`http://127.0.0.1:${api.port}/v1/backups/hostile-volumes/logs`, {
       headers: { authorization: `Bearer ${stack.token}` },

@@ -11,7 +11,7 @@ import { createLogger } from '../../packages/platform/src/index.js';
 import type { NodeAgent } from '../../services/node-agent/src/index.js';
 import { backupFacts, execsOf, shopOfDatabases, UNFREEZE } from './support/fixtures.js';
 import { recordRun } from './support/run-figures.js';
-import { type ServiceProcess, type Stack, startAgents, startStack, waitFor, waitForBackupEnd } from './support/stack.js';
+import { finishedBackup, type ServiceProcess, type Stack, startAgents, startStack, waitFor, waitForBackupEnd } from './support/stack.js';
 
 const NODES = ['node-a', 'node-b'];
 const PODS = 6;
@@ -61,7 +61,7 @@ async function expectWhole(name: string, since: number) {
   const rec = await waitForBackupEnd(stack.state, name, 180_000);
   const facts = await backupFacts(stack, name);
   // The recorded errors travel with the assertion so a failure says what went wrong.
-  const errors = (await stack.state.readLogs(name)).filter((l) => l.level === 'error').map((l) => l.msg);
+  const errors = (await finishedBackup(stack, name)).logs.filter((l) => l.level === 'error').map((l) => l.msg);
   expect({ phase: rec.phase, errors }).toEqual({ phase: 'Completed', errors: [] });
   expect(facts.totalItems).toBeGreaterThanOrEqual(PODS + 30);
   expect(facts.itemsBackedUp).toBe(facts.totalItems);

@@ -14,7 +14,7 @@ import { createLogger } from '../../packages/platform/src/index.js';
 import type { NodeAgent } from '../../services/node-agent/src/index.js';
 import { backupFacts, configMap, execsOf, FREEZE, namespace, node, pod, pvbsOf, UNFREEZE } from './support/fixtures.js';
 import { recordRun } from './support/run-figures.js';
-import { type ServiceProcess, type Stack, startAgents, startStack, waitFor, waitForBackupEnd } from './support/stack.js';
+import { finishedBackup, type ServiceProcess, type Stack, startAgents, startStack, waitFor, waitForBackupEnd } from './support/stack.js';
 
 const NODES = ['node-a', 'node-b'];
 const BULK_CONFIGMAPS = 3_000;
@@ -126,7 +126,9 @@ describe('a worker SIGKILLed mid-backup costs a retry, not the backup', () => {
     expect(freezes[0]).toMatchObject({ aborted: true, exitCode: null });
     expect(freezes[1]).toMatchObject({ aborted: false, exitCode: 0 });
     // The backup's own hook log shows both runs too: the cut-off one as interrupted.
-    const runs = (await stack.state.hookRuns('crash-item-block')).filter((r) => r.podName === 'db-0' && r.phase === 'pre');
+    const runs = (await finishedBackup(stack, 'crash-item-block')).blocks
+      .flatMap((b) => b.hookRuns)
+      .filter((r) => r.podName === 'db-0' && r.phase === 'pre');
     expect(runs.map((r) => r.outcome)).toEqual(['interrupted', 'exited']);
     expect(runs[0]?.message).toContain('cut off before it finished');
     expect(runs[1]?.exitCode).toBe(0);
@@ -174,7 +176,9 @@ describe('a worker SIGKILLed mid-backup costs a retry, not the backup', () => {
     expect(unfreezes).toHaveLength(2);
     expect(unfreezes[0]).toMatchObject({ aborted: true, exitCode: null });
     expect(unfreezes[1]).toMatchObject({ aborted: false, exitCode: 0 });
-    const runs = (await stack.state.hookRuns('crash-post-hooks')).filter((r) => r.podName === 'db-1' && r.phase === 'post');
+    const runs = (await finishedBackup(stack, 'crash-post-hooks')).blocks
+      .flatMap((b) => b.hookRuns)
+      .filter((r) => r.podName === 'db-1' && r.phase === 'post');
     expect(runs.map((r) => r.outcome)).toEqual(['interrupted', 'exited']);
     stack.sim.setExecBehaviour('shop', 'db-1', undefined);
     recordRun('worker-crash/post-hooks', { faults: 1, backups: 1, completed: 1, itemsLost: facts.totalItems - facts.itemsBackedUp });

@@ -15,8 +15,16 @@ import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { createKubeClients, createPvbClient, type KubeClients, type PvbClient } from '../../../packages/kube/src/index.js';
 import { type Fixture, type Simulator, startSimulator } from '../../../packages/kube-sim/src/index.js';
-import { type BackupRecord, BackupState, NodeAgentRegistry, statePrefixFor } from '../../../packages/pipeline/src/index.js';
+import {
+  type BackupRecord,
+  BackupState,
+  type LoadedBackupArchive,
+  loadBackupArchive,
+  NodeAgentRegistry,
+  statePrefixFor,
+} from '../../../packages/pipeline/src/index.js';
 import { createWorkerConnection } from '../../../packages/queue/src/index.js';
+import { FileSystemStorage } from '../../../packages/storage/src/index.js';
 import { getFreePort, type RedisServer, startRedisServer, uniquePrefix } from '../../../packages/testing/src/index.js';
 import { type NodeAgent, type NodeAgentOptions, startNodeAgent } from '../../../services/node-agent/src/index.js';
 
@@ -279,13 +287,13 @@ export function apiClient(stack: Stack, api: () => ServiceProcess) {
 
 const ENDED = new Set(['Completed', 'PartiallyFailed', 'Failed', 'FailedValidation', 'Canceled']);
 
-/** Waits (on Redis state) until the backup reaches a final phase. */
+/** Waits (on Redis state) until the backup reaches a final phase and finalize has written it to storage. */
 export function waitForBackupEnd(state: BackupState, name: string, timeoutMs = 90_000): Promise<BackupRecord> {
   return waitFor(
     `backup ${name} to end`,
     async () => {
       const rec = await state.getBackup(name).catch(() => undefined);
-      return rec && ENDED.has(rec.phase) ? rec : undefined;
+      return rec && ENDED.has(rec.phase) && rec.archivedAt !== undefined ? rec : undefined;
     },
     timeoutMs,
     200,
@@ -320,4 +328,9 @@ export async function startAgents(
     await stack.agents.registerNodeAgent(nodeName, 30 * 60_000);
   }
   return agents;
+}
+
+/** A finished backup's blocks, hook runs, events and logs, read back from storage (Redis keeps only its record and counters). */
+export async function finishedBackup(stack: Pick<Stack, 'storageDir'>, name: string): Promise<LoadedBackupArchive> {
+  return await loadBackupArchive(new FileSystemStorage(stack.storageDir), name);
 }

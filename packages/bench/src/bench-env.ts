@@ -8,6 +8,8 @@ import type { ExecRecord, Fixture, MaterializeMode, RequestCounts } from '@stowa
 import {
   BackupState,
   DEFAULT_PIPELINE_CONFIG,
+  type LoadedBackupArchive,
+  loadBackupArchive,
   NodeAgentRegistry,
   type PipelineLogger,
   type RunningWorkers,
@@ -219,7 +221,7 @@ export class BenchEnv {
     return commandStatsDelta(before, await this.commandStats());
   }
 
-  /** Submits the backup and waits (bounded) until it has ended. */
+  /** Submits the backup and waits (bounded) until it has ended and finalize has written it to storage. */
   async runBackup(name: string, namespaces: string[], timeoutMs: number): Promise<WaitResult> {
     const spec = {
       includedNamespaces: namespaces,
@@ -243,7 +245,8 @@ export class BenchEnv {
     for (;;) {
       polls++;
       const rec = await this.state.getBackup(name);
-      if (rec && ENDED.has(rec.phase)) {
+      // Ended, and written to storage by finalize (the figures are read from there).
+      if (rec && ENDED.has(rec.phase) && rec.archivedAt !== undefined) {
         return { phase: rec.phase, submittedAt, completedAt: rec.completedAt ?? Date.now(), pollCommands: polls };
       }
       const dead = this.children.find((c) => c.hasExited);
@@ -251,6 +254,11 @@ export class BenchEnv {
       if (Date.now() > deadline) throw new Error(`backup ${name} did not end within ${timeoutMs / 1000} s (phase ${rec?.phase})`);
       await new Promise((r) => setTimeout(r, 100));
     }
+  }
+
+  /** A finished backup's events, blocks, PVBs and logs, from storage (Redis keeps only its record and counters). */
+  async finishedBackup(name: string): Promise<LoadedBackupArchive> {
+    return await loadBackupArchive(new FileSystemStorage(this.storageDir), name);
   }
 
   /** Stops everything it started, each step on its own. */

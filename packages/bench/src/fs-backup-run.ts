@@ -179,7 +179,8 @@ export async function runFsMode(
     const blocks = counters.blocksPlanned ?? counters.blocksDone ?? 0;
     const queueBars = await jobBars(env, name);
     const record = await env.state.getBackup(name);
-    const events = await env.state.readEvents(name, '0', { count: 1_000_000 });
+    const finished = await env.finishedBackup(name);
+    const { events } = finished;
     const finalizingAt = events.find((e) => e.type === 'backup.phase' && e.data.to === 'Finalizing')?.at;
     const createdAt = new Map<string, number>();
     for (const e of events) if (e.type === 'pvb.created' && typeof e.data.pvb === 'string') createdAt.set(e.data.pvb, e.at);
@@ -208,10 +209,7 @@ export async function runFsMode(
     const lags: number[] = [];
     // Where the lag goes: last PVB done → its post-hooks job starts (promotion, pvb-watch, BullMQ
     // releasing the parent, a free hooks slot), then → the exec starts (reads, state, the exec call).
-    const pvbRecords = await env.state.getPvbs(
-      name,
-      pvbObjects.map((p) => p.metadata.name),
-    );
+    const pvbRecords = finished.blocks.flatMap((b) => b.pvbs);
     const blockOfPod = new Map<string, string>();
     for (const r of pvbRecords) if (r) blockOfPod.set(`${r.podNamespace}/${r.podName}`, r.blockId);
     const hooksJobStart = new Map(queueBars.postHooks.map((b) => [b.blockId, b.startMs]));

@@ -107,9 +107,7 @@ export async function runOrchestration(
     const counters = await env.state.counters(name);
     const record = await env.state.getBackup(name);
     const blocks = counters.blocksPlanned ?? counters.blocksDone ?? 0;
-    const finalizingAt = (await env.state.readEvents(name, '0', { count: 1_000_000 })).find(
-      (e) => e.type === 'backup.phase' && e.data.to === 'Finalizing',
-    )?.at;
+    const finalizingAt = (await env.finishedBackup(name)).events.find((e) => e.type === 'backup.phase' && e.data.to === 'Finalizing')?.at;
     const makespanMs = wait.completedAt - wait.submittedAt;
     return {
       workers: opts.workers,

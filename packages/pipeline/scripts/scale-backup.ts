@@ -11,7 +11,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createKubeClients, createPvbClient } from '@stowage/kube';
 import { generateCluster, startSimulator } from '@stowage/kube-sim';
-import { BackupState, DEFAULT_PIPELINE_CONFIG, NodeAgentRegistry, startWorkers, statePrefixFor, submitBackup } from '@stowage/pipeline';
+import {
+  BackupState,
+  DEFAULT_PIPELINE_CONFIG,
+  loadBackupArchive,
+  NodeAgentRegistry,
+  startWorkers,
+  statePrefixFor,
+  submitBackup,
+} from '@stowage/pipeline';
 import { QueueName } from '@stowage/queue';
 import { FileSystemStorage } from '@stowage/storage';
 import { startRedisServer, uniquePrefix } from '@stowage/testing';
@@ -98,15 +106,11 @@ const tookMs = Date.now() - submittedAt;
 const counters = await state.counters(name);
 let firstBlockAt: number | undefined;
 let planDoneAt: number | undefined;
-let after = '0';
-for (;;) {
-  const events = await state.readEvents(name, after, { count: 5_000 });
-  if (events.length === 0) break;
-  for (const e of events) {
-    if (e.type === 'block.started') firstBlockAt ??= e.at;
-    if (e.type === 'plan.done') planDoneAt = e.at;
-  }
-  after = events.at(-1)?.id ?? after;
+// The events are in storage once finalize has archived the backup (Redis keeps only its record and counters).
+while ((await state.getBackup(name))?.archivedAt === undefined) await new Promise((r) => setTimeout(r, 200));
+for (const e of (await loadBackupArchive(deps.storage, name)).events) {
+  if (e.type === 'block.started') firstBlockAt ??= e.at;
+  if (e.type === 'plan.done') planDoneAt = e.at;
 }
 console.log(`\n[${since()}] backup ${name}: ${phase} in ${(tookMs / 1000).toFixed(1)} s`);
 console.log(JSON.stringify({ pods, volumesPerPod, phase, tookMs, counters }, null, 2));

@@ -47,6 +47,21 @@ export {
   submitRestore,
 } from './restore/restore-submit.js';
 export {
+  ARCHIVE_BLOCKS_PER_PAGE,
+  ARCHIVE_EVENTS_PER_SEGMENT,
+  ARCHIVE_FORMAT_VERSION,
+  type ArchivedBlock,
+  BackupArchiveError,
+  type BackupArchiveManifest,
+  BackupArchiveReader,
+  compareStreamIds,
+  countLivePvbPhases,
+  type LoadedBackupArchive,
+  loadBackupArchive,
+  readLiveBlocks,
+  writeBackupArchive,
+} from './state/backup-archive.js';
+export {
   type BackupEvent,
   type BackupProblem,
   type BackupRecord,

@@ -8,6 +8,7 @@ import { stagedItemPaths } from '@stowage/storage';
 import { useTestRedis } from '@stowage/testing';
 import { Job, Queue, UnrecoverableError } from 'bullmq';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { readFinishedBackup } from './support/finished-backup.js';
 import { backupSpec, configMap, namespace, node, pod, pvc } from './support/fixtures.js';
 import { type Harness, startHarness, waitFor, waitForBackupEnd } from './support/harness.js';
 import { sidecar, tarballEntries } from './support/inspect.js';
@@ -224,8 +225,9 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
     expect(pvbs.every((p) => p.status?.phase === 'Completed')).toBe(true);
 
     // db-0 and db-1 share one block.
-    const blockIds = await h.deps.state.blockIds(name);
-    const plans = await Promise.all(blockIds.map((id) => h.deps.state.getBlockPlan<BlockPlan>(name, id)));
+    const finished = await readFinishedBackup(h.deps.storage, name);
+    const blockIds = finished.blocks.map((b) => b.id);
+    const plans = finished.blocks.map((b) => b.plan as BlockPlan | undefined);
     const dbBlock = plans.find((p) => p?.pods.some((x) => x.name === 'db-0'));
     expect(dbBlock?.pods.map((p) => p.name).sort()).toEqual(['db-0', 'db-1']);
 
@@ -242,7 +244,7 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
     expect(failExecs).toEqual([PRE.join(' ')]);
 
     // Every skip is recorded with its reason.
-    const logs = (await h.deps.state.readLogs(name)).map((l) => l.msg);
+    const logs = finished.logs.map((l) => l.msg);
     const expectSkip = (text: string) =>
       expect(
         logs.some((m) => m.includes(text)),
@@ -284,7 +286,10 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
     expect(results.errors.namespaces?.shop?.some((m) => m.includes('fail-0'))).toBe(true);
     const meta = JSON.parse(String(await h.deps.storage.getObject(`backups/${name}/velero-backup.json`)));
     expect(meta.status).toMatchObject({ phase: 'PartiallyFailed', hookStatus: { hooksAttempted: 5, hooksFailed: 1 } });
+    // Redis keeps only the catalogue entry: no manifests, blocks or logs.
     expect(await h.deps.state.getBlockItems(name, blockIds[0] ?? '')).toBeUndefined();
+    expect(await h.deps.state.blockCount(name)).toBe(0);
+    expect(await h.deps.state.readLogs(name)).toEqual([]);
   });
 
   const submit = (name: string, spec: Record<string, unknown>) =>
@@ -308,7 +313,9 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
     const counters = await h.deps.state.counters('bad-1');
     expect(counters).toMatchObject({ pvbsFailed: 1, hooksAttempted: 2, errors: 1 });
     expect(
-      (await h.deps.state.readLogs('bad-1')).some((l) => l.level === 'error' && l.msg === 'pod volume backup failed: disk on fire'),
+      (await readFinishedBackup(h.deps.storage, 'bad-1')).logs.some(
+        (l) => l.level === 'error' && l.msg === 'pod volume backup failed: disk on fire',
+      ),
     ).toBe(true);
   });
 
@@ -324,7 +331,7 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
     const posts = execsOf(h, 'ops', 'slow-0', POST);
     expect(posts).toHaveLength(1);
     expect(Date.parse(posts[0]?.startedAt ?? '')).toBeGreaterThanOrEqual(Date.parse(pvb?.status?.completionTimestamp ?? ''));
-    const logs = await h.deps.state.readLogs('slow-1');
+    const { logs } = await readFinishedBackup(h.deps.storage, 'slow-1');
     expect(logs.some((l) => l.level === 'error' && l.msg.includes('fs-backup deadline passed'))).toBe(true);
     expect(logs.some((l) => l.level === 'error' && l.msg.startsWith('pod volume backup canceled'))).toBe(true);
     const counters = await h.deps.state.counters('slow-1');
@@ -344,7 +351,7 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
     const posts = execsOf(h, 'ops', 'orphan-0', POST);
     expect(posts).toHaveLength(1);
     expect(Date.parse(posts[0]?.startedAt ?? '')).toBeGreaterThanOrEqual(Date.parse(pvb?.status?.completionTimestamp ?? ''));
-    const msgs = (await h.deps.state.readLogs('orphan-1')).filter((l) => l.level === 'error').map((l) => l.msg);
+    const msgs = (await readFinishedBackup(h.deps.storage, 'orphan-1')).logs.filter((l) => l.level === 'error').map((l) => l.msg);
     expect(msgs.some((m) => m.includes('item-block job of') && m.includes('injected: the item-block job died'))).toBe(true);
     expect(msgs.some((m) => m.startsWith('pod volume backup canceled'))).toBe(true);
     expect(await h.deps.state.counters('orphan-1')).toMatchObject({ pvbsCanceled: 1 });
@@ -360,13 +367,13 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
     const [pvb] = await h.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=stuck-1` });
     expect(pvb?.spec.cancel).toBe(true);
     expect(pvb?.status?.phase).toBe('InProgress');
-    const record = await h.deps.state.getPvb('stuck-1', pvb?.metadata.name ?? '');
+    const record = (await readFinishedBackup(h.deps.storage, 'stuck-1')).pvb(pvb?.metadata.name ?? '');
     const askedAt = record?.cancelAskedAt;
     expect(typeof askedAt).toBe('number');
     const posts = execsOf(h, 'ops', 'stuck-0', POST);
     expect(posts).toHaveLength(1);
     expect(Date.parse(posts[0]?.startedAt ?? '') - (askedAt as number)).toBeGreaterThanOrEqual(cancelWaitMs);
-    const msgs = (await h.deps.state.readLogs('stuck-1')).filter((l) => l.level === 'error').map((l) => l.msg);
+    const msgs = (await readFinishedBackup(h.deps.storage, 'stuck-1')).logs.filter((l) => l.level === 'error').map((l) => l.msg);
     expect(msgs.some((m) => m.includes('was asked to cancel') && m.includes('did not stop within'))).toBe(true);
     expect(await h.deps.state.counters('stuck-1')).toMatchObject({ pvbsTimedOut: 1 });
   });
@@ -478,11 +485,10 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
     const pvbs = await h.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=pol-1` });
     const uid = uidOf(objects, 'pol-0');
     expect(pvbs.map((p) => p.metadata.name).sort()).toEqual([pvbName('pol-1', uid, 'gold'), pvbName('pol-1', uid, 'tmp')].sort());
-    const msgs = (await h.deps.state.readLogs('pol-1')).map((l) => l.msg);
+    const msgs = (await readFinishedBackup(h.deps.storage, 'pol-1')).logs.map((l) => l.msg);
     expect(msgs).toContain('skipped pods/ops/pol-0 volume cold: volume policy #1 says skip');
     expect(msgs).toContain('skipped pods/ops/pol-0 volume skipme: listed in backup.velero.io/backup-volumes-excludes');
-    const [blockId] = await h.deps.state.blockIds('pol-1');
-    const plan = await h.deps.state.getBlockPlan<BlockPlan>('pol-1', blockId ?? '');
+    const plan = (await readFinishedBackup(h.deps.storage, 'pol-1')).blocks[0]?.plan as BlockPlan | undefined;
     expect(plan?.skips.map((s) => s.what).sort()).toEqual(['pods/ops/pol-0 volume cold', 'pods/ops/pol-0 volume skipme']);
   });
 
@@ -498,7 +504,7 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
     const uid = uidOf(objects, 'pol-0');
     const pvbs = await h.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=pol-cm-1` });
     expect(pvbs.map((p) => p.metadata.name).sort()).toEqual([pvbName('pol-cm-1', uid, 'gold'), pvbName('pol-cm-1', uid, 'tmp')].sort());
-    expect((await h.deps.state.readLogs('pol-cm-1')).map((l) => l.msg)).toContain(
+    expect((await readFinishedBackup(h.deps.storage, 'pol-cm-1')).logs.map((l) => l.msg)).toContain(
       'skipped pods/ops/pol-0 volume cold: volume policy #1 says skip',
     );
 
@@ -578,9 +584,10 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
     for (const p of pvbs) expect(p).toMatchObject({ spec: { cancel: true }, status: { phase: 'Canceled' } });
     // Blocks that started still ran their post hooks (after their PVBs stopped); blocks that had
     // not started when the cancel came did nothing at all.
-    const blockIds = await h.deps.state.blockIds(name);
-    const blocks = await h.deps.state.getBlocks(name, blockIds);
-    const plans = await Promise.all(blockIds.map((id) => h.deps.state.getBlockPlan<BlockPlan>(name, id)));
+    const finished = await readFinishedBackup(h.deps.storage, name);
+    const blockIds = finished.blocks.map((b) => b.id);
+    const blocks = finished.blocks.map((b) => b.block);
+    const plans = finished.blocks.map((b) => b.plan as BlockPlan | undefined);
     const podOf = (i: number) => plans[i]?.pods[0]?.name ?? '';
     const canceled = blockIds.map((_, i) => i).filter((i) => blocks[i]?.state === 'Canceled');
     const started = blockIds.map((_, i) => i).filter((i) => blocks[i]?.state !== 'Canceled');

@@ -9,6 +9,7 @@ import { type BackupStorage, stagedItemPaths } from '@stowage/storage';
 import { useTestRedis } from '@stowage/testing';
 import { Queue, UnrecoverableError } from 'bullmq';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { readFinishedBackup } from './support/finished-backup.js';
 import { backupSpec, configMap, namespace, node, pod } from './support/fixtures.js';
 import { type Harness, startHarness, waitForBackupEnd } from './support/harness.js';
 import { tarballEntries } from './support/inspect.js';
@@ -58,14 +59,16 @@ describe('solo blocks (no fs-backup volume, no post hook): one job, straight und
   const start = (deps: PipelineDeps, queues: Parameters<typeof startWorkers>[0]['queues']) => {
     running.push(startWorkers({ deps, queues }));
   };
+  /** A finished backup's block ids by the name of their first pod. */
   const blocksByPod = async (name: string) => {
     const out = new Map<string, string>();
-    for (const id of await h.deps.state.blockIds(name)) {
-      const plan = await h.deps.state.getBlockPlan<BlockPlan>(name, id);
-      out.set(plan?.pods[0]?.name ?? `(no pod) ${id}`, id);
+    for (const { id, plan } of (await readFinishedBackup(h.deps.storage, name)).blocks) {
+      out.set((plan as BlockPlan | undefined)?.pods[0]?.name ?? `(no pod) ${id}`, id);
     }
     return out;
   };
+  const finishedBlock = async (name: string, id: string) =>
+    (await readFinishedBackup(h.deps.storage, name)).blocks.find((b) => b.id === id)?.block;
 
   it('a hook-less, volume-less pod gets no post-hooks job; its block ends Completed with block.done; a pod with a post hook keeps the pair', async () => {
     start(h.deps, [QueueName.backups, ...WORKER_QUEUES]);
@@ -82,7 +85,7 @@ describe('solo blocks (no fs-backup volume, no post hook): one job, straight und
         expect(job?.data.solo).toBe(true);
         expect(job?.parentKey).toBe(`${h.queuePrefix}:${QueueName.backups}:solo-1.finalize`);
         expect(await hooks.getJob(postHooksJobId('solo-1', id))).toBeUndefined();
-        expect((await h.deps.state.getBlock('solo-1', id))?.state).toBe('Completed');
+        expect((await finishedBlock('solo-1', id))?.state).toBe('Completed');
       }
       const hookedId = blocks.get('hooked-0') as string;
       expect((await itemBlocks.getJob(blockJobId('solo-1', hookedId)))?.data.solo).toBeUndefined();
@@ -95,7 +98,7 @@ describe('solo blocks (no fs-backup volume, no post hook): one job, straight und
     const counters = await h.deps.state.counters('solo-1');
     expect(counters.blocksDone).toBe(counters.blocksPlanned);
     expect(counters.itemsBackedUp).toBe(counters.totalItems);
-    const events = await h.deps.state.readEvents('solo-1', '0', { count: 10_000 });
+    const { events } = await readFinishedBackup(h.deps.storage, 'solo-1');
     const done = events.filter((e) => e.type === 'block.done').map((e) => e.data.blockId);
     expect(new Set(done)).toEqual(new Set(blocks.values()));
     expect(done).toHaveLength(blocks.size);
@@ -143,7 +146,7 @@ describe('solo blocks (no fs-backup volume, no post hook): one job, straight und
       const text = execFileSync('tar', ['-xzOf', tarball, `resources/pods/namespaces/shop/${name}.json`], { encoding: 'utf8' });
       expect((JSON.parse(text) as { metadata: { name: string } }).metadata.name).toBe(name);
     }
-    const warns = (await h.deps.state.readLogs('lost-1')).filter((l) => l.level === 'warn').map((l) => l.msg);
+    const warns = (await readFinishedBackup(h.deps.storage, 'lost-1')).logs.filter((l) => l.level === 'warn').map((l) => l.msg);
     expect(warns.some((m) => m.startsWith('staged items not whole'))).toBe(true);
   });
 
@@ -161,12 +164,12 @@ describe('solo blocks (no fs-backup volume, no post hook): one job, straight und
     expect(await waitForBackupEnd(h.deps.state, 'fail-1')).toBe('PartiallyFailed');
 
     const id = (await blocksByPod('fail-1')).get('plain-1') as string;
-    const block = await h.deps.state.getBlock('fail-1', id);
+    const block = await finishedBlock('fail-1', id);
     expect(block?.state).toBe('PartiallyFailed');
     const counters = await h.deps.state.counters('fail-1');
     expect(counters.blocksDone).toBe(counters.blocksPlanned);
     expect(counters.errors).toBe(1);
-    const errors = (await h.deps.state.readLogs('fail-1')).filter((l) => l.level === 'error').map((l) => l.msg);
+    const errors = (await readFinishedBackup(h.deps.storage, 'fail-1')).logs.filter((l) => l.level === 'error').map((l) => l.msg);
     expect(errors).toEqual([`item-block job of ${id} failed: injected: disk refused plain-1`]);
   });
 });

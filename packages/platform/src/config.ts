@@ -147,6 +147,12 @@ export const stowageEnvSchema = z.object({
       .default('0.0.0.0'),
   ),
   LOG_LEVEL: oneOf(LOG_LEVELS, 'info', 'pino log level'),
+  STOWAGE_BACKUP_SYNC_INTERVAL_MS: wholeNumber(
+    0,
+    86_400_000,
+    60_000,
+    'how often the api service syncs its backup catalogue from storage (0 = only at start)',
+  ),
   STOWAGE_SHUTDOWN_TIMEOUT_MS: wholeNumber(100, 600_000, 25_000, 'bound on graceful shutdown; keep it below terminationGracePeriodSeconds'),
 });
 
@@ -167,6 +173,8 @@ export interface StowageConfig {
   readonly repository: { readonly key: string | undefined };
   readonly log: { readonly level: LogLevel };
   readonly shutdown: { readonly timeoutMs: number };
+  /** Backup sync of the api service (DESIGN §10): `intervalMs` between passes, 0 = only at start. */
+  readonly backupSync: { readonly intervalMs: number };
 }
 
 export interface ConfigProblem {
@@ -240,6 +248,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, op
     repository: { key: e.STOWAGE_REPO_KEY },
     log: { level: e.LOG_LEVEL },
     shutdown: { timeoutMs: e.STOWAGE_SHUTDOWN_TIMEOUT_MS },
+    backupSync: { intervalMs: e.STOWAGE_BACKUP_SYNC_INTERVAL_MS },
   };
   return { ok: true, config: deepFreeze(config) };
 }

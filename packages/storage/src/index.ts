@@ -13,11 +13,14 @@ export {
   itemRelativePath,
   itemTarballPath,
   REPOSITORY_ROOT,
+  type StowageSidecarLayout,
+  stowageSidecarLayout,
 } from './layout.js';
 export {
   type BackupResults,
   type ResultSet,
   readGzipJson,
+  readLogsSidecar,
   writeBackupMetadata,
   writeGzipJson,
   writeLogsSidecar,

@@ -70,3 +70,40 @@ export function itemRelativePath(item: ItemRef): string {
 export function itemTarballPath(item: ItemRef): string {
   return `resources/${itemRelativePath(item)}`;
 }
+
+/** Stowage's own sidecars of a finished backup, where Velero's layout has nothing for what its views show (storage README). */
+export interface StowageSidecarLayout {
+  /** `backups/<name>/stowage/` */
+  dir: string;
+  /** `backups/<name>/stowage/backup.json.gz` — the record, counters and the index of the pages below. */
+  manifest: string;
+  /**
+   * `backups/<name>/stowage/<generation>/blocks-<page>.json.gz` — one page of blocks in plan order.
+   * Each writing of the sidecars has its own generation, named by the manifest, so a late second
+   * writer never overwrites the pages the manifest points to.
+   */
+  blocksPage(generation: string, page: number): string;
+  /** `backups/<name>/stowage/<generation>/events-<segment>.json.gz` — one segment of the event stream, in order. */
+  eventsSegment(generation: string, segment: number): string;
+}
+
+/** Zero-padded so a backup's pages list in order. */
+function pageNumber(n: number): string {
+  if (!Number.isInteger(n) || n < 0) throw new RangeError(`a sidecar page number must be a whole number >= 0, got ${n}`);
+  return String(n).padStart(6, '0');
+}
+
+function generationSegment(generation: string): string {
+  assertPathSegment('sidecar generation', generation);
+  return generation;
+}
+
+export function stowageSidecarLayout(backupName: string): StowageSidecarLayout {
+  const dir = `${backupLayout(backupName).dir}stowage/`;
+  return {
+    dir,
+    manifest: `${dir}backup.json.gz`,
+    blocksPage: (generation, page) => `${dir}${generationSegment(generation)}/blocks-${pageNumber(page)}.json.gz`,
+    eventsSegment: (generation, segment) => `${dir}${generationSegment(generation)}/events-${pageNumber(segment)}.json.gz`,
+  };
+}

@@ -24,7 +24,7 @@ export async function writeGzipJson(storage: BackupStorage, key: string, value: 
 }
 
 /** Reads a gzip'd JSON object written by writeGzipJson; undefined when it does not exist. */
-export async function readGzipJson(storage: BackupStorage, key: string): Promise<unknown> {
+export async function readGzipJson(storage: Pick<BackupStorage, 'getObject'>, key: string): Promise<unknown> {
   const bytes = await storage.getObject(key);
   if (!bytes) return undefined;
   try {
@@ -84,4 +84,18 @@ export async function writeLogsSidecar(storage: BackupStorage, backupName: strin
   const text = lines.length === 0 ? '' : `${lines.join('\n')}\n`;
   await storage.putObject(key, await gzipSidecar(Buffer.from(text)));
   return key;
+}
+
+/** The lines of `backups/<name>/<name>-logs.gz` (each a JSON log line); undefined when it does not exist. */
+export async function readLogsSidecar(storage: Pick<BackupStorage, 'getObject'>, backupName: string): Promise<string[] | undefined> {
+  const key = backupLayout(backupName).logs;
+  const bytes = await storage.getObject(key);
+  if (!bytes) return undefined;
+  let text: string;
+  try {
+    text = (await gunzip(bytes)).toString('utf8');
+  } catch (cause) {
+    throw new StorageError(StorageErrorCode.corruptItem, `${key} is not gzip'd text`, { cause });
+  }
+  return text === '' ? [] : text.replace(/\n$/, '').split('\n');
 }

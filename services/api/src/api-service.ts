@@ -23,6 +23,7 @@ import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { type ApiDeps, buildApp } from './app.js';
 import type { AuthMode } from './auth.js';
+import { type BackupSyncLoop, startBackupSyncLoop, syncBackupCatalogue } from './backup-sync.js';
 import { createPipelineControl } from './pipeline-control.js';
 import { backupPhaseReader } from './restores.routes.js';
 
@@ -141,6 +142,21 @@ export async function startApiService(opts: ApiServiceOptions): Promise<ApiServi
   const schedules = { store: scheduleStore, control: new ScheduleControl({ store: scheduleStore, backupsQueue, state }) };
   await schedules.control.reconcile();
 
+  // Backup sync: the catalogue follows storage — at start (before the first request is answered)
+  // and every STOWAGE_BACKUP_SYNC_INTERVAL_MS. A failed first pass is logged, not fatal: the
+  // backups Redis knows are served meanwhile and the next pass tries again.
+  const syncOptions = { state, storage, logger: logger.child({ component: 'backup-sync' }) };
+  try {
+    const synced = await syncBackupCatalogue(syncOptions);
+    logger.info(
+      { added: synced.added.length, lost: synced.lost.length, removed: synced.removed.length, skipped: synced.skipped.length },
+      'backup sync at start',
+    );
+  } catch (err) {
+    logger.warn({ err: (err as Error).message }, 'backup sync at start failed; retrying at the next interval');
+  }
+  const syncLoop: BackupSyncLoop = startBackupSyncLoop({ ...syncOptions, intervalMs: config.backupSync.intervalMs });
+
   let ready = false;
   const app = await buildApp({
     logger,
@@ -181,6 +197,7 @@ export async function startApiService(opts: ApiServiceOptions): Promise<ApiServi
     },
     stopHttp: once(async () => {
       ready = false;
+      await syncLoop.stop();
       await app.close();
     }),
     stopWorkers: once(async () => {

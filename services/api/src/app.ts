@@ -17,6 +17,7 @@ import type { Logger } from 'pino';
 import { type AuthMode, redactUrl } from './auth.js';
 import { authPlugin } from './auth.plugin.js';
 import { backupEventsRoutes } from './backup-events.routes.js';
+import { BackupReads } from './backup-view.js';
 import { backupsRoutes } from './backups.routes.js';
 import { consolePlugin } from './console.plugin.js';
 import { ApiError, ApiErrorCode, type ApiProblem, errorBody, HTTP_STATUS_OF } from './errors.js';
@@ -48,8 +49,8 @@ export interface ApiDeps {
   control: BackupControl;
   /** Schedules (`/v1/schedules`); absent in apps built without them (some tests). */
   schedules?: ScheduleRoutesDeps['schedules'];
-  /** Backup storage: DELETE removes `backups/<name>/`. */
-  storage: Pick<BackupStorage, 'deletePrefix'>;
+  /** Backup storage: finished backups are read from it; DELETE removes `backups/<name>/`. */
+  storage: Pick<BackupStorage, 'deletePrefix' | 'getObject'>;
   auth: AuthMode;
   /** Extra readiness (e.g. the hosted workers are running); /readyz also checks Redis and closing. */
   isReady?: () => boolean;
@@ -174,10 +175,11 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
   const now = deps.now ?? Date.now;
   await app.register(authPlugin, { auth: deps.auth, sessions, now });
   await app.register(healthRoutes, { redis: deps.redis, isClosing: () => state.closing, isReady: deps.isReady });
-  await app.register(metricsPlugin, { state: deps.state, queues: deps.queues, schedules: deps.schedules, restores: deps.restores?.restores });
-  await app.register(backupsRoutes, deps);
+  const reads = new BackupReads(deps.state, deps.storage);
+  await app.register(metricsPlugin, { reads, queues: deps.queues, schedules: deps.schedules, restores: deps.restores?.restores });
+  await app.register(backupsRoutes, { ...deps, reads });
   if (deps.schedules) await app.register(schedulesRoutes, { schedules: deps.schedules });
-  await app.register(backupEventsRoutes, { state: deps.state, redis: deps.redis, heartbeatMs: deps.heartbeatMs ?? 15_000 });
+  await app.register(backupEventsRoutes, { state: deps.state, reads, redis: deps.redis, heartbeatMs: deps.heartbeatMs ?? 15_000 });
   if (deps.restores) {
     await app.register(restoresRoutes, {
       ...deps.restores,

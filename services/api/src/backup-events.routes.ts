@@ -1,8 +1,9 @@
-import type { RunEvent, RunRecord, RunState } from '@stowage/pipeline';
+import type { BackupRecord, RunEvent, RunRecord, RunState } from '@stowage/pipeline';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import { backupParams, standardErrors, TERMINAL_BACKUP_PHASES } from './api.schema.js';
+import type { BackupReads } from './backup-view.js';
 import { ApiError, ApiErrorCode } from './errors.js';
 
 export interface BackupEventsOptions {
@@ -10,6 +11,8 @@ export interface BackupEventsOptions {
   state: RunState<RunRecord>;
   /** `backup` serves `/v1/backups/:name/events`, `restore` `/v1/restores/:name/events`. Default `backup`. */
   kind?: 'backup' | 'restore';
+  /** Backups: the API's one read path, so a finished backup's events are replayed from storage. */
+  reads?: BackupReads;
   redis: Redis;
   heartbeatMs: number;
   /** Longest single blocking read; the stream re-checks the backup's phase in between. */
@@ -18,7 +21,7 @@ export interface BackupEventsOptions {
 
 const streamIdPattern = /^\d{1,20}-\d{1,20}$/;
 
-/** True for the event that ends a run's stream: its move into a terminal phase. */
+/** True for the event that ends a backup's stream: its move into a terminal phase. */
 export function isTerminalPhaseEvent(ev: RunEvent, kind: 'backup' | 'restore' = 'backup'): boolean {
   return ev.type === `${kind}.phase` && typeof ev.data.to === 'string' && TERMINAL_BACKUP_PHASES.has(ev.data.to);
 }
@@ -29,13 +32,13 @@ export function formatSseEvent(ev: RunEvent): string {
 }
 
 /**
- * `GET /v1/backups/:name/events` (or `/v1/restores/:name/events` with `kind: 'restore'`): Server-Sent
- * Events from the run's event stream (backups and restores share the phases' names). Each client
- * gets its own Redis connection (XREAD BLOCK would stall every other command on a shared one),
- * closed when the client goes away or the backup has ended.
+ * `GET /v1/backups/:name/events`: Server-Sent Events from the backup's event stream. Each client
+ * of a running backup gets its own Redis connection (XREAD BLOCK would stall every other command on
+ * a shared one), closed when the client goes away or the backup has ended. A finished backup's
+ * events are replayed from storage (the same ids), and the stream ends after its terminal event.
  */
 export const backupEventsRoutes: FastifyPluginAsyncZod<BackupEventsOptions> = async (app, opts) => {
-  const { state } = opts;
+  const { state, reads } = opts;
   const kind = opts.kind ?? 'backup';
   const blockMs = opts.blockMs ?? Math.min(opts.heartbeatMs, 5_000);
   const open = new Set<() => void>();
@@ -63,9 +66,50 @@ export const backupEventsRoutes: FastifyPluginAsyncZod<BackupEventsOptions> = as
     },
     async (req, reply) => {
       const name = req.params.name;
-      const rec = await state.getRun(name);
+      const rec: (RunRecord & Pick<BackupRecord, 'archivedAt'>) | undefined = reads ? await reads.record(name) : await state.getRun(name);
       if (!rec) throw new ApiError(ApiErrorCode.notFound, `${kind} "${name}" does not exist`);
       let lastId = req.headers['last-event-id'] ?? '0';
+
+      const startStream = () => {
+        reply.hijack();
+        reply.raw.writeHead(200, {
+          'content-type': 'text/event-stream; charset=utf-8',
+          'cache-control': 'no-cache, no-transform',
+          connection: 'keep-alive',
+          'x-accel-buffering': 'no',
+          'x-request-id': String(req.id),
+        });
+        reply.raw.write('retry: 2000\n\n');
+        return reply.raw;
+      };
+      const deliverTo =
+        (res: typeof reply.raw) =>
+        (events: RunEvent[]): boolean => {
+          for (const ev of events) {
+            res.write(formatSseEvent(ev));
+            lastId = ev.id;
+            if (isTerminalPhaseEvent(ev, kind)) return true;
+          }
+          return false;
+        };
+      /** Replays a finished backup's events after lastId from storage; true when its terminal event was sent. */
+      const replayArchived = async (deliver: (events: RunEvent[]) => boolean, archived: BackupRecord): Promise<boolean> => {
+        if (!reads) return false;
+        for await (const events of reads.archivedEvents(archived, lastId)) if (deliver(events)) return true;
+        return false;
+      };
+
+      if (reads && rec.archivedAt !== undefined) {
+        const res = startStream();
+        try {
+          await replayArchived(deliverTo(res), rec as BackupRecord);
+        } catch (err) {
+          req.log.warn({ err: (err as Error).message, [kind]: name }, "replaying a finished backup's events failed");
+        } finally {
+          if (!res.writableEnded) res.end();
+        }
+        return;
+      }
 
       const conn = opts.redis.duplicate({
         lazyConnect: true,
@@ -83,16 +127,7 @@ export const backupEventsRoutes: FastifyPluginAsyncZod<BackupEventsOptions> = as
         });
       }
 
-      reply.hijack();
-      const res = reply.raw;
-      res.writeHead(200, {
-        'content-type': 'text/event-stream; charset=utf-8',
-        'cache-control': 'no-cache, no-transform',
-        connection: 'keep-alive',
-        'x-accel-buffering': 'no',
-        'x-request-id': String(req.id),
-      });
-      res.write('retry: 2000\n\n');
+      const res = startStream();
 
       let closed = false;
       const heartbeat = setInterval(() => {
@@ -109,14 +144,7 @@ export const backupEventsRoutes: FastifyPluginAsyncZod<BackupEventsOptions> = as
       open.add(stop);
       res.on('close', stop);
 
-      const deliver = (events: RunEvent[]): boolean => {
-        for (const ev of events) {
-          res.write(formatSseEvent(ev));
-          lastId = ev.id;
-          if (isTerminalPhaseEvent(ev, kind)) return true;
-        }
-        return false;
-      };
+      const deliver = deliverTo(res);
 
       try {
         for (;;) {
@@ -125,9 +153,14 @@ export const backupEventsRoutes: FastifyPluginAsyncZod<BackupEventsOptions> = as
           if (closed) return;
           if (deliver(events)) return;
           if (events.length > 0) continue;
-          // Nothing new for a while: has the run ended (its terminal event already read by an
-          // earlier connection) or gone? Then drain what is left and end.
-          const now = await state.getRun(name);
+          // Nothing new for a while: has the backup ended (its terminal event already read by an
+          // earlier connection) or gone? Then drain what is left and end — from storage once the
+          // backup is archived (its stream in Redis is dropped then).
+          const now: (RunRecord & Pick<BackupRecord, 'archivedAt'>) | undefined = await state.getRun(name);
+          if (reads && now?.archivedAt !== undefined) {
+            await replayArchived(deliver, now as BackupRecord);
+            return;
+          }
           if (!now || TERMINAL_BACKUP_PHASES.has(now.phase)) {
             deliver(await state.readEvents(name, lastId, { count: 10_000, client: conn }));
             return;

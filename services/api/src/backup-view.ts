@@ -1,18 +1,26 @@
 import { specForDisplay } from '@stowage/core';
 import {
+  type ArchivedBlock,
+  type BackupArchiveManifest,
+  BackupArchiveReader,
+  type BackupEvent,
   type BackupRecord,
   type BackupState,
-  type BlockStateRecord,
-  type HookRunRecord,
+  countLivePvbPhases,
   interruptedRun,
+  type LogLine,
   type PvbStateRecord,
+  readLiveBlocks,
 } from '@stowage/pipeline';
+import type { BackupStorage } from '@stowage/storage';
 import type { z } from 'zod';
 import { type backupSchema, type backupSummarySchema, type blockSchema, PVB_PHASES, type pvbCountsSchema } from './api.schema.js';
 
 /*
- * Maps the backup state (pipeline's BackupState) to what the API returns. Reads only; the
- * pipeline owns every write.
+ * The one place the API reads a backup through (REST views, SSE, metrics). A running backup is
+ * read from its live state in Redis; a finished one (record `archivedAt`) from backup storage,
+ * where finalize wrote it (pipeline's backup-archive) — Redis keeps only its record and counters.
+ * Both map to the same responses. Reads only; the pipeline owns every write.
  */
 
 export type BackupView = z.output<typeof backupSchema>;
@@ -46,95 +54,158 @@ export const COUNTER = {
   pvbPhasePrefix: 'pvb',
 } as const;
 
-export async function readBackupView(state: BackupState, rec: BackupRecord): Promise<BackupView> {
-  const [counters, pvbCounts] = await Promise.all([state.counters(rec.name), countPvbsByPhase(state, rec.name)]);
-  const n = (field: string): number => {
-    const v = counters[field];
-    return v !== undefined && Number.isFinite(v) ? v : 0;
-  };
-  return {
-    ...toBackupSummary(rec),
-    spec: specForDisplay(rec.spec),
-    requestId: rec.requestId,
-    progress: { totalItems: n(COUNTER.totalItems), itemsBackedUp: n(COUNTER.itemsBackedUp) },
-    hookStatus: { hooksAttempted: n(COUNTER.hooksAttempted), hooksFailed: n(COUNTER.hooksFailed) },
-    podVolumeBackups: pvbCounts,
-    errors: n(COUNTER.errors),
-    warnings: n(COUNTER.warnings),
-    failureReason: rec.failureReason,
-    cancelRequestedAt: iso(rec.cancelRequestedAt),
-    expiration: iso(expirationOf(rec)),
-  };
-}
+/** Finished backups' manifests kept in memory (about a KiB each; a manifest never changes once its backup is archived). */
+const MANIFEST_CACHE_SIZE = 256;
 
-/** PVBs by their current phase, from the PVB records themselves (the truth, not a guess from flags). */
-export async function countPvbsByPhase(state: BackupState, name: string): Promise<PvbCounts> {
-  const counts: PvbCounts = { total: 0, New: 0, InProgress: 0, Completed: 0, Failed: 0, Canceling: 0, Canceled: 0 };
-  const names = await state.allPvbNames(name);
-  for (let i = 0; i < names.length; i += 500) {
-    const pvbs = await state.getPvbs(name, names.slice(i, i + 500));
-    for (const p of pvbs) {
-      if (!p) continue;
-      counts.total++;
-      const phase = (PVB_PHASES as readonly string[]).includes(p.phase) ? (p.phase as (typeof PVB_PHASES)[number]) : 'New';
-      counts[phase]++;
+export class BackupReads {
+  readonly state: BackupState;
+  private readonly archive: BackupArchiveReader;
+  private readonly manifests = new Map<string, BackupArchiveManifest>();
+
+  constructor(state: BackupState, storage: Pick<BackupStorage, 'getObject'>) {
+    this.state = state;
+    this.archive = new BackupArchiveReader(storage);
+  }
+
+  /** The backup's record (the catalogue entry once it has finished), or undefined. */
+  async record(name: string): Promise<BackupRecord | undefined> {
+    return await this.state.getBackup(name);
+  }
+
+  async view(rec: BackupRecord): Promise<BackupView> {
+    const [counters, pvbCounts] = await Promise.all([this.state.counters(rec.name), this.consistent(rec, (r) => this.pvbCounts(r))]);
+    const n = (field: string): number => {
+      const v = counters[field];
+      return v !== undefined && Number.isFinite(v) ? v : 0;
+    };
+    return {
+      ...toBackupSummary(rec),
+      spec: specForDisplay(rec.spec),
+      requestId: rec.requestId,
+      progress: { totalItems: n(COUNTER.totalItems), itemsBackedUp: n(COUNTER.itemsBackedUp) },
+      hookStatus: { hooksAttempted: n(COUNTER.hooksAttempted), hooksFailed: n(COUNTER.hooksFailed) },
+      podVolumeBackups: pvbCounts,
+      errors: n(COUNTER.errors),
+      warnings: n(COUNTER.warnings),
+      failureReason: rec.failureReason,
+      cancelRequestedAt: iso(rec.cancelRequestedAt),
+      expiration: iso(expirationOf(rec)),
+    };
+  }
+
+  /** PVBs by their current phase, from the PVB records themselves (kept with the record once finished). */
+  private async pvbCounts(rec: BackupRecord): Promise<PvbCounts> {
+    const byPhase = rec.archivedAt !== undefined ? (rec.pvbPhases ?? {}) : await countLivePvbPhases(this.state, rec.name);
+    const counts: PvbCounts = { total: 0, New: 0, InProgress: 0, Completed: 0, Failed: 0, Canceling: 0, Canceled: 0 };
+    for (const [phase, n] of Object.entries(byPhase)) {
+      counts.total += n;
+      const known = (PVB_PHASES as readonly string[]).includes(phase) ? (phase as (typeof PVB_PHASES)[number]) : 'New';
+      counts[known] += n;
+    }
+    return counts;
+  }
+
+  /** A page of blocks in plan order, each with its pods, items, PVBs and hook runs. */
+  async blockPage(rec: BackupRecord, offset: number, limit: number): Promise<{ items: BlockView[]; total: number; nextCursor?: string }> {
+    const page = await this.consistent(rec, (r) => this.rawBlockPage(r, offset, limit));
+    const items = page.blocks.map(toBlockView);
+    const next = offset + items.length;
+    return next < page.total ? { items, total: page.total, nextCursor: String(next) } : { items, total: page.total };
+  }
+
+  private async rawBlockPage(rec: BackupRecord, offset: number, limit: number): Promise<{ blocks: ArchivedBlock[]; total: number }> {
+    if (rec.archivedAt !== undefined) {
+      const manifest = await this.manifest(rec);
+      if (!manifest) return { blocks: [], total: 0 };
+      return { blocks: await this.archive.blocks(manifest, offset, limit), total: manifest.blocks.count };
+    }
+    const [total, blocks] = await Promise.all([this.state.blockCount(rec.name), readLiveBlocks(this.state, rec.name, offset, limit)]);
+    return { blocks, total };
+  }
+
+  /** The backup's log lines, in chunks (a running backup's list is bounded by BackupState's maxLogLines). */
+  async *logs(rec: BackupRecord): AsyncGenerator<LogLine[]> {
+    const lines = await this.consistent(rec, async (r) => {
+      if (r.archivedAt !== undefined) return await this.archive.logs(r.name);
+      const all: LogLine[] = [];
+      for (let start = 0; ; start += LOG_CHUNK) {
+        const rows = await this.state.readLogs(r.name, start, start + LOG_CHUNK - 1);
+        all.push(...rows);
+        if (rows.length < LOG_CHUNK) return all;
+      }
+    });
+    for (let i = 0; i < lines.length; i += LOG_CHUNK) yield lines.slice(i, i + LOG_CHUNK);
+  }
+
+  /**
+   * Reads a running backup's live state; if the backup was archived meanwhile (finalize sets
+   * `archivedAt` before it drops the live state), reads it again from storage.
+   */
+  private async consistent<T>(rec: BackupRecord, read: (rec: BackupRecord) => Promise<T>): Promise<T> {
+    const first = await read(rec);
+    if (rec.archivedAt !== undefined) return first;
+    const now = await this.state.getBackup(rec.name);
+    return now?.archivedAt !== undefined ? await read(now) : first;
+  }
+
+  /** A finished backup's events after `afterId` (exclusive), a segment at a time. */
+  async *archivedEvents(rec: BackupRecord, afterId: string): AsyncGenerator<BackupEvent[]> {
+    const manifest = await this.manifest(rec);
+    if (manifest) yield* this.archive.events(manifest, afterId);
+  }
+
+  /** Every PVB record of the backup (metrics): a running backup's from its PVB set, a finished one's a block page at a time. */
+  async *pvbs(rec: BackupRecord): AsyncGenerator<PvbStateRecord[]> {
+    if (rec.archivedAt === undefined) {
+      const live = await this.consistent(rec, async (r) => {
+        if (r.archivedAt !== undefined) return undefined;
+        const names = await this.state.allPvbNames(r.name);
+        return (await this.state.getPvbs(r.name, names)).filter((p): p is PvbStateRecord => p !== undefined);
+      });
+      if (live) {
+        yield live;
+        return;
+      }
+      // Archived while it was read: from storage below.
+      rec = (await this.state.getBackup(rec.name)) ?? rec;
+    }
+    const manifest = await this.manifest(rec);
+    if (!manifest) return;
+    for (let offset = 0; offset < manifest.blocks.count; offset += PVB_SCAN_BLOCKS) {
+      yield (await this.archive.blocks(manifest, offset, PVB_SCAN_BLOCKS)).flatMap((b) => b.pvbs);
     }
   }
-  return counts;
+
+  /** The manifest of a finished backup (undefined when storage has none: a backup lost while it ran). */
+  private async manifest(rec: BackupRecord): Promise<BackupArchiveManifest | undefined> {
+    const key = `${rec.name}@${rec.archivedAt}`;
+    const cached = this.manifests.get(key);
+    if (cached) return cached;
+    const manifest = await this.archive.manifest(rec.name);
+    if (this.manifests.size >= MANIFEST_CACHE_SIZE) this.manifests.delete(this.manifests.keys().next().value as string);
+    // A missing manifest is not cached: sync may yet find it written.
+    if (manifest) this.manifests.set(key, manifest);
+    return manifest;
+  }
 }
 
-/** A page of blocks in plan order, each with its pods, items, PVBs and hook runs. */
-export async function readBlockPage(
-  state: BackupState,
-  name: string,
-  offset: number,
-  limit: number,
-): Promise<{ items: BlockView[]; total: number; nextCursor?: string }> {
-  const [total, ids, runs] = await Promise.all([
-    state.blockCount(name),
-    state.blockIds(name, offset, offset + limit - 1),
-    state.hookRuns(name),
-  ]);
-  const runsByBlock = new Map<string, HookRunRecord[]>();
-  for (const r of runs) {
-    const list = runsByBlock.get(r.blockId) ?? [];
-    list.push(r);
-    runsByBlock.set(r.blockId, list);
-  }
-  const [blocks, plans] = await Promise.all([state.getBlocks(name, ids), Promise.all(ids.map((id) => state.getBlockPlan(name, id)))]);
-  const items: BlockView[] = [];
-  for (let i = 0; i < ids.length; i++) {
-    const id = ids[i] as string;
-    const block = blocks[i];
-    const plan = plans[i];
-    const pvbNames = block?.pvbs ?? [];
-    const pvbs = (await state.getPvbs(name, pvbNames)).filter((p): p is PvbStateRecord => p !== undefined);
-    let blockRuns = runsByBlock.get(id) ?? [];
-    // A hook still `running` in a block that has ended will never report: its job was cut off.
-    if (block?.state !== undefined && ENDED_BLOCK_STATES.has(block.state)) {
-      blockRuns = blockRuns.map((r) => (r.outcome === 'running' ? interruptedRun(r, 'its block ended without it') : r));
-    }
-    items.push(toBlockView(id, block, plan, pvbs, blockRuns));
-  }
-  const next = offset + ids.length;
-  return next < total ? { items, total, nextCursor: String(next) } : { items, total };
-}
+const LOG_CHUNK = 1000;
+const PVB_SCAN_BLOCKS = 500;
 
 const ENDED_BLOCK_STATES: ReadonlySet<string> = new Set(['Completed', 'PartiallyFailed', 'Failed', 'Canceled']);
 
-function toBlockView(
-  id: string,
-  block: BlockStateRecord | undefined,
-  plan: unknown,
-  pvbs: PvbStateRecord[],
-  runs: HookRunRecord[],
-): BlockView {
-  const planInfo = describePlan(plan);
+function toBlockView(entry: ArchivedBlock): BlockView {
+  const { id, block, pvbs } = entry;
+  let runs = entry.hookRuns;
+  // A hook still `running` in a block that has ended will never report: its job was cut off.
+  if (block?.state !== undefined && ENDED_BLOCK_STATES.has(block.state)) {
+    runs = runs.map((r) => (r.outcome === 'running' ? interruptedRun(r, 'its block ended without it') : r));
+  }
   return {
     id,
     state: block?.state ?? 'Pending',
-    pods: planInfo.pods,
-    itemCount: planInfo.itemCount,
+    pods: entry.pods,
+    itemCount: entry.itemCount,
     itemsWritten: numberOrUndefined(block?.itemsWritten),
     failedPods: block?.failedPods,
     error: typeof block?.error === 'string' ? block.error : undefined,
@@ -176,21 +247,6 @@ function toBlockView(
 }
 
 const numberOrUndefined = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
-
-/** Pods and item count from a stored block plan; tolerant, since the plan's shape belongs to the pipeline. */
-function describePlan(plan: unknown): { pods: string[]; itemCount: number } {
-  if (typeof plan !== 'object' || plan === null) return { pods: [], itemCount: 0 };
-  const p = plan as Record<string, unknown>;
-  const pods = Array.isArray(p.pods)
-    ? p.pods.map((pod) => {
-        if (typeof pod === 'string') return pod;
-        const o = (pod ?? {}) as Record<string, unknown>;
-        return `${String(o.namespace ?? '')}/${String(o.name ?? '')}`;
-      })
-    : [];
-  const itemCount = typeof p.itemCount === 'number' ? p.itemCount : Array.isArray(p.items) ? p.items.length : 0;
-  return { pods, itemCount };
-}
 
 /** When the backup's delete-backup job deletes it: created + ttl (Velero: start + ttl). */
 function expirationOf(rec: BackupRecord): number | undefined {

@@ -21,7 +21,7 @@ import {
 } from './api.schema.js';
 import type { ApiDeps } from './app.js';
 import { describeProblems } from './app.js';
-import { readBackupView, readBlockPage, toBackupSummary } from './backup-view.js';
+import { type BackupReads, toBackupSummary } from './backup-view.js';
 import { ApiError, ApiErrorCode } from './errors.js';
 
 /**
@@ -36,12 +36,12 @@ const passBodyThrough: FastifySchemaCompiler<unknown> = (route) =>
 
 const defaultSuffix = (): string => randomBytes(5).toString('hex');
 
-export const backupsRoutes: FastifyPluginAsyncZod<ApiDeps> = async (app, deps) => {
-  const { state } = deps;
+export const backupsRoutes: FastifyPluginAsyncZod<ApiDeps & { reads: BackupReads }> = async (app, deps) => {
+  const { state, reads } = deps;
   const randomSuffix = deps.randomSuffix ?? defaultSuffix;
 
   const mustGet = async (name: string) => {
-    const rec = await state.getBackup(name);
+    const rec = await reads.record(name);
     if (!rec) throw new ApiError(ApiErrorCode.notFound, `backup "${name}" does not exist`);
     return rec;
   };
@@ -90,13 +90,13 @@ export const backupsRoutes: FastifyPluginAsyncZod<ApiDeps> = async (app, deps) =
         return reply
           .code(200)
           .header('location', `/v1/backups/${name}`)
-          .send(await readBackupView(state, result.backup));
+          .send(await reads.view(result.backup));
       }
       req.log.info({ backup: name }, 'backup submitted');
       return reply
         .code(201)
         .header('location', `/v1/backups/${name}`)
-        .send(await readBackupView(state, result.backup));
+        .send(await reads.view(result.backup));
     },
   );
 
@@ -127,7 +127,7 @@ export const backupsRoutes: FastifyPluginAsyncZod<ApiDeps> = async (app, deps) =
         response: { 200: backupSchema, ...standardErrors },
       },
     },
-    async (req) => readBackupView(state, await mustGet(req.params.name)),
+    async (req) => reads.view(await mustGet(req.params.name)),
   );
 
   app.get(
@@ -142,9 +142,9 @@ export const backupsRoutes: FastifyPluginAsyncZod<ApiDeps> = async (app, deps) =
       },
     },
     async (req) => {
-      await mustGet(req.params.name);
+      const rec = await mustGet(req.params.name);
       const offset = req.query.cursor ? Number(req.query.cursor) : 0;
-      return readBlockPage(state, req.params.name, offset, req.query.limit);
+      return reads.blockPage(rec, offset, req.query.limit);
     },
   );
 
@@ -163,13 +163,10 @@ export const backupsRoutes: FastifyPluginAsyncZod<ApiDeps> = async (app, deps) =
     },
     async (req, reply) => {
       const name = req.params.name;
-      await mustGet(name);
-      const chunk = 1000;
+      const rec = await mustGet(name);
       async function* lines() {
-        for (let start = 0; ; start += chunk) {
-          const rows = await state.readLogs(name, start, start + chunk - 1);
+        for await (const rows of reads.logs(rec)) {
           if (rows.length > 0) yield `${rows.map((r) => JSON.stringify(r)).join('\n')}\n`;
-          if (rows.length < chunk) return;
         }
       }
       // A stream is piped as-is (no serializer); the schema above documents its text.

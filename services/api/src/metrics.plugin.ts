@@ -1,14 +1,15 @@
-import type { BackupState, RestoreState, ScheduleControl, ScheduleStore } from '@stowage/pipeline';
+import type { RestoreState, ScheduleControl, ScheduleStore } from '@stowage/pipeline';
 import type { Queue } from 'bullmq';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import { z } from 'zod';
 import { TERMINAL_BACKUP_PHASES } from './api.schema.js';
-import { COUNTER } from './backup-view.js';
+import { type BackupReads, COUNTER } from './backup-view.js';
 import { registerRestoreMetrics } from './restore-metrics.js';
 
 export interface MetricsOptions {
-  state: BackupState;
+  /** The API's one read path (a finished backup's PVBs are in storage). */
+  reads: BackupReads;
   queues: readonly Queue[];
   /** When given, `stowage_schedule_*` per schedule. */
   schedules?: { control: ScheduleControl; store: ScheduleStore } | undefined;
@@ -64,14 +65,15 @@ export function createApiMetrics(opts: MetricsOptions): ApiMetrics {
     if (startedAt !== undefined && completedAt !== undefined && completedAt >= startedAt) {
       backupDuration.observe({ phase }, (completedAt - startedAt) / 1000);
     }
-    const counters = await opts.state.counters(name);
+    const counters = await opts.reads.state.counters(name);
     items.inc(counters[COUNTER.itemsBackedUp] ?? 0);
     hookRuns.inc(counters[COUNTER.hooksAttempted] ?? 0);
     hookFailures.inc(counters[COUNTER.hooksFailed] ?? 0);
-    const pvbNames = await opts.state.allPvbNames(name);
-    for (let i = 0; i < pvbNames.length; i += 500) {
-      for (const p of await opts.state.getPvbs(name, pvbNames.slice(i, i + 500))) {
-        if (!p?.startTimestamp || !p.completionTimestamp) continue;
+    const rec = await opts.reads.record(name);
+    if (!rec) return;
+    for await (const pvbs of opts.reads.pvbs(rec)) {
+      for (const p of pvbs) {
+        if (!p.startTimestamp || !p.completionTimestamp) continue;
         const seconds = (Date.parse(p.completionTimestamp) - Date.parse(p.startTimestamp)) / 1000;
         if (Number.isFinite(seconds) && seconds >= 0) pvbDuration.observe({ phase: p.phase }, seconds);
       }
@@ -92,8 +94,9 @@ export function createApiMetrics(opts: MetricsOptions): ApiMetrics {
 
   /** Counts backups by phase; observes backups that ended since the last scrape. */
   const refreshFromState = async (): Promise<void> => {
-    const redis = opts.state.redis;
-    const names = await redis.zrange(`${opts.state.prefix}:backups`, 0, -1);
+    const { state } = opts.reads;
+    const redis = state.redis;
+    const names = await redis.zrange(`${state.prefix}:backups`, 0, -1);
     const byPhase = new Map<string, number>();
     const present = new Set(names);
     for (const name of endedPhase.keys()) if (!present.has(name)) endedPhase.delete(name);
@@ -106,7 +109,7 @@ export function createApiMetrics(opts: MetricsOptions): ApiMetrics {
     for (let i = 0; i < toRead.length; i += 500) {
       const slice = toRead.slice(i, i + 500);
       const pipe = redis.pipeline();
-      for (const n of slice) pipe.hmget(opts.state.key(n, 'rec'), 'phase', 'startedAt', 'completedAt');
+      for (const n of slice) pipe.hmget(state.key(n, 'rec'), 'phase', 'startedAt', 'completedAt');
       const rows = (await pipe.exec()) ?? [];
       for (let j = 0; j < slice.length; j++) {
         const [phase, startedAt, completedAt] = (rows[j]?.[1] as Array<string | null> | undefined) ?? [];

@@ -5,23 +5,22 @@ import {
   type AssembleResult,
   assembleTarball,
   type BackupItem,
-  type BackupResults,
-  type ResultSet,
   restageItems,
   StorageError,
   StorageErrorCode,
   writeBackupMetadata,
-  writeLogsSidecar,
   writePodVolumeBackupsSidecar,
   writeResourceListSidecar,
-  writeResultsSidecar,
 } from '@stowage/storage';
 import type { Job } from 'bullmq';
 import { PipelineError, PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
 import { decideBackupPhase } from '../phase.js';
 import { type BlockPlan, podKey } from '../plan/block-plan.js';
 import type { PipelineRuntime } from '../runtime.js';
-import { type BackupRecord, ENDED_BACKUP_PHASES, type LogLine } from '../state/backup-state.js';
+import { writeBackupArchive } from '../state/backup-archive.js';
+import { type BackupRecord, ENDED_BACKUP_PHASES } from '../state/backup-state.js';
+
+export { resultsFromLogs } from '../state/backup-archive.js';
 
 export interface FinalizeResult {
   phase: string;
@@ -31,9 +30,14 @@ export interface FinalizeResult {
 
 /**
  * finalize: runs after plan and every block's post-hooks job. Assembles the Velero layout —
- * tarball, velero-backup.json, -podvolumebackups.json.gz, -resource-list.json.gz, -logs.gz,
- * -results.gz — decides the final phase from the counters, and drops the item manifests from
- * Redis. Safe to run twice: every write replaces the same key, phases move by CAS.
+ * tarball, -podvolumebackups.json.gz, -resource-list.json.gz — decides the final phase from the
+ * counters and records it; then writes what the backup's views show to storage (the Stowage
+ * sidecars, -logs.gz, -results.gz), velero-backup.json last (the final marker), and only then
+ * drops everything but the catalogue entry from Redis (DESIGN §10).
+ *
+ * Safe to run twice, and to be cut off anywhere: every write replaces the same key, phases move by
+ * CAS. A run that finds the phase ended but the backup not archived (cut off after the phase moved)
+ * writes the archive and the marker again from Redis; one that finds it archived finishes the drop.
  */
 export async function processFinalize(rt: PipelineRuntime, job: Job, _token: string | undefined): Promise<FinalizeResult> {
   const { deps } = rt;
@@ -42,7 +46,12 @@ export async function processFinalize(rt: PipelineRuntime, job: Job, _token: str
   const { backupName } = data;
   const record = await state.getBackup(backupName);
   if (!record) throw new UnrecoverablePipelineError(PipelineErrorCode.backupMissing, `backup ${backupName} has no record`);
+  if (record.archivedAt !== undefined) {
+    await state.dropInFlightState(backupName);
+    return { phase: record.phase, items: 0, pvbs: 0 };
+  }
   if ((ENDED_BACKUP_PHASES as readonly string[]).includes(record.phase)) {
+    await archiveEnded(rt, record);
     return { phase: record.phase, items: 0, pvbs: 0 };
   }
 
@@ -111,30 +120,32 @@ export async function processFinalize(rt: PipelineRuntime, job: Job, _token: str
   if (decision.reasons.length > 0) await state.log(backupName, { level: 'info', msg: `phase ${phase}: ${decision.reasons.join('; ')}` });
   const completedAt = clock.now();
 
-  const logs = await state.readLogs(backupName);
-  await Promise.all([
-    writeResourceListSidecar(storage, backupName, assembled.resourceList),
-    writeLogsSidecar(
-      storage,
-      backupName,
-      logs.map((l) => JSON.stringify(l)),
-    ),
-    writeResultsSidecar(storage, backupName, resultsFromLogs(logs)),
-  ]);
-  // velero-backup.json last: it marks the backup as complete in storage.
-  await writeBackupMetadata(
-    storage,
-    backupName,
-    veleroBackupJson(latest, phase, decision.reasons, completedAt, counters, deps.config.namespace),
-  );
+  await writeResourceListSidecar(storage, backupName, assembled.resourceList);
 
   const moved = await state.transitionPhase(backupName, ['Finalizing', 'New', 'InProgress'], phase, {
     completedAt,
     ...(phase !== 'Completed' && phase !== 'FailedValidation' ? { failureReason: decision.reasons.join('; ') } : {}),
   });
-  await state.dropItems(backupName);
+  const ended = await state.getBackup(backupName);
+  if (!ended) throw new UnrecoverablePipelineError(PipelineErrorCode.backupMissing, `backup ${backupName} has no record`);
+  await archiveEnded(rt, ended);
   deps.logger.info({ backup: backupName, phase: moved.phase, items: assembled.items, pvbs: pvbObjects.length }, 'backup finished');
   return { phase: moved.phase ?? phase, items: assembled.items, pvbs: pvbObjects.length };
+}
+
+/**
+ * An ended backup into storage, then out of Redis: the Stowage sidecars and logs/results (from the
+ * state in Redis, the terminal event included), velero-backup.json last — a backup without it is
+ * being written, never finished — and only then the record marked archived and the rest dropped.
+ */
+async function archiveEnded(rt: PipelineRuntime, record: BackupRecord): Promise<void> {
+  const { state, storage } = rt.deps;
+  const manifest = await writeBackupArchive(storage, state, record);
+  // undefined: another run of this finalize archived it meanwhile (and wrote the marker before that).
+  if (!manifest) return;
+  await writeBackupMetadata(storage, record.name, veleroBackupJson(record, manifest.counters, rt.deps.config.namespace));
+  await state.updateBackup(record.name, { archivedAt: rt.deps.clock.now(), pvbPhases: manifest.pvbPhases });
+  await state.dropInFlightState(record.name);
 }
 
 /**
@@ -199,39 +210,15 @@ function soloBlockIdOf(backupName: string, jobId: string): string | undefined {
   return blockId !== '' && blockJobId(backupName, blockId) === jobId ? blockId : undefined;
 }
 
-/** Velero's results file: errors and warnings for Velero itself, cluster-scoped items, and per namespace. */
-export function resultsFromLogs(logs: readonly LogLine[]): BackupResults {
-  const errors: ResultSet = {};
-  const warnings: ResultSet = {};
-  for (const line of logs) {
-    const set = line.level === 'error' ? errors : line.level === 'warn' ? warnings : undefined;
-    if (!set) continue;
-    const ns = typeof line.namespace === 'string' && line.namespace ? line.namespace : undefined;
-    if (ns) {
-      const byNamespace = set.namespaces ?? {};
-      set.namespaces = byNamespace;
-      byNamespace[ns] = [...(byNamespace[ns] ?? []), line.msg];
-    } else {
-      set.velero = [...(set.velero ?? []), line.msg];
-    }
-  }
-  return { errors, warnings };
-}
-
 function iso(ms: number | undefined): string | undefined {
   return ms === undefined ? undefined : new Date(ms).toISOString();
 }
 
-/** The Backup object as Velero writes it to `velero-backup.json` (spec and status). */
-function veleroBackupJson(
-  record: BackupRecord,
-  phase: string,
-  reasons: readonly string[],
-  completedAt: number,
-  counters: Record<string, number>,
-  namespace: string,
-): unknown {
+/** The Backup object as Velero writes it to `velero-backup.json` (spec and status), from the ended record. */
+function veleroBackupJson(record: BackupRecord, counters: Record<string, number>, namespace: string): unknown {
   const spec = (record.spec ?? {}) as { ttlMs?: number };
+  const { phase } = record;
+  const completedAt = record.completedAt ?? record.createdAt;
   return {
     apiVersion: 'velero.io/v1',
     kind: 'Backup',
@@ -255,7 +242,7 @@ function veleroBackupJson(
       },
       errors: counters.errors ?? 0,
       warnings: counters.warnings ?? 0,
-      ...(reasons.length > 0 && phase !== 'Completed' ? { failureReason: reasons.join('; ') } : {}),
+      ...(record.failureReason && phase !== 'Completed' ? { failureReason: record.failureReason } : {}),
     },
   };
 }

@@ -31,10 +31,16 @@ export { type HookRunRecord, interruptedRun, type LogLine };
  * - `K:pvb:<n>` hash   one PVB's live state (block, pod, node, volume, phase, bytes, ...)
  * - `K:hooks`   list   every hook run as JSON, in order of completion
  * - `<prefix>:backups` zset of backup names by creation time (the index for listing)
+ *
+ * Once a backup has ended and finalize has written everything its views show to storage
+ * (backup-archive.ts), only `K:rec` (with `archivedAt`) and `K:cnt` stay — the catalogue entry,
+ * a few hundred bytes whatever the backup's size — and the index entry; `dropInFlightState`
+ * removes the rest.
  */
 
 type ScriptArg = string | number;
 interface StateScriptCommands {
+  stowageCatalogueBackup(recordKey: string, countersKey: string, ...args: ScriptArg[]): Promise<number>;
   stowagePutPlans(planKey: string, itemsKey: string, orderKey: string, ...args: ScriptArg[]): Promise<number>;
   stowageRegisterPvb(pvbKey: string, setKey: string, ...args: ScriptArg[]): Promise<number>;
   stowageRegisterPvbs(numberOfKeys: number, ...keysAndArgs: string[]): Promise<string[][]>;
@@ -94,6 +100,13 @@ export interface BackupRecord extends RunRecord {
   /** Set by plan when every block was added (a re-run of plan after this changes nothing). */
   planCompletedAt?: number;
   planSummary?: unknown;
+  /**
+   * Set once everything the backup's views show is in storage (backup-archive.ts): the views read
+   * it from there, and Redis holds only this record and the counters.
+   */
+  archivedAt?: number;
+  /** PVBs by phase at the end (kept with the catalogue entry, since the PVB records are dropped). */
+  pvbPhases?: Record<string, number>;
 }
 
 export interface BlockStateRecord {
@@ -137,8 +150,8 @@ const BACKUP_RUN_KIND = {
   index: 'backups',
   eventPrefix: 'backup',
   endedPhases: ENDED_BACKUP_PHASES,
-  jsonFields: new Set(['spec', 'planSummary']),
-  numberFields: new Set(['createdAt', 'startedAt', 'completedAt', 'fsDeadlineAt', 'cancelRequestedAt', 'planCompletedAt']),
+  jsonFields: new Set(['spec', 'planSummary', 'pvbPhases']),
+  numberFields: new Set(['createdAt', 'startedAt', 'completedAt', 'fsDeadlineAt', 'cancelRequestedAt', 'planCompletedAt', 'archivedAt']),
 };
 
 export class BackupState extends RunState<BackupRecord> {
@@ -163,6 +176,47 @@ export class BackupState extends RunState<BackupRecord> {
 
   listBackups(opts: { limit: number; cursor?: string; phase?: string }): Promise<{ items: BackupRecord[]; nextCursor?: string }> {
     return this.listRuns(opts);
+  }
+
+  /**
+   * Adds a backup found in storage (backup sync) with its counters, unless a backup of that name
+   * is recorded already. `added`: whether it was added now; `known`: a record of that name exists
+   * that is not a catalogue entry (a running backup; nothing is changed then, and it is not indexed).
+   */
+  async catalogueBackup(
+    record: BackupRecord,
+    counters: Readonly<Record<string, number>>,
+  ): Promise<{ added: boolean; known?: 'other-record' }> {
+    const fields = this.encodeRecord(record);
+    const counterFields = Object.entries(counters).flatMap(([k, v]) => [k, String(v)]);
+    const added = await this.cmd<StateScriptCommands>().stowageCatalogueBackup(
+      this.key(record.name, 'rec'),
+      this.key(record.name, 'cnt'),
+      fields.length / 2,
+      ...fields,
+      ...counterFields,
+    );
+    if (added === 0) return { added: false, known: 'other-record' };
+    // Indexed also when the entry existed: a crash between the script and this ZADD must not leave it unlisted.
+    await this.redis.zadd(this.indexKey, 'NX', record.createdAt, record.name);
+    return { added: added === 1 };
+  }
+
+  /** Every backup name in the catalogue (the index), oldest first. */
+  async allBackupNames(): Promise<string[]> {
+    return await this.redis.zrange(this.indexKey, 0, -1);
+  }
+
+  /**
+   * Drops everything of an ended backup but its record and counters (the catalogue entry), once
+   * storage holds what its views show. Safe to repeat, and after a crash midway: the block order
+   * and the PVB set, which name the other keys, go last.
+   */
+  async dropInFlightState(name: string): Promise<void> {
+    const [blockIds, pvbNames] = await Promise.all([this.redis.lrange(this.key(name, 'border'), 0, -1), this.allPvbNames(name)]);
+    const keys = [...blockIds.map((id) => this.key(name, `b:${id}`)), ...pvbNames.map((p) => this.key(name, `pvb:${p}`))];
+    for (let i = 0; i < keys.length; i += 500) await this.redis.unlink(...keys.slice(i, i + 500));
+    await this.redis.unlink(...['once', 'events', 'logs', 'plan', 'items', 'hooks', 'border', 'pvbset'].map((s) => this.key(name, s)));
   }
 
   /** Removes every key of the backup and its index entry. */
@@ -196,6 +250,13 @@ export class BackupState extends RunState<BackupRecord> {
       ...planArgs,
       ...itemArgs,
     );
+  }
+
+  /** The plans of several blocks (one HMGET), in the order asked. */
+  async getBlockPlans<T = unknown>(name: string, blockIds: readonly string[]): Promise<Array<T | undefined>> {
+    if (blockIds.length === 0) return [];
+    const rows = await this.redis.hmget(this.key(name, 'plan'), ...blockIds);
+    return rows.map((raw) => (raw ? (JSON.parse(raw) as T) : undefined));
   }
 
   async getBlockPlan<T = unknown>(name: string, blockId: string): Promise<T | undefined> {

@@ -16,6 +16,32 @@ redis.call('HSET', KEYS[1], unpack(ARGV))
 return 1`,
   },
   /**
+   * Adds a finished backup found in storage to the catalogue unless a record of that name exists
+   * (backup sync: what Redis knows always wins). KEYS[1] record hash, KEYS[2] counters hash.
+   * ARGV[1] number of record field/value pairs n, ARGV[2..2n+1] record pairs, then counter pairs.
+   * Returns 1 when added; 2 when a catalogue entry of that name exists (archived); 0 when some
+   * other record of that name exists (a running backup, or a stray write after Redis was emptied).
+   */
+  stowageCatalogueBackup: {
+    numberOfKeys: 2,
+    lua: `
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  if redis.call('HEXISTS', KEYS[1], 'archivedAt') == 1 then return 2 end
+  return 0
+end
+local n = tonumber(ARGV[1])
+local rec = {}
+for i = 2, 2 * n + 1 do rec[#rec + 1] = ARGV[i] end
+redis.call('HSET', KEYS[1], unpack(rec))
+redis.call('DEL', KEYS[2])
+if #ARGV > 2 * n + 1 then
+  local cnt = {}
+  for i = 2 * n + 2, #ARGV do cnt[#cnt + 1] = ARGV[i] end
+  redis.call('HSET', KEYS[2], unpack(cnt))
+end
+return 1`,
+  },
+  /**
    * Compare-and-set of the phase.
    * KEYS[1] record hash. ARGV[1] new phase, ARGV[2] JSON array of allowed current phases,
    * ARGV[3..] extra field/value pairs set together with the phase.

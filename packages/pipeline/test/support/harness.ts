@@ -114,13 +114,13 @@ export async function waitFor<T>(what: string, check: () => Promise<T | undefine
 
 const ENDED = new Set(['Completed', 'PartiallyFailed', 'Failed', 'FailedValidation', 'Canceled']);
 
-/** Waits until the backup reaches a final phase; returns it. */
+/** Waits until the backup reaches a final phase and finalize has written it to storage; returns the phase. */
 export function waitForBackupEnd(state: BackupState, name: string, timeoutMs = 30_000): Promise<string> {
   return waitFor(
     `backup ${name} to end`,
     async () => {
       const rec = await state.getBackup(name);
-      return rec && ENDED.has(rec.phase) ? rec.phase : undefined;
+      return rec && ENDED.has(rec.phase) && rec.archivedAt !== undefined ? rec.phase : undefined;
     },
     timeoutMs,
   );

@@ -1,0 +1,162 @@
+import { BackupArchiveReader, type BackupRecord, type BackupState, ENDED_BACKUP_PHASES } from '@stowage/pipeline';
+import { BACKUPS_ROOT, type BackupStorage, backupLayout, stowageSidecarLayout } from '@stowage/storage';
+import type { Logger } from 'pino';
+
+/*
+ * Backup sync (Velero's, DESIGN §10): the catalogue in Redis follows the backups in storage. A
+ * finished backup in storage that Redis does not know is added (a fresh install, or Redis lost);
+ * a catalogued finished backup whose storage is gone is removed. Storage is read only through the
+ * BackupStorage interface (list, getObject, exists), so it works on every backend.
+ *
+ * Finished means "has its final marker": finalize writes velero-backup.json last, after the Stowage
+ * sidecars. A directory without it is a backup being written — or, when Redis has no record of it,
+ * one whose state was lost while it ran: that one is listed as Failed, saying so, never as finished.
+ */
+
+export interface BackupSyncOptions {
+  state: BackupState;
+  storage: Pick<BackupStorage, 'list' | 'getObject' | 'exists'>;
+  logger: Pick<Logger, 'info' | 'warn'>;
+  now?: () => number;
+}
+
+export interface BackupSyncResult {
+  /** Finished backups found in storage and added to the catalogue. */
+  added: string[];
+  /** Backups in storage without their final marker and unknown to Redis: catalogued as Failed. */
+  lost: string[];
+  /** Catalogue entries removed because their backup is no longer in storage. */
+  removed: string[];
+  /** Backups in storage that could not be catalogued, with the reason (also logged). */
+  skipped: Array<{ name: string; reason: string }>;
+}
+
+/** failureReason of a backup whose state in Redis was lost while it ran (exported for tests). */
+export const LOST_IN_FLIGHT_REASON =
+  'the backup was still running when its state in Redis was lost; storage holds only part of it (no final velero-backup.json), so it cannot be used';
+
+const ENDED: ReadonlySet<string> = new Set(ENDED_BACKUP_PHASES);
+
+/** One pass of backup sync. Safe to run concurrently from several replicas (every add is atomic per name). */
+export async function syncBackupCatalogue(opts: BackupSyncOptions): Promise<BackupSyncResult> {
+  const { state, storage, logger } = opts;
+  const now = opts.now ?? Date.now;
+  const reader = new BackupArchiveReader(storage);
+  const result: BackupSyncResult = { added: [], lost: [], removed: [], skipped: [] };
+
+  // Storage first, then Redis: a backup created in between has a record before its first object.
+  const inStorage = new Map<string, { marker: boolean }>();
+  for (const key of await storage.list(BACKUPS_ROOT)) {
+    const rest = key.slice(BACKUPS_ROOT.length);
+    const slash = rest.indexOf('/');
+    if (slash <= 0) continue;
+    const name = rest.slice(0, slash);
+    const entry = inStorage.get(name) ?? { marker: false };
+    if (rest.slice(slash + 1) === 'velero-backup.json') entry.marker = true;
+    inStorage.set(name, entry);
+  }
+  const known = new Set(await state.allBackupNames());
+
+  for (const [name, { marker }] of inStorage) {
+    if (known.has(name)) continue;
+    try {
+      if (marker) await addFinished(name);
+      else await addLost(name);
+    } catch (err) {
+      const reason = (err as Error).message;
+      result.skipped.push({ name, reason });
+      logger.warn({ backup: name, err: reason }, 'backup sync: could not catalogue a backup found in storage');
+    }
+  }
+
+  for (const name of known) {
+    if (inStorage.get(name)?.marker) continue;
+    const rec = await state.getBackup(name);
+    // Only entries that stand for storage (finished, or lost in flight) follow it; a running backup never.
+    if (rec?.archivedAt === undefined) continue;
+    // Re-checked now: the listing may predate the backup's final write.
+    const gone =
+      rec.failureReason === LOST_IN_FLIGHT_REASON
+        ? (await storage.list(backupLayout(name).dir)).length === 0
+        : !(await storage.exists(backupLayout(name).metadata));
+    if (!gone) continue;
+    await state.deleteBackup(name);
+    result.removed.push(name);
+    logger.info({ backup: name }, 'backup sync: removed a backup deleted from storage');
+  }
+  return result;
+
+  async function addFinished(name: string): Promise<void> {
+    const manifest = await reader.manifest(name);
+    if (!manifest)
+      throw new Error(
+        `${backupLayout(name).metadata} exists but ${stowageSidecarLayout(name).manifest} does not (not written by this Stowage)`,
+      );
+    const { record } = manifest;
+    if (record.name !== name) throw new Error(`${stowageSidecarLayout(name).manifest} names backup "${record.name}", not "${name}"`);
+    if (!ENDED.has(record.phase)) throw new Error(`${stowageSidecarLayout(name).manifest} has phase ${record.phase}, not an ended one`);
+    const { added, known } = await state.catalogueBackup(
+      { ...record, archivedAt: now(), pvbPhases: manifest.pvbPhases },
+      manifest.counters,
+    );
+    if (known) throw new Error('Redis holds a record of that name that is not in the catalogue (a stray write after its data was lost?)');
+    if (!added) return;
+    result.added.push(name);
+    logger.info({ backup: name, phase: record.phase }, 'backup sync: added a finished backup found in storage');
+  }
+
+  async function addLost(name: string): Promise<void> {
+    // Still there? (A DELETE may have removed it, and then its record, since the listing.)
+    if ((await storage.list(backupLayout(name).dir)).length === 0) return;
+    const at = now();
+    const record: BackupRecord = {
+      name,
+      uid: '',
+      spec: {},
+      phase: 'Failed',
+      createdAt: at,
+      completedAt: at,
+      failureReason: LOST_IN_FLIGHT_REASON,
+      archivedAt: at,
+      pvbPhases: {},
+    };
+    const { added, known } = await state.catalogueBackup(record, { errors: 1 });
+    if (known) throw new Error('Redis holds a record of that name that is not in the catalogue (a stray write after its data was lost?)');
+    if (!added) return;
+    result.lost.push(name);
+    logger.warn({ backup: name }, `backup sync: ${LOST_IN_FLIGHT_REASON}`);
+  }
+}
+
+export interface BackupSyncLoop {
+  /** Ends the loop (a pass under way finishes first). */
+  stop(): Promise<void>;
+}
+
+/**
+ * Runs backup sync every `intervalMs` (0 = never after the first pass, which the caller awaits with
+ * syncBackupCatalogue). Passes never overlap; a failed pass is logged and the next one tries again.
+ */
+export function startBackupSyncLoop(opts: BackupSyncOptions & { intervalMs: number }): BackupSyncLoop {
+  let running: Promise<unknown> | undefined;
+  let stopped = false;
+  const timer =
+    opts.intervalMs > 0
+      ? setInterval(() => {
+          if (running || stopped) return;
+          running = syncBackupCatalogue(opts)
+            .catch((err: Error) => opts.logger.warn({ err: err.message }, 'backup sync failed; retrying at the next interval'))
+            .finally(() => {
+              running = undefined;
+            });
+        }, opts.intervalMs)
+      : undefined;
+  timer?.unref();
+  return {
+    async stop() {
+      stopped = true;
+      if (timer) clearInterval(timer);
+      await running;
+    },
+  };
+}
