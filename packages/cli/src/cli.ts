@@ -7,8 +7,8 @@ import { type BackupSpecFlags, mergeRequest, readSpecFile } from './backup-spec.
 import { CliError, CliErrorCode, ExitCode, formatCliError, isCliError } from './errors.js';
 import { followBackup } from './follow.js';
 import { formatBytes, formatDuration, formatTable, msBetween } from './format.js';
-import { runScheduleCommand, SCHEDULE_USAGE } from './schedule-commands.js';
 import { RESTORE_USAGE, runRestoreCommand } from './restore-command.js';
+import { runScheduleCommand, SCHEDULE_USAGE } from './schedule-commands.js';
 
 /** Where the CLI writes; injected so tests and the demo can capture it. */
 export interface CliIo {

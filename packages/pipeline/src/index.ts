@@ -16,15 +16,13 @@ export type { FinalizeResult } from './processors/finalize.processor.js';
 export type { ItemBlockResult } from './processors/item-block.processor.js';
 export type { PlanResult } from './processors/plan.processor.js';
 export type { PostHooksResult } from './processors/post-hooks.processor.js';
-export type { RunScheduleResult } from './processors/run-schedule.processor.js';
-export { type CreateScheduleResult, jobSchedulerId, ScheduleControl, type ScheduleStatus } from './schedules/schedule-control.js';
-export { type ScheduleRecord, type ScheduleSkip, ScheduleStore } from './schedules/schedule-store.js';
 export type { PvrWatchResult } from './processors/pvr-watch.processor.js';
 export { decideRestorePhase, type RestoreFinalizeResult } from './processors/restore-finalize.processor.js';
 export type { RestoreHooksResult } from './processors/restore-hooks.processor.js';
 export type { RestoreItemsResult } from './processors/restore-items.processor.js';
 export type { RestorePlanResult } from './processors/restore-plan.processor.js';
 export type { RestoreTierResult } from './processors/restore-tier.processor.js';
+export type { RunScheduleResult } from './processors/run-schedule.processor.js';
 export { PvbInformerHub } from './pvb/pvb-informer-hub.js';
 export type { PvbWatchResult } from './pvb/pvb-observation.js';
 export { InFlightLimit } from './restore/in-flight-limit.js';
@@ -46,6 +44,8 @@ export {
   type SubmitRestoreResult,
   submitRestore,
 } from './restore/restore-submit.js';
+export { type CreateScheduleResult, jobSchedulerId, ScheduleControl, type ScheduleStatus } from './schedules/schedule-control.js';
+export { type ScheduleRecord, type ScheduleSkip, ScheduleStore } from './schedules/schedule-store.js';
 export {
   ARCHIVE_BLOCKS_PER_PAGE,
   ARCHIVE_EVENTS_PER_SEGMENT,

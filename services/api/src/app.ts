@@ -24,8 +24,8 @@ import { ApiError, ApiErrorCode, type ApiProblem, errorBody, HTTP_STATUS_OF } fr
 import { healthRoutes } from './health.routes.js';
 import { metricsPlugin } from './metrics.plugin.js';
 import { queuesDashboardPlugin } from './queues-dashboard.plugin.js';
-import { type ScheduleRoutesDeps, schedulesRoutes } from './schedules.routes.js';
 import { type RestoreRoutesDeps, restoresRoutes } from './restores.routes.js';
+import { type ScheduleRoutesDeps, schedulesRoutes } from './schedules.routes.js';
 import { sessionRoutes } from './session.routes.js';
 import { createSessionCookies, DEFAULT_SESSION_TTL_MS } from './session-cookie.js';
 
