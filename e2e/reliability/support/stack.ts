@@ -22,6 +22,7 @@ import { type NodeAgent, type NodeAgentOptions, startNodeAgent } from '../../../
 
 export const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 export const CRD_PATH = join(REPO_ROOT, 'k8s/base/crd-podvolumebackups.yaml');
+export const PVR_CRD_PATH = join(REPO_ROOT, 'k8s/base/crd-podvolumerestores.yaml');
 const TSX_LOADER = pathToFileURL(createRequire(join(REPO_ROOT, 'package.json')).resolve('tsx')).href;
 
 const MAINS = {
@@ -190,7 +191,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
   const sim = await startSimulator({
     fixture: opts.fixture,
     port: 0,
-    extraManifests: opts.withCrd === false ? [] : [CRD_PATH],
+    extraManifests: opts.withCrd === false ? [] : [CRD_PATH, PVR_CRD_PATH],
     ...(opts.materializeVolumes ? { materializeVolumes: opts.materializeVolumes } : {}),
   });
   const storageDir = await mkdtemp(join(tmpdir(), 'stowage-reliability-'));
