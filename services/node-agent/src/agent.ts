@@ -162,16 +162,22 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
     });
   };
 
-  // PVRs are taken by the node their pod runs on: the pods of this node, by uid.
+  // PVRs are taken by the node their pod runs on: the pods of this node, by uid (an index kept
+  // from the informer's events, so matching every PVR to its pod is a lookup, not a scan).
+  const podsByUid = new Map<string, PodOnNode>();
   const podsHere = watchPods(kube, {
     fieldSelector: `spec.nodeName=${nodeName}`,
-    onEvent: () => schedule(),
+    onEvent: (event) => {
+      const pod = event.object as PodOnNode;
+      const uid = pod.metadata?.uid;
+      if (!uid) return;
+      if (event.type === 'DELETED' || pod.spec?.nodeName !== nodeName) podsByUid.delete(uid);
+      else podsByUid.set(uid, pod);
+      schedule();
+    },
     onError: (err) => log.warn({ err: err.message, code: err.code }, 'pod watch problem (it recovers by itself)'),
   });
-  const podOnNode = (uid: string): PodOnNode | undefined => {
-    for (const pod of podsHere.list() as PodOnNode[]) if (pod.metadata?.uid === uid && pod.spec?.nodeName === nodeName) return pod;
-    return undefined;
-  };
+  const podOnNode = (uid: string): PodOnNode | undefined => podsByUid.get(uid);
 
   const sourceDeps = {
     log,
