@@ -1,10 +1,12 @@
 import {
   type BackupRecord,
   type BackupState,
+  type BlockPlan,
   type BlockStateRecord,
   type HookRunRecord,
   interruptedRun,
   type PvbStateRecord,
+  volumeOutcomes,
 } from '@stowage/pipeline';
 import type { z } from 'zod';
 import { type backupSchema, type backupSummarySchema, type blockSchema, PVB_PHASES, type pvbCountsSchema } from './api.schema.js';
@@ -151,6 +153,7 @@ function toBlockView(
       startTimestamp: typeof p.startTimestamp === 'string' ? p.startTimestamp : undefined,
       completionTimestamp: typeof p.completionTimestamp === 'string' ? p.completionTimestamp : undefined,
     })),
+    volumes: isBlockPlan(plan) ? volumeOutcomes(plan, block) : [],
     hookRuns: runs.map((r) => {
       const startedAt = numberOrUndefined(r.startedAt);
       const endedAt = numberOrUndefined(r.endedAt);
@@ -172,6 +175,9 @@ function toBlockView(
     }),
   };
 }
+
+const isBlockPlan = (plan: unknown): plan is { pods: BlockPlan['pods'] } =>
+  typeof plan === 'object' && plan !== null && Array.isArray((plan as { pods?: unknown }).pods);
 
 const numberOrUndefined = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
 
