@@ -29,7 +29,6 @@ import {
   isNamespaceIncluded,
   isResourceIncluded,
   matchesBackupSelectors,
-  type SelectableItem,
   type SelectionSpec,
 } from './resource-selection.js';
 

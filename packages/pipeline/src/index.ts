@@ -11,6 +11,7 @@ export {
 } from './deps.js';
 export { PipelineError, PipelineErrorCode, UnrecoverablePipelineError } from './errors.js';
 export type { BlockPlan, HookPhase, PlannedHook, PlannedItem, PlannedPod, PlannedVolume, PlanSkip } from './plan/block-plan.js';
+export { type VolumeOutcome, volumeOutcomes } from './plan/volume-outcomes.js';
 export type { DeleteBackupResult } from './processors/delete-backup.processor.js';
 export type { FinalizeResult } from './processors/finalize.processor.js';
 export type { ItemBlockResult } from './processors/item-block.processor.js';

@@ -153,6 +153,19 @@ export const blockSchema = z.object({
   completedAt: isoTime.optional(),
   podVolumeBackups: z.array(blockPvbSchema),
   hookRuns: z.array(hookRunSchema),
+  volumes: z
+    .array(
+      z.object({
+        pod: z.string().describe('namespace/name'),
+        volume: z.string(),
+        outcome: z.enum(['backed-up', 'planned', 'skipped', 'error']),
+        reason: z.string().optional(),
+        pvb: z.string().optional().describe('the PVB that backs it up (see podVolumeBackups)'),
+        claimName: z.string().optional(),
+      }),
+    )
+    .optional()
+    .describe("Every volume of the block's pods: backed up, planned, or skipped / an error with the reason"),
 });
 
 export const blockListSchema = z.object({ items: z.array(blockSchema), total: z.number().int(), nextCursor: z.string().optional() });

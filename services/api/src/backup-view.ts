@@ -6,11 +6,15 @@ import {
   type BackupEvent,
   type BackupRecord,
   type BackupState,
+  type BlockPlan,
+  type BlockStateRecord,
   countLivePvbPhases,
+  type HookRunRecord,
   interruptedRun,
   type LogLine,
   type PvbStateRecord,
   readLiveBlocks,
+  volumeOutcomes,
 } from '@stowage/pipeline';
 import type { BackupStorage } from '@stowage/storage';
 import type { z } from 'zod';
@@ -224,6 +228,7 @@ function toBlockView(entry: ArchivedBlock): BlockView {
       startTimestamp: typeof p.startTimestamp === 'string' ? p.startTimestamp : undefined,
       completionTimestamp: typeof p.completionTimestamp === 'string' ? p.completionTimestamp : undefined,
     })),
+    volumes: isBlockPlan(entry.plan) ? volumeOutcomes(entry.plan, block) : [],
     hookRuns: runs.map((r) => {
       const startedAt = numberOrUndefined(r.startedAt);
       const endedAt = numberOrUndefined(r.endedAt);
@@ -245,6 +250,9 @@ function toBlockView(entry: ArchivedBlock): BlockView {
     }),
   };
 }
+
+const isBlockPlan = (plan: unknown): plan is { pods: BlockPlan['pods'] } =>
+  typeof plan === 'object' && plan !== null && Array.isArray((plan as { pods?: unknown }).pods);
 
 const numberOrUndefined = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
 

@@ -64,6 +64,63 @@ describe('every answer matches its declared schema', () => {
     await call('GET /v1/backups', '/v1/backups?limit=0'); // 400
     await call('GET /v1/backups/:name/blocks', '/v1/backups/schema-1/blocks');
 
+    // Every volume of a block's pods is listed with what became of it (a plan as the planner stores it).
+    const volume = (name: string, more: Record<string, unknown>) => ({ name, ...more });
+    const plannedPod = (name: string, volumes: unknown[]) => ({
+      namespace: 'app',
+      name,
+      uid: `u-${name}`,
+      node: 'n1',
+      itemKey: `pods/app/${name}`,
+      hooks: { pre: [], post: [] },
+      volumes,
+    });
+    await h.state.putBlockPlans('schema-1', [
+      {
+        id: 'blk-volumes',
+        plan: {
+          id: 'blk-volumes',
+          items: [],
+          skips: [],
+          pods: [
+            plannedPod('a', [volume('data', { action: 'fs-backup', claimName: 'db', pvbName: 'pvb-a' })]),
+            plannedPod('b', [
+              volume('data', {
+                action: 'skip',
+                claimName: 'db',
+                pvbName: 'pvb-b',
+                claimedBy: 'app/a',
+                reason: 'PVC db is already backed up through pod app/a',
+              }),
+            ]),
+            plannedPod('c', [volume('creds', { action: 'skip', reason: 'secret volumes are never backed up' })]),
+          ],
+        },
+        items: [],
+      },
+    ]);
+    await h.state.updateBlock('schema-1', 'blk-volumes', { state: 'WaitingForPvbs', failedPods: ['app/a'], pvbs: ['pvb-b'] });
+    const blocks = (await call('GET /v1/backups/:name/blocks', '/v1/backups/schema-1/blocks')).json();
+    const listed = blocks.items.find((b: { id: string }) => b.id === 'blk-volumes');
+    expect(listed.volumes).toEqual([
+      {
+        pod: 'app/a',
+        volume: 'data',
+        claimName: 'db',
+        outcome: 'skipped',
+        reason: 'the pod failed a pre hook with onError: Fail; PVC db is backed up through pod app/b',
+      },
+      {
+        pod: 'app/b',
+        volume: 'data',
+        claimName: 'db',
+        outcome: 'backed-up',
+        pvb: 'pvb-b',
+        reason: 'took over PVC db from pod app/a, which was not backed up',
+      },
+      { pod: 'app/c', volume: 'creds', outcome: 'skipped', reason: 'secret volumes are never backed up' },
+    ]);
+
     // With a failure reason (as the planner records one), and after it ended.
     await call('POST /v1/backups', '/v1/backups', { payload: validBody('schema-2') });
     await h.state.transitionPhase('schema-2', ['New'], 'FailedValidation', { failureReason: 'resource policy ConfigMap x is invalid' });

@@ -56,15 +56,20 @@ export class RelatedItemTracker {
   async observe(blocks: readonly ItemBlock<ClusterItem>[]): Promise<void> {
     for (const block of blocks) {
       for (const item of block.items) {
-        const groupResource = groupResourceOf(item);
-        if (item.namespaced && item.object.metadata.namespace) this.namespaces.add(item.object.metadata.namespace);
-        if (PULLED_IN.has(groupResource)) this.emitted.add(itemKey(item));
-        if (item.group !== '') this.customResources.set(groupResource, { group: item.group, resource: item.resource });
-        const isServiceAccount = item.group === '' && item.resource === 'serviceaccounts';
-        const refs = relatedClusterItems(item, isServiceAccount ? await this.clusterRoleBindings() : []);
-        for (const ref of refs) {
-          const key = `${groupResourceOf(ref)}/${ref.name}`;
-          if (!this.wanted.has(key)) this.wanted.set(key, ref);
+        // Cheap for the common case (namespaced core items): a set insert and two comparisons.
+        const meta = item.object.metadata;
+        if (item.namespaced && meta.namespace) this.namespaces.add(meta.namespace);
+        if (item.group !== '') {
+          const groupResource = `${item.resource}.${item.group}`;
+          if (!item.namespaced && PULLED_IN.has(groupResource)) this.emitted.add(itemKey(item));
+          if (!this.customResources.has(groupResource))
+            this.customResources.set(groupResource, { group: item.group, resource: item.resource });
+        } else if (item.resource === 'pods' || item.resource === 'serviceaccounts') {
+          const refs = relatedClusterItems(item, item.resource === 'serviceaccounts' ? await this.clusterRoleBindings() : []);
+          for (const ref of refs) {
+            const key = `${groupResourceOf(ref)}/${ref.name}`;
+            if (!this.wanted.has(key)) this.wanted.set(key, ref);
+          }
         }
       }
     }

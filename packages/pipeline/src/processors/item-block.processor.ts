@@ -34,6 +34,12 @@ async function runBounded(tasks: ReadonlyArray<() => Promise<unknown>>, limit: n
   if (firstError) throw firstError.error;
 }
 
+/** Names the pod's fs-backup volumes in its error (a shared PVC among them may pass to another pod: logged apart). */
+function volumesLeftOut(pod: { volumes: readonly PlannedVolume[] }): string {
+  const names = pod.volumes.filter((v) => v.action === 'fs-backup').map((v) => v.name);
+  return names.length > 0 ? `; its volumes ${names.join(', ')} get no PVB through it` : '';
+}
+
 /** What an item-block job returns to its post-hooks parent (small: it lives in the parent's hash). */
 export type ItemBlockResult =
   | { canceled: true }
@@ -134,7 +140,7 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
       await state.recordProblem(backupName, {
         level: 'error',
         onceKey: `pod-skipped:${key}`,
-        msg: `pod ${key} not backed up: a pre hook with onError: Fail failed (no item, no PVB, no post hook)`,
+        msg: `pod ${key} not backed up: a pre hook with onError: Fail failed (no item, no PVB, no post hook)${volumesLeftOut(pod)}`,
         namespace: pod.namespace,
         blockId,
         pod: key,
@@ -150,7 +156,18 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
   for (const pod of plan.pods) {
     if (failedPods.has(podKey(pod))) continue;
     for (const volume of pod.volumes) {
-      if (volume.action === 'fs-backup' && volume.pvbName && pod.node) wanted.push({ pod, volume: { ...volume, pvbName: volume.pvbName } });
+      if (volume.action !== 'fs-backup') continue;
+      if (volume.pvbName && pod.node) wanted.push({ pod, volume: { ...volume, pvbName: volume.pvbName } });
+      else {
+        // The planner never stores this; should a plan do so, the volume is an error, not a silent gap.
+        await state.recordProblem(backupName, {
+          level: 'error',
+          onceKey: `volume-unplannable:${podKey(pod)}/${volume.name}`,
+          msg: `pods/${podKey(pod)} volume ${volume.name} not backed up: its plan has ${pod.node ? 'no PVB name' : 'no node'}`,
+          namespace: pod.namespace,
+          blockId,
+        });
+      }
     }
   }
   // A PVC taken at plan time by a pod that is not backed up passes to a surviving pod that mounts
@@ -182,9 +199,10 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
   const known = new Set(block?.pvbs ?? []);
   const toCreate = canceled ? wanted.filter((w) => known.has(w.volume.pvbName)) : wanted;
   if (canceled && toCreate.length < wanted.length) {
+    const notCreated = wanted.filter((w) => !known.has(w.volume.pvbName)).map((w) => `${podKey(w.pod)} volume ${w.volume.name}`);
     await state.log(backupName, {
       level: 'info',
-      msg: `backup canceled: ${wanted.length - toCreate.length} PVBs of the block not created`,
+      msg: `backup canceled: ${wanted.length - toCreate.length} PVBs of the block not created (${notCreated.join(', ')})`,
       blockId,
     });
   }
