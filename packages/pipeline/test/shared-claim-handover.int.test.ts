@@ -5,6 +5,7 @@ import { startWorkers, submitBackup } from '@stowage/pipeline';
 import { QueueName } from '@stowage/queue';
 import { useTestRedis } from '@stowage/testing';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { readFinishedBackup } from './support/finished-backup.js';
 import { backupSpec, namespace, node, pod, pvc } from './support/fixtures.js';
 import { type Harness, startHarness, waitForBackupEnd } from './support/harness.js';
 import { sidecar } from './support/inspect.js';
@@ -90,9 +91,10 @@ describe('a shared PVC whose claiming pod fails its pre hook (real workers, simu
     await submit(name, 'share');
     expect(await waitForBackupEnd(h.deps.state, name)).toBe('PartiallyFailed');
 
-    // The plan gave the claim to share-a (the situation of the defect).
-    const [blockId] = await h.deps.state.blockIds(name);
-    const plan = await h.deps.state.getBlockPlan<BlockPlan>(name, blockId ?? '');
+    // The plan gave the claim to share-a (the situation of the defect). Read back from storage: a
+    // finished backup's plan and log live there, not in Redis.
+    const finished = await readFinishedBackup(h.deps.storage, name);
+    const plan = finished.blocks.find((b) => b.pods.includes('share/share-a'))?.plan as BlockPlan | undefined;
     expect(plan?.pods.map((p) => [p.name, p.volumes[0]?.action])).toEqual([
       ['share-a', 'fs-backup'],
       ['share-b', 'skip'],
@@ -110,7 +112,7 @@ describe('a shared PVC whose claiming pod fails its pre hook (real workers, simu
     expect(execs('share', 'share-a', POST)).toEqual([]);
 
     // The log says what happened to the PVC; the only error is share-a's hook.
-    const logs = await h.deps.state.readLogs(name);
+    const logs = finished.logs;
     expect(
       logs.some((l) => l.msg.includes('PVC share/shared is backed up through pod share/share-b') && l.msg.includes('share/share-a')),
     ).toBe(true);
@@ -130,7 +132,7 @@ describe('a shared PVC whose claiming pod fails its pre hook (real workers, simu
     expect(await waitForBackupEnd(h.deps.state, name)).toBe('PartiallyFailed');
     expect(await h.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=${name}` })).toEqual([]);
 
-    const errors = (await h.deps.state.readLogs(name)).filter((l) => l.level === 'error').map((l) => l.msg);
+    const errors = (await readFinishedBackup(h.deps.storage, name)).logs.filter((l) => l.level === 'error').map((l) => l.msg);
     const lost = errors.filter((m) => m.startsWith('PVC lost/orphaned not backed up'));
     expect(lost).toHaveLength(1);
     expect(lost[0]).toContain('lost/lost-a');

@@ -1,7 +1,15 @@
 import { useTestRedis } from '@stowage/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { z } from 'zod';
-import { acceptedSchema, backupListSchema, backupSchema, blockListSchema, deletedSchema, errorResponseSchema } from '../src/api.schema.js';
+import {
+  acceptedSchema,
+  backupListSchema,
+  backupSchema,
+  blockListSchema,
+  deletedSchema,
+  deletingSchema,
+  errorResponseSchema,
+} from '../src/api.schema.js';
 import { auth, type Harness, startHarness, validBody } from './api-harness.js';
 
 /*
@@ -18,7 +26,7 @@ const ROUTES: Record<string, Schemas> = {
   'GET /v1/backups/:name': { 200: backupSchema, ...errors },
   'GET /v1/backups/:name/blocks': { 200: blockListSchema, ...errors },
   'POST /v1/backups/:name/cancel': { 202: acceptedSchema, ...errors, 409: errorResponseSchema },
-  'DELETE /v1/backups/:name': { 200: deletedSchema, ...errors, 409: errorResponseSchema },
+  'DELETE /v1/backups/:name': { 200: deletedSchema, 202: deletingSchema, ...errors },
 };
 
 let redis: { url: string; stop: () => Promise<void> };
@@ -127,7 +135,8 @@ describe('every answer matches its declared schema', () => {
     const failed = await call('GET /v1/backups/:name', '/v1/backups/schema-2');
     expect(failed.json().failureReason).toBe('resource policy ConfigMap x is invalid');
     await call('POST /v1/backups/:name/cancel', '/v1/backups/schema-2/cancel'); // 409: ended
-    await call('DELETE /v1/backups/:name', '/v1/backups/schema-2');
+    await call('DELETE /v1/backups/:name', '/v1/backups/schema-2'); // 202: this harness runs no backups worker for the deletion job
+    await call('DELETE /v1/backups/:name', '/v1/backups/never-was'); // 404
 
     // Without one, the field is absent.
     expect('failureReason' in (await call('GET /v1/backups/:name', '/v1/backups/schema-1')).json()).toBe(false);
