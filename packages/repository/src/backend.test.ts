@@ -58,6 +58,6 @@ describe('DirectoryBackend', () => {
     const backend = new DirectoryBackend(dir, false);
     for (let i = 0; i < 40; i++) await backend.put(`packs/00/p${i}`, Buffer.from(`pack number ${i}`));
     const reads = await Promise.all(Array.from({ length: 200 }, (_, n) => backend.getRange(`packs/00/p${n % 40}`, 5, 20)));
-    reads.forEach((bytes, n) => expect(bytes.toString()).toBe(`number ${n % 40}`));
+    expect(reads.map((bytes) => bytes.toString())).toEqual(Array.from({ length: 200 }, (_, n) => `number ${n % 40}`));
   });
 });

@@ -1,6 +1,5 @@
 import type { Stats } from 'node:fs';
 import { lstat } from 'node:fs/promises';
-import { join } from 'node:path';
 import { errnoCode, RepoError, RepoErrorCode } from './errors.js';
 import type { SmallFileReader, WalkReply } from './small-file-reader.js';
 import type { TreeEntry } from './snapshot.js';
