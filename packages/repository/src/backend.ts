@@ -84,7 +84,7 @@ const READ_HANDLE_IDLE_MS = 2000;
  * its key. Parent directories are created on first use.
  */
 export class DirectoryBackend implements RepoBackend {
-  private readonly readHandles = new Map<string, Promise<number>>();
+  private readonly readHandles = new Map<string, ReadHandle>();
   private idleTimer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -178,13 +178,17 @@ export class DirectoryBackend implements RepoBackend {
       },
       async commit() {
         ended = true;
-        await tail;
         const handle = await fd;
         try {
+          await tail;
           if (durable) await datasyncFd(handle);
-        } finally {
-          await closeFd(handle);
+        } catch (error) {
+          // A failed write or sync: the object never appears, and no temp file is left behind.
+          await closeFd(handle).catch(() => {});
+          await unlink(tmp).catch(() => {});
+          throw error;
         }
+        await closeFd(handle);
         try {
           await withParents(() => rename(tmp, final), final);
         } catch (error) {
@@ -214,36 +218,43 @@ export class DirectoryBackend implements RepoBackend {
   async getRange(key: string, offset: number, length: number): Promise<Buffer> {
     let handle = this.readHandles.get(key);
     if (!handle) {
-      if (this.readHandles.size >= OPEN_READ_HANDLES) this.closeOldest();
-      handle = openFd(this.path(key), 'r');
-      handle.catch(() => {});
+      if (this.readHandles.size >= OPEN_READ_HANDLES) this.evictOldest();
+      handle = { fd: openFd(this.path(key), 'r'), users: 0, evicted: false };
+      handle.fd.catch(() => {});
       this.readHandles.set(key, handle);
     }
     this.armIdleClose();
-    let fd: number;
+    handle.users++;
     try {
-      fd = await handle;
-    } catch (cause) {
-      this.readHandles.delete(key);
-      if (errnoCode(cause) === 'ENOENT') throw new ObjectNotFoundError(key, { cause });
-      throw cause;
+      let fd: number;
+      try {
+        fd = await handle.fd;
+      } catch (cause) {
+        if (this.readHandles.get(key) === handle) this.readHandles.delete(key);
+        if (errnoCode(cause) === 'ENOENT') throw new ObjectNotFoundError(key, { cause });
+        throw cause;
+      }
+      const buffer = Buffer.allocUnsafe(length);
+      let filled = 0;
+      while (filled < length) {
+        const n = await readFd(fd, buffer, filled, length - filled, offset + filled);
+        if (n === 0) break;
+        filled += n;
+      }
+      return filled < length ? buffer.subarray(0, filled) : buffer;
+    } finally {
+      handle.users--;
+      if (handle.evicted && handle.users === 0) closeHandle(handle);
     }
-    const buffer = Buffer.allocUnsafe(length);
-    let filled = 0;
-    while (filled < length) {
-      const n = await readFd(fd, buffer, filled, length - filled, offset + filled);
-      if (n === 0) break;
-      filled += n;
-    }
-    return filled < length ? buffer.subarray(0, filled) : buffer;
   }
 
-  private closeOldest(): void {
+  /** Drops the least recently opened handle; it is closed once no read uses it any more. */
+  private evictOldest(): void {
     const first = this.readHandles.entries().next().value;
     if (!first) return;
     this.readHandles.delete(first[0]);
-    // Reads already holding this fd finish first: a close is queued behind them on the same pool.
-    first[1].then((fd) => setTimeout(() => close(fd, () => {}), READ_HANDLE_IDLE_MS).unref()).catch(() => {});
+    first[1].evicted = true;
+    if (first[1].users === 0) closeHandle(first[1]);
   }
 
   private armIdleClose(): void {
@@ -251,7 +262,7 @@ export class DirectoryBackend implements RepoBackend {
     else {
       this.idleTimer = setTimeout(() => {
         this.idleTimer = undefined;
-        while (this.readHandles.size > 0) this.closeOldest();
+        while (this.readHandles.size > 0) this.evictOldest();
       }, READ_HANDLE_IDLE_MS);
       this.idleTimer.unref();
     }
@@ -290,6 +301,17 @@ export class DirectoryBackend implements RepoBackend {
       throw error;
     }
   }
+}
+
+interface ReadHandle {
+  readonly fd: Promise<number>;
+  /** Reads using the fd right now: it is closed only when evicted and unused. */
+  users: number;
+  evicted: boolean;
+}
+
+function closeHandle(handle: ReadHandle): void {
+  handle.fd.then((fd) => close(fd, () => {})).catch(() => {});
 }
 
 async function writeAllAt(fd: number, parts: readonly Uint8Array[], position: number): Promise<void> {

@@ -100,11 +100,14 @@ export async function runBackup(ctx: BackupContext, sourceDir: string, options: 
   let reader: SmallFileReader | undefined;
   try {
     if (options.signal?.aborted) throw canceled();
-    const walk = await walkTree(sourceDir, internal.signal).catch((error: unknown) => {
+    // Indexes and the parent's manifest load while the tree is walked.
+    const parentLoad = ctx.store.refreshIndexes().then(() => ctx.findParent(sourceDir, options.tags ?? {}));
+    parentLoad.catch(() => {});
+    reader = new SmallFileReader(ctx.readThreads);
+    const walk = await walkTree(sourceDir, internal.signal, reader).catch((error: unknown) => {
       throw internal.signal.aborted && !isRepoError(error) ? canceled() : error;
     });
-    await ctx.store.refreshIndexes();
-    const parent = await ctx.findParent(sourceDir, options.tags ?? {});
+    const parent = await parentLoad;
     const parentFiles = new Map<string, TreeEntry>();
     if (parent && !options.force) for (const entry of parent.entries) if (entry.type === 'file') parentFiles.set(entry.path, entry);
     writer = ctx.store.writer();
@@ -156,14 +159,14 @@ export async function runBackup(ctx: BackupContext, sourceDir: string, options: 
 
     // Small files: read in batches by worker threads, chunked, hashed and stored here.
     const batches = smallFileBatches(small);
-    reader = batches.length > 0 ? new SmallFileReader(Math.min(ctx.readThreads, batches.length)) : undefined;
+    const activeReader = reader;
     let nextBatch = 0;
     const smallLane = async () => {
       while (nextBatch < batches.length) {
         if (internal.signal.aborted) throw canceled();
         const batch = batches[nextBatch++]!;
         await beforeRead(batch.reduce((sum, e) => sum + e.size, 0));
-        const reads = await reader!.read(batch.map((e) => ({ path: join(sourceDir, e.path), size: e.size })));
+        const reads = await activeReader.read(batch.map((e) => ({ path: join(sourceDir, e.path), size: e.size })));
         if (internal.signal.aborted) throw canceled();
         for (let i = 0; i < batch.length; i++) {
           const entry = batch[i]!;
