@@ -68,7 +68,7 @@ describe('auth', () => {
     const queues = await h.app.inject({ method: 'GET', url: '/admin/queues/api/queues', headers: auth });
     expect(queues.statusCode).toBe(200);
     const names = (queues.json().queues as Array<{ name: string }>).map((q) => q.name).sort();
-    expect(names).toEqual(['backups', 'hooks', 'item-blocks', 'pvb-watch']);
+    expect(names).toEqual(['backups', 'hooks', 'item-blocks', 'pvb-watch', 'restore-items', 'restores']);
     const docs = await h.app.inject({ method: 'GET', url: '/docs', headers: auth });
     expect([200, 302]).toContain(docs.statusCode);
   });
