@@ -53,7 +53,10 @@ async function checksums(root: string): Promise<Map<string, string>> {
 }
 
 async function podVolumes(kube: Kube, namespace: string, pod: string): Promise<Array<{ volume: string; path: string }>> {
-  return (await kubeJson<{ items: Array<{ volume: string; path: string }> }>(kube, 'GET', `/_sim/pods/${namespace}/${pod}/volumes`)).body?.items ?? [];
+  return (
+    (await kubeJson<{ items: Array<{ volume: string; path: string }> }>(kube, 'GET', `/_sim/pods/${namespace}/${pod}/volumes`)).body
+      ?.items ?? []
+  );
 }
 
 /**
