@@ -113,7 +113,8 @@ export async function restoreShop(opts: {
         resources: [
           {
             name: 'restored-marker',
-            includedNamespaces: [source],
+            // Hook specs select pods by the namespace they are restored into (core's resolveRestoreHooks).
+            includedNamespaces: [target],
             postHooks: [{ exec: { command: ['/bin/sh', '-c', 'echo restored; ls /'], onError: 'Continue' } }],
           },
         ],
