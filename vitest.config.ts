@@ -14,6 +14,7 @@ export default defineConfig({
       'services/*/src/**/*.test.ts',
       'services/*/test/**/*.test.ts',
       'e2e/**/*.test.ts',
+      'scripts/**/*.test.ts',
     ],
     exclude: ['**/node_modules/**', '**/dist/**'],
     testTimeout: 30_000,

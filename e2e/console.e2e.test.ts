@@ -126,10 +126,18 @@ describe('the console in Chromium', () => {
     const pageErrors: string[] = [];
     page.on('pageerror', (err) => pageErrors.push(err.message));
     try {
+      // A paused schedule (it starts nothing) to see in the schedules list.
+      await rest('/v1/schedules', {
+        method: 'POST',
+        body: JSON.stringify({ name: 'nightly', spec: { schedule: '0 3 * * *', template: {}, paused: true } }),
+      });
       await page.goto(`${stack.apiUrl}/ui`);
       await page.getByLabel('API token').fill(stack.token);
       await page.getByRole('button', { name: 'Open console' }).click();
       await page.getByRole('heading', { name: 'Backups' }).waitFor({ timeout: 15_000 });
+      const scheduleRow = page.locator('table.schedules tbody tr', { hasText: 'nightly' });
+      await scheduleRow.waitFor({ timeout: 10_000 });
+      expect(await scheduleRow.locator('td').allTextContents()).toEqual(['0 3 * * *', 'paused', '–', '–', '0']);
       await page.getByRole('link', { name: CANARY }).waitFor({ timeout: 10_000 });
       await page.locator('tbody tr', { hasText: 'Completed' }).first().waitFor({ timeout: 30_000 });
       await mkdir(OUTPUT_DIR, { recursive: true });
@@ -186,6 +194,13 @@ describe('the console in Chromium', () => {
       expect(seen.phases[0]).not.toBe('Completed');
       expect(seen.phases).toContain('InProgress');
       expect(seen.phases.at(-1)).toBe('Completed');
+
+      // The spec, with durations as a Velero user writes them.
+      await page.getByText('Spec', { exact: true }).click();
+      const specShown = await page.locator('#backup-spec').textContent();
+      expect(specShown).toContain('"fsBackupTimeout": "4h0m0s"');
+      expect(specShown).toContain('"ttl": "720h0m0s"');
+      expect(specShown).not.toContain('Ms"');
 
       // The timeline, once it has drawn the final state of every block.
       const blocks = ((await rest('/v1/backups/console-e2e/blocks?limit=1000')) as { items: BlockJson[] }).items;

@@ -8,6 +8,7 @@ import type {
   Restore,
   RestoreItemPage,
   RestoreList,
+  Schedule,
 } from './api-types.js';
 import { isTerminalBackupEvent } from './api-types.js';
 import { CliError, CliErrorCode, type CliProblem } from './errors.js';
@@ -104,6 +105,28 @@ export class StowageApiClient {
     return this.json('GET', `/v1/backups${qs ? `?${qs}` : ''}`);
   }
 
+  // ---- schedules ----
+
+  createSchedule(body: { name: string; spec: Record<string, unknown> }): Promise<Schedule> {
+    return this.json('POST', '/v1/schedules', { body });
+  }
+
+  getSchedule(name: string): Promise<Schedule> {
+    return this.json('GET', `/v1/schedules/${encodeURIComponent(name)}`);
+  }
+
+  listSchedules(): Promise<{ items: Schedule[] }> {
+    return this.json('GET', '/v1/schedules');
+  }
+
+  patchSchedule(name: string, spec: Record<string, unknown>): Promise<Schedule> {
+    return this.json('PATCH', `/v1/schedules/${encodeURIComponent(name)}`, { body: { spec } });
+  }
+
+  deleteSchedule(name: string): Promise<{ name: string; deleted: true }> {
+    return this.json('DELETE', `/v1/schedules/${encodeURIComponent(name)}`);
+  }
+
   listBlocks(name: string, page: { limit?: number; cursor?: string } = {}): Promise<BlockPage> {
     const q = new URLSearchParams();
     if (page.limit) q.set('limit', String(page.limit));
@@ -128,7 +151,8 @@ export class StowageApiClient {
     return this.json('POST', `/v1/backups/${encodeURIComponent(name)}/cancel`);
   }
 
-  deleteBackup(name: string): Promise<{ name: string; deleted: true }> {
+  /** 200 `{deleted: true}` once gone; 202 `{deleting: true, phase}` while a running backup is canceled first. */
+  deleteBackup(name: string): Promise<{ name: string; deleted: true } | { name: string; phase: string; deleting: true }> {
     return this.json('DELETE', `/v1/backups/${encodeURIComponent(name)}`);
   }
 

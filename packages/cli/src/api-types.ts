@@ -38,6 +38,8 @@ export interface Backup {
   startedAt?: string;
   completedAt?: string;
   cancelRequestedAt?: string;
+  /** When the backup is deleted (created + ttl). */
+  expiration?: string;
 }
 
 export interface BackupSummary {
@@ -174,4 +176,22 @@ export interface RestoreItemPage {
   items: Array<{ key: string; outcome: string; reason?: string; at: string }>;
   total: number;
   nextCursor?: string;
+}
+
+/** `GET /v1/schedules/:name` (Velero's Schedule shape). */
+export interface Schedule {
+  name: string;
+  /** As submitted: schedule, template, paused, skipImmediately. */
+  spec: { schedule?: string; template?: Record<string, unknown>; paused?: boolean; skipImmediately?: boolean } & Record<string, unknown>;
+  status: {
+    phase: 'Enabled' | 'FailedValidation';
+    validationErrors: Array<{ path: string; message: string }>;
+    lastBackup?: { name: string; startedAt: string };
+    lastSuccessfulBackup?: { name: string; completedAt?: string };
+    nextRunAt?: string;
+    lastSkipped?: { at: string; backup: string; reason: string };
+    skipped: number;
+  };
+  createdAt: string;
+  updatedAt: string;
 }

@@ -8,6 +8,7 @@ import { CliError, CliErrorCode, ExitCode, formatCliError, isCliError } from './
 import { followBackup } from './follow.js';
 import { formatBytes, formatDuration, formatTable, msBetween } from './format.js';
 import { RESTORE_USAGE, runRestoreCommand } from './restore-command.js';
+import { runScheduleCommand, SCHEDULE_USAGE } from './schedule-commands.js';
 
 /** Where the CLI writes; injected so tests and the demo can capture it. */
 export interface CliIo {
@@ -32,7 +33,9 @@ Backups (the API at STOWAGE_API_URL, token in STOWAGE_API_TOKEN):
   backup wait NAME [--json]           follow a running backup to its end, with progress
   backup logs NAME [--json]           the backup's log lines (--json: NDJSON as stored)
   backup cancel NAME [--json]
-  backup delete NAME [--json]         an ended backup: its record, jobs and stored data
+  backup delete NAME [--json]         its record, jobs, PVBs and stored data (a running one is canceled first)
+
+${SCHEDULE_USAGE}
 
 ${RESTORE_USAGE}
 
@@ -80,6 +83,9 @@ export async function runCli(argv: readonly string[], env: CliEnv, io: CliIo): P
       case 'restore':
       case 'restores':
         return await runRestoreCommand(rest, () => clientFromEnv(env), io, readSpecFile);
+      case 'schedule':
+      case 'schedules':
+        return await runScheduleCommand(rest, env, io);
       case 'repo':
         return await runRepoCommand(rest, env, io);
       default:
@@ -219,7 +225,8 @@ async function runBackupCommand(argv: readonly string[], env: CliEnv, io: CliIo)
     case 'delete': {
       const res = await client.deleteBackup(nameArg());
       if (json) printJson(res);
-      else out(`backup "${res.name}" deleted (record, jobs and stored data)`);
+      else if ('deleted' in res) out(`backup "${res.name}" deleted (record, jobs, PodVolumeBackups and stored data)`);
+      else out(`backup "${res.name}" is ${res.phase}: it is being canceled and will be deleted once it has stopped`);
       return ExitCode.ok;
     }
     default:
@@ -278,6 +285,7 @@ export function formatBackup(b: Backup): string[] {
     `Started:    ${orDash(b.startedAt)}`,
     `Completed:  ${orDash(b.completedAt)}${took !== undefined ? ` (took ${formatDuration(took)})` : ''}`,
     ...(b.cancelRequestedAt ? [`Cancel:     requested at ${b.cancelRequestedAt}`] : []),
+    ...(b.expiration ? [`Expires:    ${b.expiration}`] : []),
     `Items:      ${b.progress.itemsBackedUp}/${b.progress.totalItems} backed up`,
     `Hooks:      ${b.hookStatus.hooksAttempted} attempted, ${b.hookStatus.hooksFailed} failed`,
     `PVBs:       ${pvb.total}${pvbPhases ? ` (${pvbPhases})` : ''}`,

@@ -66,6 +66,10 @@ describe('stowage backup against a running API', { timeout: 120_000 }, () => {
     expect(described.code).toBe(0);
     const text = described.stdout;
     expect(text).toMatch(/includedNamespaces:\s*\n\s*- shop/);
+    // Durations read as a Velero user writes them, not as stored milliseconds.
+    expect(text).toMatch(/^ +fsBackupTimeout: 4h0m0s$/m);
+    expect(text).toMatch(/^ +ttl: 720h0m0s$/m);
+    expect(text).not.toMatch(/TimeoutMs|ttlMs/);
     expect(text).toMatch(/Blocks \(\d+\):/);
     // One PVB per fs-backup volume of the shop pods (postgres data, cache emptyDir, reporter PVC; scratch is excluded).
     expect(text).toContain('Pod volume backups (3):');
@@ -107,6 +111,7 @@ describe('stowage backup against a running API', { timeout: 120_000 }, () => {
       includedNamespaces: ['media'],
       labelSelector: { matchLabels: { app: 'media' } },
       defaultVolumesToFsBackup: true,
+      fsBackupTimeout: '1h0m0s',
     });
 
     const waited = await stowage('backup', 'wait', 'media-flags', '--json');
@@ -293,5 +298,49 @@ describe('stowage repo against the repository the node agents wrote', { timeout:
     const noKey = await runStowage(['repo', 'verify', '--repo', repoDir], {});
     expect(noKey.code).toBe(1);
     expect(noKey.stderr.trim()).toBe('STOWAGE_REPO_KEY is not set; it holds the key the repository was written with');
+  });
+});
+
+describe('stowage schedule against a running API', { timeout: 60_000 }, () => {
+  it('creates, shows, lists, pauses, unpauses and deletes a schedule; a bad cron names the field', async () => {
+    const created = await stowage(
+      'schedule',
+      'create',
+      'nightly',
+      '--schedule',
+      'CRON_TZ=Europe/Berlin 0 3 * * *',
+      '--include-namespaces',
+      'shop',
+      '--ttl',
+      '72h',
+      '--skip-immediately',
+    );
+    expect(created.code, created.stderr).toBe(0);
+    expect(created.stdout).toMatch(/^Schedule: +CRON_TZ=Europe\/Berlin 0 3 \* \* \*$/m);
+    expect(created.stdout).toMatch(/^Phase: +Enabled$/m);
+    // 03:00 in Berlin is 01:00 or 02:00 UTC.
+    expect(created.stdout).toMatch(/^Next run: +\d{4}-\d\d-\d\dT0[12]:00:00\.000Z$/m);
+    expect(created.stdout).toMatch(/^ {2}ttl: 72h$/m);
+
+    const listed = await stowage('schedule', 'list');
+    expect(listed.code).toBe(0);
+    expect(listed.stdout).toMatch(/nightly +CRON_TZ=Europe\/Berlin 0 3 \* \* \* +no +Enabled +- +\d{4}-/);
+
+    const paused = await stowage('schedule', 'pause', 'nightly', '--json');
+    const pausedBody = JSON.parse(paused.stdout) as { spec: { paused: boolean }; status: { nextRunAt?: string } };
+    expect(pausedBody.spec.paused).toBe(true);
+    expect(pausedBody.status.nextRunAt).toBeUndefined();
+    const unpaused = await stowage('schedule', 'unpause', 'nightly');
+    expect(unpaused.stdout).toMatch(/^Next run: +\d{4}-/m);
+
+    const bad = await stowage('schedule', 'create', 'broken', '--schedule', '0 3 * *');
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/spec\.schedule: a cron expression has 5 fields/);
+
+    const deleted = await stowage('schedule', 'delete', 'nightly');
+    expect(deleted.stdout).toBe('schedule "nightly" deleted (its backups stay)\n');
+    const gone = await stowage('schedule', 'get', 'nightly');
+    expect(gone.code).toBe(1);
+    expect(gone.stderr).toMatch(/schedule "nightly" does not exist/);
   });
 });

@@ -14,4 +14,6 @@ export * from './phases.js';
 export * from './quantity.js';
 export * from './resource-selection.js';
 export * from './restore/index.js';
+export * from './schedule.schema.js';
+export * from './spec-view.js';
 export * from './volume-policy.js';

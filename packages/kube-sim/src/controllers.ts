@@ -301,8 +301,10 @@ export class SimControllers {
     );
   }
 
+  /** The kubelet owns pod status: its writes are unconditional (no resourceVersion), as a status update after an await may be based on an older read. */
   private writeStatus(pod: KubeObject, status: Json): KubeObject {
-    return this.state.update(this.podType, pod.metadata.namespace ?? '', pod.metadata.name!, { ...pod, status }, 'status');
+    const { resourceVersion: _ignored, ...metadata } = pod.metadata;
+    return this.state.update(this.podType, pod.metadata.namespace ?? '', pod.metadata.name!, { ...pod, metadata, status }, 'status');
   }
 
   private async stepPod(work: PodWork): Promise<'done' | 'waiting'> {
@@ -312,6 +314,7 @@ export class SimControllers {
     if (typeof spec.nodeName !== 'string' || spec.nodeName === '') {
       const node = this.pickNode(pod);
       if (node === undefined) return 'waiting';
+      // a binding: the scheduler sets nodeName on the pod as it is now
       pod = this.state.update(this.podType, work.namespace, work.name, { ...pod, spec: { ...spec, nodeName: node } }, undefined);
       const conditions = list(record(pod.status).conditions).filter((c) => record(c).type !== 'PodScheduled');
       pod = this.writeStatus(pod, {
@@ -323,6 +326,9 @@ export class SimControllers {
       if (!this.claimsBound(pod)) return 'waiting';
       await this.materialize(pod);
       work.volumesReady = true;
+      const current = this.state.tryGet(this.podType, work.namespace, work.name);
+      if (!current || current.metadata.uid !== work.uid) return 'done';
+      pod = current;
     }
     const initContainers = list(record(pod.spec).initContainers).map(record);
     let run = work.init ?? { index: 0, startedAt: Date.now() };
@@ -352,7 +358,8 @@ export class SimControllers {
       }
       run = { index: run.index + 1, startedAt: Date.now() };
     }
-    this.writeStatus(pod, this.runningStatus(pod, record(pod.status), list(record(pod.status).initContainerStatuses).map(record)));
+    const initStatuses = list(record(pod.status).initContainerStatuses).map(record);
+    this.writeStatus(pod, this.runningStatus(pod, record(pod.status), initStatuses.length > 0 ? initStatuses : undefined));
     return 'done';
   }
 

@@ -299,6 +299,11 @@ describe('simulated cluster controllers (client-node over HTTP)', () => {
         expect(waiting.status?.phase).toBe('Pending');
         expect(waiting.status?.initContainerStatuses?.[0]?.state?.running).toBeDefined();
         expect(existsSync(join(dataDir, '.stowage', restoreUid))).toBe(true);
+        // someone else writes the pod meanwhile (a restore labelling it): the kubelet carries on
+        await core.patchNamespacedPod(
+          { namespace: 'app', name: 'restored', body: { metadata: { labels: { touched: 'yes' } } } },
+          k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+        );
 
         // the other one too (its .stowage holds something else as well, which stays)
         mkdirSync(join(scratchDir, '.stowage'));
@@ -330,6 +335,8 @@ describe('simulated cluster controllers (client-node over HTTP)', () => {
           'Ready',
         ]);
         expect(running.status?.containerStatuses?.[0]).toMatchObject({ name: 'main', ready: true });
+        expect(running.metadata?.labels).toEqual({ touched: 'yes' });
+        expect(sim.warnings).toEqual([]);
         // watches saw the steps in order
         const phases = seen.map((s) => s.phase).filter((phase, i, all) => phase !== all[i - 1]);
         expect(phases).toEqual(['Pending', 'Running']);

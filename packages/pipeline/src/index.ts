@@ -1,4 +1,5 @@
 export { DEFAULT_AGENT_TTL_MS, NodeAgentRegistry, type NodeAgentRegistryOptions } from './agents/node-agent-registry.js';
+export { type DeleteBackupDeps, deleteBackup } from './deletion/delete-backup.js';
 export {
   type Clock,
   DEFAULT_PIPELINE_CONFIG,
@@ -10,6 +11,7 @@ export {
 } from './deps.js';
 export { PipelineError, PipelineErrorCode, UnrecoverablePipelineError } from './errors.js';
 export type { BlockPlan, HookPhase, PlannedHook, PlannedItem, PlannedPod, PlannedVolume, PlanSkip } from './plan/block-plan.js';
+export type { DeleteBackupResult } from './processors/delete-backup.processor.js';
 export type { FinalizeResult } from './processors/finalize.processor.js';
 export type { ItemBlockResult } from './processors/item-block.processor.js';
 export type { PlanResult } from './processors/plan.processor.js';
@@ -20,6 +22,7 @@ export type { RestoreHooksResult } from './processors/restore-hooks.processor.js
 export type { RestoreItemsResult } from './processors/restore-items.processor.js';
 export type { RestorePlanResult } from './processors/restore-plan.processor.js';
 export type { RestoreTierResult } from './processors/restore-tier.processor.js';
+export type { RunScheduleResult } from './processors/run-schedule.processor.js';
 export { PvbInformerHub } from './pvb/pvb-informer-hub.js';
 export type { PvbWatchResult } from './pvb/pvb-observation.js';
 export { InFlightLimit } from './restore/in-flight-limit.js';
@@ -41,6 +44,8 @@ export {
   type SubmitRestoreResult,
   submitRestore,
 } from './restore/restore-submit.js';
+export { type CreateScheduleResult, jobSchedulerId, ScheduleControl, type ScheduleStatus } from './schedules/schedule-control.js';
+export { type ScheduleRecord, type ScheduleSkip, ScheduleStore } from './schedules/schedule-store.js';
 export {
   type BackupEvent,
   type BackupProblem,
@@ -58,6 +63,8 @@ export { type LogLine as RunLogLine, type RunEvent, type RunRecord, RunState } f
 export {
   type CancelBackupResult,
   cancelBackup,
+  type RequestDeletionResult,
+  requestBackupDeletion,
   type SubmitBackupDeps,
   type SubmitBackupInput,
   type SubmitBackupResult,

@@ -11,6 +11,8 @@ export interface PipelineRuntime {
   flowProducer: FlowProducer;
   /** Where planning adds solo blocks' item-block jobs. */
   itemBlocksQueue: Queue;
+  /** The backups queue: deletion removes a deleted backup's finished jobs from it. */
+  backupsQueue: Queue;
   /** Where item-block attaches pvb-watch children. */
   watchQueue: Queue;
   /** The process's PVB informer (present when this process hosts pvb-watch or runs inline mode). */

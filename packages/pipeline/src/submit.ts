@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { addBackupFlow, createFlowProducer } from '@stowage/queue';
+import { addBackupFlow, addDeleteBackupJob, createFlowProducer } from '@stowage/queue';
 import type { FlowProducer } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { PipelineError, PipelineErrorCode } from './errors.js';
@@ -47,16 +47,24 @@ export async function submitBackup(deps: SubmitBackupDeps, input: SubmitBackupIn
   if (!(ENDED_BACKUP_PHASES as readonly string[]).includes(backup.phase)) {
     const ownProducer = deps.flowProducer ? undefined : makeProducer(deps);
     try {
-      await addBackupFlow(deps.flowProducer ?? (ownProducer as FlowProducer), {
-        backupName: backup.name,
-        backupUid: backup.uid,
-        requestId: backup.requestId,
-      });
+      const producer = deps.flowProducer ?? (ownProducer as FlowProducer);
+      await addBackupFlow(producer, { backupName: backup.name, backupUid: backup.uid, requestId: backup.requestId });
+      const ttlMs = ttlOf(backup.spec);
+      if (ttlMs !== undefined) {
+        const delayMs = backup.createdAt + ttlMs - now();
+        await addDeleteBackupJob(producer, { backupName: backup.name, backupUid: backup.uid, reason: 'ttl', delayMs });
+      }
     } finally {
       await ownProducer?.close();
     }
   }
   return { created, backup } as SubmitBackupResult;
+}
+
+/** The validated spec's TTL; a backup with none (or 0) never expires. */
+function ttlOf(spec: unknown): number | undefined {
+  const ttlMs = (spec as { ttlMs?: unknown } | undefined)?.ttlMs;
+  return typeof ttlMs === 'number' && ttlMs > 0 ? ttlMs : undefined;
 }
 
 function makeProducer(deps: SubmitBackupDeps): FlowProducer {
@@ -83,4 +91,34 @@ export async function cancelBackup(deps: { state: BackupState }, name: string): 
   if (res.requested) return { outcome: 'requested', phase };
   if ((ENDED_BACKUP_PHASES as readonly string[]).includes(phase)) return { outcome: 'already-ended', phase };
   return { outcome: 'already-requested', phase };
+}
+
+export type RequestDeletionResult =
+  | { outcome: 'deleted' }
+  /** Still being deleted (a running backup is canceled first, or no backups worker has run the job yet). */
+  | { outcome: 'deleting'; phase: string }
+  | { outcome: 'not-found' };
+
+/**
+ * Deletes a backup through its `delete-backup` job, so a crash of whoever runs it is healed by
+ * BullMQ (the job is retried elsewhere) and the deletion always also removes the PVB objects. A
+ * running backup is asked to cancel first. Waits up to `waitMs` for the record to go, so an ended
+ * backup's deletion normally answers as done.
+ */
+export async function requestBackupDeletion(
+  deps: { state: BackupState; flowProducer: FlowProducer; waitMs?: number; pollMs?: number },
+  name: string,
+): Promise<RequestDeletionResult> {
+  const record = await deps.state.getBackup(name);
+  if (!record) return { outcome: 'not-found' };
+  const running = !(ENDED_BACKUP_PHASES as readonly string[]).includes(record.phase);
+  if (running) await deps.state.requestCancel(name);
+  await addDeleteBackupJob(deps.flowProducer, { backupName: name, backupUid: record.uid, reason: 'requested' });
+  const until = Date.now() + (running ? 0 : (deps.waitMs ?? 15_000));
+  for (;;) {
+    const now = await deps.state.getBackup(name);
+    if (!now || now.uid !== record.uid) return { outcome: 'deleted' };
+    if (Date.now() >= until) return { outcome: 'deleting', phase: now.phase };
+    await new Promise((resolve) => setTimeout(resolve, deps.pollMs ?? 100));
+  }
 }

@@ -2,6 +2,7 @@ import { createFlowProducer, createQueue, JobName, QueueName } from '@stowage/qu
 import { type Job, type Processor, Worker } from 'bullmq';
 import type { PipelineDeps } from './deps.js';
 import { PipelineErrorCode, UnrecoverablePipelineError } from './errors.js';
+import { processDeleteBackup } from './processors/delete-backup.processor.js';
 import { processFinalize } from './processors/finalize.processor.js';
 import { processItemBlock } from './processors/item-block.processor.js';
 import { processPlan } from './processors/plan.processor.js';
@@ -13,6 +14,7 @@ import { processRestoreHooks } from './processors/restore-hooks.processor.js';
 import { processRestoreItems } from './processors/restore-items.processor.js';
 import { processRestorePlan } from './processors/restore-plan.processor.js';
 import { processRestoreTier } from './processors/restore-tier.processor.js';
+import { processRunSchedule } from './processors/run-schedule.processor.js';
 import { PvbInformerHub } from './pvb/pvb-informer-hub.js';
 import { InFlightLimit } from './restore/in-flight-limit.js';
 import { PvrInformerHub } from './restore/pvr-tracker.js';
@@ -37,6 +39,8 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
   const flowProducer = createFlowProducer({ connection: deps.connection, prefix: deps.queuePrefix });
   const watchQueue = createQueue(QueueName.pvbWatch, { connection: deps.connection, prefix: deps.queuePrefix });
   const itemBlocksQueue = createQueue(QueueName.itemBlocks, { connection: deps.connection, prefix: deps.queuePrefix });
+  const backupsQueue = createQueue(QueueName.backups, { connection: deps.connection, prefix: deps.queuePrefix });
+  backupsQueue.on('error', (err) => deps.logger.warn({ err: err.message }, 'backups queue error'));
   flowProducer.on('error', (err) => deps.logger.warn({ err: err.message }, 'flow producer error'));
   watchQueue.on('error', (err) => deps.logger.warn({ err: err.message }, 'pvb-watch queue error'));
   itemBlocksQueue.on('error', (err) => deps.logger.warn({ err: err.message }, 'item-blocks queue error'));
@@ -45,6 +49,7 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
     flowProducer,
     watchQueue,
     itemBlocksQueue,
+    backupsQueue,
     apiLimit: new InFlightLimit(deps.config.restoreMaxInFlight),
   };
 
@@ -52,6 +57,8 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
     [QueueName.backups]: (job: Job, token?: string) => {
       if (job.name === JobName.plan) return processPlan(runtime, job, token);
       if (job.name === JobName.finalize) return processFinalize(runtime, job, token);
+      if (job.name === JobName.runSchedule) return processRunSchedule(runtime, job);
+      if (job.name === JobName.deleteBackup) return processDeleteBackup(runtime, job, token);
       throw unknownJob(job, QueueName.backups);
     },
     [QueueName.itemBlocks]: (job: Job, token?: string) => {
@@ -98,6 +105,7 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
         await runtime.hub?.stop().catch(() => undefined);
         await runtime.pvrHub?.stop().catch(() => undefined);
         await Promise.allSettled([flowProducer.close(), watchQueue.close(), itemBlocksQueue.close()]);
+        await Promise.allSettled([flowProducer.close(), watchQueue.close(), itemBlocksQueue.close(), backupsQueue.close()]);
       })();
       return closing;
     },

@@ -34,6 +34,10 @@ export const JobName = {
   watchPvr: 'watch-pvr',
   /** Post-restore hooks of one pod (queue hooks), after its PVRs and once its container is up. */
   runRestoreHooks: 'run-restore-hooks',
+  /** One tick of a schedule (produced by its BullMQ job scheduler): starts the tick's backup. */
+  runSchedule: 'run-schedule',
+  /** Deletes a backup: delayed by its TTL when it is submitted, or at once when a user deletes it. */
+  deleteBackup: 'delete-backup',
 } as const;
 export type JobName = (typeof JobName)[keyof typeof JobName];
 
@@ -50,6 +54,8 @@ export const QUEUE_OF_JOB: Readonly<Record<JobName, QueueName>> = {
   'restore-finalize': QueueName.restores,
   'watch-pvr': QueueName.pvbWatch,
   'run-restore-hooks': QueueName.hooks,
+  'run-schedule': QueueName.backups,
+  'delete-backup': QueueName.backups,
 };
 
 /** The key BullMQ uses for a queue (`parent.queue` of a child job): `<prefix>:<queue>`. */

@@ -216,3 +216,29 @@ export async function repark(
   await afterPark?.();
   throw new DelayedError();
 }
+
+/**
+ * The id of a backup's deletion job: one per backup incarnation and reason (the uid keeps a later
+ * backup of the same name from colliding with a kept finished job; a re-add while it exists is a no-op).
+ */
+export function deleteBackupJobId(input: { backupName: string; backupUid: string; reason: 'ttl' | 'requested' }): string {
+  return `${input.reason === 'ttl' ? 'expire' : 'delete'}-${input.backupName}-${input.backupUid}`;
+}
+
+/**
+ * Adds the `delete-backup` job: delayed by the TTL when a backup is submitted (Velero's
+ * `status.expiration` = start + ttl), or at once when a user deletes it. Through the FlowProducer,
+ * as a flow of one job, so the API needs nothing it does not already hold.
+ */
+export async function addDeleteBackupJob(
+  flowProducer: FlowProducer,
+  input: { backupName: string; backupUid: string; reason: 'ttl' | 'requested'; delayMs?: number },
+): Promise<void> {
+  const { backupName, backupUid, reason } = input;
+  await flowProducer.add({
+    name: JobName.deleteBackup,
+    queueName: QueueName.backups,
+    data: { backupName, backupUid, reason },
+    opts: { ...DEFAULT_JOB_OPTIONS[QueueName.backups], jobId: deleteBackupJobId(input), delay: Math.max(0, input.delayMs ?? 0) },
+  });
+}

@@ -6,6 +6,7 @@ export { createFlowProducer, createQueue, type QueueFactoryOptions } from './fac
 export {
   addBackupFlow,
   addBlockFlows,
+  addDeleteBackupJob,
   addPvbWatch,
   type BackupFlowIds,
   type BackupFlowInput,
@@ -14,6 +15,7 @@ export {
   type BlockFlowsInput,
   type BlockFlowsResult,
   DEFAULT_BLOCK_BATCH_SIZE,
+  deleteBackupJobId,
   type ParentRef,
   type PvbWatchStart,
   postHooksParentOf,
@@ -21,6 +23,8 @@ export {
 } from './flows.js';
 export { childJobOptions, DEFAULT_JOB_OPTIONS } from './job-options.js';
 export {
+  type DeleteBackupJobData,
+  deleteBackupJobSchema,
   type FinalizeJobData,
   finalizeJobSchema,
   type ItemBlockJobData,
@@ -28,14 +32,18 @@ export {
   type PlanJobData,
   type PostHooksJobData,
   type PvbWatchJobData,
+  parseDeleteBackupJobData,
   parseFinalizeJobData,
   parseItemBlockJobData,
   parsePlanJobData,
   parsePostHooksJobData,
   parsePvbWatchJobData,
+  parseRunScheduleJobData,
   planJobSchema,
   postHooksJobSchema,
   pvbWatchJobSchema,
+  type RunScheduleJobData,
+  runScheduleJobSchema,
 } from './payloads.js';
 export {
   addRestoreFlow,

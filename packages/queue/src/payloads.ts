@@ -63,3 +63,22 @@ export const parseItemBlockJobData = (data: unknown): ItemBlockJobData => parseW
 export const parsePvbWatchJobData = (data: unknown): PvbWatchJobData => parseWith(pvbWatchJobSchema, 'watch-pvb', data);
 /** Parses `run-post-hooks` job data; throws `JobPayloadError`. */
 export const parsePostHooksJobData = (data: unknown): PostHooksJobData => parseWith(postHooksJobSchema, 'run-post-hooks', data);
+
+export const runScheduleJobSchema = z.object({
+  schedule: name,
+  /** The tick this run is for (epoch ms); absent on jobs a job scheduler produced (their `opts.prevMillis` is the tick). */
+  tickMs: z.number().int().nonnegative().optional(),
+});
+export type RunScheduleJobData = z.infer<typeof runScheduleJobSchema>;
+/** Parses `run-schedule` job data; throws `JobPayloadError`. */
+export const parseRunScheduleJobData = (data: unknown): RunScheduleJobData => parseWith(runScheduleJobSchema, 'run-schedule', data);
+
+export const deleteBackupJobSchema = z.object({
+  backupName: name,
+  backupUid: name,
+  /** `ttl`: its TTL ran out (a running backup is left to finish); `requested`: a user deleted it (a running one is canceled first). */
+  reason: z.enum(['ttl', 'requested']),
+});
+export type DeleteBackupJobData = z.infer<typeof deleteBackupJobSchema>;
+/** Parses `delete-backup` job data; throws `JobPayloadError`. */
+export const parseDeleteBackupJobData = (data: unknown): DeleteBackupJobData => parseWith(deleteBackupJobSchema, 'delete-backup', data);

@@ -7,6 +7,8 @@ import {
   type PipelineConfig,
   RestoreState,
   type RunningWorkers,
+  ScheduleControl,
+  ScheduleStore,
   startWorkers,
   statePrefixFor,
   submitRestore,
@@ -133,6 +135,12 @@ export async function startApiService(opts: ApiServiceOptions): Promise<ApiServi
     });
   }
 
+  // Schedules tick on BullMQ job schedulers of the backups queue; every replica reconciles them (idempotent).
+  const backupsQueue = queues.find((q) => q.name === QueueName.backups) as Queue;
+  const scheduleStore = new ScheduleStore(producer, statePrefix);
+  const schedules = { store: scheduleStore, control: new ScheduleControl({ store: scheduleStore, backupsQueue, state }) };
+  await schedules.control.reconcile();
+
   let ready = false;
   const app = await buildApp({
     logger,
@@ -148,6 +156,7 @@ export async function startApiService(opts: ApiServiceOptions): Promise<ApiServi
       },
       backupPhase: backupPhaseReader(state, storage),
     },
+    schedules,
     storage,
     auth: authModeOf(config),
     isReady: () => ready && (workerConnection === undefined || workerConnection.status === 'ready'),

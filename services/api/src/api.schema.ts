@@ -78,6 +78,7 @@ export const backupSchema = z
     startedAt: isoTime.optional(),
     completedAt: isoTime.optional(),
     cancelRequestedAt: isoTime.optional(),
+    expiration: isoTime.optional().describe('When the backup is deleted (created + spec.ttl); absent when it never expires'),
   })
   .describe('Backup');
 
@@ -158,6 +159,9 @@ export const blockListSchema = z.object({ items: z.array(blockSchema), total: z.
 
 export const acceptedSchema = z.object({ name: z.string(), phase: z.string(), cancelRequested: z.literal(true) });
 export const deletedSchema = z.object({ name: z.string(), deleted: z.literal(true) });
+export const deletingSchema = z
+  .object({ name: z.string(), phase: z.string(), deleting: z.literal(true) })
+  .describe('The deletion is under way (a running backup is being canceled first)');
 
 /** Documented shape of the POST body (validated by core, which lists every problem at once). */
 export const createBackupBodySchema = z

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
-import type { BackupState, CancelBackupResult, SubmitBackupInput, SubmitBackupResult } from '@stowage/pipeline';
+import type { BackupState, CancelBackupResult, RequestDeletionResult, SubmitBackupInput, SubmitBackupResult } from '@stowage/pipeline';
 import type { BackupStorage } from '@stowage/storage';
 import type { Queue } from 'bullmq';
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
@@ -24,6 +24,7 @@ import { healthRoutes } from './health.routes.js';
 import { metricsPlugin } from './metrics.plugin.js';
 import { queuesDashboardPlugin } from './queues-dashboard.plugin.js';
 import { type RestoreRoutesDeps, restoresRoutes } from './restores.routes.js';
+import { type ScheduleRoutesDeps, schedulesRoutes } from './schedules.routes.js';
 import { sessionRoutes } from './session.routes.js';
 import { createSessionCookies, DEFAULT_SESSION_TTL_MS } from './session-cookie.js';
 
@@ -32,6 +33,8 @@ export interface BackupControl {
   submit(input: SubmitBackupInput): Promise<SubmitBackupResult>;
   /** Asks a running backup to stop: no new block starts, PVBs get spec.cancel, the phase ends Canceled. */
   cancel(name: string): Promise<CancelBackupResult>;
+  /** Deletes a backup (its data, PVBs and record) through a durable job; a running one is canceled first. */
+  delete(name: string): Promise<RequestDeletionResult>;
 }
 
 export interface ApiDeps {
@@ -43,6 +46,8 @@ export interface ApiDeps {
   /** Every Stowage queue (backups, item-blocks, pvb-watch, hooks): dashboard, metrics and DELETE. */
   queues: readonly Queue[];
   control: BackupControl;
+  /** Schedules (`/v1/schedules`); absent in apps built without them (some tests). */
+  schedules?: ScheduleRoutesDeps['schedules'];
   /** Backup storage: DELETE removes `backups/<name>/`. */
   storage: Pick<BackupStorage, 'deletePrefix'>;
   auth: AuthMode;
@@ -169,8 +174,14 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
   const now = deps.now ?? Date.now;
   await app.register(authPlugin, { auth: deps.auth, sessions, now });
   await app.register(healthRoutes, { redis: deps.redis, isClosing: () => state.closing, isReady: deps.isReady });
-  await app.register(metricsPlugin, { state: deps.state, queues: deps.queues, restores: deps.restores?.restores });
+  await app.register(metricsPlugin, {
+    state: deps.state,
+    queues: deps.queues,
+    restores: deps.restores?.restores,
+    schedules: deps.schedules,
+  });
   await app.register(backupsRoutes, deps);
+  if (deps.schedules) await app.register(schedulesRoutes, { schedules: deps.schedules });
   await app.register(backupEventsRoutes, { state: deps.state, redis: deps.redis, heartbeatMs: deps.heartbeatMs ?? 15_000 });
   if (deps.restores) {
     await app.register(restoresRoutes, {

@@ -1,3 +1,4 @@
+import { specForDisplay } from '@stowage/core';
 import {
   type BackupRecord,
   type BackupState,
@@ -53,7 +54,7 @@ export async function readBackupView(state: BackupState, rec: BackupRecord): Pro
   };
   return {
     ...toBackupSummary(rec),
-    spec: rec.spec,
+    spec: specForDisplay(rec.spec),
     requestId: rec.requestId,
     progress: { totalItems: n(COUNTER.totalItems), itemsBackedUp: n(COUNTER.itemsBackedUp) },
     hookStatus: { hooksAttempted: n(COUNTER.hooksAttempted), hooksFailed: n(COUNTER.hooksFailed) },
@@ -62,6 +63,7 @@ export async function readBackupView(state: BackupState, rec: BackupRecord): Pro
     warnings: n(COUNTER.warnings),
     failureReason: rec.failureReason,
     cancelRequestedAt: iso(rec.cancelRequestedAt),
+    expiration: iso(expirationOf(rec)),
   };
 }
 
@@ -188,4 +190,10 @@ function describePlan(plan: unknown): { pods: string[]; itemCount: number } {
     : [];
   const itemCount = typeof p.itemCount === 'number' ? p.itemCount : Array.isArray(p.items) ? p.items.length : 0;
   return { pods, itemCount };
+}
+
+/** When the backup's delete-backup job deletes it: created + ttl (Velero: start + ttl). */
+function expirationOf(rec: BackupRecord): number | undefined {
+  const ttlMs = (rec.spec as { ttlMs?: unknown } | undefined)?.ttlMs;
+  return typeof ttlMs === 'number' && ttlMs > 0 ? rec.createdAt + ttlMs : undefined;
 }

@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
-import { assertNever, finalizeJobId, generateBackupName, validateBackupRequest } from '@stowage/core';
-import { backupLayout } from '@stowage/storage';
+import { assertNever, generateBackupName, validateBackupRequest } from '@stowage/core';
 import type { FastifySchemaCompiler } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { validatorCompiler as zodValidatorCompiler } from 'fastify-type-provider-zod';
@@ -14,11 +13,11 @@ import {
   blockListSchema,
   createBackupBodySchema,
   deletedSchema,
+  deletingSchema,
   errorResponseSchema,
   listBackupsQuery,
   pageQuery,
   standardErrors,
-  TERMINAL_BACKUP_PHASES,
 } from './api.schema.js';
 import type { ApiDeps } from './app.js';
 import { describeProblems } from './app.js';
@@ -213,27 +212,27 @@ export const backupsRoutes: FastifyPluginAsyncZod<ApiDeps> = async (app, deps) =
     {
       schema: {
         tags: ['backups'],
-        summary: 'Delete an ended backup: its record, its jobs and its data in backup storage',
-        description: '409 while the backup is still running (cancel it first).',
+        summary: 'Delete a backup: its data in backup storage, its PodVolumeBackups and its record',
+        description:
+          'Runs as a durable job (a crash half-way is finished by another api process). An ended backup answers 200 once it is gone; a running one is canceled first and answers 202 (deleting) — it disappears once it has stopped. Deleting twice is harmless.',
         params: backupParams,
-        response: { 200: deletedSchema, ...standardErrors, 409: errorResponseSchema },
+        response: { 200: deletedSchema, 202: deletingSchema, ...standardErrors },
       },
     },
-    async (req) => {
-      const rec = await mustGet(req.params.name);
-      if (!TERMINAL_BACKUP_PHASES.has(rec.phase)) {
-        throw new ApiError(
-          ApiErrorCode.conflict,
-          `backup "${rec.name}" is ${rec.phase}; only an ended backup can be deleted (cancel it first)`,
-        );
+    async (req, reply) => {
+      const result = await deps.control.delete(req.params.name);
+      switch (result.outcome) {
+        case 'not-found':
+          throw new ApiError(ApiErrorCode.notFound, `backup "${req.params.name}" does not exist`);
+        case 'deleted':
+          req.log.info({ backup: req.params.name }, 'backup deleted');
+          return reply.code(200).send({ name: req.params.name, deleted: true as const });
+        case 'deleting':
+          req.log.info({ backup: req.params.name, phase: result.phase }, 'backup deletion under way');
+          return reply.code(202).send({ name: req.params.name, phase: result.phase, deleting: true as const });
+        default:
+          return assertNever(result);
       }
-      // Data first, record last: a failure midway leaves the record, so DELETE can be retried.
-      await deps.storage.deletePrefix(backupLayout(rec.name).dir);
-      const backups = deps.queues.find((q) => q.name === 'backups');
-      if (backups) await backups.remove(finalizeJobId(rec.name), { removeChildren: true });
-      await state.deleteBackup(rec.name);
-      req.log.info({ backup: rec.name }, 'backup deleted');
-      return { name: rec.name, deleted: true as const };
     },
   );
 };

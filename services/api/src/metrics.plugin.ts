@@ -1,4 +1,4 @@
-import type { BackupState, RestoreState } from '@stowage/pipeline';
+import type { BackupState, RestoreState, ScheduleControl, ScheduleStore } from '@stowage/pipeline';
 import type { Queue } from 'bullmq';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
@@ -12,6 +12,8 @@ export interface MetricsOptions {
   queues: readonly Queue[];
   /** With restores wired, the `stowage_restore_*` metrics too. */
   restores?: RestoreState | undefined;
+  /** When given, `stowage_schedule_*` per schedule. */
+  schedules?: { control: ScheduleControl; store: ScheduleStore } | undefined;
 }
 
 /**
@@ -137,6 +139,41 @@ export function createApiMetrics(opts: MetricsOptions): ApiMetrics {
   });
 
   const refreshRestores = opts.restores ? registerRestoreMetrics(registry, opts.restores) : undefined;
+  const schedules = opts.schedules;
+  if (schedules) {
+    const seconds = (ms: number | undefined) => (ms === undefined ? undefined : ms / 1000);
+    const perSchedule = (name: string, help: string, read: (s: Awaited<ReturnType<ScheduleControl['status']>>) => number | undefined) =>
+      new Gauge({
+        name,
+        help,
+        labelNames: ['schedule'] as const,
+        registers: [registry],
+        async collect() {
+          this.reset();
+          for (const record of await schedules.store.list()) {
+            const value = read(await schedules.control.status(record));
+            if (value !== undefined) this.set({ schedule: record.name }, value);
+          }
+        },
+      });
+    perSchedule('stowage_schedule_last_success_timestamp_seconds', 'When the newest Completed backup of each schedule completed', (s) =>
+      seconds(s.lastSuccessfulBackup?.completedAt),
+    );
+    perSchedule('stowage_schedule_last_backup_timestamp_seconds', 'When each schedule last started a backup', (s) =>
+      seconds(s.lastBackup?.startedAt),
+    );
+    perSchedule('stowage_schedule_next_run_timestamp_seconds', 'When each schedule fires next (absent while paused)', (s) =>
+      seconds(s.nextRunAt),
+    );
+    perSchedule(
+      'stowage_schedule_skipped_ticks',
+      'Ticks of each schedule that started no backup (the previous one still ran, or the spec is invalid)',
+      (s) => s.skipped,
+    );
+    perSchedule('stowage_schedule_failed_validation', '1 when a schedule spec no longer validates (it starts no backup)', (s) =>
+      s.phase === 'FailedValidation' ? 1 : 0,
+    );
+  }
 
   return {
     registry,

@@ -1,4 +1,4 @@
-import { type BackupState, cancelBackup, submitBackup } from '@stowage/pipeline';
+import { type BackupState, cancelBackup, requestBackupDeletion, submitBackup } from '@stowage/pipeline';
 import type { FlowProducer } from 'bullmq';
 import type { BackupControl } from './app.js';
 
@@ -8,6 +8,8 @@ export interface PipelineControlDeps {
   flowProducer: FlowProducer;
   queuePrefix: string;
   now?: () => number;
+  /** How long DELETE waits for an ended backup's deletion job before answering 202; default 15 s. */
+  deleteWaitMs?: number;
 }
 
 /** The API's BackupControl: pipeline's submitBackup (record + `finalize ← plan`) and cancelBackup. */
@@ -21,5 +23,10 @@ export function createPipelineControl(deps: PipelineControlDeps): BackupControl 
   return {
     submit: (input) => submitBackup(submitDeps, input),
     cancel: (name) => cancelBackup({ state: deps.state }, name),
+    delete: (name) =>
+      requestBackupDeletion(
+        { state: deps.state, flowProducer: deps.flowProducer, ...(deps.deleteWaitMs !== undefined ? { waitMs: deps.deleteWaitMs } : {}) },
+        name,
+      ),
   };
 }

@@ -2,7 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
-import { BackupState } from '@stowage/pipeline';
+import { BackupState, ScheduleControl, ScheduleStore } from '@stowage/pipeline';
 import { createFlowProducer, createProducerConnection, createQueue, QUEUE_NAMES } from '@stowage/queue';
 import { FileSystemStorage } from '@stowage/storage';
 import { uniquePrefix } from '@stowage/testing';
@@ -58,12 +58,15 @@ export async function startHarness(redisUrl: string, opts: HarnessOptions = {}):
     },
   });
   const logger = pino({ level: opts.logLevel ?? 'debug' }, sink);
+  const scheduleStore = new ScheduleStore(redis, prefix);
+  const backupsQueue = queues.find((q) => q.name === 'backups') as Queue;
   const app = await buildApp({
     logger,
     redis,
     state,
     queues,
-    control: createPipelineControl({ state, flowProducer, queuePrefix: prefix }),
+    control: createPipelineControl({ state, flowProducer, queuePrefix: prefix, deleteWaitMs: 300 }),
+    schedules: { store: scheduleStore, control: new ScheduleControl({ store: scheduleStore, backupsQueue, state }) },
     storage: new FileSystemStorage(storageDir),
     auth: opts.authMode ?? { mode: 'tokens', tokens: [TOKEN, OTHER_TOKEN] },
     heartbeatMs: opts.heartbeatMs ?? 15_000,

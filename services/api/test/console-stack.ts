@@ -9,6 +9,7 @@ import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import sparticuzChromium from '@sparticuz/chromium';
 import { createKubeClients, createPvbClient } from '@stowage/kube';
 import { demoFixturePath, type Simulator, startSimulator } from '@stowage/kube-sim';
 import { type NodeAgent, startNodeAgent } from '@stowage/node-agent';
@@ -28,7 +29,6 @@ import type { Redis } from 'ioredis';
 import { type BrowserContext, chromium } from 'playwright-core';
 import { type ApiService, startApiService } from '../src/api-service.js';
 
-export const CHROMIUM_PATH = '/usr/bin/chromium';
 export const CHROMIUM_ARGS = [
   '--headless',
   '--no-sandbox',
@@ -156,13 +156,25 @@ export async function startConsoleStack(opts: ConsoleStackOptions = {}): Promise
  * Debian's Chromium through playwright-core, with a fresh profile directory (removed on close).
  * Fails with a hint when the binary is missing rather than skipping: the console test must run.
  */
-export async function launchChromium(): Promise<{ context: BrowserContext; close: () => Promise<void> }> {
-  if (!existsSync(CHROMIUM_PATH)) {
-    throw new Error(`${CHROMIUM_PATH} is missing: apt-get update && apt-get install -y chromium (.ci/run installs it)`);
+/**
+ * The browser the console tests drive: `STOWAGE_CHROMIUM_PATH` when set (a Chromium of your own),
+ * otherwise the headless Chromium that the `@sparticuz/chromium` npm package ships (unpacked into
+ * the temp dir on first use), so `pnpm install` brings everything and no system browser is needed.
+ */
+export async function chromiumExecutable(): Promise<string> {
+  const own = process.env.STOWAGE_CHROMIUM_PATH;
+  if (own) {
+    if (!existsSync(own)) throw new Error(`STOWAGE_CHROMIUM_PATH=${own} does not exist`);
+    return own;
   }
+  return sparticuzChromium.executablePath();
+}
+
+export async function launchChromium(): Promise<{ context: BrowserContext; close: () => Promise<void> }> {
+  const executablePath = await chromiumExecutable();
   const userDataDir = await mkdtemp(join(tmpdir(), 'stowage-chromium-'));
   const context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: CHROMIUM_PATH,
+    executablePath,
     headless: true,
     args: CHROMIUM_ARGS,
     viewport: { width: 1360, height: 900 },

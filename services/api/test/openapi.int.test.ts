@@ -22,6 +22,8 @@ const ROUTES: Record<string, string[]> = {
   '/v1/backups/{name}/events': ['get'],
   '/v1/backups/{name}/logs': ['get'],
   '/v1/backups/{name}/cancel': ['post'],
+  '/v1/schedules': ['get', 'post'],
+  '/v1/schedules/{name}': ['delete', 'get', 'patch'],
   '/v1/session': ['delete', 'post'],
   '/livez': ['get'],
   '/readyz': ['get'],

@@ -97,6 +97,7 @@ export const api = {
   blocks: (name, cursor, limit = 500) =>
     apiJson(`/v1/backups/${encodeURIComponent(name)}/blocks?limit=${limit}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`),
   createBackup: (body) => apiJson('/v1/backups', { method: 'POST', body }),
+  listSchedules: () => apiJson('/v1/schedules'),
   cancelBackup: (name) => apiJson(`/v1/backups/${encodeURIComponent(name)}/cancel`, { method: 'POST' }),
   logs: async (name) => {
     const text = await (await apiFetch(`/v1/backups/${encodeURIComponent(name)}/logs`)).text();

@@ -201,6 +201,31 @@ function showList() {
     ),
     tbody,
   );
+  // Schedules: one row each (what runs next, what ran last, ticks skipped and why).
+  const scheduleRows = h('tbody');
+  const schedulesCard = h(
+    'section',
+    { class: 'card', 'aria-labelledby': 'schedules-title', hidden: true },
+    h('h2', { id: 'schedules-title' }, 'Schedules'),
+    h(
+      'div',
+      { class: 'table-scroll' },
+      h(
+        'table',
+        { class: 'schedules' },
+        h(
+          'thead',
+          {},
+          h(
+            'tr',
+            {},
+            ...['Schedule', 'Cron', 'State', 'Last backup', 'Next run', 'Skipped ticks'].map((t) => h('th', { scope: 'col' }, t)),
+          ),
+        ),
+        scheduleRows,
+      ),
+    ),
+  );
   const main = h(
     'main',
     { id: 'main', tabindex: '-1' },
@@ -209,6 +234,7 @@ function showList() {
       location.hash = `#/backups/${encodeURIComponent(n)}`;
     }),
     h('section', { class: 'card' }, h('div', { class: 'table-scroll' }, table), status, more),
+    schedulesCard,
   );
   setView(header(), main);
 
@@ -218,7 +244,42 @@ function showList() {
   let alive = true;
   const details = new Map();
 
+  async function loadSchedules() {
+    try {
+      const { items } = await api.listSchedules();
+      if (!alive) return;
+      schedulesCard.hidden = items.length === 0;
+      scheduleRows.replaceChildren(
+        ...items.map((s) =>
+          h(
+            'tr',
+            {},
+            h('th', { scope: 'row' }, s.name),
+            h('td', {}, h('code', {}, String(s.spec.schedule ?? ''))),
+            h(
+              'td',
+              {},
+              s.status.phase === 'FailedValidation' ? h('span', { class: 'bad' }, 'invalid') : s.spec.paused ? 'paused' : 'enabled',
+            ),
+            h(
+              'td',
+              {},
+              s.status.lastBackup
+                ? h('a', { href: `#/backups/${encodeURIComponent(s.status.lastBackup.name)}` }, s.status.lastBackup.name)
+                : '–',
+            ),
+            h('td', {}, s.status.nextRunAt ? formatTime(s.status.nextRunAt) : '–'),
+            h('td', { class: 'num', title: s.status.lastSkipped?.reason ?? '' }, String(s.status.skipped)),
+          ),
+        ),
+      );
+    } catch (err) {
+      if (err instanceof UnauthorizedError) return;
+    }
+  }
+
   async function load(reset) {
+    if (reset) loadSchedules();
     try {
       const page = await api.listBackups(50, reset ? undefined : cursor);
       if (!alive) return;
@@ -304,6 +365,8 @@ function showBackup(name) {
   const problems = h('section', { class: 'card problems', 'aria-labelledby': 'problems-title' });
   const timelineBox = h('div', { class: 'timeline-box' });
   const tableBox = h('div', { class: 'blocks-box' });
+  // The spec as a Velero user writes it (the API shows durations as `4h0m0s`, not milliseconds).
+  const specText = h('pre', { class: 'spec', id: 'backup-spec' });
   const main = h(
     'main',
     { id: 'main', tabindex: '-1' },
@@ -336,6 +399,7 @@ function showBackup(name) {
       timelineBox,
     ),
     h('section', { class: 'card', 'aria-labelledby': 'blocks-title' }, h('h2', { id: 'blocks-title' }, 'Blocks'), tableBox),
+    h('details', { class: 'card' }, h('summary', {}, 'Spec'), specText),
   );
   setView(header(), main);
 
@@ -351,6 +415,7 @@ function showBackup(name) {
     if (!backup) return;
     const p = progressOf(backup);
     phase.replaceChildren(phaseBadge(backup.phase));
+    specText.textContent = JSON.stringify(backup.spec ?? {}, null, 2);
     cancel.hidden = TERMINAL_PHASES.has(backup.phase) || Boolean(backup.cancelRequestedAt);
     stats.replaceChildren(
       stat('Started', formatTime(backup.startedAt ?? backup.createdAt)),

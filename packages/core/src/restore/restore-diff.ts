@@ -30,6 +30,9 @@ export const FIELDS_REFILLED_BY_CLUSTER: Readonly<Record<string, readonly string
     'spec.volumeName',
     'metadata.annotations["pv.kubernetes.io/bind-completed"]',
     'metadata.annotations["pv.kubernetes.io/bound-by-controller"]',
+    'metadata.annotations["volume.kubernetes.io/storage-provisioner"]',
+    'metadata.annotations["volume.beta.kubernetes.io/storage-provisioner"]',
+    'metadata.annotations["volume.kubernetes.io/selected-node"]',
   ],
   persistentvolumes: [
     'spec.claimRef.uid',
@@ -38,6 +41,7 @@ export const FIELDS_REFILLED_BY_CLUSTER: Readonly<Record<string, readonly string
     'metadata.annotations["pv.kubernetes.io/bound-by-controller"]',
   ],
   serviceaccounts: ['secrets'],
+  secrets: ['data.token', 'data["ca.crt"]', 'metadata.annotations["kubernetes.io/service-account.uid"]'],
   'jobs.batch': [
     'spec.selector.matchLabels["batch.kubernetes.io/controller-uid"]',
     'spec.selector.matchLabels["controller-uid"]',

@@ -175,6 +175,24 @@ describe('selectRestoreItems: filters', () => {
     if (!restored) expect(selection.skipped[0]?.reason).toBe('completed');
   });
 
+  it.each<[string, BackedUpItem, boolean]>([
+    [
+      'an auto-created token Secret of a backed-up account is not restored',
+      item('secrets', 'shop', 'builder-token-abcde', { type: 'kubernetes.io/service-account-token' }),
+      false,
+    ],
+    [
+      'a token Secret of no backed-up account is restored',
+      item('secrets', 'shop', 'ci-token-abcde', { type: 'kubernetes.io/service-account-token' }),
+      true,
+    ],
+    ['an Opaque Secret named like a token is restored', item('secrets', 'shop', 'builder-token-notes', { type: 'Opaque' }), true],
+  ])('%s (Velero SecretAction)', (_name, secret, restored) => {
+    const selection = selectRestoreItems([item('serviceaccounts', 'shop', 'builder'), secret], everything, []);
+    expect(selection.items.some((i) => i.name === secret.name)).toBe(restored);
+    if (!restored) expect(selection.skipped.map((s) => s.reason)).toEqual(['auto-created-token']);
+  });
+
   it('does not restore mirror pods (Velero restore_test "mirror pods are not restored")', () => {
     const mirror = pod('kube-system', 'etcd-node-a', {}, { annotations: { 'kubernetes.io/config.mirror': 'abc' } });
     const selection = selectRestoreItems([mirror], everything, []);

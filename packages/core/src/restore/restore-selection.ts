@@ -54,6 +54,7 @@ export type RestoreSkipReason =
   | 'labels-not-matched'
   | 'completed'
   | 'mirror-pod'
+  | 'auto-created-token'
   | 'target-collision'
   | 'pv-reprovisioned';
 
@@ -210,6 +211,7 @@ export function selectRestoreItems(
   }
 
   selected = dropTargetCollisions(selected, spec.namespaceMapping, skipped);
+  selected = dropAutoCreatedTokens(selected, items, skipped);
 
   // Volume data: which pod volumes had a completed fs-backup, and which claims they mount.
   const completed = new Map<string, string>();
@@ -325,6 +327,36 @@ export function selectRestoreItems(
   }
 
   return { items: result, skipped, volumes: { podVolumes: podVolumesPlan, reprovisionedClaims: reprovisionedClaims.sort() } };
+}
+
+export const SERVICE_ACCOUNT_TOKEN_SECRET_TYPE = 'kubernetes.io/service-account-token';
+
+/**
+ * A service-account token Secret named `<service account>-token-…` was made by the token
+ * controller, which makes a new one for the restored account: it is not restored (Velero's
+ * SecretAction, with the backup's service accounts of the namespace instead of the cluster's).
+ */
+function dropAutoCreatedTokens(
+  selected: readonly BackedUpItem[],
+  items: readonly BackedUpItem[],
+  skipped: SkippedRestoreItem[],
+): BackedUpItem[] {
+  const accounts = new Map<string, string[]>();
+  for (const item of items) {
+    if (!isKind(item, '', 'serviceaccounts') || item.namespace === null) continue;
+    accounts.set(item.namespace, [...(accounts.get(item.namespace) ?? []), item.name]);
+  }
+  return selected.filter((item) => {
+    if (!isKind(item, '', 'secrets') || item.namespace === null || item.object.type !== SERVICE_ACCOUNT_TOKEN_SECRET_TYPE) return true;
+    const owner = (accounts.get(item.namespace) ?? []).find((account) => item.name.startsWith(`${account}-token-`));
+    if (owner === undefined) return true;
+    skipped.push({
+      item,
+      reason: 'auto-created-token',
+      message: `secret ${item.namespace}/${item.name} is the token controller's for service account ${owner}; it makes a new one`,
+    });
+    return false;
+  });
 }
 
 /** Keeps the first of items that would be created at the same place; the others are skipped with why. */

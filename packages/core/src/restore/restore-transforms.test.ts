@@ -367,11 +367,25 @@ describe('transformForRestore: Job, PVC, PV, ServiceAccount, bindings', () => {
     'shop',
     'data',
     { spec: { volumeName: 'pvc-1', storageClassName: 'standard' } },
-    { annotations: { 'pv.kubernetes.io/bind-completed': 'yes', 'pv.kubernetes.io/bound-by-controller': 'yes', keep: 'me' } },
+    {
+      annotations: {
+        'pv.kubernetes.io/bind-completed': 'yes',
+        'pv.kubernetes.io/bound-by-controller': 'yes',
+        'volume.kubernetes.io/storage-provisioner': 'csi.example',
+        'volume.beta.kubernetes.io/storage-provisioner': 'csi.example',
+        'volume.kubernetes.io/selected-node': 'node-a',
+        keep: 'me',
+      },
+    },
   );
 
   it.each<[string, string[], JsonObject, Record<string, string> | undefined]>([
-    ['a reprovisioned claim loses volumeName and the bind annotations', ['shop/data'], { storageClassName: 'standard' }, { keep: 'me' }],
+    [
+      'a reprovisioned claim loses volumeName and the binding/provisioner annotations (Velero PVCAction)',
+      ['shop/data'],
+      { storageClassName: 'standard' },
+      { keep: 'me' },
+    ],
     [
       'a claim of a statically restored PV keeps volumeName, loses the bind annotations',
       [],
@@ -410,6 +424,21 @@ describe('transformForRestore: Job, PVC, PV, ServiceAccount, bindings', () => {
     const object = transform(sa);
     expect(object.secrets).toEqual([{ name: 'registry' }]);
     expect(object.imagePullSecrets).toEqual([{ name: 'registry' }]);
+  });
+
+  it('drops token, ca.crt and the account uid of a token Secret the user made; other Secrets keep their data', () => {
+    const token = item(
+      'secrets',
+      'shop',
+      'ci-token',
+      { type: 'kubernetes.io/service-account-token', data: { token: 'dG9r', 'ca.crt': 'Y2E=', namespace: 'c2hvcA==' } },
+      { annotations: { 'kubernetes.io/service-account.name': 'ci', 'kubernetes.io/service-account.uid': 'u1' } },
+    );
+    const object = transform(token);
+    expect(object.data).toEqual({ namespace: 'c2hvcA==' });
+    expect(object.metadata.annotations).toEqual({ 'kubernetes.io/service-account.name': 'ci' });
+    const opaque = item('secrets', 'shop', 'db', { type: 'Opaque', data: { token: 'dG9r' } });
+    expect(transform(opaque).data).toEqual({ token: 'dG9r' });
   });
 
   it.each([

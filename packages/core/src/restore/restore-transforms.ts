@@ -17,11 +17,14 @@
  *   before the pod's own init containers and, when volumes are restored, `stowage-restore-wait`
  *   first of all.
  * - Job: the controller-uid selector and template labels dropped (the new Job gets a new uid).
- * - PersistentVolumeClaim: the bind annotations dropped; `volumeName` dropped when the claim is
- *   reprovisioned (its data comes back through a PodVolumeRestore).
+ * - PersistentVolumeClaim: the binding and provisioner annotations dropped (CLAIM_BINDING_ANNOTATIONS);
+ *   `volumeName` dropped when the claim is reprovisioned (its data comes back through a PodVolumeRestore).
  * - PersistentVolume (restored statically): claimRef namespace mapped, its uid/resourceVersion and
  *   the bind annotations dropped, so the controller binds it to the restored claim.
  * - ServiceAccount: the legacy auto-created token secret dropped from `secrets`.
+ * - Secret of type service-account-token (one the user made; auto-created ones are not
+ *   restored): token, ca.crt and the account-uid annotation dropped (the token controller
+ *   fills them for the restored account).
  * - RoleBinding/ClusterRoleBinding: subjects' namespaces mapped.
  */
 
@@ -45,6 +48,14 @@ export const RESTORE_NAME_LABEL = 'stowage.dev/restore-name';
 export const LAST_APPLIED_CONFIG_ANNOTATION = 'kubectl.kubernetes.io/last-applied-configuration';
 export const PV_BIND_COMPLETED_ANNOTATION = 'pv.kubernetes.io/bind-completed';
 export const PV_BOUND_BY_CONTROLLER_ANNOTATION = 'pv.kubernetes.io/bound-by-controller';
+/** Annotations the PV controller and provisioners put on a claim; a restored claim starts without them (Velero's PVCAction). */
+export const CLAIM_BINDING_ANNOTATIONS: readonly string[] = [
+  PV_BIND_COMPLETED_ANNOTATION,
+  PV_BOUND_BY_CONTROLLER_ANNOTATION,
+  'volume.kubernetes.io/storage-provisioner',
+  'volume.beta.kubernetes.io/storage-provisioner',
+  'volume.kubernetes.io/selected-node',
+];
 export const JOB_CONTROLLER_UID_LABELS: readonly string[] = ['batch.kubernetes.io/controller-uid', 'controller-uid'];
 
 /** Metadata fields a restore drops (Velero's resetMetadata, plus managedFields). */
@@ -251,18 +262,21 @@ function transformJob(object: RestoreObject): void {
   }
 }
 
-function dropBindAnnotations(object: RestoreObject): void {
+function dropAnnotations(object: RestoreObject, keys: readonly string[]): void {
   const annotations = object.metadata.annotations;
   if (!annotations) return;
-  delete annotations[PV_BIND_COMPLETED_ANNOTATION];
-  delete annotations[PV_BOUND_BY_CONTROLLER_ANNOTATION];
+  for (const key of keys) delete annotations[key];
   if (Object.keys(annotations).length === 0) delete object.metadata.annotations;
 }
 
+function dropBindAnnotations(object: RestoreObject): void {
+  dropAnnotations(object, [PV_BIND_COMPLETED_ANNOTATION, PV_BOUND_BY_CONTROLLER_ANNOTATION]);
+}
+
 function transformClaim(object: RestoreObject, item: RestoreItem, context: RestoreTransformContext): void {
+  dropAnnotations(object, CLAIM_BINDING_ANNOTATIONS);
   const spec = asRecord(object.spec);
   if (!spec || typeof spec.volumeName !== 'string' || spec.volumeName === '') return;
-  dropBindAnnotations(object);
   if (item.namespace !== null && context.volumes.reprovisionedClaims.includes(objectKey(item.namespace, item.name))) delete spec.volumeName;
 }
 
@@ -286,6 +300,21 @@ function transformServiceAccount(object: RestoreObject): void {
   });
   // Velero drops the first auto-created token secret; the token controller makes a new one
   if (index >= 0) object.secrets = object.secrets.filter((_, i) => i !== index);
+}
+
+/** A token Secret the user made: the token controller fills token, ca.crt and the account uid again. */
+function transformTokenSecret(object: RestoreObject): void {
+  if (object.type !== 'kubernetes.io/service-account-token') return;
+  const annotations = object.metadata.annotations;
+  if (annotations) {
+    delete annotations['kubernetes.io/service-account.uid'];
+    if (Object.keys(annotations).length === 0) delete object.metadata.annotations;
+  }
+  const data = asRecord(object.data);
+  if (data) {
+    delete data.token;
+    delete data['ca.crt'];
+  }
 }
 
 function transformBinding(object: RestoreObject, mapping: Readonly<Record<string, string>>): void {
@@ -316,6 +345,7 @@ export function transformForRestore(item: RestoreItem, context: RestoreTransform
   else if (isKind(item, '', 'persistentvolumeclaims')) transformClaim(object, item, context);
   else if (isKind(item, '', 'persistentvolumes')) transformVolume(object, context.spec.namespaceMapping);
   else if (isKind(item, '', 'serviceaccounts')) transformServiceAccount(object);
+  else if (isKind(item, '', 'secrets')) transformTokenSecret(object);
   else if (isKind(item, 'rbac.authorization.k8s.io', 'rolebindings') || isKind(item, 'rbac.authorization.k8s.io', 'clusterrolebindings')) {
     transformBinding(object, context.spec.namespaceMapping);
   }

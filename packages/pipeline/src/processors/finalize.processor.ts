@@ -243,7 +243,8 @@ function veleroBackupJson(
       phase,
       startTimestamp: iso(record.startedAt),
       completionTimestamp: iso(completedAt),
-      expiration: spec.ttlMs !== undefined ? iso(completedAt + spec.ttlMs) : undefined,
+      // When its delete-backup job runs (created + ttl, as Velero's start + ttl).
+      expiration: spec.ttlMs ? iso(record.createdAt + spec.ttlMs) : undefined,
       progress: { totalItems: counters.totalItems ?? 0, itemsBackedUp: counters.itemsBackedUp ?? 0 },
       hookStatus: { hooksAttempted: counters.hooksAttempted ?? 0, hooksFailed: counters.hooksFailed ?? 0 },
       podVolumeBackups: {

@@ -1,0 +1,29 @@
+import type { PvbClient } from '@stowage/kube';
+import { pvbLabels } from '@stowage/kube';
+import { type BackupStorage, backupLayout } from '@stowage/storage';
+import type { BackupState } from '../state/backup-state.js';
+
+export interface DeleteBackupDeps {
+  state: BackupState;
+  storage: Pick<BackupStorage, 'deletePrefix'>;
+  /** When given, the backup's PodVolumeBackup objects are deleted too. */
+  pvbs?: Pick<PvbClient, 'listPvbs' | 'deletePvb'> | undefined;
+}
+
+/**
+ * Deletes one backup: its objects in backup storage, its PodVolumeBackups, then its state and
+ * catalogue entry. Data first, record last, so a crash half-way leaves the record and running it
+ * again finishes the job; every step is idempotent. Only keys and objects named after this
+ * backup are touched, so no other backup loses anything. (Its repository snapshots stay until
+ * repository garbage collection exists.)
+ */
+export async function deleteBackup(deps: DeleteBackupDeps, name: string): Promise<void> {
+  await deps.storage.deletePrefix(backupLayout(name).dir);
+  if (deps.pvbs) {
+    const selector = `${pvbLabels.backupName}=${name}`;
+    for (const pvb of await deps.pvbs.listPvbs({ labelSelector: selector })) {
+      if (pvb.metadata?.name) await deps.pvbs.deletePvb(pvb.metadata.name);
+    }
+  }
+  await deps.state.deleteBackup(name);
+}

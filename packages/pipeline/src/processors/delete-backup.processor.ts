@@ -1,0 +1,40 @@
+import { finalizeJobId } from '@stowage/core';
+import { parseDeleteBackupJobData } from '@stowage/queue';
+import { DelayedError, type Job } from 'bullmq';
+import { deleteBackup } from '../deletion/delete-backup.js';
+import type { PipelineRuntime } from '../runtime.js';
+import { isRunning } from '../schedules/schedule-control.js';
+
+export type DeleteBackupResult = { outcome: 'deleted' } | { outcome: 'gone' };
+
+/** A backup whose TTL ran out while it still runs is looked at again this much later. */
+export const EXPIRED_RECHECK_MS = 5 * 60_000;
+/** A backup a user deleted while it ran was asked to cancel; it is looked at again this often. */
+export const CANCELED_RECHECK_MS = 1_000;
+
+/**
+ * delete-backup (backups queue): deletes a backup and its data — delayed by the backup's TTL when
+ * it is submitted (one delayed job per backup, not a scan of every backup), or added at once when
+ * a user deletes it. A backup that still runs is never deleted under its workers: a requested
+ * deletion cancels it first, an expiry leaves it to finish; either way the job re-parks (no slot
+ * held) and deletes once it has ended. Safe to run twice and after a crash of the process running
+ * it (BullMQ hands the stalled job to another): deletion is idempotent and removes the record last.
+ */
+export async function processDeleteBackup(rt: PipelineRuntime, job: Job, token: string | undefined): Promise<DeleteBackupResult> {
+  const { state, storage, pvbs, clock, logger } = rt.deps;
+  const data = parseDeleteBackupJobData(job.data);
+  const record = await state.getBackup(data.backupName);
+  // Gone already, or a newer backup that reuses the name (it has jobs of its own).
+  if (!record || record.uid !== data.backupUid) return { outcome: 'gone' };
+  if (isRunning(record.phase)) {
+    if (data.reason === 'requested') await state.requestCancel(record.name);
+    await job.moveToDelayed(clock.now() + (data.reason === 'requested' ? CANCELED_RECHECK_MS : EXPIRED_RECHECK_MS), token);
+    throw new DelayedError();
+  }
+  // Its finished job tree goes first (the record goes last), so a new backup of the same name is
+  // never taken for a re-add of this one.
+  await rt.backupsQueue.remove(finalizeJobId(record.name), { removeChildren: true });
+  await deleteBackup({ state, storage, pvbs }, record.name);
+  logger.info({ backup: record.name, phase: record.phase, reason: data.reason }, 'backup deleted');
+  return { outcome: 'deleted' };
+}

@@ -1,0 +1,124 @@
+import type { Redis } from 'ioredis';
+
+/** A tick that started no backup, and why (the previous backup still ran, the spec became invalid, …). */
+export interface ScheduleSkip {
+  at: number;
+  /** The backup this tick would have made. */
+  backup: string;
+  reason: string;
+}
+
+/**
+ * A schedule as stored: the spec as submitted (so a PATCH merges over what the user wrote and
+ * every read validates it again with today's rules) and what its ticks did.
+ */
+export interface ScheduleRecord {
+  name: string;
+  /** `{schedule, template, paused?, skipImmediately?}` as submitted. */
+  spec: Record<string, unknown>;
+  createdAt: number;
+  updatedAt: number;
+  /** The newest backup a tick started, and when. */
+  lastBackup?: string;
+  lastBackupAt?: number;
+  lastSkip?: ScheduleSkip;
+  /** Ticks that started no backup. */
+  skipped: number;
+}
+
+/**
+ * Schedules in Redis: one hash per schedule (`<prefix>:sched:{<name>}`, tagged by name), an index
+ * of names, and per schedule the backups its ticks started (a sorted set by tick), which answers
+ * "last successful backup" without scanning every backup.
+ */
+export class ScheduleStore {
+  constructor(
+    private readonly redis: Redis,
+    private readonly prefix: string,
+  ) {}
+
+  private key(name: string, suffix?: string): string {
+    return `${this.prefix}:sched:{${name}}${suffix ? `:${suffix}` : ''}`;
+  }
+
+  private get indexKey(): string {
+    return `${this.prefix}:schedules`;
+  }
+
+  /** Records a new schedule; false when the name is taken (nothing changed). */
+  async create(record: ScheduleRecord): Promise<boolean> {
+    // The spec is written first and only if absent: it alone makes a schedule exist.
+    const created = await this.redis.hsetnx(this.key(record.name), 'spec', JSON.stringify(record.spec));
+    if (created === 0) return false;
+    const { spec: _spec, ...rest } = encode(record);
+    await this.redis.hset(this.key(record.name), rest);
+    await this.redis.zadd(this.indexKey, record.createdAt, record.name);
+    return true;
+  }
+
+  async get(name: string): Promise<ScheduleRecord | undefined> {
+    const raw = await this.redis.hgetall(this.key(name));
+    return raw.spec ? decode(name, raw) : undefined;
+  }
+
+  async list(): Promise<ScheduleRecord[]> {
+    const names = await this.redis.zrange(this.indexKey, 0, -1);
+    const records = await Promise.all(names.map((n) => this.get(n)));
+    return records.filter((r): r is ScheduleRecord => r !== undefined);
+  }
+
+  async updateSpec(name: string, spec: Record<string, unknown>, now: number): Promise<void> {
+    await this.redis.hset(this.key(name), 'spec', JSON.stringify(spec), 'updatedAt', String(now));
+  }
+
+  /** A tick started `backup`: it becomes the last backup and joins the schedule's backups. */
+  async recordBackup(name: string, backup: string, tickMs: number, now: number): Promise<void> {
+    await this.redis
+      .multi()
+      .hset(this.key(name), 'lastBackup', backup, 'lastBackupAt', String(now))
+      .zadd(this.key(name, 'backups'), tickMs, backup)
+      .exec();
+  }
+
+  async recordSkip(name: string, skip: ScheduleSkip): Promise<void> {
+    await this.redis.multi().hset(this.key(name), 'lastSkip', JSON.stringify(skip)).hincrby(this.key(name), 'skipped', 1).exec();
+  }
+
+  /** The schedule's backups, newest tick first. */
+  async backups(name: string, limit: number): Promise<string[]> {
+    return this.redis.zrevrange(this.key(name, 'backups'), 0, limit - 1);
+  }
+
+  async delete(name: string): Promise<boolean> {
+    const removed = await this.redis.del(this.key(name), this.key(name, 'backups'));
+    await this.redis.zrem(this.indexKey, name);
+    return removed > 0;
+  }
+}
+
+function encode(record: ScheduleRecord): Record<string, string> {
+  const fields: Record<string, string> = {
+    name: record.name,
+    spec: JSON.stringify(record.spec),
+    createdAt: String(record.createdAt),
+    updatedAt: String(record.updatedAt),
+    skipped: String(record.skipped),
+  };
+  if (record.lastBackup) fields.lastBackup = record.lastBackup;
+  if (record.lastBackupAt !== undefined) fields.lastBackupAt = String(record.lastBackupAt);
+  if (record.lastSkip) fields.lastSkip = JSON.stringify(record.lastSkip);
+  return fields;
+}
+
+function decode(name: string, raw: Record<string, string>): ScheduleRecord {
+  return {
+    name,
+    spec: JSON.parse(raw.spec ?? '{}') as Record<string, unknown>,
+    createdAt: Number(raw.createdAt ?? 0),
+    updatedAt: Number(raw.updatedAt ?? 0),
+    skipped: Number(raw.skipped ?? 0),
+    ...(raw.lastBackup ? { lastBackup: raw.lastBackup } : {}),
+    ...(raw.lastBackupAt ? { lastBackupAt: Number(raw.lastBackupAt) } : {}),
+    ...(raw.lastSkip ? { lastSkip: JSON.parse(raw.lastSkip) as ScheduleSkip } : {}),
+  };
+}
