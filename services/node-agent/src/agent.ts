@@ -37,6 +37,8 @@ export interface NodeAgentOptions {
   stopTimeoutMs?: number | undefined;
   /** How long a claimed PVR waits for its pod's volume directory (kubelet mount, PVC binding). Default 5 min. */
   volumeDirTimeoutMs?: number | undefined;
+  /** How long start waits for the first list of PVRs before going on without them (CRD missing). Default 5000 ms. */
+  restoreSyncGraceMs?: number | undefined;
 }
 
 export interface NodeAgentMetrics {
@@ -101,6 +103,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
   const log = options.logger.child({ component: 'node-agent', node: nodeName });
   const progressIntervalMs = options.progressIntervalMs ?? 1000;
   const stopTimeoutMs = options.stopTimeoutMs ?? 10_000;
+  const restoreSyncGraceMs = options.restoreSyncGraceMs ?? 5000;
   // One bucket for both directions: the limit is the node's, not per kind.
   const throttle = options.bandwidthBytesPerSec ? new TokenBucket(options.bandwidthBytesPerSec) : undefined;
 
@@ -115,8 +118,13 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
   let seenCounter = 0;
   let stopped = false;
   let ready = false;
-  /** No scheduling on a half-listed cache: the node-wide count needs every InProgress PVB and PVR. */
-  let synced = false;
+  /**
+   * No scheduling from a half-listed cache: a kind takes part once its informer has listed (the
+   * node-wide count needs its InProgress objects). PVBs and this node's pods are awaited at start;
+   * PVRs for a bounded time, so an agent on a cluster without the PVR CRD still backs up.
+   */
+  const syncedSources = new Set<ScheduledSource>();
+  let podsSynced = false;
   const stopController = new AbortController();
 
   let repository: Promise<Repository> | undefined;
@@ -154,16 +162,22 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
     });
   };
 
-  // PVRs are taken by the node their pod runs on: the pods of this node, by uid.
+  // PVRs are taken by the node their pod runs on: the pods of this node, by uid (an index kept
+  // from the informer's events, so matching every PVR to its pod is a lookup, not a scan).
+  const podsByUid = new Map<string, PodOnNode>();
   const podsHere = watchPods(kube, {
     fieldSelector: `spec.nodeName=${nodeName}`,
-    onEvent: () => schedule(),
+    onEvent: (event) => {
+      const pod = event.object as PodOnNode;
+      const uid = pod.metadata?.uid;
+      if (!uid) return;
+      if (event.type === 'DELETED' || pod.spec?.nodeName !== nodeName) podsByUid.delete(uid);
+      else podsByUid.set(uid, pod);
+      schedule();
+    },
     onError: (err) => log.warn({ err: err.message, code: err.code }, 'pod watch problem (it recovers by itself)'),
   });
-  const podOnNode = (uid: string): PodOnNode | undefined => {
-    for (const pod of podsHere.list() as PodOnNode[]) if (pod.metadata?.uid === uid && pod.spec?.nodeName === nodeName) return pod;
-    return undefined;
-  };
+  const podOnNode = (uid: string): PodOnNode | undefined => podsByUid.get(uid);
 
   const sourceDeps = {
     log,
@@ -192,12 +206,13 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
 
   /** One limit for both kinds: what is busy on the node, then the queue of both in creation order. */
   async function pumpOnce(): Promise<void> {
-    if (stopped || !synced) return;
-    for (const source of sources) await source.answerCancels();
+    if (stopped || !podsSynced) return;
+    const active = sources.filter((source) => syncedSources.has(source));
+    for (const source of active) await source.answerCancels();
     // The limit is node-wide: work another agent (or a previous run) holds InProgress counts too.
     const busy = new Set<string>();
-    for (const source of sources) for (const name of source.busyOnNode()) busy.add(`${source.label}/${name}`);
-    const queued: QueuedOperation[] = sources
+    for (const source of active) for (const name of source.busyOnNode()) busy.add(`${source.label}/${name}`);
+    const queued: QueuedOperation[] = active
       .flatMap((source) => source.queued())
       .sort((a, b) => a.creationTimestamp.localeCompare(b.creationTimestamp) || a.seen - b.seen || a.name.localeCompare(b.name));
     for (const next of queued) {
@@ -209,12 +224,32 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
   // ---------------------------------------------------------------- start
   const rescan = setInterval(schedule, options.rescanIntervalMs ?? 5000);
   rescan.unref();
-  synced = (await Promise.all([...sources.map((source) => source.synced), podsHere.synced])).every(Boolean);
-  const recovery = Promise.all(sources.map((source) => source.recoverOrphans()))
-    .catch((error: unknown) => {
-      if (!stopped) log.error({ err: error }, 'resuming work left in progress failed; it is retried on the next start');
-    })
-    .finally(schedule);
+  const recoveries: Promise<void>[] = [];
+  /** A kind joins scheduling once listed; what a previous run left InProgress is resumed then. */
+  const joinScheduling = (source: ScheduledSource) =>
+    source.synced.then((ok) => {
+      if (!ok || stopped) return;
+      syncedSources.add(source);
+      const recovery = source
+        .recoverOrphans()
+        .catch((error: unknown) => {
+          if (!stopped)
+            log.error({ err: error, kind: source.label }, 'resuming work left in progress failed; it is retried on the next start');
+        })
+        .finally(schedule);
+      recoveries.push(recovery);
+      schedule();
+    });
+  const restoresJoined = joinScheduling(restores);
+  await Promise.all([joinScheduling(backups), podsHere.synced]);
+  podsSynced = true;
+  const restoresListed = await Promise.race([restoresJoined.then(() => true), abortableSleep(restoreSyncGraceMs).then(() => false)]);
+  if (!restoresListed && !stopped) {
+    log.warn(
+      { waitedMs: restoreSyncGraceMs },
+      'PodVolumeRestores cannot be listed yet (is the podvolumerestores.stowage.dev CRD installed and the agent allowed to list it?); backups go on, restores start once they can be listed',
+    );
+  }
   ready = true;
   schedule();
 
@@ -247,7 +282,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
       ready = false;
       clearInterval(rescan);
       stopController.abort();
-      const stopping = Promise.allSettled([...sources.map((source) => source.stop()), podsHere.stop(), recovery, pumping]);
+      const stopping = Promise.allSettled([...sources.map((source) => source.stop()), podsHere.stop(), ...recoveries, pumping]);
       await Promise.race([
         stopping,
         abortableSleep(stopTimeoutMs).then(() => log.warn('work did not stop in time; it stays InProgress for the next start')),

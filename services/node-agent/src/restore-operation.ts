@@ -1,4 +1,4 @@
-import { chmod, mkdir, readdir, rename, rm, rmdir, stat, utimes, writeFile } from 'node:fs/promises';
+import { chmod, chown, lstat, mkdir, readdir, rename, rm, rmdir, stat, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   type KubeClients,
@@ -80,6 +80,13 @@ export function restoreOperationHandler(deps: RestoreOperationDeps): VolumeOpera
       }
       const volumeDir = await waitForVolumeDir(deps, pvr, context.signal);
       const markerDir = join(volumeDir, restoreWaitContainer.markerDir);
+      // The volume's content is the pod's: never follow a .stowage it made into a link elsewhere.
+      const existing = await lstat(markerDir).catch(() => undefined);
+      if (existing && !existing.isDirectory()) {
+        throw new OperationFailure(
+          `${markerDir} exists and is not a directory; the agent restores nothing through it (remove it and restore again)`,
+        );
+      }
       const marker = join(markerDir, restoreUid);
       if (context.resumed) {
         const already = await alreadyRestored(deps, pvr, marker);
@@ -163,12 +170,19 @@ async function alreadyRestored(deps: RestoreOperationDeps, pvr: PodVolumeRestore
 /** Moves every entry of `staging` into `volumeDir` (replacing same-named ones), then gives the root the snapshot's mode and mtime. */
 async function moveIntoPlace(staging: string, volumeDir: string): Promise<void> {
   const root = await stat(staging);
-  for (const entry of await readdir(staging)) {
+  const entries = await readdir(staging);
+  if (entries.includes(restoreWaitContainer.markerDir)) {
+    throw new OperationFailure(
+      `the snapshot holds a top-level ${restoreWaitContainer.markerDir}, which Stowage reserves for its restore markers; nothing was restored`,
+    );
+  }
+  for (const entry of entries) {
     const target = join(volumeDir, entry);
     await rm(target, { recursive: true, force: true });
     await rename(join(staging, entry), target);
   }
   await rm(staging, { recursive: true, force: true });
+  if (process.getuid?.() === 0) await chown(volumeDir, root.uid, root.gid).catch(() => undefined);
   await chmod(volumeDir, root.mode & 0o7777);
   await utimes(volumeDir, root.atime, root.mtime);
 }

@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { getPod, type InformerEvent, type PodVolumeBackup, type PodVolumeRestore, restoreWaitContainer } from '@stowage/kube';
@@ -327,6 +327,25 @@ describe('node agent restoring PodVolumeRestores', () => {
     expect(late?.status?.phase, late?.status?.message).toBe('Completed');
     expect(await restoredTree(lateDir)).toEqual(await describeTree(h.volumeDir('app', 'db', 'scratch')));
 
+    // A .stowage the pod's own data made into a link elsewhere is never followed.
+    const elsewhere = h.volumeDir('app', 'web', 'cache');
+    const before = await describeTree(elsewhere);
+    const linkUid = await h.createPod('app', 'linked', { node: 'node-a', volumes: ['data'] });
+    await mkdir(h.emptyDirOf('node-a', linkUid, 'data'), { recursive: true });
+    await symlink(elsewhere, join(h.emptyDirOf('node-a', linkUid, 'data'), '.stowage'));
+    await h.createPvr('pvr-linked', {
+      restoreUid: RESTORE_UID,
+      namespace: 'app',
+      pod: 'linked',
+      podUid: linkUid,
+      volume: 'data',
+      snapshotID,
+    });
+    const linked = await pvrPhase('pvr-linked', ['Failed', 'Completed']);
+    expect(linked?.status?.phase).toBe('Failed');
+    expect(linked?.status?.message).toMatch(/\.stowage exists and is not a directory; the agent restores nothing through it/);
+    expect(await describeTree(elsewhere)).toEqual(before);
+
     const noDir = await pvrPhase('pvr-no-dir', ['Failed', 'Completed']);
     expect(noDir?.status?.message).toMatch(
       /^waited 8 s for the volume directory and it did not appear: persistentVolumeClaim app\/claim-never-bound of volume data does not exist/,
@@ -385,6 +404,10 @@ describe('node agent restoring PodVolumeRestores', () => {
       60_000,
       'the restore to be under way',
     );
+    // While it runs: PVRs by phase and bytes restored.
+    const metrics = await (await fetch(`http://127.0.0.1:${await agentA.port()}/metrics`)).text();
+    expect(metrics).toContain('stowage_node_agent_pvrs{node="node-a",phase="InProgress"} 1');
+    expect(metrics).toMatch(/stowage_node_agent_restored_bytes_total\{node="node-a"\} [1-9]/);
     agentA.killHard();
     expect((await agentA.exited).signal).toBe('SIGKILL');
     const orphan = await h.pvrs.get('pvr-kill');
@@ -393,7 +416,34 @@ describe('node agent restoring PodVolumeRestores', () => {
     // Nothing half-restored at the volume's root, and no marker for the init container to find.
     expect((await readdir(target)).filter((name) => name !== '.stowage')).toEqual([]);
 
+    // Another PVR the killed agent had finished except for its Completed status: the marker is
+    // in place. The next agent must not restore it again over data the app may be using.
+    const doneUid = await h.createPod('app', 'marked', { node: 'node-a', volumes: ['data'] });
+    const doneDir = h.emptyDirOf('node-a', doneUid, 'data');
+    await mkdir(join(doneDir, '.stowage'), { recursive: true });
+    await writeFile(join(doneDir, 'app-data.txt'), 'written by the app after the restore\n');
+    await writeFile(join(doneDir, '.stowage', RESTORE_UID), 'done');
+    const marked = await h.createPvr('pvr-marked', {
+      restoreUid: RESTORE_UID,
+      namespace: 'app',
+      pod: 'marked',
+      podUid: doneUid,
+      volume: 'data',
+      snapshotID,
+    });
+    const left = await h.pvrs.updateStatusIf('pvr-marked', marked.metadata.resourceVersion!, {
+      phase: 'InProgress',
+      node: 'node-a',
+      startTimestamp: new Date().toISOString(),
+      progress: { totalBytes: BIG_FILE_BYTES, bytesDone: BIG_FILE_BYTES },
+    });
+    expect(left.outcome).toBe('updated');
+
     agentA = startAgentA();
+    const skipped = await pvrPhase('pvr-marked', ['Completed', 'Failed'], 120_000);
+    expect(skipped?.status?.phase).toBe('Completed');
+    expect(skipped?.status?.message).toMatch(/restored before the node agent restarted \(its done marker is in place\)/);
+    expect((await readdir(doneDir)).sort()).toEqual(['.stowage', 'app-data.txt']);
     const done = (await pvrPhase('pvr-kill', ['Completed', 'Failed'], 120_000))!;
     expect(done.status?.phase).toBe('Completed');
     expect(done.status?.node).toBe('node-a');
