@@ -67,6 +67,9 @@ export interface HookRun {
   startedAt?: string;
   endedAt?: string;
   message?: string;
+  /** The last bytes of the hook's output (the API sends them; older servers may not). */
+  stdoutTail?: string;
+  stderrTail?: string;
 }
 
 export interface BlockPvb {

@@ -2,6 +2,7 @@ import { parseArgs } from 'node:util';
 import { stringify as toYaml } from 'yaml';
 import type { StowageApiClient } from './api-client.js';
 import type { BackupEvent, Restore, RestoreSummary } from './api-types.js';
+import { parseSelector } from './backup-spec.js';
 import { CliError, CliErrorCode, ExitCode } from './errors.js';
 import { formatDuration, formatTable, msBetween } from './format.js';
 
@@ -45,18 +46,6 @@ const list = (v: string | undefined) =>
         .split(',')
         .map((s) => s.trim())
         .filter((s) => s.length > 0);
-
-/** `a=b,c=d` → a matchLabels selector. */
-function selectorOf(v: string | undefined): Record<string, unknown> | undefined {
-  if (v === undefined) return undefined;
-  const matchLabels: Record<string, string> = {};
-  for (const pair of list(v) ?? []) {
-    const [k, val] = pair.split('=');
-    if (!k || val === undefined) throw new CliError(CliErrorCode.usage, `--selector: "${pair}" is not key=value`);
-    matchLabels[k] = val;
-  }
-  return { matchLabels };
-}
 
 /** `src:dst,…` → namespaceMapping (Velero's --namespace-mappings). */
 function mappingOf(v: string | undefined): Record<string, string> | undefined {
@@ -114,7 +103,7 @@ export async function runRestoreCommand(
       set('excludedNamespaces', list(values['exclude-namespaces']));
       set('includedResources', list(values['include-resources']));
       set('excludedResources', list(values['exclude-resources']));
-      set('labelSelector', selectorOf(values.selector));
+      set('labelSelector', values.selector === undefined ? undefined : parseSelector(values.selector));
       set('includeClusterResources', values['include-cluster-resources']);
       set('namespaceMapping', mappingOf(values['namespace-mappings']));
       set('restorePVs', values['restore-volumes']);

@@ -22,7 +22,7 @@
  * One timer drives all of it (every `tickMs` while there is work), so nothing runs while idle.
  */
 import { randomUUID } from 'node:crypto';
-import { readdir, rmdir, stat, unlink } from 'node:fs/promises';
+import { mkdir, readdir, rmdir, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ApiError } from './api-status.js';
 import type { ClusterState } from './cluster-state.js';
@@ -291,6 +291,19 @@ export class SimControllers {
 
   private materialize(pod: KubeObject): Promise<void> {
     if (this.options.materialize === 'none') return Promise.resolve();
+    // A restored pod's volumes start empty, as a real kubelet's do: the node agent writes the
+    // backed-up files into them. Fixture files (from the restored pod's or claim's files
+    // annotation) written at the same time would race the restore and leave their own mtimes.
+    if (list(record(pod.spec).initContainers).some((c) => record(c).name === RESTORE_WAIT_CONTAINER)) {
+      const dirs = podVolumeDirs(this.state, this.options.dataRoot, pod);
+      return this.track(
+        Promise.all(dirs.map((dir) => mkdir(dir.path, { recursive: true })))
+          .then(() => undefined)
+          .catch((error: unknown) =>
+            this.options.warn(`creating volume directories of pod ${pod.metadata.namespace}/${pod.metadata.name} failed: ${String(error)}`),
+          ),
+      );
+    }
     // a kubelet creates every volume directory of a pod it starts, with or without fixture files
     return this.track(
       materializePodVolumes(this.state, this.options.dataRoot, [pod], 'all')

@@ -11,6 +11,8 @@ export interface DemoCluster {
   nodes: string[];
   /** Simulator data root: `<dataRoot>/<node>` is a node's kubelet root (`pods/<uid>/volumes/...`). */
   dataRoot: string;
+  /** The kubeconfig user's bearer token, if any (the demo's own requests to the cluster). */
+  token: string | undefined;
   /** True when the demo started the simulator (and stops it). */
   embedded: boolean;
   close(): Promise<void>;
@@ -71,7 +73,15 @@ export async function openDemoCluster(env: Readonly<Record<string, string | unde
   if (given) {
     const target = await readKubeconfig(given);
     const { nodes, dataRoot } = await describeCluster(target);
-    return { kubeconfigPath: given, serverUrl: target.server, nodes, dataRoot, embedded: false, close: async () => {} };
+    return {
+      kubeconfigPath: given,
+      serverUrl: target.server,
+      token: target.token,
+      nodes,
+      dataRoot,
+      embedded: false,
+      close: async () => {},
+    };
   }
   const sim = await startSimulator({ dataRoot: join(workDir, 'cluster-data'), kubeconfigPath: join(workDir, 'kubeconfig') });
   try {
@@ -80,6 +90,7 @@ export async function openDemoCluster(env: Readonly<Record<string, string | unde
     return {
       kubeconfigPath: sim.kubeconfigPath,
       serverUrl: sim.url,
+      token: target.token,
       nodes,
       dataRoot: sim.dataRoot,
       embedded: true,

@@ -13,22 +13,29 @@ export interface DemoOptions {
   /** Bound on the whole backup (start to end); default 5 minutes. */
   timeoutMs: number;
   workers: number;
+  /** Restore shop into this namespace (shop stays) instead of deleting shop and restoring it. */
+  restoreInto: string | undefined;
+  /** Skip the restore step (backup only). */
+  noRestore: boolean;
   help: boolean;
 }
 
-export const DEMO_USAGE = `usage: pnpm demo [--keep] [--out DIR] [--json] [--verbose] [--timeout-s N] [--workers N]
+export const DEMO_USAGE = `usage: pnpm demo [--keep] [--out DIR] [--json] [--verbose] [--timeout-s N] [--workers N] [--restore-into NS] [--no-restore]
 
 Starts Redis (a private redis-server unless REDIS_URL is set), the Kubernetes simulator with the
 demo cluster (unless KUBECONFIG points at a running simulator), three node agents, worker
-processes and the API; backs up the demo cluster through the REST API with live progress; then
-prints a summary and stops everything it started.
+processes and the API; backs up the demo cluster through the REST API with live progress; deletes
+the shop namespace and restores it (volume files checked by sha256, a post-restore hook on every
+pod); then prints a summary and stops everything it started.
 
   --keep       leave everything running for exploring (Ctrl-C stops it); the storage is kept
   --out DIR    keep the backup storage and the service logs in DIR
   --json       the summary as JSON on stdout (progress on stderr)
   --verbose    every service's log lines on stderr, prefixed with its name
   --timeout-s  give up on the backup after N seconds (default 300)
-  --workers    worker processes to start (default 2)`;
+  --workers    worker processes to start (default 2)
+  --restore-into NS  restore shop into namespace NS (shop is left alone) instead of deleting it
+  --no-restore       back up only`;
 
 export function parseDemoArgs(argv: readonly string[]): DemoOptions {
   let values: Record<string, string | boolean | undefined>;
@@ -42,6 +49,8 @@ export function parseDemoArgs(argv: readonly string[]): DemoOptions {
         verbose: { type: 'boolean' },
         'timeout-s': { type: 'string' },
         workers: { type: 'string' },
+        'restore-into': { type: 'string' },
+        'no-restore': { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -67,6 +76,9 @@ export function parseDemoArgs(argv: readonly string[]): DemoOptions {
     verbose: values.verbose === true,
     timeoutMs: whole('timeout-s', 300, 5, 86_400) * 1000,
     workers: whole('workers', 2, 1, 16),
+    restoreInto:
+      typeof values['restore-into'] === 'string' && values['restore-into'].trim() !== '' ? values['restore-into'].trim() : undefined,
+    noRestore: values['no-restore'] === true,
     help: values.help === true,
   };
 }

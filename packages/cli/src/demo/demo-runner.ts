@@ -13,6 +13,7 @@ import { followBackup } from '../follow.js';
 import { formatBytes, formatDuration } from '../format.js';
 import { type DemoCluster, openDemoCluster } from './cluster.js';
 import type { DemoOptions } from './demo-options.js';
+import { type DemoRestoreSummary, formatDemoRestore, restoreShop } from './demo-restore.js';
 import { ManagedProcess } from './managed-process.js';
 
 export const REPO_ROOT = fileURLToPath(new URL('../../../../', import.meta.url));
@@ -36,6 +37,8 @@ export interface DemoSummary extends BackupReport {
   redis: { url: string; embedded: boolean };
   cluster: { server: string; kubeconfig: string; embedded: boolean; nodes: string[] };
   processes: Array<{ name: string; pid: number }>;
+  /** The restore of shop after the backup (null with --no-restore or when the backup failed). */
+  restore: DemoRestoreSummary | null;
   /** Filled after cleanup (not with --keep until Ctrl-C). */
   cleanup: { processesStopped: boolean; tempRemoved: boolean } | null;
 }
@@ -240,10 +243,28 @@ export async function runDemo(
       redis: { url: redisUrl, embedded: redis !== undefined },
       cluster: { server: cluster.serverUrl, kubeconfig: cluster.kubeconfigPath, embedded: cluster.embedded, nodes: cluster.nodes },
       processes: processes.map((p) => ({ name: p.name, pid: p.pid })),
+      restore: null,
       cleanup: null,
     };
-    exitCode = summary.ok && (repositoryVerify?.ok ?? true) ? 0 : 1;
     if (!opts.json) for (const line of formatDemoSummary(summary)) io.stdout.write(`${line}\n`);
+
+    // 6. The restore: shop deleted (or kept, with --restore-into) and brought back
+    if (summary.ok && !opts.noRestore) {
+      summary.restore = await restoreShop({
+        client,
+        kube: { server: cluster.serverUrl, token: cluster.token },
+        backup: name,
+        name: `${name}-restore`,
+        into: opts.restoreInto,
+        say,
+        progress: (line) => progressOut.write(`${line}\n`),
+        signal: bounded,
+      });
+      const r = summary.restore;
+      summary.ok = r.phase === 'Completed' && r.volumes.every((v) => v.equal);
+      if (!opts.json) for (const line of formatDemoRestore(r)) io.stdout.write(`${line}\n`);
+    }
+    exitCode = summary.ok && (repositoryVerify?.ok ?? true) ? 0 : 1;
 
     if (opts.keep) {
       if (opts.json) io.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);

@@ -65,7 +65,7 @@ export async function processRestoreFinalize(rt: PipelineRuntime, job: Job): Pro
     if (line.level !== 'error' && line.level !== 'warn') continue;
     const set = line.level === 'error' ? results.errors : results.warnings;
     const ns = typeof line.namespace === 'string' ? line.namespace : undefined;
-    if (ns) (set.namespaces[ns] ??= []).push(line.msg);
+    if (ns) set.namespaces[ns] = [...(set.namespaces[ns] ?? []), line.msg];
     else set.velero.push(line.msg);
   }
   const completedAt = deps.clock.now();

@@ -1,5 +1,5 @@
 import { getPod } from '@stowage/kube';
-import { cappedBackoffMs, parseRestoreHooksJobData, repark } from '@stowage/queue';
+import { cappedBackoffMs, parseRestoreHooksJobData, repark, restoreJobIds } from '@stowage/queue';
 import type { Job } from 'bullmq';
 import { z } from 'zod';
 import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
@@ -49,24 +49,27 @@ export async function processRestoreHooks(rt: PipelineRuntime, job: Job, token: 
   const wait = waitStateSchema.parse((job.data as { wait?: unknown }).wait ?? {});
   const now = deps.clock.now();
 
-  // Every PVR of the pod must be settled before any hook runs: a failed watch leaves one unwatched.
+  // Every PVR of the pod must be settled before any hook runs: a watch job that failed for good
+  // leaves its PVR unwatched (child keys end in the watch job's id, `rs.<restore>.watch.<pvr>`).
   const failures = await job.getIgnoredChildrenFailures();
-  const pvrNames = (await restores.allPvrNames(name)).filter((n) => Object.keys(failures).some((k) => k.endsWith(`.watch.${n}`)));
+  const watchIdPrefix = restoreJobIds.pvrWatchPrefix(name);
+  const orphaned = Object.entries(failures).flatMap(([key, reason]) => {
+    const at = key.lastIndexOf(watchIdPrefix);
+    return at < 0 ? [] : [{ pvr: key.slice(at + watchIdPrefix.length), reason }];
+  });
   const orphans: Record<string, z.infer<typeof watchProgressSchema>> = {};
   let recheckInMs: number | undefined;
-  const records = await restores.getPvrs(name, pvrNames);
-  for (const [i, pvr] of pvrNames.entries()) {
+  const records = await restores.getPvrs(
+    name,
+    orphaned.map((o) => o.pvr),
+  );
+  for (const [i, { pvr, reason }] of orphaned.entries()) {
     if (isPvrSettled(records[i])) continue;
     const step = await stepVolumeOpWait(
       deps,
       pvrTracker(restoreDeps),
       undefined,
-      {
-        runName: name,
-        opName: pvr,
-        deadlineAt: record.deadlineAt ?? now,
-        orphanedBecause: `pvr-watch job failed: ${failures[Object.keys(failures).find((k) => k.endsWith(`.watch.${pvr}`)) ?? ''] ?? 'unknown'}`,
-      },
+      { runName: name, opName: pvr, deadlineAt: record.deadlineAt ?? now, orphanedBecause: `pvr-watch job failed: ${reason}` },
       wait.orphans[pvr] ?? { polls: 0, lastGetAt: 0 },
     );
     if (step.kind === 'done') continue;

@@ -49,8 +49,10 @@ export async function processRestoreItems(rt: PipelineRuntime, job: Job): Promis
       let written: ItemWriteResult;
       try {
         written = await writeRestoreItem(deps.kube, rt.apiLimit, { item, restoreName: name, policy: spec.existingResourcePolicy });
-        if (written.outcome === 'created' && item.groupResource === 'pods')
-          await startPodFollowUp(rt, base, record.deadlineAt, item, written);
+        if (item.groupResource === 'pods') {
+          if (written.outcome === 'created') await startPodFollowUp(rt, base, record.deadlineAt, item, written);
+          else await warnPodNotOurs(rt, name, item, written.outcome);
+        }
       } catch (err) {
         retryable ??= err;
         return;
@@ -140,4 +142,18 @@ async function startPodFollowUp(
     watchDelayMs,
   });
   for (const pvr of names) await rt.pvrHub?.promoteIfTerminal(pvr);
+}
+
+/** A pod that existed already (not this restore's) gets no volume data and no hooks (as in Velero): said once, not silently. */
+async function warnPodNotOurs(rt: PipelineRuntime, restoreName: string, item: PlannedRestoreItem, outcome: string): Promise<void> {
+  const { restores } = restoreDepsOf(rt.deps);
+  const plan = await restores.getPodPlan(restoreName, item.namespace as string, item.name);
+  if (!plan) return;
+  await restores.recordProblem(restoreName, {
+    level: 'warn',
+    onceKey: `pod-not-ours:${item.key}`,
+    msg: `pod ${item.namespace}/${item.name} ${outcome === 'failed' ? 'was not created' : 'existed already'}: its ${plan.volumes.length} volume(s) are not restored and its ${plan.hooks.length} post-restore hook(s) do not run`,
+    namespace: item.namespace ?? undefined,
+    item: item.key,
+  });
 }

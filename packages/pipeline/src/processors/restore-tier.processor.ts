@@ -2,6 +2,7 @@ import { isKubeError, type KubeClients, KubeErrorCodes } from '@stowage/kube';
 import { addRestoreTier, cappedBackoffMs, parseRestoreTierJobData, repark } from '@stowage/queue';
 import type { Job } from 'bullmq';
 import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
+import { itemKeyOf } from '../plan/block-plan.js';
 import type { RestoreTierPlan } from '../restore/restore-plan-types.js';
 import { restoreDepsOf } from '../restore/restore-runtime.js';
 import type { PipelineRuntime } from '../runtime.js';
@@ -47,7 +48,15 @@ export async function processRestoreTier(rt: PipelineRuntime, job: Job, token: s
   const canceled = record.cancelRequestedAt !== undefined;
   let notReady: string[] = [];
   if (!canceled && tier.waitUntil && tier.waitFor.length > 0) {
-    notReady = await notReadyYet(deps.kube, tier);
+    // A CRD or namespace whose create failed will never be ready: its failure is recorded already.
+    const results = await restores.itemResultsOf(
+      name,
+      tier.waitFor.map((n) =>
+        itemKeyOf(tier.waitUntil === 'crds-established' ? 'customresourcedefinitions.apiextensions.k8s.io' : 'namespaces', undefined, n),
+      ),
+    );
+    const waitFor = tier.waitFor.filter((_, i) => results[i]?.outcome !== 'failed');
+    notReady = await notReadyYet(deps.kube, { ...tier, waitFor });
     const waitState = (job.data as { wait?: { startedAt: number; polls: number } }).wait ?? { startedAt: deps.clock.now(), polls: 0 };
     if (notReady.length > 0 && deps.clock.now() - waitState.startedAt < deps.config.restoreTierWaitMs) {
       await job.updateData({ ...(job.data as object), wait: { ...waitState, polls: waitState.polls + 1 } });

@@ -157,18 +157,24 @@ export class RestoreState extends RunState<RestoreRecord> {
 
   /**
    * Records each item's outcome once (the first final outcome wins: HSETNX) and counts it once
-   * per key: `items<Outcome>`, and `itemsRestored` unless it failed. One round trip per batch.
+   * per key: `items<Outcome>`, and `itemsRestored` unless it failed. One MULTI (atomic): a job
+   * killed here leaves either both the results and their counts or neither — a re-run batch
+   * passes over items with a result, so a result without its count would never be counted.
    */
   async recordItemResults(name: string, results: ReadonlyArray<{ key: string; result: ItemResult }>): Promise<void> {
     if (results.length === 0) return;
-    const multi = this.redis.multi();
-    for (const { key, result } of results) multi.hsetnx(this.key(name, 'results'), key, JSON.stringify(result));
-    await multi.exec();
     const once = results.flatMap(({ key, result }) => [
-      { onceKey: `item:${key}`, field: ITEM_OUTCOME_COUNTERS[result.outcome] },
-      ...(result.outcome === 'failed' ? [] : [{ onceKey: `item-restored:${key}`, field: 'itemsRestored' }]),
+      [`item:${key}`, ITEM_OUTCOME_COUNTERS[result.outcome], 1],
+      ...(result.outcome === 'failed' ? [] : [[`item-restored:${key}`, 'itemsRestored', 1]]),
     ]);
-    await this.countOnceMany(name, once);
+    const multi = this.redis.multi() as ReturnType<Redis['multi']> & {
+      stowageCountOnceMany(onceKey: string, countersKey: string, entries: string): unknown;
+    };
+    for (const { key, result } of results) multi.hsetnx(this.key(name, 'results'), key, JSON.stringify(result));
+    multi.stowageCountOnceMany(this.key(name, 'once'), this.key(name, 'cnt'), JSON.stringify(once));
+    const replies = (await multi.exec()) ?? [];
+    const failed = replies.find(([err]) => err);
+    if (failed) throw failed[0];
   }
 
   /** Every item result, by key (for `GET /v1/restores/:name/items` and the results file). */
