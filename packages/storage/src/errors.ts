@@ -6,6 +6,12 @@ export const StorageErrorCode = {
   badName: 'STORAGE_BAD_NAME',
   /** A staged segment or item is not what stageItems wrote (cut or lost by a machine crash). */
   corruptItem: 'STORAGE_CORRUPT_ITEM',
+  /** An object's bytes do not match the checksum or size recorded when it was written (cut or changed since). */
+  corruptObject: 'STORAGE_CORRUPT_OBJECT',
+  /** A put's bytes do not match the checksum the caller passed (PutOptions.sha256); nothing was written. */
+  checksumMismatch: 'STORAGE_CHECKSUM_MISMATCH',
+  /** The store cannot be used: bucket missing, credentials refused, endpoint unreachable (checkAccess). */
+  unavailable: 'STORAGE_UNAVAILABLE',
   /** The backend failed (disk full, permissions, …); `cause` holds the original error. */
   io: 'STORAGE_IO',
 } as const;

@@ -1,6 +1,7 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import {
   closeSync,
+  createReadStream,
   createWriteStream,
   fstatSync,
   fsyncSync,
@@ -16,7 +17,14 @@ import { type FileHandle, mkdir, open, readFile, rename, rm, rmdir, stat, unlink
 import { dirname, join, resolve, sep } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import type { BackupStorage, PutOptions } from './backup-storage.js';
+import {
+  type ListPage,
+  type ListPageOptions,
+  MAX_LIST_PAGE,
+  type ObjectInfo,
+  type ObjectStore,
+  type PutOptions,
+} from './backup-storage.js';
 import { StorageError, StorageErrorCode } from './errors.js';
 import { assertValidKey, assertValidPrefix, TEMP_FILE_MARKER } from './keys.js';
 
@@ -35,11 +43,13 @@ function ioError(action: string, key: string, cause: unknown): StorageError {
  * and the directory is fsynced so the rename survives a crash. A `durable: false` put skips both
  * fsyncs (still atomic for readers and across a process crash; see PutOptions).
  */
-export class FileSystemStorage implements BackupStorage {
+export class FileSystemStorage implements ObjectStore {
   readonly rootDir: string;
+  readonly location: string;
 
   constructor(rootDir: string) {
     this.rootDir = resolve(rootDir);
+    this.location = `dir:${this.rootDir}`;
   }
 
   private pathOf(key: string): string {
@@ -48,6 +58,7 @@ export class FileSystemStorage implements BackupStorage {
 
   async putObject(key: string, data: Buffer | string, opts: PutOptions = {}): Promise<void> {
     assertValidKey(key);
+    if (opts.sha256 !== undefined) assertChecksum(key, data, opts.sha256);
     const durable = opts.durable ?? true;
     if ((typeof data === 'string' ? Buffer.byteLength(data) : data.length) <= SMALL_OBJECT_BYTES) {
       this.putSmallSync(key, data, durable);
@@ -151,6 +162,77 @@ export class FileSystemStorage implements BackupStorage {
     }
   }
 
+  async getStream(key: string): Promise<AsyncIterable<Buffer> | undefined> {
+    assertValidKey(key);
+    const handle = await open(this.pathOf(key), 'r').catch((err: NodeJS.ErrnoException) => {
+      if (isNotFound(err) || err.code === 'EISDIR') return undefined;
+      throw ioError('reading', key, err);
+    });
+    if (!handle) return undefined;
+    if (!(await handle.stat()).isFile()) {
+      await handle.close();
+      return undefined;
+    }
+    // The open handle keeps reading the bytes it opened even if a put renames a new file over it.
+    return createReadStream('', { fd: handle, highWaterMark: 256 * 1024 });
+  }
+
+  async head(key: string): Promise<ObjectInfo | undefined> {
+    assertValidKey(key);
+    try {
+      const st = await stat(this.pathOf(key));
+      return st.isFile() ? { key, size: st.size } : undefined;
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw ioError('checking', key, err);
+    }
+  }
+
+  async delete(key: string): Promise<boolean> {
+    assertValidKey(key);
+    try {
+      await unlink(this.pathOf(key));
+    } catch (err) {
+      if (isNotFound(err) || (err as NodeJS.ErrnoException).code === 'EISDIR' || (err as NodeJS.ErrnoException).code === 'EPERM')
+        return false;
+      throw ioError('deleting', key, err);
+    }
+    await this.pruneEmptyDirectories(new Set([dirname(this.pathOf(key))]));
+    return true;
+  }
+
+  async listPage(prefix: string, opts: ListPageOptions = {}): Promise<ListPage> {
+    const limit = Math.min(Math.max(1, opts.limit ?? MAX_LIST_PAGE), MAX_LIST_PAGE);
+    const keys = await this.list(prefix);
+    const after = opts.after;
+    const start = after === undefined ? 0 : keys.findIndex((key) => key > after);
+    const page = start < 0 ? [] : keys.slice(start, start + limit);
+    const objects: ObjectInfo[] = [];
+    for (const key of page) {
+      const info = await this.head(key);
+      if (info) objects.push(info); // deleted meanwhile: not listed
+    }
+    const more = start >= 0 && start + limit < keys.length;
+    return { objects, next: more ? page[page.length - 1] : undefined };
+  }
+
+  /** The root must be a writable directory (created when missing, as the first put would). */
+  async checkAccess(): Promise<void> {
+    try {
+      await mkdir(this.rootDir, { recursive: true });
+      const probe = join(this.rootDir, `${TEMP_FILE_MARKER}probe-${randomUUID()}`);
+      const handle = await open(probe, 'wx', 0o600);
+      await handle.close();
+      await unlink(probe);
+    } catch (err) {
+      throw new StorageError(
+        StorageErrorCode.unavailable,
+        `the storage directory ${this.rootDir} is not a writable directory: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+        { cause: err },
+      );
+    }
+  }
+
   async exists(key: string): Promise<boolean> {
     assertValidKey(key);
     try {
@@ -215,6 +297,17 @@ export class FileSystemStorage implements BackupStorage {
         dir = dirname(dir);
       }
     }
+  }
+}
+
+/** Throws STORAGE_CHECKSUM_MISMATCH unless `data` hashes to `expected` (SHA-256, hex). */
+export function assertChecksum(key: string, data: Buffer | string, expected: string): void {
+  const actual = createHash('sha256').update(data).digest('hex');
+  if (actual !== expected.toLowerCase()) {
+    throw new StorageError(
+      StorageErrorCode.checksumMismatch,
+      `put of ${JSON.stringify(key)} refused: its bytes hash to sha256 ${actual}, the caller expected ${expected}`,
+    );
   }
 }
 

@@ -1,4 +1,12 @@
-export type { BackupStorage, PutOptions } from './backup-storage.js';
+export {
+  type BackupStorage,
+  type ListPage,
+  type ListPageOptions,
+  MAX_LIST_PAGE,
+  type ObjectInfo,
+  type ObjectStore,
+  type PutOptions,
+} from './backup-storage.js';
 export { StorageError, StorageErrorCode } from './errors.js';
 export { FileSystemStorage } from './file-system-storage.js';
 export { type BackupItem, restageItems, stagedItemPaths, stageItems } from './item-segments.js';
