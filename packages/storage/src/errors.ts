@@ -27,3 +27,17 @@ export class StorageError extends Error {
     super(`${code}: ${message}`, options);
   }
 }
+
+/** What checkAccess found wrong, so a service can name the setting to fix. */
+export type UnavailableReason = 'bucket' | 'credentials' | 'endpoint' | 'directory';
+
+/** STORAGE_UNAVAILABLE from checkAccess: `reason` says which setting is at fault. */
+export class StorageUnavailableError extends StorageError {
+  constructor(
+    readonly reason: UnavailableReason,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(StorageErrorCode.unavailable, message, options);
+  }
+}

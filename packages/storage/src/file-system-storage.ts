@@ -1,4 +1,4 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import {
   closeSync,
   createReadStream,
@@ -25,7 +25,8 @@ import {
   type ObjectStore,
   type PutOptions,
 } from './backup-storage.js';
-import { StorageError, StorageErrorCode } from './errors.js';
+import { assertChecksum } from './checksum.js';
+import { StorageError, StorageErrorCode, StorageUnavailableError } from './errors.js';
 import { assertValidKey, assertValidPrefix, TEMP_FILE_MARKER } from './keys.js';
 
 function isNotFound(err: unknown): boolean {
@@ -225,8 +226,8 @@ export class FileSystemStorage implements ObjectStore {
       await handle.close();
       await unlink(probe);
     } catch (err) {
-      throw new StorageError(
-        StorageErrorCode.unavailable,
+      throw new StorageUnavailableError(
+        'directory',
         `the storage directory ${this.rootDir} is not a writable directory: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
         { cause: err },
       );
@@ -297,17 +298,6 @@ export class FileSystemStorage implements ObjectStore {
         dir = dirname(dir);
       }
     }
-  }
-}
-
-/** Throws STORAGE_CHECKSUM_MISMATCH unless `data` hashes to `expected` (SHA-256, hex). */
-export function assertChecksum(key: string, data: Buffer | string, expected: string): void {
-  const actual = createHash('sha256').update(data).digest('hex');
-  if (actual !== expected.toLowerCase()) {
-    throw new StorageError(
-      StorageErrorCode.checksumMismatch,
-      `put of ${JSON.stringify(key)} refused: its bytes hash to sha256 ${actual}, the caller expected ${expected}`,
-    );
   }
 }
 

@@ -7,7 +7,7 @@ export {
   type ObjectStore,
   type PutOptions,
 } from './backup-storage.js';
-export { StorageError, StorageErrorCode } from './errors.js';
+export { StorageError, StorageErrorCode, StorageUnavailableError, type UnavailableReason } from './errors.js';
 export { FileSystemStorage } from './file-system-storage.js';
 export { type BackupItem, restageItems, stagedItemPaths, stageItems } from './item-segments.js';
 export { type AssembleOptions, type AssembleResult, assembleTarball, BACKUP_FORMAT_VERSION } from './items.js';
@@ -22,6 +22,7 @@ export {
   itemTarballPath,
   REPOSITORY_ROOT,
 } from './layout.js';
+export { S3Storage, type S3StorageOptions, SHA256_METADATA } from './s3-storage.js';
 export {
   type BackupResults,
   type ResultSet,

@@ -1,3 +1,12 @@
 export { getFreePort } from '@stowage/platform';
 export { type RedisServer, type RedisServerOptions, startRedisServer, uniquePrefix, useTestRedis } from './redis-server.js';
+export {
+  S3_SERVER_ACCESS_KEY_ID,
+  S3_SERVER_SECRET_ACCESS_KEY,
+  type S3Server,
+  type S3Target,
+  s3TargetEnv,
+  startS3Server,
+  useTestS3,
+} from './s3-server.js';
 export { type DescribedEntry, describeTree, writeVolumeTree } from './volume-tree.js';
