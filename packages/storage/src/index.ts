@@ -22,6 +22,7 @@ export {
   itemTarballPath,
   REPOSITORY_ROOT,
 } from './layout.js';
+export { type ObjectStoreLocation, type OpenCheckedResult, openCheckedObjectStore, openObjectStore } from './open-store.js';
 export { S3Storage, type S3StorageOptions, SHA256_METADATA } from './s3-storage.js';
 export {
   type BackupResults,

@@ -103,7 +103,8 @@ export class S3Storage implements ObjectStore {
     this.partSize = opts.partSize ?? 8 * 1024 * 1024;
     this.queueSize = opts.queueSize ?? 2;
     this.client = new S3Client({
-      region: opts.region ?? 'us-east-1',
+      // STOWAGE_S3_REGION, else the AWS chain's AWS_REGION, else us-east-1 (MinIO accepts any).
+      region: opts.region ?? process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION ?? 'us-east-1',
       endpoint: opts.endpoint,
       forcePathStyle: opts.forcePathStyle ?? false,
       credentials: opts.credentials,

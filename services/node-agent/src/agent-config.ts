@@ -9,7 +9,10 @@ export interface NodeAgentConfig {
   readonly shared: StowageConfig;
   readonly nodeName: string;
   readonly repoKey: string;
-  /** `<STOWAGE_STORAGE>/repository`. */
+  /**
+   * `<STOWAGE_STORAGE>/repository` for a directory; with s3:// storage, STOWAGE_REPOSITORY_DIR
+   * (the volume repository is still a directory until it runs on the object store).
+   */
   readonly repoDir: string;
   readonly kubeletRoot: string;
   readonly loadConcurrency: LoadConcurrencyConfig;
@@ -64,6 +67,12 @@ export function loadNodeAgentConfig(env: Readonly<Record<string, string | undefi
     if (parsed.ok) bandwidthBytesPerSec = parsed.bytesPerSec;
     else problems.push(`STOWAGE_BANDWIDTH_LIMIT: ${parsed.message}`);
   }
+  const repositoryDir = blank(env.STOWAGE_REPOSITORY_DIR);
+  if (shared.ok && shared.config.storage.kind === 's3' && !repositoryDir) {
+    problems.push(
+      'STOWAGE_REPOSITORY_DIR: is required by the node agent when STOWAGE_STORAGE is s3://: the volume repository is still a directory; set it to a directory every node agent shares',
+    );
+  }
   if (!shared.ok || problems.length > 0) return { ok: false, problems };
   const config = shared.config;
   return {
@@ -72,7 +81,7 @@ export function loadNodeAgentConfig(env: Readonly<Record<string, string | undefi
       shared: config,
       nodeName: config.node.name!,
       repoKey: config.repository.key!,
-      repoDir: join(config.storage.path, 'repository'),
+      repoDir: repositoryDir ?? (config.storage.kind === 'filesystem' ? join(config.storage.path, 'repository') : ''),
       kubeletRoot,
       loadConcurrency,
       loadConcurrencyWarnings,

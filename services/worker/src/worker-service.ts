@@ -14,7 +14,7 @@ import {
 } from '@stowage/pipeline';
 import type { StowageConfig } from '@stowage/platform';
 import { createWorkerConnection, QueueName } from '@stowage/queue';
-import { FileSystemStorage } from '@stowage/storage';
+import { type ObjectStore, openObjectStore } from '@stowage/storage';
 import type { Redis } from 'ioredis';
 
 export interface WorkerServiceOptions {
@@ -26,6 +26,8 @@ export interface WorkerServiceOptions {
   pipeline?: Partial<PipelineConfig>;
   /** BullMQ lock/stalled-check timing (STOWAGE_LOCK_DURATION_MS, STOWAGE_STALLED_INTERVAL_MS). */
   lock?: WorkerLockTiming;
+  /** Backup storage, already checked by main.ts (openCheckedObjectStore); default opened from config.storage. */
+  storage?: ObjectStore;
 }
 
 export interface WorkerService {
@@ -64,7 +66,7 @@ export async function startWorkerService(opts: WorkerServiceOptions): Promise<Wo
     agents: new NodeAgentRegistry({ redis, prefix: statePrefix }),
     kube,
     pvbs,
-    storage: new FileSystemStorage(config.storage.path),
+    storage: opts.storage ?? openObjectStore(config.storage),
     logger,
     clock: { now: Date.now },
     config: { ...DEFAULT_PIPELINE_CONFIG, namespace: config.kube.namespace, waitMode: config.pipeline.waitMode, ...opts.pipeline },
