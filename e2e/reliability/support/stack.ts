@@ -17,7 +17,15 @@ import { createKubeClients, createPvbClient, type KubeClients, type PvbClient } 
 import { type Fixture, type Simulator, startSimulator } from '../../../packages/kube-sim/src/index.js';
 import { type BackupRecord, BackupState, NodeAgentRegistry, statePrefixFor } from '../../../packages/pipeline/src/index.js';
 import { createWorkerConnection } from '../../../packages/queue/src/index.js';
-import { getFreePort, type RedisServer, startRedisServer, uniquePrefix } from '../../../packages/testing/src/index.js';
+import { FileSystemStorage, type ObjectStore, openObjectStore } from '../../../packages/storage/src/index.js';
+import {
+  getFreePort,
+  type RedisServer,
+  type S3Server,
+  startRedisServer,
+  startS3Server,
+  uniquePrefix,
+} from '../../../packages/testing/src/index.js';
 import { type NodeAgent, type NodeAgentOptions, startNodeAgent } from '../../../services/node-agent/src/index.js';
 
 export const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
@@ -158,6 +166,11 @@ export interface StackOptions {
   materializeVolumes?: 'all' | 'with-files' | 'none';
   /** Load the PVB CRD before the fixture (default true; generated clusters bring their own). */
   withCrd?: boolean;
+  /**
+   * Backup storage: a directory (default) or a bucket on a private S3 server (STOWAGE_STORAGE=s3://…).
+   * The volume repository stays a directory (`<storageDir>/repository`, STOWAGE_REPOSITORY_DIR) either way.
+   */
+  storage?: 'directory' | 's3';
 }
 
 export interface Stack {
@@ -168,7 +181,12 @@ export interface Stack {
   pvbs: PvbClient;
   state: BackupState;
   agents: NodeAgentRegistry;
+  /** The local directory: backup storage when `storage` is 'directory', and the volume repository's parent. */
   storageDir: string;
+  /** The backup storage the services use, for the test's own reads. */
+  backupStorage: ObjectStore;
+  /** The S3 server when `storage` is 's3'. */
+  s3?: S3Server;
   queuePrefix: string;
   token: string;
   repoKey: string;
@@ -194,6 +212,18 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     ...(opts.materializeVolumes ? { materializeVolumes: opts.materializeVolumes } : {}),
   });
   const storageDir = await mkdtemp(join(tmpdir(), 'stowage-reliability-'));
+  const s3 = opts.storage === 's3' ? await startS3Server() : undefined;
+  const backupStorage: ObjectStore = s3
+    ? openObjectStore({ kind: 's3', bucket: s3.bucket, prefix: s3.prefix, endpoint: s3.endpoint, region: s3.region, forcePathStyle: true })
+    : new FileSystemStorage(storageDir);
+  const storageEnv: Record<string, string> = s3
+    ? { ...s3.env, STOWAGE_REPOSITORY_DIR: join(storageDir, 'repository'), AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' }
+    : { STOWAGE_STORAGE: storageDir };
+  if (s3) {
+    // This process's reads of the bucket go through the AWS chain too.
+    process.env.AWS_ACCESS_KEY_ID = s3.accessKeyId;
+    process.env.AWS_SECRET_ACCESS_KEY = s3.secretAccessKey;
+  }
   const queuePrefix = uniquePrefix();
   const statePrefix = statePrefixFor(queuePrefix);
   const redis = createWorkerConnection(redisServer.url, { onError: () => undefined });
@@ -203,7 +233,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
   const env = {
     REDIS_URL: redisServer.url,
     KUBECONFIG: sim.kubeconfigPath,
-    STOWAGE_STORAGE: storageDir,
+    ...storageEnv,
     STOWAGE_QUEUE_PREFIX: queuePrefix,
     STOWAGE_NAMESPACE: 'stowage',
     STOWAGE_API_TOKENS: token,
@@ -220,6 +250,8 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     state: new BackupState({ redis, prefix: statePrefix }),
     agents: new NodeAgentRegistry({ redis, prefix: statePrefix }),
     storageDir,
+    backupStorage,
+    ...(s3 ? { s3 } : {}),
     queuePrefix,
     token,
     repoKey,
@@ -243,6 +275,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       redis.disconnect();
       await sim.close().catch(() => undefined);
       await redisServer.stop().catch(() => undefined);
+      await s3?.stop().catch(() => undefined);
       await rm(storageDir, { recursive: true, force: true });
     },
   };
