@@ -110,7 +110,8 @@ export class S3Storage implements ObjectStore {
       credentials: opts.credentials,
       maxAttempts: opts.maxAttempts ?? 6,
       retryMode: opts.retryMode ?? 'standard',
-      requestHandler: { connectionTimeout: 5_000, requestTimeout: opts.requestTimeoutMs ?? 60_000 },
+      // A stalled request is an error (then retried), not only a logged warning.
+      requestHandler: { connectionTimeout: 5_000, requestTimeout: opts.requestTimeoutMs ?? 60_000, throwOnRequestTimeout: true },
     });
   }
 
