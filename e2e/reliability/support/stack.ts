@@ -21,8 +21,11 @@ import { FileSystemStorage, type ObjectStore, openObjectStore } from '../../../p
 import {
   getFreePort,
   type RedisServer,
+  type S3FaultPlan,
+  type S3FaultProxy,
   type S3Server,
   startRedisServer,
+  startS3FaultProxy,
   startS3Server,
   uniquePrefix,
 } from '../../../packages/testing/src/index.js';
@@ -171,6 +174,8 @@ export interface StackOptions {
    * The volume repository stays a directory (`<storageDir>/repository`, STOWAGE_REPOSITORY_DIR) either way.
    */
   storage?: 'directory' | 's3';
+  /** With `storage: 's3'`: the services reach the S3 server through a fault proxy with this plan. */
+  s3Faults?: S3FaultPlan;
 }
 
 export interface Stack {
@@ -187,6 +192,8 @@ export interface Stack {
   backupStorage: ObjectStore;
   /** The S3 server when `storage` is 's3'. */
   s3?: S3Server;
+  /** The fault proxy between the services and the S3 server, when `s3Faults` was given. */
+  s3FaultProxy?: S3FaultProxy;
   queuePrefix: string;
   token: string;
   repoKey: string;
@@ -213,11 +220,17 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
   });
   const storageDir = await mkdtemp(join(tmpdir(), 'stowage-reliability-'));
   const s3 = opts.storage === 's3' ? await startS3Server() : undefined;
+  const s3FaultProxy = s3 && opts.s3Faults ? await startS3FaultProxy(s3.endpoint, opts.s3Faults) : undefined;
   const backupStorage: ObjectStore = s3
     ? openObjectStore({ kind: 's3', bucket: s3.bucket, prefix: s3.prefix, endpoint: s3.endpoint, region: s3.region, forcePathStyle: true })
     : new FileSystemStorage(storageDir);
   const storageEnv: Record<string, string> = s3
-    ? { ...s3.env, STOWAGE_REPOSITORY_DIR: join(storageDir, 'repository'), AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' }
+    ? {
+        ...s3.env,
+        ...(s3FaultProxy ? { STOWAGE_S3_ENDPOINT: s3FaultProxy.endpoint } : {}),
+        STOWAGE_REPOSITORY_DIR: join(storageDir, 'repository'),
+        AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+      }
     : { STOWAGE_STORAGE: storageDir };
   if (s3) {
     // This process's reads of the bucket go through the AWS chain too.
@@ -252,6 +265,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     storageDir,
     backupStorage,
     ...(s3 ? { s3 } : {}),
+    ...(s3FaultProxy ? { s3FaultProxy } : {}),
     queuePrefix,
     token,
     repoKey,
@@ -275,6 +289,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       redis.disconnect();
       await sim.close().catch(() => undefined);
       await redisServer.stop().catch(() => undefined);
+      await s3FaultProxy?.close().catch(() => undefined);
       await s3?.stop().catch(() => undefined);
       await rm(storageDir, { recursive: true, force: true });
     },
