@@ -70,6 +70,12 @@ export interface ObjectStore extends BackupStorage {
    * make the stream fail with STORAGE_CORRUPT_OBJECT instead of ending normally.
    */
   getStream(key: string): Promise<AsyncIterable<Buffer> | undefined>;
+  /**
+   * Up to `length` bytes from `offset` (fewer at the end of the object, empty past it), or
+   * undefined when there is no object. Not checked against the object's checksum (a part cannot
+   * be): callers read parts of objects that authenticate themselves (the repository's sealed blobs).
+   */
+  getRange(key: string, offset: number, length: number): Promise<Buffer | undefined>;
   /** Size (and recorded checksum) of an object, or undefined when there is none. */
   head(key: string): Promise<ObjectInfo | undefined>;
   /** Deletes one object; true when it existed. Deleting a missing key is not an error. */

@@ -27,7 +27,7 @@ import {
 } from './backup-storage.js';
 import { assertChecksum } from './checksum.js';
 import { StorageError, StorageErrorCode, StorageUnavailableError } from './errors.js';
-import { assertValidKey, assertValidPrefix, TEMP_FILE_MARKER } from './keys.js';
+import { assertRange, assertValidKey, assertValidPrefix, TEMP_FILE_MARKER } from './keys.js';
 
 function isNotFound(err: unknown): boolean {
   const code = (err as NodeJS.ErrnoException | undefined)?.code;
@@ -176,6 +176,33 @@ export class FileSystemStorage implements ObjectStore {
     }
     // The open handle keeps reading the bytes it opened even if a put renames a new file over it.
     return createReadStream('', { fd: handle, highWaterMark: 256 * 1024 });
+  }
+
+  async getRange(key: string, offset: number, length: number): Promise<Buffer | undefined> {
+    assertValidKey(key);
+    assertRange(key, offset, length);
+    let handle: FileHandle;
+    try {
+      handle = await open(this.pathOf(key), 'r');
+    } catch (err) {
+      if (isNotFound(err) || (err as NodeJS.ErrnoException).code === 'EISDIR') return undefined;
+      throw ioError('reading', key, err);
+    }
+    try {
+      const out = Buffer.allocUnsafe(length);
+      let filled = 0;
+      while (filled < length) {
+        const { bytesRead } = await handle.read(out, filled, length - filled, offset + filled);
+        if (bytesRead === 0) break;
+        filled += bytesRead;
+      }
+      return out.subarray(0, filled);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'EISDIR') return undefined;
+      throw ioError('reading', key, err);
+    } finally {
+      await handle.close();
+    }
   }
 
   async head(key: string): Promise<ObjectInfo | undefined> {

@@ -23,7 +23,7 @@ import {
 } from './backup-storage.js';
 import { assertChecksum, sha256Hex } from './checksum.js';
 import { StorageError, StorageErrorCode, StorageUnavailableError } from './errors.js';
-import { assertValidKey, assertValidPrefix, TEMP_FILE_MARKER } from './keys.js';
+import { assertRange, assertValidKey, assertValidPrefix, TEMP_FILE_MARKER } from './keys.js';
 
 /** User metadata holding the SHA-256 of the object's bytes, written with every object and checked on every read. */
 export const SHA256_METADATA = 'stowage-sha256';
@@ -278,6 +278,21 @@ export class S3Storage implements ObjectStore {
       if (actual !== expectedSha) throw corrupt(`hashes to sha256 ${actual}, not the ${expectedSha} recorded when it was written`);
     }
     return verified();
+  }
+
+  async getRange(key: string, offset: number, length: number): Promise<Buffer | undefined> {
+    assertValidKey(key);
+    assertRange(key, offset, length);
+    try {
+      const out = await this.client.send(
+        new GetObjectCommand({ Bucket: this.bucket, Key: this.fullKey(key), Range: `bytes=${offset}-${offset + length - 1}` }),
+      );
+      return Buffer.from((await out.Body?.transformToByteArray()) ?? new Uint8Array());
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      if (statusOf(err) === 416) return Buffer.alloc(0); // the range starts past the end
+      throw this.fail('reading', key, err);
+    }
   }
 
   async head(key: string): Promise<ObjectInfo | undefined> {

@@ -74,6 +74,17 @@ describe.each(BACKENDS)('object store on %s', (kind) => {
     expect(await backend().rawKeys()).toEqual([]);
   });
 
+  it('reads ranges of an object: inside, cut at the end, past the end, of a missing object', async () => {
+    const { storage } = backend();
+    const bytes = Buffer.from(Array.from({ length: 1000 }, (_, i) => i % 256));
+    await storage.putObject('repository/packs/ab/p1', bytes);
+    expect(await storage.getRange('repository/packs/ab/p1', 10, 5)).toEqual(bytes.subarray(10, 15));
+    expect(await storage.getRange('repository/packs/ab/p1', 990, 50)).toEqual(bytes.subarray(990));
+    expect((await storage.getRange('repository/packs/ab/p1', 1000, 10))?.length).toBe(0);
+    expect(await storage.getRange('repository/packs/ab/p2', 0, 10)).toBeUndefined();
+    await expect(storage.getRange('repository/packs/ab/p1', -1, 10)).rejects.toMatchObject({ code: 'STORAGE_BAD_KEY' });
+  });
+
   it('lists a prefix page by page, in key order, every key exactly once', async () => {
     const { storage } = backend();
     const keys = Array.from({ length: 23 }, (_, i) => `repository/data/${String(i).padStart(2, '0')}`);
