@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -61,8 +61,10 @@ export function s3TargetEnv(t: Omit<S3Target, 'env' | 'storageUrl'>): { storageU
  * Starts a private S3-protocol server (@20minutes/s3rver, see the README for why) in a child
  * process on a free loopback port, with its objects in a temp dir and one bucket created.
  */
-export async function startS3Server(opts: { bucket?: string; prefix?: string } = {}): Promise<S3Server> {
-  const dir = await mkdtemp(join(tmpdir(), 'stowage-s3-'));
+export async function startS3Server(opts: { bucket?: string; prefix?: string; dir?: string } = {}): Promise<S3Server> {
+  // A directory the caller names is kept at stop (the demo's --out); a temp dir is removed.
+  const dir = opts.dir ?? (await mkdtemp(join(tmpdir(), 'stowage-s3-')));
+  await mkdir(dir, { recursive: true });
   const bucket = opts.bucket ?? 'stowage-test';
   const prefix = opts.prefix ?? '';
   const script = fileURLToPath(new URL('./s3-server-process.cjs', import.meta.url));
@@ -111,7 +113,7 @@ export async function startS3Server(opts: { bucket?: string; prefix?: string } =
         child.kill('SIGTERM');
         await exited;
       }
-      await rm(dir, { recursive: true, force: true });
+      if (!opts.dir) await rm(dir, { recursive: true, force: true });
     },
   };
 }

@@ -13,10 +13,12 @@ export interface DemoOptions {
   /** Bound on the whole backup (start to end); default 5 minutes. */
   timeoutMs: number;
   workers: number;
+  /** Backup storage: a directory (default) or a private S3 server started for the demo. */
+  storage: 'directory' | 's3';
   help: boolean;
 }
 
-export const DEMO_USAGE = `usage: pnpm demo [--keep] [--out DIR] [--json] [--verbose] [--timeout-s N] [--workers N]
+export const DEMO_USAGE = `usage: pnpm demo [--keep] [--out DIR] [--json] [--verbose] [--timeout-s N] [--workers N] [--storage directory|s3]
 
 Starts Redis (a private redis-server unless REDIS_URL is set), the Kubernetes simulator with the
 demo cluster (unless KUBECONFIG points at a running simulator), three node agents, worker
@@ -28,7 +30,9 @@ prints a summary and stops everything it started.
   --json       the summary as JSON on stdout (progress on stderr)
   --verbose    every service's log lines on stderr, prefixed with its name
   --timeout-s  give up on the backup after N seconds (default 300)
-  --workers    worker processes to start (default 2)`;
+  --workers    worker processes to start (default 2)
+  --storage    where backups go: a directory (default), or s3, a private S3 server started for
+               the demo (STOWAGE_STORAGE=s3://stowage-demo; its files under --out DIR/s3 if given)`;
 
 export function parseDemoArgs(argv: readonly string[]): DemoOptions {
   let values: Record<string, string | boolean | undefined>;
@@ -42,6 +46,7 @@ export function parseDemoArgs(argv: readonly string[]): DemoOptions {
         verbose: { type: 'boolean' },
         'timeout-s': { type: 'string' },
         workers: { type: 'string' },
+        storage: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -60,7 +65,12 @@ export function parseDemoArgs(argv: readonly string[]): DemoOptions {
   };
   const out = typeof values.out === 'string' ? values.out : undefined;
   if (out !== undefined && out.trim() === '') throw new CliError(CliErrorCode.usage, '--out needs a directory');
+  const storage = values.storage ?? 'directory';
+  if (storage !== 'directory' && storage !== 's3') {
+    throw new CliError(CliErrorCode.usage, `--storage must be directory or s3, got ${JSON.stringify(storage)}`);
+  }
   return {
+    storage,
     keep: values.keep === true,
     out,
     json: values.json === true,

@@ -6,6 +6,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { type EmbeddedRedis, getFreePort, PlatformError, PlatformErrorCode, startEmbeddedRedis } from '@stowage/platform';
 import { Repository } from '@stowage/repository';
+import { type S3Server, startS3Server } from '@stowage/testing';
 import { StowageApiClient } from '../api-client.js';
 import { type BackupReport, buildBackupReport } from '../backup-report.js';
 import { CliError, CliErrorCode } from '../errors.js';
@@ -129,6 +130,15 @@ export async function runDemo(
         : `• kubernetes: the simulator at ${cluster.serverUrl} from KUBECONFIG (nodes ${cluster.nodes.join(', ')})`,
     );
 
+    // Backup storage: a directory, or a private S3 server (the one the tests use).
+    let s3: S3Server | undefined;
+    if (opts.storage === 's3') {
+      s3 = await startS3Server({ bucket: 'stowage-demo', ...(outDir ? { dir: join(outDir, 's3') } : {}) });
+      const server = s3;
+      cleanup.add('s3 server', () => server.stop());
+      say(`• storage: started a private S3 server at ${s3.endpoint} (bucket stowage-demo, files in ${s3.dir}; stopped at exit)`);
+    }
+
     // 3. The services, as separate processes
     const token = randomBytes(24).toString('base64url');
     const repoKey = randomBytes(32).toString('base64');
@@ -142,6 +152,8 @@ export async function runDemo(
       STOWAGE_NAMESPACE: 'stowage',
       LOG_LEVEL: env.LOG_LEVEL ?? 'info',
       STOWAGE_SHUTDOWN_TIMEOUT_MS: '10000',
+      // With S3: STOWAGE_STORAGE=s3://stowage-demo, the endpoint and its credentials (AWS_*).
+      ...(s3 ? s3.env : {}),
     });
     const onLine = opts.verbose ? (name: string, line: string) => io.stderr.write(`[${name}] ${line}\n`) : undefined;
     const startService = async (name: string, main: string, extra: Record<string, string>) => {
@@ -175,6 +187,8 @@ export async function runDemo(
           STOWAGE_NODE_NAME: node,
           STOWAGE_REPO_KEY: repoKey,
           STOWAGE_KUBELET_ROOT: join(cluster.dataRoot, node),
+          // The volume repository stays a directory, shared by the agents, while backups are in S3.
+          STOWAGE_REPOSITORY_DIR: join(storageDir, 'repository'),
         }),
       );
     }
@@ -234,7 +248,12 @@ export async function runDemo(
           : 'run with --keep to explore it',
       },
       console: { url: `${apiUrl}/ui` },
-      storage: { dir: storageDir, backupDir: join(storageDir, 'backups', name), repositoryDir, kept: outDir !== undefined },
+      storage: {
+        dir: s3 ? `${s3.storageUrl} at ${s3.endpoint} (files in ${s3.dir})` : storageDir,
+        backupDir: s3 ? `${s3.storageUrl}/backups/${name}/` : join(storageDir, 'backups', name),
+        repositoryDir,
+        kept: outDir !== undefined,
+      },
       repositoryVerify,
       logs: { dir: logDir, kept: outDir !== undefined },
       redis: { url: redisUrl, embedded: redis !== undefined },
