@@ -326,10 +326,19 @@ describe('k8s/overlays/prod', () => {
       const { pod } = workload(objects, name);
       const container = pod.containers[0]!;
       for (const variable of ['AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY']) {
-        expect(envOf(container, variable)?.valueFrom?.secretKeyRef, `${name} ${variable}`).toEqual({ name: 'stowage-s3-credentials', key: variable });
+        expect(envOf(container, variable)?.valueFrom?.secretKeyRef, `${name} ${variable}`).toEqual({
+          name: 'stowage-s3-credentials',
+          key: variable,
+        });
       }
-      expect(container.envFrom?.some((source) => source.configMapRef?.name.startsWith('stowage-config')), name).toBe(true);
-      expect((pod.volumes ?? []).filter((volume) => volume.persistentVolumeClaim).map((volume) => volume.name), name).toEqual([]);
+      expect(
+        container.envFrom?.some((source) => source.configMapRef?.name.startsWith('stowage-config')),
+        name,
+      ).toBe(true);
+      expect(
+        (pod.volumes ?? []).filter((volume) => volume.persistentVolumeClaim).map((volume) => volume.name),
+        name,
+      ).toEqual([]);
       expect(JSON.stringify(container.volumeMounts ?? []), name).not.toContain('/var/lib/stowage/backups');
     }
   });
