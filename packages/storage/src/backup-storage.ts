@@ -23,6 +23,13 @@ export interface PutOptions {
    * the bytes differ.
    */
   sha256?: string;
+  /**
+   * Create only: fail with STORAGE_EXISTS, writing nothing, when the key already holds an object
+   * (a repository's config: of two writers, exactly one wins). Atomic on a directory (link) and
+   * on stores with conditional writes (AWS S3, MinIO: If-None-Match); a store that ignores
+   * If-None-Match gets only the check before the write.
+   */
+  ifAbsent?: boolean;
 }
 
 export interface BackupStorage {

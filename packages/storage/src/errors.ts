@@ -10,6 +10,8 @@ export const StorageErrorCode = {
   corruptObject: 'STORAGE_CORRUPT_OBJECT',
   /** A put's bytes do not match the checksum the caller passed (PutOptions.sha256); nothing was written. */
   checksumMismatch: 'STORAGE_CHECKSUM_MISMATCH',
+  /** A create-only put (PutOptions.ifAbsent) found an object at the key; nothing was written. */
+  exists: 'STORAGE_EXISTS',
   /** The store cannot be used: bucket missing, credentials refused, endpoint unreachable (checkAccess). */
   unavailable: 'STORAGE_UNAVAILABLE',
   /** The backend failed (disk full, permissions, …); `cause` holds the original error. */

@@ -13,7 +13,7 @@ import {
   rmSync,
   writeSync,
 } from 'node:fs';
-import { type FileHandle, mkdir, open, readFile, rename, rm, rmdir, stat, unlink } from 'node:fs/promises';
+import { type FileHandle, link, mkdir, open, readFile, rename, rm, rmdir, stat, unlink } from 'node:fs/promises';
 import { dirname, join, resolve, sep } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -61,6 +61,10 @@ export class FileSystemStorage implements ObjectStore {
     assertValidKey(key);
     if (opts.sha256 !== undefined) assertChecksum(key, data, opts.sha256);
     const durable = opts.durable ?? true;
+    if (opts.ifAbsent) {
+      await this.createOnly(key, data, durable);
+      return;
+    }
     if ((typeof data === 'string' ? Buffer.byteLength(data) : data.length) <= SMALL_OBJECT_BYTES) {
       this.putSmallSync(key, data, durable);
       return;
@@ -92,6 +96,33 @@ export class FileSystemStorage implements ObjectStore {
         await handle.close();
       }
     });
+  }
+
+  /** Writes a temp file, then link()s it to the key: link fails with EEXIST instead of replacing, so one writer wins. */
+  private async createOnly(key: string, data: Buffer | string, durable: boolean): Promise<void> {
+    const target = this.pathOf(key);
+    const tempPath = join(dirname(target), `${TEMP_FILE_MARKER}${randomUUID()}`);
+    try {
+      const handle = await openCreatingDirectory(tempPath);
+      try {
+        await handle.writeFile(data);
+        if (durable) await handle.sync();
+      } finally {
+        await handle.close();
+      }
+      await link(tempPath, target);
+      if (durable) await syncDirectory(dirname(target));
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'EEXIST') {
+        throw new StorageError(
+          StorageErrorCode.exists,
+          `create-only put of ${JSON.stringify(key)} refused: the key already holds an object`,
+        );
+      }
+      throw ioError('writing', key, err);
+    } finally {
+      await rm(tempPath, { force: true }).catch(() => {});
+    }
   }
 
   /** `write` creates the temp file (and its directory when missing); then rename, and with `durable` a directory fsync. */

@@ -134,6 +134,13 @@ export class S3Storage implements ObjectStore {
     assertValidKey(key);
     if (opts.sha256 !== undefined) assertChecksum(key, data, opts.sha256);
     const body = typeof data === 'string' ? Buffer.from(data) : data;
+    const exists = () =>
+      new StorageError(
+        StorageErrorCode.exists,
+        `create-only put of ${JSON.stringify(key)} in ${this.location} refused: the key already holds an object`,
+      );
+    // The check first: some S3-compatible servers ignore If-None-Match on PUT.
+    if (opts.ifAbsent && (await this.exists(key))) throw exists();
     try {
       await this.client.send(
         new PutObjectCommand({
@@ -142,9 +149,11 @@ export class S3Storage implements ObjectStore {
           Body: body,
           ContentLength: body.length,
           Metadata: { [SHA256_METADATA]: sha256Hex(body) },
+          ...(opts.ifAbsent ? { IfNoneMatch: '*' } : {}),
         }),
       );
     } catch (err) {
+      if (opts.ifAbsent && statusOf(err) === 412) throw exists();
       throw this.fail('writing', key, err);
     }
   }

@@ -113,6 +113,16 @@ describe.each(BACKENDS)('object store on %s', (kind) => {
     expect(await storage.list('repository/')).toEqual(['repository/data/ab']);
   });
 
+  it('a create-only put writes once and refuses a key that holds an object', async () => {
+    const { storage } = backend();
+    await storage.putObject('repository/config.json', '{"id":"first"}', { ifAbsent: true });
+    await expect(storage.putObject('repository/config.json', '{"id":"second"}', { ifAbsent: true })).rejects.toMatchObject({
+      code: StorageErrorCode.exists,
+    });
+    expect((await storage.getObject('repository/config.json'))?.toString()).toBe('{"id":"first"}');
+    expect(await backend().rawKeys()).toEqual(['repository/config.json']);
+  });
+
   it('rewrites the same key with the same bytes harmlessly, leaving no temp files', async () => {
     const { storage } = backend();
     for (let i = 0; i < 3; i++) await storage.putObject('backups/b/x.json', '{"same":true}');
