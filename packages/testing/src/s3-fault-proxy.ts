@@ -36,6 +36,8 @@ export interface S3FaultPlan {
 
 export interface S3FaultStats {
   requests: number;
+  /** Requests by HTTP method (GET, PUT, HEAD, POST, DELETE): what a run costs on a billed store. */
+  byMethod: Record<string, number>;
   slowDown: number;
   internalError: number;
   dropMidUpload: number;
@@ -79,7 +81,7 @@ export async function startS3FaultProxy(target: string, initial: S3FaultPlan = {
   const upstream = new URL(target);
   let plan = initial;
   let random = seeded(plan.seed ?? 1);
-  const stats: S3FaultStats = { requests: 0, slowDown: 0, internalError: 0, dropMidUpload: 0, delayed: 0 };
+  const stats: S3FaultStats = { requests: 0, byMethod: {}, slowDown: 0, internalError: 0, dropMidUpload: 0, delayed: 0 };
   const sockets = new Set<Socket>();
 
   const choose = (info: S3RequestInfo): S3Fault | undefined => {
@@ -124,6 +126,7 @@ export async function startS3FaultProxy(target: string, initial: S3FaultPlan = {
 
   const server: Server = createServer((req, res) => {
     stats.requests++;
+    stats.byMethod[req.method ?? 'GET'] = (stats.byMethod[req.method ?? 'GET'] ?? 0) + 1;
     const info: S3RequestInfo = {
       method: req.method ?? 'GET',
       url: req.url ?? '/',
