@@ -1,13 +1,18 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { getFreePort, type S3Server, startS3Server } from '@stowage/testing';
+import { type Simulator, startSimulator } from '@stowage/kube-sim';
+import { getFreePort, type S3Server, startS3Server, useTestRedis } from '@stowage/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const REPO = fileURLToPath(new URL('../../../', import.meta.url));
 const TSX = `${REPO}node_modules/.bin/tsx`;
 
 /** Runs a service's main.ts with only `env`; resolves its exit code and everything it printed. */
-function runMain(service: 'api' | 'worker' | 'node-agent', env: Record<string, string>): Promise<{ code: number | null; out: string }> {
+function runMain(
+  service: 'api' | 'worker' | 'node-agent',
+  env: Record<string, string>,
+  onStarted: (child: ReturnType<typeof spawn>) => void = () => {},
+): Promise<{ code: number | null; out: string }> {
   const child = spawn(TSX, ['--conditions=@stowage/source', 'src/main.ts'], {
     cwd: `${REPO}services/${service}`,
     // The SDK warns on Node 20 that its releases after January 2027 need Node 22 (see the storage README).
@@ -26,6 +31,7 @@ function runMain(service: 'api' | 'worker' | 'node-agent', env: Record<string, s
   child.stderr?.on('data', (d) => {
     out += String(d);
   });
+  onStarted(child);
   const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
   return new Promise((resolve) =>
     child.once('exit', (code) => {
@@ -77,5 +83,46 @@ describe('services refuse to start on S3 storage they cannot use: one line namin
     expect(run.out).toMatch(
       new RegExp(`^Stowage node agent cannot start: STOWAGE_S3_ENDPOINT: ${endpoint} is unreachable: ECONNREFUSED[^\\n]*\\n$`),
     );
+  }, 70_000);
+});
+
+describe('on S3 storage it can use, a service serves and stops cleanly', () => {
+  let s3: S3Server;
+  let redis: { url: string; stop: () => Promise<void> };
+  let sim: Simulator;
+  beforeAll(async () => {
+    [s3, redis, sim] = await Promise.all([startS3Server(), useTestRedis(), startSimulator({ fixture: { objects: [] }, port: 0 })]);
+  }, 30_000);
+  afterAll(async () => {
+    await sim?.close();
+    await redis?.stop();
+    await s3?.stop();
+  });
+
+  it('worker: ready on s3://, exit 0 on SIGTERM', async () => {
+    const port = await getFreePort();
+    let ready = false;
+    const run = await runMain(
+      'worker',
+      { ...s3.env, REDIS_URL: redis.url, KUBECONFIG: sim.kubeconfigPath, STOWAGE_QUEUE_PREFIX: `{s3-start-${port}}`, PORT: String(port) },
+      (child) => {
+        void (async () => {
+          for (let i = 0; i < 200 && child.exitCode === null; i++) {
+            const ok = await fetch(`http://127.0.0.1:${port}/readyz`).then(
+              (r) => r.status === 200,
+              () => false,
+            );
+            if (ok) {
+              ready = true;
+              child.kill('SIGTERM');
+              return;
+            }
+            await new Promise((r) => setTimeout(r, 250));
+          }
+        })();
+      },
+    );
+    expect(ready, run.out).toBe(true);
+    expect(run.code, run.out).toBe(0);
   }, 70_000);
 });
