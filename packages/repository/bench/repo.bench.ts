@@ -3,6 +3,7 @@
  * same tree in the same run. Not a test: results go in BENCHMARKS.md with this command.
  *
  *   cd packages/repository && pnpm bench
+ *   pnpm bench:repository --against restic          (side by side with restic: bench/against-restic.ts)
  *   BENCH_LARGE_MB=1024 BENCH_SMALL_FILES=20000 BENCH_DIR=/var/tmp pnpm bench
  *
  * "Cold-ish": before every measured pass the tree's pages are dropped from the page cache with
@@ -213,4 +214,11 @@ async function main() {
   }
 }
 
-await main();
+if (process.argv.includes('--against')) {
+  const against = process.argv[process.argv.indexOf('--against') + 1];
+  if (against !== 'restic') throw new Error(`--against ${against}: only restic is supported`);
+  const { againstRestic } = await import('./against-restic.js');
+  await againstRestic();
+} else {
+  await main();
+}

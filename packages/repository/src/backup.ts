@@ -7,9 +7,9 @@ import { sealJson } from './blob.js';
 import type { ChunkStore, ChunkWriter, PutResult } from './chunk-store.js';
 import type { Chunker } from './chunker.js';
 import { errnoCode, isRepoError, RepoError, RepoErrorCode } from './errors.js';
-import { writeFileAtomic } from './fs-util.js';
 import { chunkIdOf, type RepoKeys } from './keys.js';
-import { randomId, snapshotPath } from './layout.js';
+import { randomId, snapshotKey } from './layout.js';
+import { SmallFileReader } from './small-file-reader.js';
 import type { SnapshotManifest, TreeEntry } from './snapshot.js';
 import { TokenBucket } from './token-bucket.js';
 import { type SkippedEntry, sourceError, walkTree } from './tree-walk.js';
@@ -33,14 +33,25 @@ export interface BackupOptions {
   readonly bandwidthBytesPerSec?: number;
   /** A shared token bucket instead (one per node agent, across its PVBs); wins over `bandwidthBytesPerSec`. */
   readonly throttle?: TokenBucket;
+  /**
+   * Read every file, even those whose size, mtime, ctime and inode match the parent snapshot
+   * (restic's `--force`). Default false: unchanged files reuse the parent's chunk list unread.
+   */
+  readonly force?: boolean;
 }
 
 export interface BackupStats {
   readonly files: number;
   readonly dirs: number;
   readonly symlinks: number;
-  /** File bytes read from the source. */
+  /** File bytes in the snapshot (read, or reused unread from the parent). */
   readonly bytes: number;
+  /** File bytes actually read from the source (0 for an unchanged re-run). */
+  readonly bytesRead: number;
+  /** Files whose chunk list was taken from the parent snapshot without reading them. */
+  readonly unchangedFiles: number;
+  /** The parent snapshot (newest of the same volume), if there was one. */
+  readonly parent?: string;
   /** Chunks this backup added to the repository. */
   readonly newChunks: number;
   /** Chunks that already existed (or appeared twice in this backup). */
@@ -58,17 +69,19 @@ export interface BackupResult {
 }
 
 export interface BackupContext {
+  /** For messages. */
   readonly dir: string;
   readonly keys: RepoKeys;
   readonly store: ChunkStore;
   readonly chunker: Chunker;
-  readonly durable: boolean;
+  /** Worker threads reading small files (STOWAGE_REPO_THREADS). */
+  readonly readThreads: number;
+  /** Finds the snapshot to compare file metadata against (the newest of the same volume). */
+  readonly findParent: (sourceDir: string, tags: Readonly<Record<string, string>>) => Promise<SnapshotManifest | undefined>;
 }
 
 /** Files at most this big are read whole with one read; larger ones stream through the chunker. */
 const WHOLE_READ_MAX_BYTES = 1024 * 1024;
-/** Files in flight at once (small files are latency-bound on open/read/close). */
-const FILE_CONCURRENCY = 16;
 /** Large files in flight at once (each holds up to a few max-size chunks in memory). */
 const LARGE_FILE_CONCURRENCY = 2;
 /** Chunks of one file being compressed, encrypted or written while the next is cut. */
@@ -84,19 +97,25 @@ export async function runBackup(ctx: BackupContext, sourceDir: string, options: 
   options.signal?.addEventListener('abort', onAbort, { once: true });
   const throttle = options.throttle ?? (options.bandwidthBytesPerSec ? new TokenBucket(options.bandwidthBytesPerSec) : undefined);
   let writer: ChunkWriter | undefined;
+  let reader: SmallFileReader | undefined;
   try {
     if (options.signal?.aborted) throw canceled();
-    const walk = await walkTree(sourceDir, internal.signal).catch((error: unknown) => {
+    // Indexes and the parent's manifest load while the tree is walked.
+    const parentLoad = ctx.store.refreshIndexes().then(() => ctx.findParent(sourceDir, options.tags ?? {}));
+    parentLoad.catch(() => {});
+    reader = new SmallFileReader(ctx.readThreads);
+    const walk = await walkTree(sourceDir, internal.signal, reader).catch((error: unknown) => {
       throw internal.signal.aborted && !isRepoError(error) ? canceled() : error;
     });
-    await ctx.store.refreshIndexes();
+    const parent = await parentLoad;
+    const parentFiles = new Map<string, TreeEntry>();
+    if (parent && !options.force) for (const entry of parent.entries) if (entry.type === 'file') parentFiles.set(entry.path, entry);
     writer = ctx.store.writer();
-    const counters = { newChunks: 0, reusedChunks: 0, storedBytes: 0, bytesDone: 0, filesDone: 0 };
+    const counters = { newChunks: 0, reusedChunks: 0, storedBytes: 0, bytesDone: 0, bytesRead: 0, filesDone: 0, unchangedFiles: 0 };
     const progress = progressReporter(walk.totalBytes, counters, options);
     progress.emit();
 
     const files = walk.entries.filter((e) => e.type === 'file');
-    const largeSlots = new Semaphore(LARGE_FILE_CONCURRENCY);
     const record = (result: PutResult) => {
       if (result.isNew) {
         counters.newChunks++;
@@ -111,28 +130,80 @@ export async function runBackup(ctx: BackupContext, sourceDir: string, options: 
     };
     const onBytes = (bytes: number) => {
       counters.bytesDone += bytes;
+      counters.bytesRead += bytes;
       progress.maybeEmit();
     };
     const activeWriter = writer;
-    let next = 0;
-    const worker = async () => {
-      while (next < files.length) {
+    const hooks: FileHooks = { beforeRead, onBytes, record };
+    const fileDone = () => {
+      counters.filesDone++;
+      progress.maybeEmit();
+    };
+
+    // Unchanged files (same size, mtime, ctime and inode as in the parent) keep the parent's chunks unread.
+    const toRead: TreeEntry[] = [];
+    for (const entry of files) {
+      const before = parentFiles.get(entry.path);
+      if (before && isUnchanged(entry, before) && (await allStored(ctx.store, before.chunks!))) {
+        entry.chunks = before.chunks;
+        counters.unchangedFiles++;
+        counters.reusedChunks += before.chunks!.length;
+        counters.bytesDone += entry.size;
+        fileDone();
+      } else {
+        toRead.push(entry);
+      }
+    }
+    const small = toRead.filter((e) => e.size <= WHOLE_READ_MAX_BYTES);
+    const large = toRead.filter((e) => e.size > WHOLE_READ_MAX_BYTES);
+
+    // Small files: read in batches by worker threads, chunked, hashed and stored here.
+    const batches = smallFileBatches(small);
+    const activeReader = reader;
+    let nextBatch = 0;
+    const smallLane = async () => {
+      while (nextBatch < batches.length) {
         if (internal.signal.aborted) throw canceled();
-        const entry = files[next++]!;
-        const large = entry.size > WHOLE_READ_MAX_BYTES;
-        if (large) await largeSlots.acquire();
-        try {
-          await backupFile(ctx, activeWriter, join(sourceDir, entry.path), entry, { beforeRead, onBytes, record });
-        } finally {
-          if (large) largeSlots.release();
+        const batch = batches[nextBatch++]!;
+        await beforeRead(batch.reduce((sum, e) => sum + e.size, 0));
+        const reads = await activeReader.read(batch.map((e) => ({ path: join(sourceDir, e.path), size: e.size })));
+        if (internal.signal.aborted) throw canceled();
+        for (let i = 0; i < batch.length; i++) {
+          const entry = batch[i]!;
+          const read = reads[i]!;
+          const absPath = join(sourceDir, entry.path);
+          if (read.kind === 'read') {
+            await storeChunks(ctx, activeWriter, entry, ctx.chunker.split(read.data), hooks);
+          } else if (read.kind === 'grew') {
+            await backupFile(ctx, activeWriter, absPath, entry, hooks);
+          } else if (read.kind === 'missing') {
+            // Removed after the walk: keep the entry as an empty file rather than failing the volume.
+            entry.size = 0;
+            entry.chunks = [];
+          } else {
+            throw sourceError(Object.assign(new Error(read.message), { code: read.code }), absPath, entry.path);
+          }
+          fileDone();
         }
-        counters.filesDone++;
-        progress.maybeEmit();
+      }
+    };
+    // Large files: streamed through the chunker, a few at a time.
+    let nextLarge = 0;
+    const largeLane = async () => {
+      while (nextLarge < large.length) {
+        if (internal.signal.aborted) throw canceled();
+        const entry = large[nextLarge++]!;
+        await backupFile(ctx, activeWriter, join(sourceDir, entry.path), entry, hooks);
+        fileDone();
       }
     };
     let firstError: unknown;
-    const workers = Array.from({ length: Math.min(FILE_CONCURRENCY, Math.max(1, files.length)) }, () =>
-      worker().catch((error: unknown) => {
+    const lanes = [
+      ...Array.from({ length: Math.min(2 * ctx.readThreads, batches.length) }, smallLane),
+      ...Array.from({ length: Math.min(LARGE_FILE_CONCURRENCY, large.length) }, largeLane),
+    ];
+    const workers = lanes.map((lane) =>
+      lane.catch((error: unknown) => {
         // The first failure stops the others; the errors that stop provokes are not the story.
         if (firstError === undefined) firstError = error;
         internal.abort(error);
@@ -165,11 +236,12 @@ export async function runBackup(ctx: BackupContext, sourceDir: string, options: 
       source: sourceDir,
       hostname: hostname(),
       tags: { ...(options.tags ?? {}) },
+      ...(parent ? { parent: parent.id } : {}),
       totals,
       entries: walk.entries,
     };
     const sealed = sealJson(ctx.keys.encryptionKey, `snapshot:${snapshotId}`, manifest);
-    await writeFileAtomic(ctx.dir, snapshotPath(ctx.dir, snapshotId), sealed, ctx.durable).catch((cause: unknown) => {
+    await ctx.store.backend.put(snapshotKey(snapshotId), sealed).catch((cause: unknown) => {
       throw new RepoError(RepoErrorCode.WriteFailed, `writing the snapshot into the repository at ${ctx.dir} failed: ${describe(cause)}`, {
         cause,
       });
@@ -179,6 +251,9 @@ export async function runBackup(ctx: BackupContext, sourceDir: string, options: 
       snapshotId,
       stats: {
         ...totals,
+        bytesRead: counters.bytesRead,
+        unchangedFiles: counters.unchangedFiles,
+        ...(parent ? { parent: parent.id } : {}),
         newChunks: counters.newChunks,
         reusedChunks: counters.reusedChunks,
         storedBytes: counters.storedBytes + sealed.length,
@@ -192,8 +267,32 @@ export async function runBackup(ctx: BackupContext, sourceDir: string, options: 
     if (options.signal?.aborted) throw canceled(error);
     throw error;
   } finally {
+    await reader?.close();
     options.signal?.removeEventListener('abort', onAbort);
   }
+}
+
+/**
+ * restic's rule: a file whose size, mtime, ctime and inode all match the parent's record is
+ * unchanged. ctime cannot be set back by a user (touch -d, utimes), so a file rewritten with its
+ * mtime restored is still caught; a file replaced by another (rename over it) has a new inode.
+ */
+function isUnchanged(now: TreeEntry, before: TreeEntry): boolean {
+  return (
+    before.chunks !== undefined &&
+    before.ctimeMs !== undefined &&
+    before.ino !== undefined &&
+    now.size === before.size &&
+    now.mtimeMs === before.mtimeMs &&
+    now.ctimeMs === before.ctimeMs &&
+    now.ino === before.ino
+  );
+}
+
+/** The parent's chunks are all still stored (a damaged index or a missing loose chunk means: read the file again). */
+async function allStored(store: ChunkStore, chunks: readonly string[]): Promise<boolean> {
+  for (const id of chunks) if (!store.existsPackedOrKnown(id) && !(await store.exists(id))) return false;
+  return true;
 }
 
 interface FileHooks {
@@ -224,22 +323,7 @@ async function backupFile(ctx: BackupContext, writer: ChunkWriter, absPath: stri
     }
     throw sourceError(error, absPath, entry.path);
   }
-  const ids: string[] = [];
-  const inFlight: Promise<PutResult>[] = [];
-  let bytes = 0;
-  const handleChunk = async (chunk: Uint8Array) => {
-    const id = chunkIdOf(ctx.keys, chunk);
-    ids.push(id);
-    bytes += chunk.length;
-    hooks.onBytes(chunk.length);
-    const put = writer.put(id, chunk).then((result) => {
-      hooks.record(result);
-      return result;
-    });
-    put.catch(() => {});
-    inFlight.push(put);
-    if (inFlight.length >= CHUNKS_IN_FLIGHT_PER_FILE) await inFlight.shift();
-  };
+  const sink = chunkSink(ctx, writer, hooks);
   try {
     let streamed = false;
     if (entry.size <= WHOLE_READ_MAX_BYTES) {
@@ -248,7 +332,7 @@ async function backupFile(ctx: BackupContext, writer: ChunkWriter, absPath: stri
       const buffer = Buffer.allocUnsafe(entry.size + 1);
       const bytesRead = await readFd(fd, buffer, 0, buffer.length, 0);
       if (bytesRead <= entry.size) {
-        for (const chunk of ctx.chunker.split(buffer.subarray(0, bytesRead))) await handleChunk(chunk);
+        for (const chunk of ctx.chunker.split(buffer.subarray(0, bytesRead))) await sink.add(chunk);
       } else {
         streamed = true;
       }
@@ -259,12 +343,12 @@ async function backupFile(ctx: BackupContext, writer: ChunkWriter, absPath: stri
       const readBytes = Math.min(4 * 1024 * 1024, ctx.chunker.params.maxBytes);
       const readAt = (buffer: Buffer, offset: number, length: number, position: number) => readFd(fd, buffer, offset, length, position);
       for await (const chunk of ctx.chunker.splitFile(readAt, { readBytes, beforeRead: hooks.beforeRead })) {
-        await handleChunk(chunk);
+        await sink.add(chunk);
       }
     }
-    await Promise.all(inFlight);
+    await sink.finish(entry);
   } catch (error) {
-    await Promise.allSettled(inFlight);
+    await sink.settle();
     if (isRepoError(error)) throw error;
     const code = errnoCode(error);
     if (code === 'EACCES' || code === 'EPERM' || code === 'EIO' || code === 'EISDIR') throw sourceError(error, absPath, entry.path);
@@ -272,8 +356,74 @@ async function backupFile(ctx: BackupContext, writer: ChunkWriter, absPath: stri
   } finally {
     await closeFd(fd).catch(() => {});
   }
-  entry.size = bytes;
-  entry.chunks = ids;
+}
+
+/**
+ * Hashes each chunk of a file and puts it, with up to CHUNKS_IN_FLIGHT_PER_FILE puts outstanding;
+ * `finish` waits for them and records the file's size and chunk ids.
+ */
+function chunkSink(ctx: BackupContext, writer: ChunkWriter, hooks: FileHooks) {
+  const ids: string[] = [];
+  const inFlight: Promise<PutResult>[] = [];
+  let bytes = 0;
+  return {
+    async add(chunk: Uint8Array): Promise<void> {
+      const id = chunkIdOf(ctx.keys, chunk);
+      ids.push(id);
+      bytes += chunk.length;
+      hooks.onBytes(chunk.length);
+      const put = writer.put(id, chunk).then((result) => {
+        hooks.record(result);
+        return result;
+      });
+      put.catch(() => {});
+      inFlight.push(put);
+      if (inFlight.length >= CHUNKS_IN_FLIGHT_PER_FILE) await inFlight.shift();
+    },
+    async finish(entry: TreeEntry): Promise<void> {
+      await Promise.all(inFlight);
+      entry.size = bytes;
+      entry.chunks = ids;
+    },
+    settle: () => Promise.allSettled(inFlight),
+  };
+}
+
+/** A small file read whole: its chunks are stored like a streamed file's. */
+async function storeChunks(
+  ctx: BackupContext,
+  writer: ChunkWriter,
+  entry: TreeEntry,
+  chunks: Iterable<Uint8Array>,
+  hooks: FileHooks,
+): Promise<void> {
+  const sink = chunkSink(ctx, writer, hooks);
+  try {
+    for (const chunk of chunks) await sink.add(chunk);
+    await sink.finish(entry);
+  } catch (error) {
+    await sink.settle();
+    if (isRepoError(error)) throw error;
+    throw new RepoError(RepoErrorCode.WriteFailed, `backing up ${entry.path} failed: ${describe(error)}`, { cause: error });
+  }
+}
+
+/** Small files in batches of up to 64 files or 4 MiB, one worker-thread message each. */
+function smallFileBatches(files: readonly TreeEntry[]): TreeEntry[][] {
+  const batches: TreeEntry[][] = [];
+  let batch: TreeEntry[] = [];
+  let bytes = 0;
+  for (const entry of files) {
+    if (batch.length > 0 && (batch.length >= 64 || bytes + entry.size > 4 * 1024 * 1024)) {
+      batches.push(batch);
+      batch = [];
+      bytes = 0;
+    }
+    batch.push(entry);
+    bytes += entry.size;
+  }
+  if (batch.length > 0) batches.push(batch);
+  return batches;
 }
 
 function progressReporter(totalBytes: number, counters: { bytesDone: number; filesDone: number }, options: BackupOptions) {
@@ -302,24 +452,4 @@ function canceled(cause?: unknown): RepoError {
 
 function describe(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
-}
-
-class Semaphore {
-  private available: number;
-  private readonly waiters: (() => void)[] = [];
-  constructor(count: number) {
-    this.available = count;
-  }
-  async acquire(): Promise<void> {
-    if (this.available > 0) {
-      this.available--;
-      return;
-    }
-    await new Promise<void>((resolve) => this.waiters.push(resolve));
-  }
-  release(): void {
-    const next = this.waiters.shift();
-    if (next) next();
-    else this.available++;
-  }
 }

@@ -1,20 +1,32 @@
 import { randomBytes } from 'node:crypto';
 import { deflateRawSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
-import { BlobAuthError, maybeCompress, SEAL_OVERHEAD_BYTES, seal, sealCompressed, sealJson, unseal, unsealJson } from './blob.js';
+import { BlobAuthError, Encoding, maybeCompress, SEAL_OVERHEAD_BYTES, seal, sealCompressed, sealJson, unseal, unsealJson } from './blob.js';
 
 const key = randomBytes(32);
 
 describe('sealed blobs', () => {
-  it('round-trips and compresses text', async () => {
-    const text = Buffer.from('the same line again\n'.repeat(10_000));
-    const { blob, compressed } = await sealCompressed(key, 'chunk:a', text);
-    expect(compressed).toBe(true);
-    expect(blob.length).toBeLessThan(text.length / 5);
-    expect(unseal(key, 'chunk:a', blob).equals(text)).toBe(true);
+  it('round-trips and compresses text with zstd, small and large chunks alike', async () => {
+    for (const text of [Buffer.from('the same line again\n'.repeat(10_000)), Buffer.from('a line\n'.repeat(200))]) {
+      const { blob, compressed } = await sealCompressed(key, 'chunk:a', text);
+      expect(compressed).toBe(true);
+      expect(blob.length).toBeLessThan(text.length / 5);
+      expect(unseal(key, 'chunk:a', blob).equals(text)).toBe(true);
+      expect((await maybeCompress(text)).encoding).toBe(Encoding.Zstd);
+    }
   });
 
-  it('stores random data raw (no full deflate pass for incompressible data)', async () => {
+  it('stores tiny chunks raw without trying to compress them', async () => {
+    expect((await maybeCompress(Buffer.from('x'.repeat(400)))).encoding).toBe(Encoding.Raw);
+  });
+
+  it('reads chunks deflated by older versions', () => {
+    const text = Buffer.from('an old deflated chunk\n'.repeat(1000));
+    const old = seal(key, 'chunk:old', Encoding.Deflate, deflateRawSync(text, { level: 1 }));
+    expect(unseal(key, 'chunk:old', old).equals(text)).toBe(true);
+  });
+
+  it('stores random data raw (no full compression pass for incompressible data)', async () => {
     const random = randomBytes(1024 * 1024);
     const { encoding } = await maybeCompress(random);
     expect(encoding).toBe(0);
@@ -33,7 +45,7 @@ describe('sealed blobs', () => {
     expect(() => unseal(key, 'chunk:a', blob.subarray(0, 10))).toThrow(BlobAuthError);
   });
 
-  it('seals a small JSON document (a pack index) raw and a large one deflated; both, and older deflated small ones, read back', () => {
+  it('seals a small JSON document (a pack index) raw and a large one compressed; both, and older deflated ones, read back', () => {
     const index = { packId: 'p1', entries: [{ id: 'a'.repeat(64), offset: 0, length: 4096 }] };
     const small = sealJson(key, 'index:p1', index);
     expect(small.length).toBe(Buffer.byteLength(JSON.stringify(index)) + SEAL_OVERHEAD_BYTES);

@@ -1,14 +1,10 @@
-import { readFileSync } from 'node:fs';
-import { type FileHandle, open, readdir, readFile, stat, unlink } from 'node:fs/promises';
-import { join } from 'node:path';
+import { ObjectNotFoundError, type ObjectUpload, type RepoBackend } from './backend.js';
 import { BlobAuthError, sealCompressed, sealJson, unseal, unsealJson } from './blob.js';
-import { errnoCode } from './errors.js';
-import { writeFileAtomic } from './fs-util.js';
 import { chunkIdOf, type RepoKeys } from './keys.js';
-import { CHUNK_ID, HEX_ID, indexDir, indexPath, loosePath, packPath, randomId } from './layout.js';
+import { baseName, CHUNK_ID, HEX_ID, INDEX_PREFIX, indexKey, LOOSE_PREFIX, looseKey, packKey, randomId } from './layout.js';
 
-/** New index files up to this many are read synchronously by refreshIndexes. */
-const SYNC_INDEX_READS = 256;
+/** Index objects read at once by refreshIndexes. */
+const INDEX_READS_IN_FLIGHT = 32;
 
 /** Where one copy of a chunk lives. Concurrent writers may leave several copies; any good one will do. */
 export type ChunkLocation =
@@ -26,12 +22,10 @@ interface PackIndex {
 }
 
 export interface ChunkStoreOptions {
-  /** Chunks of at most this many plaintext bytes go into packs; larger ones are stored loose. 0 = everything loose. */
+  /** Chunks of at most this many plaintext bytes go into packs; larger ones are stored loose. 0 = everything loose (benchmark comparison only). */
   readonly packBlobMaxBytes: number;
   /** A pack is closed and indexed once it reaches this size. */
   readonly packTargetBytes: number;
-  /** fsync blobs, packs and indexes before they become visible. */
-  readonly durable: boolean;
 }
 
 export type ChunkProblem = 'missing' | 'corrupt';
@@ -60,35 +54,38 @@ export class ChunkStore {
   readonly unreadableIndexes = new Map<string, string>();
 
   constructor(
-    readonly dir: string,
+    readonly backend: RepoBackend,
     readonly keys: RepoKeys,
     readonly options: ChunkStoreOptions,
   ) {}
 
   /**
-   * Loads pack indexes written since the last call (by this or any other writer). Every backup
-   * starts with this, so a node agent reads each index file another agent wrote since its last
-   * backup: a few small files each time, read synchronously (an async read is four thread-pool
-   * round trips, several times the cost of the read). A large catch-up (opening a big repository)
-   * reads asynchronously so the event loop is not held for long.
+   * Loads pack indexes written since the last call (by this or any other writer). Every backup,
+   * restore and verify starts with this, so a node agent reads only the few indexes other agents
+   * wrote since its last backup.
    */
   async refreshIndexes(): Promise<void> {
-    const names = (await readdir(indexDir(this.dir))).filter((packId) => HEX_ID.test(packId) && !this.loadedIndexes.has(packId));
-    const readSync = names.length <= SYNC_INDEX_READS;
-    for (const packId of names) {
-      let index: PackIndex;
-      try {
-        const path = indexPath(this.dir, packId);
-        const sealed = readSync ? readFileSync(path) : await readFile(path);
-        index = unsealJson(this.keys.encryptionKey, `index:${packId}`, sealed) as PackIndex;
-      } catch (error) {
-        this.unreadableIndexes.set(packId, error instanceof Error ? error.message : String(error));
-        continue;
+    const packIds = (await this.backend.list(INDEX_PREFIX))
+      .map(baseName)
+      .filter((packId) => HEX_ID.test(packId) && !this.loadedIndexes.has(packId));
+    let next = 0;
+    const reader = async () => {
+      while (next < packIds.length) {
+        const packId = packIds[next++]!;
+        let index: PackIndex;
+        try {
+          const sealed = await this.backend.get(indexKey(packId));
+          index = unsealJson(this.keys.encryptionKey, `index:${packId}`, sealed) as PackIndex;
+        } catch (error) {
+          this.unreadableIndexes.set(packId, error instanceof Error ? error.message : String(error));
+          continue;
+        }
+        this.loadedIndexes.add(packId);
+        this.unreadableIndexes.delete(packId);
+        for (const entry of index.entries) this.addPacked(entry.id, { kind: 'pack', packId, offset: entry.offset, length: entry.length });
       }
-      this.loadedIndexes.add(packId);
-      this.unreadableIndexes.delete(packId);
-      for (const entry of index.entries) this.addPacked(entry.id, { kind: 'pack', packId, offset: entry.offset, length: entry.length });
-    }
+    };
+    await Promise.all(Array.from({ length: Math.min(INDEX_READS_IN_FLIGHT, packIds.length) }, reader));
   }
 
   /** Registers a pack this process indexed itself, so refreshIndexes does not load it twice. */
@@ -110,14 +107,9 @@ export class ChunkStore {
   /** True when a complete copy is known (indexed in a pack, or a loose file exists). */
   async exists(chunkId: string): Promise<boolean> {
     if (this.packed.has(chunkId) || this.knownLoose.has(chunkId)) return true;
-    try {
-      await stat(loosePath(this.dir, chunkId));
-      this.knownLoose.add(chunkId);
-      return true;
-    } catch (error) {
-      if (errnoCode(error) === 'ENOENT') return false;
-      throw error;
-    }
+    if (!(await this.backend.exists(looseKey(chunkId)))) return false;
+    this.knownLoose.add(chunkId);
+    return true;
   }
 
   existsPackedOrKnown(chunkId: string): boolean {
@@ -130,13 +122,7 @@ export class ChunkStore {
   }
 
   async listLoose(): Promise<string[]> {
-    const ids: string[] = [];
-    for (let i = 0; i < 256; i++) {
-      const ab = i.toString(16).padStart(2, '0');
-      const names = await readdir(join(this.dir, 'data', ab)).catch(() => [] as string[]);
-      for (const name of names) if (CHUNK_ID.test(name)) ids.push(name);
-    }
-    return ids;
+    return (await this.backend.list(LOOSE_PREFIX)).map(baseName).filter((name) => CHUNK_ID.test(name));
   }
 
   /** Decrypts a sealed chunk and checks that it hashes to its id. */
@@ -169,9 +155,20 @@ export class ChunkStore {
   }
 }
 
-/** Reads chunks for a restore, keeping a few pack files open. */
+/** Small chunks are read from a pack in windows of this size: neighbours in a pack are usually restored together. */
+const READ_WINDOW_BYTES = 1024 * 1024;
+/** Windows kept per reader (the restore's files in flight read from a few places at once). */
+const READ_WINDOWS_KEPT = 8;
+
+interface ReadWindow {
+  readonly packId: string;
+  readonly offset: number;
+  readonly bytes: Promise<Buffer>;
+}
+
+/** Reads chunks for a restore; small packed chunks come from a few cached pack windows (one read for many files). */
 export class ChunkReader {
-  private readonly openPacks = new Map<string, Promise<FileHandle>>();
+  private readonly windows: ReadWindow[] = [];
 
   constructor(private readonly store: ChunkStore) {}
 
@@ -194,52 +191,50 @@ export class ChunkReader {
 
   private async readLoose(chunkId: string): Promise<Buffer> {
     try {
-      return await readFile(loosePath(this.store.dir, chunkId));
+      return await this.store.backend.get(looseKey(chunkId));
     } catch (cause) {
-      if (errnoCode(cause) === 'ENOENT')
+      if (cause instanceof ObjectNotFoundError)
         throw new ChunkReadError(chunkId, 'missing', `chunk ${chunkId} is missing from the repository`, { cause });
       throw cause;
     }
   }
 
   private async readPacked(chunkId: string, packId: string, offset: number, length: number): Promise<Buffer> {
-    let handle = this.openPacks.get(packId);
-    if (!handle) {
-      if (this.openPacks.size >= 16) await this.closeOne();
-      handle = open(packPath(this.store.dir, packId), 'r');
-      handle.catch(() => {});
-      this.openPacks.set(packId, handle);
-    }
-    let file: FileHandle;
+    let blob: Buffer;
     try {
-      file = await handle;
+      blob =
+        length >= READ_WINDOW_BYTES / 4
+          ? await this.store.backend.getRange(packKey(packId), offset, length)
+          : await this.fromWindow(packId, offset, length);
     } catch (cause) {
-      this.openPacks.delete(packId);
-      if (errnoCode(cause) === 'ENOENT')
+      if (cause instanceof ObjectNotFoundError)
         throw new ChunkReadError(chunkId, 'missing', `chunk ${chunkId} is missing: its pack ${packId} is gone`, { cause });
       throw cause;
     }
-    const buffer = Buffer.allocUnsafe(length);
-    const { bytesRead } = await file.read(buffer, 0, length, offset);
-    if (bytesRead < length) throw new ChunkReadError(chunkId, 'corrupt', `chunk ${chunkId} is damaged: its pack ${packId} is truncated`);
-    return buffer;
+    if (blob.length < length) throw new ChunkReadError(chunkId, 'corrupt', `chunk ${chunkId} is damaged: its pack ${packId} is truncated`);
+    return blob;
   }
 
-  private async closeOne(): Promise<void> {
-    const first = this.openPacks.entries().next().value;
-    if (!first) return;
-    this.openPacks.delete(first[0]);
-    await (await first[1].catch(() => undefined))?.close().catch(() => {});
+  private async fromWindow(packId: string, offset: number, length: number): Promise<Buffer> {
+    let window = this.windows.find((w) => w.packId === packId && offset >= w.offset && offset + length <= w.offset + READ_WINDOW_BYTES);
+    if (!window) {
+      window = { packId, offset, bytes: this.store.backend.getRange(packKey(packId), offset, READ_WINDOW_BYTES) };
+      window.bytes.catch(() => {});
+      this.windows.push(window);
+      if (this.windows.length > READ_WINDOWS_KEPT) this.windows.shift();
+    }
+    const bytes = await window.bytes;
+    return bytes.subarray(offset - window.offset, offset - window.offset + length);
   }
 
   async close(): Promise<void> {
-    while (this.openPacks.size > 0) await this.closeOne();
+    this.windows.length = 0;
   }
 }
 
 interface OpenPack {
   readonly packId: string;
-  readonly file: Promise<FileHandle>;
+  readonly upload: ObjectUpload;
   size: number;
   readonly entries: PackIndexEntry[];
   readonly writes: Promise<void>[];
@@ -279,15 +274,15 @@ export class ChunkWriter {
   }
 
   private async storeNew(chunkId: string, plaintext: Uint8Array): Promise<PutResult> {
-    const { options, dir, keys } = this.store;
+    const { options, backend, keys } = this.store;
     const packed = plaintext.length <= options.packBlobMaxBytes;
     if (!packed && (await this.store.exists(chunkId))) return { isNew: false, storedBytes: 0 };
     const { blob } = await sealCompressed(keys.encryptionKey, `chunk:${chunkId}`, plaintext);
     if (packed) {
       await this.appendToPack(chunkId, blob);
     } else {
-      // A concurrent writer of the same chunk is harmless: both renames install a valid copy.
-      await writeFileAtomic(dir, loosePath(dir, chunkId), blob, options.durable);
+      // A concurrent writer of the same chunk is harmless: both install a valid copy.
+      await backend.put(looseKey(chunkId), blob);
       this.store.noteLoose(chunkId);
     }
     return { isNew: true, storedBytes: blob.length };
@@ -298,9 +293,15 @@ export class ChunkWriter {
     let pack = this.current;
     if (!pack) {
       const packId = randomId();
-      const file = open(packPath(this.store.dir, packId), 'wx', 0o600);
-      file.catch(() => {});
-      pack = { packId, file, size: 0, entries: [], writes: [], buffered: [], bufferedFrom: 0 };
+      pack = {
+        packId,
+        upload: this.store.backend.upload(packKey(packId)),
+        size: 0,
+        entries: [],
+        writes: [],
+        buffered: [],
+        bufferedFrom: 0,
+      };
       this.current = pack;
     }
     pack.entries.push({ id: chunkId, offset: pack.size, length: blob.length });
@@ -318,22 +319,9 @@ export class ChunkWriter {
   private flush(pack: OpenPack): Promise<void> {
     if (pack.buffered.length === 0) return Promise.resolve();
     const blobs = pack.buffered;
-    const position = pack.bufferedFrom;
     pack.buffered = [];
     pack.bufferedFrom = pack.size;
-    const write = pack.file.then(async (file) => {
-      const total = blobs.reduce((sum, b) => sum + b.length, 0);
-      let { bytesWritten } = await file.writev(blobs, position);
-      if (bytesWritten < total) {
-        // Short writes are rare on regular files; finish the rest plainly.
-        const rest = Buffer.concat(blobs).subarray(bytesWritten);
-        for (let off = 0; off < rest.length; ) {
-          const { bytesWritten: n } = await file.write(rest, off, rest.length - off, position + bytesWritten);
-          off += n;
-          bytesWritten += n;
-        }
-      }
-    });
+    const write = pack.upload.write(blobs);
     write.catch(() => {});
     pack.writes.push(write);
     return write;
@@ -351,12 +339,11 @@ export class ChunkWriter {
 
   private async finishPack(pack: OpenPack): Promise<void> {
     await Promise.all(pack.writes);
-    const file = await pack.file;
-    if (this.store.options.durable) await file.datasync();
-    await file.close();
+    // The pack is complete (and on disk) before its index names it: a pack cut short is never indexed.
+    await pack.upload.commit();
     const index: PackIndex = { packId: pack.packId, entries: pack.entries };
     const sealed = sealJson(this.store.keys.encryptionKey, `index:${pack.packId}`, index);
-    await writeFileAtomic(this.store.dir, indexPath(this.store.dir, pack.packId), sealed, this.store.options.durable);
+    await this.store.backend.put(indexKey(pack.packId), sealed);
     this.store.addOwnPack(pack.packId, pack.entries);
   }
 
@@ -375,8 +362,7 @@ export class ChunkWriter {
     await Promise.allSettled(this.closing);
     if (pack) {
       await Promise.allSettled(pack.writes);
-      await (await pack.file.catch(() => undefined))?.close().catch(() => {});
-      await unlink(packPath(this.store.dir, pack.packId)).catch(() => {});
+      await pack.upload.abort();
     }
   }
 }

@@ -1,9 +1,7 @@
 import { open, rename, unlink } from 'node:fs/promises';
-import { tmpPath } from './layout.js';
 
-/** Writes a complete file under a temp name in the repository and renames it into place. */
-export async function writeFileAtomic(repoDir: string, finalPath: string, data: Uint8Array, durable: boolean): Promise<void> {
-  const tmp = tmpPath(repoDir);
+/** Writes a complete file under the temp name `tmp` and renames it to `finalPath`. */
+export async function writeFileAtomic(tmp: string, finalPath: string, data: Uint8Array, durable: boolean): Promise<void> {
   const file = await open(tmp, 'wx', 0o600);
   try {
     await file.writeFile(data);

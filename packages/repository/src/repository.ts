@@ -1,13 +1,16 @@
-import { link, mkdir, readdir, readFile, stat, unlink, writeFile } from 'node:fs/promises';
+import { stat } from 'node:fs/promises';
+import { hostname } from 'node:os';
+import { DirectoryBackend, ObjectExistsError, ObjectNotFoundError, type RepoBackend } from './backend.js';
 import { type BackupOptions, type BackupResult, runBackup } from './backup.js';
 import { unsealJson } from './blob.js';
 import { ChunkStore } from './chunk-store.js';
 import { Chunker, type ChunkerParams, DEFAULT_CHUNKER_PARAMS, validateChunkerParams } from './chunker.js';
 import { errnoCode, isRepoError, RepoError, RepoErrorCode } from './errors.js';
 import { deriveRepoKeys, type KdfParams, keyCheckMatches, newKdfParams, type RepoKeys, requireKey } from './keys.js';
-import { configPath, HEX_ID, layoutDirs, randomId, snapshotPath, snapshotsDir, tmpPath } from './layout.js';
+import { baseName, CONFIG_KEY, HEX_ID, randomId, SNAPSHOT_PREFIX, snapshotKey } from './layout.js';
 import { type RestoreOptions, type RestoreResult, runRestore } from './restore.js';
-import { type SnapshotManifest, type SnapshotSummary, summaryOf } from './snapshot.js';
+import { defaultReadThreads } from './small-file-reader.js';
+import { isSameVolume, type SnapshotManifest, type SnapshotSummary, summaryOf } from './snapshot.js';
 import { runVerify, type VerifyOptions, type VerifyReport } from './verify.js';
 
 /** `config.json`: plaintext, holds nothing secret (salt and key-check value only). */
@@ -34,15 +37,22 @@ export interface InitOptions {
   readonly packTargetBytes?: number;
   /** fsync data before it becomes visible. Default true. */
   readonly durable?: boolean;
+  /** Where the objects live; default a DirectoryBackend on `dir` (`dir` then only names it in messages). */
+  readonly backend?: RepoBackend;
 }
 
 export interface OpenOptions {
   readonly dir: string;
   readonly key: string;
   readonly durable?: boolean;
+  /** Where the objects live; default a DirectoryBackend on `dir` (`dir` then only names it in messages). */
+  readonly backend?: RepoBackend;
 }
 
-const DEFAULT_PACK_BLOB_MAX_BYTES = 512 * 1024 - 1;
+/** Every chunk is packed (up to the chunker's maximum); see README "Packs for every chunk size". */
+const PACK_EVERY_CHUNK = Number.MAX_SAFE_INTEGER;
+/** The default before packs for every size: repositories created with it pack every new chunk now (old loose chunks stay readable). */
+const OLD_DEFAULT_PACK_BLOB_MAX_BYTES = 512 * 1024 - 1;
 const DEFAULT_PACK_TARGET_BYTES = 16 * 1024 * 1024;
 
 export class Repository {
@@ -52,7 +62,6 @@ export class Repository {
     private readonly keys: RepoKeys,
     private readonly store: ChunkStore,
     private readonly chunker: Chunker,
-    private readonly durable: boolean,
   ) {}
 
   /** Creates a repository in `dir` (created if missing; must not already hold one) and opens it. */
@@ -61,15 +70,13 @@ export class Repository {
     const chunker: ChunkerParams = { ...DEFAULT_CHUNKER_PARAMS, ...(options.chunker ?? {}) };
     const problem = validateChunkerParams(chunker);
     if (problem) throw new RepoError(RepoErrorCode.InvalidArgument, `invalid chunker sizes: ${problem}`);
-    try {
-      await mkdir(options.dir, { recursive: true });
-    } catch (cause) {
-      throw unreachable(options.dir, cause);
-    }
-    if (await exists(configPath(options.dir))) {
-      throw new RepoError(RepoErrorCode.AlreadyInitialised, `${options.dir} already holds a Stowage repository; open it instead`, {
-        details: { dir: options.dir },
-      });
+    const backend = options.backend ?? new DirectoryBackend(options.dir, options.durable ?? true);
+    if (backend instanceof DirectoryBackend) {
+      try {
+        await backend.createLayout();
+      } catch (cause) {
+        throw unreachable(options.dir, cause);
+      }
     }
     const kdf = newKdfParams();
     const keys = await deriveRepoKeys(key, kdf);
@@ -81,21 +88,14 @@ export class Repository {
       kdf,
       keyCheckB64: keys.keyCheck.toString('base64'),
       chunker,
-      packBlobMaxBytes: options.packBlobMaxBytes ?? DEFAULT_PACK_BLOB_MAX_BYTES,
+      packBlobMaxBytes: options.packBlobMaxBytes ?? PACK_EVERY_CHUNK,
       packTargetBytes: options.packTargetBytes ?? DEFAULT_PACK_TARGET_BYTES,
     };
     try {
-      for (const dir of layoutDirs(options.dir)) await mkdir(dir, { recursive: true });
-      // link() fails if another init won the race, so two inits never overwrite each other's config.
-      const tmp = tmpPath(options.dir);
-      await writeFile(tmp, `${JSON.stringify(config, null, 2)}\n`, { mode: 0o644 });
-      try {
-        await link(tmp, configPath(options.dir));
-      } finally {
-        await unlink(tmp).catch(() => {});
-      }
+      // Exclusive, so two inits never overwrite each other's config.
+      await backend.put(CONFIG_KEY, Buffer.from(`${JSON.stringify(config, null, 2)}\n`), { exclusive: true });
     } catch (cause) {
-      if (errnoCode(cause) === 'EEXIST') {
+      if (cause instanceof ObjectExistsError) {
         throw new RepoError(RepoErrorCode.AlreadyInitialised, `${options.dir} already holds a Stowage repository; open it instead`, {
           cause,
           details: { dir: options.dir },
@@ -103,24 +103,27 @@ export class Repository {
       }
       throw unreachable(options.dir, cause);
     }
-    return Repository.fromConfig(options.dir, config, keys, options.durable ?? true);
+    return Repository.fromConfig(options.dir, backend, config, keys);
   }
 
   /** Opens an existing repository; a wrong key fails with REPO_WRONG_KEY before anything is read. */
   static async open(options: OpenOptions): Promise<Repository> {
     const key = requireKey(options.key);
-    try {
-      const st = await stat(options.dir);
-      if (!st.isDirectory()) throw new RepoError(RepoErrorCode.Unreachable, `the repository path ${options.dir} is not a directory`);
-    } catch (cause) {
-      if (isRepoError(cause)) throw cause;
-      throw unreachable(options.dir, cause);
+    if (!options.backend) {
+      try {
+        const st = await stat(options.dir);
+        if (!st.isDirectory()) throw new RepoError(RepoErrorCode.Unreachable, `the repository path ${options.dir} is not a directory`);
+      } catch (cause) {
+        if (isRepoError(cause)) throw cause;
+        throw unreachable(options.dir, cause);
+      }
     }
+    const backend = options.backend ?? new DirectoryBackend(options.dir, options.durable ?? true);
     let raw: string;
     try {
-      raw = await readFile(configPath(options.dir), 'utf8');
+      raw = (await backend.get(CONFIG_KEY)).toString('utf8');
     } catch (cause) {
-      if (errnoCode(cause) === 'ENOENT') {
+      if (cause instanceof ObjectNotFoundError) {
         throw new RepoError(RepoErrorCode.NotInitialised, `${options.dir} holds no Stowage repository (no config.json); run init first`, {
           cause,
           details: { dir: options.dir },
@@ -133,27 +136,33 @@ export class Repository {
     if (!keyCheckMatches(keys, config.keyCheckB64)) {
       throw new RepoError(RepoErrorCode.WrongKey, 'the repository key does not match this repository', { details: { dir: options.dir } });
     }
-    return Repository.fromConfig(options.dir, config, keys, options.durable ?? true);
+    return Repository.fromConfig(options.dir, backend, config, keys);
   }
 
-  private static async fromConfig(dir: string, config: RepoConfig, keys: RepoKeys, durable: boolean): Promise<Repository> {
-    const store = new ChunkStore(dir, keys, {
-      packBlobMaxBytes: config.packBlobMaxBytes,
+  private static async fromConfig(dir: string, backend: RepoBackend, config: RepoConfig, keys: RepoKeys): Promise<Repository> {
+    const store = new ChunkStore(backend, keys, {
+      packBlobMaxBytes: config.packBlobMaxBytes === OLD_DEFAULT_PACK_BLOB_MAX_BYTES ? PACK_EVERY_CHUNK : config.packBlobMaxBytes,
       packTargetBytes: config.packTargetBytes,
-      durable,
     });
     try {
       await store.refreshIndexes();
     } catch (cause) {
       throw unreachable(dir, cause);
     }
-    return new Repository(dir, config, keys, store, new Chunker(config.chunker, keys.chunkerSeed), durable);
+    return new Repository(dir, config, keys, store, new Chunker(config.chunker, keys.chunkerSeed));
   }
 
   /** Backs up `sourceDir` into a new snapshot. Rejects with REPO_BACKUP_CANCELED on abort (no snapshot written). */
   backup(sourceDir: string, options: BackupOptions = {}): Promise<BackupResult> {
     return runBackup(
-      { dir: this.dir, keys: this.keys, store: this.store, chunker: this.chunker, durable: this.durable },
+      {
+        dir: this.dir,
+        keys: this.keys,
+        store: this.store,
+        chunker: this.chunker,
+        readThreads: defaultReadThreads(),
+        findParent: (source, tags) => this.findParent(source, tags),
+      },
       sourceDir,
       options,
     );
@@ -182,6 +191,30 @@ export class Repository {
     );
   }
 
+  /** Summaries of snapshots read so far: snapshots never change, so each is decrypted once per process. */
+  private readonly summaries = new Map<string, SnapshotSummary>();
+
+  /** The newest snapshot of the same volume (see isSameVolume); undefined if none or if it cannot be read. */
+  private async findParent(source: string, tags: Readonly<Record<string, string>>): Promise<SnapshotManifest | undefined> {
+    const host = hostname();
+    let newest: SnapshotSummary | undefined;
+    for (const id of await this.snapshotIds()) {
+      let summary = this.summaries.get(id);
+      if (!summary) {
+        try {
+          summary = summaryOf(await this.getSnapshot(id));
+        } catch {
+          continue; // a damaged snapshot is verify's to report; it is just not a parent
+        }
+        this.summaries.set(id, summary);
+      }
+      if (!isSameVolume(summary, source, host, tags)) continue;
+      if (!newest || summary.time > newest.time || (summary.time === newest.time && summary.id > newest.id)) newest = summary;
+    }
+    if (!newest) return undefined;
+    return this.getSnapshot(newest.id).catch(() => undefined);
+  }
+
   /** Every snapshot's summary (no file list), oldest first. */
   async listSnapshots(): Promise<SnapshotSummary[]> {
     const summaries: SnapshotSummary[] = [];
@@ -195,9 +228,9 @@ export class Repository {
     }
     let blob: Buffer;
     try {
-      blob = await readFile(snapshotPath(this.dir, snapshotId));
+      blob = await this.store.backend.get(snapshotKey(snapshotId));
     } catch (cause) {
-      if (errnoCode(cause) === 'ENOENT') {
+      if (cause instanceof ObjectNotFoundError) {
         throw new RepoError(RepoErrorCode.SnapshotNotFound, `no snapshot ${snapshotId} in the repository at ${this.dir}`, {
           cause,
           details: { snapshotId },
@@ -219,7 +252,7 @@ export class Repository {
 
   private async snapshotIds(): Promise<string[]> {
     try {
-      return (await readdir(snapshotsDir(this.dir))).filter((name) => HEX_ID.test(name));
+      return (await this.store.backend.list(SNAPSHOT_PREFIX)).map(baseName).filter((name) => HEX_ID.test(name));
     } catch (cause) {
       throw unreachable(this.dir, cause);
     }
@@ -231,12 +264,12 @@ function parseConfig(dir: string, raw: string): RepoConfig {
   try {
     config = JSON.parse(raw) as RepoConfig;
   } catch (cause) {
-    throw new RepoError(RepoErrorCode.FormatUnsupported, `the repository config ${configPath(dir)} is not valid JSON`, { cause });
+    throw new RepoError(RepoErrorCode.FormatUnsupported, `the repository config ${dir}/${CONFIG_KEY} is not valid JSON`, { cause });
   }
   if (config?.format !== 'stowage-repository' || config.version !== 1 || config.kdf?.name !== 'scrypt' || !config.keyCheckB64) {
     throw new RepoError(
       RepoErrorCode.FormatUnsupported,
-      `the repository config ${configPath(dir)} has format ${String(config?.format)} version ${String(config?.version)}; this Stowage reads version 1`,
+      `the repository config ${dir}/${CONFIG_KEY} has format ${String(config?.format)} version ${String(config?.version)}; this Stowage reads version 1`,
     );
   }
   return config;
@@ -253,14 +286,4 @@ function unreachable(dir: string, cause: unknown): RepoError {
           ? 'a path component is not a directory'
           : (code ?? (cause instanceof Error ? cause.message : String(cause)));
   return new RepoError(RepoErrorCode.Unreachable, `the repository at ${dir} cannot be reached: ${why}`, { cause, details: { dir } });
-}
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await stat(path);
-    return true;
-  } catch (error) {
-    if (errnoCode(error) === 'ENOENT') return false;
-    throw error;
-  }
 }

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { close, fchmod, fchown, futimes, open, write } from 'node:fs';
-import { chmod, lchown, lstat, lutimes, mkdir, rename, rm, symlink, unlink, utimes } from 'node:fs/promises';
+import { close, closeSync, fchmod, fchmodSync, fchown, fchownSync, futimes, futimesSync, open, openSync, write, writeSync } from 'node:fs';
+import { chmod, lchown, lstat, lutimes, mkdir, readdir, rename, rm, symlink, unlink, utimes } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { ChunkReadError, type ChunkReader, type ChunkStore } from './chunk-store.js';
@@ -23,10 +23,15 @@ export interface RestoreResult {
 
 const FILE_CONCURRENCY = 8;
 
+/** Files up to this size, in one chunk, are written with synchronous calls: a thread-pool hop costs more than the write to the page cache. */
+const SYNC_WRITE_MAX_BYTES = 64 * 1024;
+
 /**
  * Rebuilds a snapshot under `targetDir`. Every chunk is decrypted and re-hashed before its bytes
- * are written; each file is written under a temp name and renamed only when all its chunks
- * checked out, so a damaged chunk never leaves a file with wrong bytes behind.
+ * are written. Into a non-empty target each file is written under a temp name and renamed only
+ * when all its chunks checked out, so a damaged chunk never leaves a file with wrong bytes under
+ * an existing name. Into an empty (or new) target each file is written in place — nothing there
+ * can be overwritten — and a file whose chunk fails is removed before the restore fails.
  */
 export async function runRestore(
   store: ChunkStore,
@@ -35,7 +40,7 @@ export async function runRestore(
   options: RestoreOptions = {},
 ): Promise<RestoreResult> {
   const started = performance.now();
-  await prepareTarget(targetDir);
+  const inPlace = await prepareTarget(targetDir);
   for (const entry of manifest.entries) {
     if (!isSafeRelativePath(entry.path)) {
       throw new RepoError(RepoErrorCode.SnapshotCorrupt, `snapshot ${manifest.id} holds an unsafe path ${JSON.stringify(entry.path)}`, {
@@ -63,9 +68,11 @@ export async function runRestore(
       while (next < files.length && firstError === undefined) {
         options.signal?.throwIfAborted();
         const entry = files[next++]!;
-        await restoreFile(reader, entry, abs(entry), asRoot, (n) => {
+        const onBytes = (n: number) => {
           bytesDone += n;
-        });
+        };
+        if (inPlace) await restoreFileInPlace(reader, entry, abs(entry), asRoot, onBytes);
+        else await restoreFile(reader, entry, abs(entry), asRoot, onBytes);
         filesDone++;
         options.onProgress?.({ totalBytes, bytesDone, files: filesDone });
       }
@@ -106,7 +113,8 @@ export async function runRestore(
   };
 }
 
-async function prepareTarget(targetDir: string): Promise<void> {
+/** Creates the target if needed; true when it is new or empty (files can then be written in place). */
+async function prepareTarget(targetDir: string): Promise<boolean> {
   try {
     const st = await lstat(targetDir);
     if (!st.isDirectory()) {
@@ -114,6 +122,7 @@ async function prepareTarget(targetDir: string): Promise<void> {
         details: { path: targetDir },
       });
     }
+    return (await readdir(targetDir)).length === 0;
   } catch (error) {
     if (isRepoError(error)) throw error;
     if (errnoCode(error) !== 'ENOENT') {
@@ -128,6 +137,7 @@ async function prepareTarget(targetDir: string): Promise<void> {
         details: { path: targetDir },
       });
     });
+    return true;
   }
 }
 
@@ -161,15 +171,7 @@ async function restoreFile(
       position += data.length;
       onBytes(data.length);
     }
-    if (position !== entry.size) {
-      throw new RepoError(
-        RepoErrorCode.SnapshotCorrupt,
-        `restored ${position} bytes for ${entry.path} but the snapshot records ${entry.size}`,
-        {
-          details: { path: entry.path },
-        },
-      );
-    }
+    checkSize(entry, position);
     if (asRoot) await fchownFd(fd, entry.uid, entry.gid).catch(() => {});
     await fchmodFd(fd, entry.mode);
     await futimesFd(fd, entry.mtimeMs / 1000, entry.mtimeMs / 1000);
@@ -181,6 +183,91 @@ async function restoreFile(
     if (fd !== undefined) await closeFd(fd).catch(() => {});
     await unlink(tmp).catch(() => {});
     throw error;
+  }
+}
+
+/** The process umask, read once: a file created with `mode` already has it when the umask clears no bit of it. */
+let umask: number | undefined;
+function createdWithMode(mode: number): boolean {
+  umask ??= process.umask();
+  return (mode & 0o7777) === (mode & 0o777 & ~umask);
+}
+
+/**
+ * Writes a file straight under its name (empty target only): one create with the file's mode,
+ * its chunks, its times, no rename. Small one-chunk files use synchronous calls.
+ */
+async function restoreFileInPlace(
+  reader: ChunkReader,
+  entry: TreeEntry,
+  path: string,
+  asRoot: boolean,
+  onBytes: (n: number) => void,
+): Promise<void> {
+  const chunks = entry.chunks ?? [];
+  const modeIsSet = createdWithMode(entry.mode);
+  const seconds = entry.mtimeMs / 1000;
+  if (chunks.length <= 1 && entry.size <= SYNC_WRITE_MAX_BYTES) {
+    const data = chunks.length === 1 ? await readChunk(reader, chunks[0]!, entry) : Buffer.alloc(0);
+    checkSize(entry, data.length);
+    const fd = openSync(path, 'wx', entry.mode & 0o777);
+    try {
+      for (let off = 0; off < data.length; ) off += writeSync(fd, data, off, data.length - off, off);
+      if (asRoot && !ownedAlready(entry)) {
+        try {
+          fchownSync(fd, entry.uid, entry.gid);
+        } catch {
+          // Best effort, as on the temp-file path.
+        }
+      }
+      if (!modeIsSet) fchmodSync(fd, entry.mode);
+      futimesSync(fd, seconds, seconds);
+    } finally {
+      closeSync(fd);
+    }
+    onBytes(data.length);
+    return;
+  }
+  let fd: number | undefined = await openFd(path, 'wx', entry.mode & 0o777);
+  try {
+    let position = 0;
+    let pending = chunks.length > 0 ? readChunk(reader, chunks[0]!, entry) : undefined;
+    for (let i = 0; i < chunks.length; i++) {
+      const data = await pending!;
+      pending = i + 1 < chunks.length ? readChunk(reader, chunks[i + 1]!, entry) : undefined;
+      pending?.catch(() => {});
+      for (let off = 0; off < data.length; ) off += (await writeFd(fd, data, off, data.length - off, position + off)).bytesWritten;
+      position += data.length;
+      onBytes(data.length);
+    }
+    checkSize(entry, position);
+    if (asRoot && !ownedAlready(entry)) await fchownFd(fd, entry.uid, entry.gid).catch(() => {});
+    if (!modeIsSet) await fchmodFd(fd, entry.mode);
+    await futimesFd(fd, seconds, seconds);
+    const closing = fd;
+    fd = undefined;
+    await closeFd(closing);
+  } catch (error) {
+    if (fd !== undefined) await closeFd(fd).catch(() => {});
+    await unlink(path).catch(() => {});
+    throw error;
+  }
+}
+
+/** A file this process creates is owned by its uid and gid already; chown only when the snapshot says otherwise. */
+function ownedAlready(entry: TreeEntry): boolean {
+  return entry.uid === process.getuid?.() && entry.gid === process.getgid?.();
+}
+
+function checkSize(entry: TreeEntry, restored: number): void {
+  if (restored !== entry.size) {
+    throw new RepoError(
+      RepoErrorCode.SnapshotCorrupt,
+      `restored ${restored} bytes for ${entry.path} but the snapshot records ${entry.size}`,
+      {
+        details: { path: entry.path },
+      },
+    );
   }
 }
 

@@ -12,6 +12,9 @@ export interface TreeEntry {
   readonly mtimeMs: number;
   readonly uid: number;
   readonly gid: number;
+  /** Files: status-change time and inode when backed up; with size and mtime they tell an unchanged file (absent in older snapshots). */
+  readonly ctimeMs?: number;
+  readonly ino?: number;
   /** Symlinks only. */
   readonly target?: string;
   /** Files only: chunk ids in order. */
@@ -39,12 +42,36 @@ export interface SnapshotSummary {
 
 export interface SnapshotManifest extends SnapshotSummary {
   readonly formatVersion: 1;
+  /** The snapshot whose file metadata this backup trusted for unchanged files (absent: none, or an older snapshot). */
+  readonly parent?: string;
   readonly entries: readonly TreeEntry[];
 }
 
 export function summaryOf(manifest: SnapshotManifest): SnapshotSummary {
   const { id, time, durationMs, source, hostname, tags, totals } = manifest;
   return { id, time, durationMs, source, hostname, tags, totals };
+}
+
+/**
+ * Tags that name a pod volume (the node agent's `ns`, `pod`, `volume`, `pvc`). A backup's parent is
+ * the newest snapshot that agrees on all of them, as restic picks its parent by host and path. The
+ * pod uid is left out on purpose: a StatefulSet pod recreated on the same claim is the same volume,
+ * and a file is only reused when its size, mtime, ctime and inode all match anyway.
+ */
+export const IDENTIFYING_TAGS = ['ns', 'pod', 'volume', 'pvc'] as const;
+
+/** True when `candidate` was taken of the same volume as a backup of `source` with `tags`. */
+export function isSameVolume(
+  candidate: SnapshotSummary,
+  source: string,
+  hostname: string,
+  tags: Readonly<Record<string, string>>,
+): boolean {
+  if (IDENTIFYING_TAGS.some((key) => tags[key] !== undefined)) {
+    return IDENTIFYING_TAGS.every((key) => candidate.tags[key] === tags[key]);
+  }
+  // No identifying tags: restic's rule, same host and same path.
+  return candidate.source === source && candidate.hostname === hostname;
 }
 
 /** Manifests are authenticated, but restore still refuses paths that could leave the target. */

@@ -1,7 +1,7 @@
-import type { Dirent, Stats } from 'node:fs';
-import { lstat, readdir, readlink } from 'node:fs/promises';
-import { join } from 'node:path';
+import type { Stats } from 'node:fs';
+import { lstat } from 'node:fs/promises';
 import { errnoCode, RepoError, RepoErrorCode } from './errors.js';
+import type { SmallFileReader, WalkReply } from './small-file-reader.js';
 import type { TreeEntry } from './snapshot.js';
 
 export interface SkippedEntry {
@@ -16,13 +16,14 @@ export interface WalkResult {
   readonly skipped: SkippedEntry[];
 }
 
-const STAT_BATCH = 64;
-
 /**
  * Walks the tree once before copying so progress has a total. Symlinks are recorded, never
  * followed; sockets, FIFOs and devices are skipped with a reason (opening a FIFO would block).
+ * The listing runs on the worker threads with synchronous readdir/lstat: the root's children
+ * first, then each top-level subdirectory's subtree on whichever thread is free, so a cold walk
+ * waits on the disk from several threads and the main thread only builds entries.
  */
-export async function walkTree(root: string, signal?: AbortSignal): Promise<WalkResult> {
+export async function walkTree(root: string, signal: AbortSignal | undefined, workers: SmallFileReader): Promise<WalkResult> {
   let rootStats: Stats;
   try {
     rootStats = await lstat(root);
@@ -32,68 +33,52 @@ export async function walkTree(root: string, signal?: AbortSignal): Promise<Walk
   if (!rootStats.isDirectory()) {
     throw new RepoError(RepoErrorCode.SourceNotDirectory, `the source ${root} is not a directory`, { details: { path: root } });
   }
-  const entries: TreeEntry[] = [entryOf('.', rootStats, undefined)];
-  const skipped: SkippedEntry[] = [];
-  let totalBytes = 0;
-  const pending: string[] = ['.'];
-  while (pending.length > 0) {
+  const result: WalkResult = { entries: [entryOf('.', rootStats, undefined)], totalBytes: 0, skipped: [] };
+  const top = await workers.walk(root, '.', false);
+  addWalked(result, top, root);
+  const subtrees = top.entries.filter((e) => e.kind === 'dir').map((e) => workers.walk(root, e.rel, true));
+  for (const subtree of subtrees) subtree.catch(() => {});
+  for (const subtree of subtrees) {
     signal?.throwIfAborted();
-    const dirPath = pending.shift()!;
-    const absDir = dirPath === '.' ? root : join(root, dirPath);
-    let children: Dirent[];
-    try {
-      children = await readdir(absDir, { withFileTypes: true });
-    } catch (error) {
-      if (errnoCode(error) === 'ENOENT' && dirPath !== '.') {
-        skipped.push({ path: dirPath, reason: 'removed while the backup was running' });
-        continue;
-      }
-      throw sourceError(error, absDir, dirPath);
-    }
-    children.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-    const subdirs: string[] = [];
-    for (let i = 0; i < children.length; i += STAT_BATCH) {
-      const batch = children.slice(i, i + STAT_BATCH);
-      const stats = await Promise.all(
-        batch.map(async (child) => {
-          const rel = dirPath === '.' ? child.name : `${dirPath}/${child.name}`;
-          try {
-            const abs = join(absDir, child.name);
-            const st = await lstat(abs);
-            return { rel, stats: st, target: st.isSymbolicLink() ? await readlink(abs) : undefined };
-          } catch (error) {
-            if (errnoCode(error) === 'ENOENT') return { rel, stats: undefined, target: undefined };
-            throw sourceError(error, join(absDir, child.name), rel);
-          }
-        }),
-      );
-      for (const { rel, stats: st, target } of stats) {
-        if (!st) {
-          skipped.push({ path: rel, reason: 'removed while the backup was running' });
-        } else if (st.isFile()) {
-          entries.push(entryOf(rel, st, undefined));
-          totalBytes += st.size;
-        } else if (st.isDirectory()) {
-          entries.push(entryOf(rel, st, undefined));
-          subdirs.push(rel);
-        } else if (st.isSymbolicLink() && target !== undefined) {
-          entries.push(entryOf(rel, st, target));
-        } else {
-          skipped.push({ path: rel, reason: 'not a regular file, directory or symlink (socket, FIFO or device)' });
-        }
-      }
-    }
-    // Depth-first keeps memory of `pending` small; sorted order stays stable.
-    pending.unshift(...subdirs);
+    const reply = await subtree;
+    // A subtree lists its own directory's children first; the directory's entry came with its parent.
+    addWalked(result, reply, root);
   }
-  return { entries, totalBytes, skipped };
+  return result;
+}
+
+function addWalked(result: WalkResult, reply: WalkReply, root: string): void {
+  for (const dir of reply.vanished) result.skipped.push({ path: dir, reason: 'removed while the backup was running' });
+  if (reply.error) {
+    const { code, message, absPath, rel } = reply.error;
+    throw sourceError(Object.assign(new Error(message), { code }), absPath ?? root, rel);
+  }
+  for (const e of reply.entries) {
+    if (e.kind === 'gone') {
+      result.skipped.push({ path: e.rel, reason: 'removed while the backup was running' });
+      continue;
+    }
+    if (e.kind === 'other') {
+      result.skipped.push({ path: e.rel, reason: 'not a regular file, directory or symlink (socket, FIFO or device)' });
+      continue;
+    }
+    const common = { path: e.rel, mode: e.mode, mtimeMs: e.mtimeMs, uid: e.uid, gid: e.gid };
+    if (e.kind === 'file') {
+      result.entries.push({ ...common, type: 'file', size: e.size, ctimeMs: e.ctimeMs, ino: e.ino, chunks: [] });
+      (result as { totalBytes: number }).totalBytes += e.size;
+    } else if (e.kind === 'dir') {
+      result.entries.push({ ...common, type: 'dir', size: 0 });
+    } else {
+      result.entries.push({ ...common, type: 'symlink', size: e.size, target: e.target! });
+    }
+  }
 }
 
 function entryOf(path: string, st: Stats, symlinkTarget: string | undefined): TreeEntry {
   const common = { path, mode: st.mode & 0o7777, mtimeMs: st.mtimeMs, uid: st.uid, gid: st.gid };
   if (symlinkTarget !== undefined) return { ...common, type: 'symlink', size: st.size, target: symlinkTarget };
   if (st.isDirectory()) return { ...common, type: 'dir', size: 0 };
-  return { ...common, type: 'file', size: st.size, chunks: [] };
+  return { ...common, type: 'file', size: st.size, ctimeMs: st.ctimeMs, ino: st.ino, chunks: [] };
 }
 
 export function sourceError(error: unknown, absPath: string, relPath: string): RepoError {

@@ -1,7 +1,7 @@
-import { readFile } from 'node:fs/promises';
+import { ObjectNotFoundError } from './backend.js';
 import { type ChunkProblem, ChunkReadError, type ChunkStore } from './chunk-store.js';
 import { errnoCode } from './errors.js';
-import { loosePath, packPath } from './layout.js';
+import { looseKey, packKey } from './layout.js';
 import type { SnapshotManifest } from './snapshot.js';
 
 export interface DamagedFileRef {
@@ -94,10 +94,10 @@ export async function runVerify(
     let pack: Buffer | undefined;
     let packProblem = '';
     try {
-      pack = await readFile(packPath(store.dir, packId));
+      pack = await store.backend.get(packKey(packId));
     } catch (error) {
       packProblem =
-        errnoCode(error) === 'ENOENT' ? `its pack ${packId} is missing` : `its pack ${packId} cannot be read (${errnoCode(error)})`;
+        error instanceof ObjectNotFoundError ? `its pack ${packId} is missing` : `its pack ${packId} cannot be read (${errnoCode(error)})`;
     }
     for (const entry of entries) {
       if (!pack) {
@@ -114,7 +114,7 @@ export async function runVerify(
     options.signal?.throwIfAborted();
     let blob: Buffer;
     try {
-      blob = await readFile(loosePath(store.dir, chunkId));
+      blob = await store.backend.get(looseKey(chunkId));
     } catch (error) {
       note(chunkId, { problem: 'missing', detail: `chunk ${chunkId} cannot be read (${errnoCode(error)})` });
       continue;
