@@ -178,13 +178,17 @@ export class DirectoryBackend implements RepoBackend {
       },
       async commit() {
         ended = true;
-        await tail;
         const handle = await fd;
         try {
+          await tail;
           if (durable) await datasyncFd(handle);
-        } finally {
-          await closeFd(handle);
+        } catch (error) {
+          // A failed write or sync: the object never appears, and no temp file is left behind.
+          await closeFd(handle).catch(() => {});
+          await unlink(tmp).catch(() => {});
+          throw error;
         }
+        await closeFd(handle);
         try {
           await withParents(() => rename(tmp, final), final);
         } catch (error) {

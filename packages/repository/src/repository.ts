@@ -153,7 +153,7 @@ export class Repository {
   }
 
   /** Backs up `sourceDir` into a new snapshot. Rejects with REPO_BACKUP_CANCELED on abort (no snapshot written). */
-  backup(sourceDir: string, options: BackupOptions = {}): Promise<BackupResult> {
+  async backup(sourceDir: string, options: BackupOptions = {}): Promise<BackupResult> {
     return runBackup(
       {
         dir: this.dir,

@@ -1,5 +1,6 @@
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
+import { RepoError, RepoErrorCode } from './errors.js';
 
 /** One file of a batch: its bytes, or why there are none. */
 export type SmallFileRead =
@@ -132,9 +133,19 @@ parentPort.on('message', (message) => {
 
 /** Threads reading small files: `STOWAGE_REPO_THREADS`, default one per core, 2 to 8 (more only added contention on our 2-core VMs). */
 export function defaultReadThreads(env: NodeJS.ProcessEnv = process.env): number {
-  const configured = Number(env.STOWAGE_REPO_THREADS);
-  if (Number.isInteger(configured) && configured > 0) return configured;
-  return Math.min(8, Math.max(2, availableParallelism()));
+  const raw = env.STOWAGE_REPO_THREADS;
+  if (raw === undefined || raw.trim() === '') return Math.min(8, Math.max(2, availableParallelism()));
+  const configured = Number(raw);
+  if (!Number.isInteger(configured) || configured < 1 || configured > 64) {
+    throw new RepoError(
+      RepoErrorCode.InvalidArgument,
+      `STOWAGE_REPO_THREADS must be a whole number from 1 to 64, got ${JSON.stringify(raw)}`,
+      {
+        details: { field: 'STOWAGE_REPO_THREADS' },
+      },
+    );
+  }
+  return configured;
 }
 
 /** A few worker threads walking directories and reading batches of small files, round robin. */
