@@ -3,6 +3,8 @@
  * was copying ends Completed or Failed with a message (never left InProgress), the block's post
  * hook runs after it, and the backup's phase tells the truth about it.
  */
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backupFacts, execsOf, FREEZE, namespace, node, pod, pvbsOf, UNFREEZE } from './support/fixtures.js';
 import { recordRun } from './support/run-figures.js';
@@ -100,7 +102,13 @@ describe.each(['directory', 's3'] as const)('node agent killed mid-copy and rest
         ]),
       );
       for (const key of keys) expect(await stack.backupStorage.getObject(key)).toBeDefined();
-      expect(await stack.backupStorage.list('')).toEqual(keys.concat().sort()); // nothing beside the backup
+      // The volume data went into the bucket too (the repository beside the backups), not to a local directory.
+      const repository = await stack.backupStorage.list('repository/');
+      expect(repository).toContain('repository/config.json');
+      expect(repository.some((key) => key.startsWith('repository/snapshots/'))).toBe(true);
+      expect(repository.some((key) => key.startsWith('repository/packs/'))).toBe(true);
+      expect(await stack.backupStorage.list('')).toEqual([...keys, ...repository].sort()); // nothing else
+      expect(existsSync(join(stack.storageDir, 'repository'))).toBe(false);
     }
     recordRun(storage === 's3' ? 'node-agent-crash-s3' : 'node-agent-crash', {
       faults: 1,

@@ -1,6 +1,6 @@
 /*
  * A whole backup (api, worker and node agent processes; plan, item blocks, PVBs, hooks,
- * finalize) with backup storage on S3, every S3 request of the services going through a proxy
+ * finalize) with backups and the volume repository on S3, every S3 request of the services going through a proxy
  * that answers some with 503 SlowDown or 500, cuts some uploads off mid-body and delays all.
  * The SDK's retries must carry the backup to Completed with everything in it, and every object
  * in the bucket must read back whole (its checksum verified).
@@ -66,6 +66,8 @@ describe('a backup on S3 through SlowDown, 500s, cut uploads and latency', () =>
     const keys = await stack.backupStorage.list('backups/s3-faults/');
     expect(keys).toContain('backups/s3-faults/velero-backup.json');
     for (const key of keys) expect(await stack.backupStorage.getObject(key)).toBeDefined(); // throws on a bad checksum
+    // The node agent's packs went through the same faults into the bucket.
+    expect((await stack.backupStorage.list('repository/packs/')).length).toBeGreaterThan(0);
 
     // The faults really happened, to the services' requests.
     const stats = stack.s3FaultProxy!.stats;

@@ -170,8 +170,8 @@ export interface StackOptions {
   /** Load the PVB CRD before the fixture (default true; generated clusters bring their own). */
   withCrd?: boolean;
   /**
-   * Backup storage: a directory (default) or a bucket on a private S3 server (STOWAGE_STORAGE=s3://…).
-   * The volume repository stays a directory (`<storageDir>/repository`, STOWAGE_REPOSITORY_DIR) either way.
+   * Backup storage: a directory (default) or a bucket on a private S3 server (STOWAGE_STORAGE=s3://…),
+   * where the node agent processes keep the volume repository too (`repository/` beside `backups/`).
    */
   storage?: 'directory' | 's3';
   /** With `storage: 's3'`: the services reach the S3 server through a fault proxy with this plan. */
@@ -228,7 +228,6 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     ? {
         ...s3.env,
         ...(s3FaultProxy ? { STOWAGE_S3_ENDPOINT: s3FaultProxy.endpoint } : {}),
-        STOWAGE_REPOSITORY_DIR: join(storageDir, 'repository'),
         AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
       }
     : { STOWAGE_STORAGE: storageDir };

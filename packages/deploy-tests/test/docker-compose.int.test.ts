@@ -99,7 +99,7 @@ describe('docker-compose.yml', () => {
     expect(volumeMount(compose.services['kube-sim']!, '/var/lib/stowage/sim')).toEqual({ source: 'sim-data', readOnly: false });
   });
 
-  it('keeps backups in MinIO (s3://), shares only the simulator kubeconfig (and the node agents their repository)', () => {
+  it('keeps backups and the repository in MinIO (s3://) and shares no storage volume, only the simulator kubeconfig', () => {
     const stowage = Object.entries(compose.services).filter(([name]) => !['redis', 'kube-sim', 'minio', 'minio-init'].includes(name));
     expect(stowage.length).toBe(5);
     const minio = compose.services.minio!;
@@ -123,13 +123,12 @@ describe('docker-compose.yml', () => {
       expect(seconds(service.stop_grace_period), name).toBeGreaterThan(timeoutMs / 1000);
       expect(service.read_only, name).toBe(true);
       expect(service.cap_drop, name).toEqual(['ALL']);
-      const repository = volumeMount(service, '/var/lib/stowage/repository');
-      if (service.environment?.STOWAGE_NODE_NAME) {
-        expect(service.environment?.STOWAGE_REPOSITORY_DIR, name).toBe('/var/lib/stowage/repository');
-        expect(repository, name).toEqual({ source: 'repository', readOnly: false });
-      } else {
-        expect(repository, name).toBeUndefined();
-      }
+      // The node agents keep the volume repository in the bucket too.
+      expect(service.environment?.STOWAGE_REPOSITORY_DIR, name).toBeUndefined();
+      expect(
+        (service.volumes ?? []).map((v) => (typeof v === 'string' ? v.split(':')[0] : v.source)),
+        name,
+      ).not.toContain('repository');
     }
     expect(compose.services['kube-sim']?.healthcheck?.test).toBeDefined();
   });

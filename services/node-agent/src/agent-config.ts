@@ -10,10 +10,13 @@ export interface NodeAgentConfig {
   readonly nodeName: string;
   readonly repoKey: string;
   /**
-   * `<STOWAGE_STORAGE>/repository` for a directory; with s3:// storage, STOWAGE_REPOSITORY_DIR
-   * (the volume repository is still a directory until it runs on the object store).
+   * `<STOWAGE_STORAGE>/repository` for a directory, or STOWAGE_REPOSITORY_DIR when set. With
+   * s3:// storage and no STOWAGE_REPOSITORY_DIR the repository is in the bucket and this only
+   * names it (`s3://bucket/prefix/repository`).
    */
   readonly repoDir: string;
+  /** True when the repository lives in the object store of STOWAGE_STORAGE (s3://), beside the backups. */
+  readonly repoInStorage: boolean;
   readonly kubeletRoot: string;
   readonly loadConcurrency: LoadConcurrencyConfig;
   readonly loadConcurrencyWarnings: readonly string[];
@@ -68,11 +71,6 @@ export function loadNodeAgentConfig(env: Readonly<Record<string, string | undefi
     else problems.push(`STOWAGE_BANDWIDTH_LIMIT: ${parsed.message}`);
   }
   const repositoryDir = blank(env.STOWAGE_REPOSITORY_DIR);
-  if (shared.ok && shared.config.storage.kind === 's3' && !repositoryDir) {
-    problems.push(
-      'STOWAGE_REPOSITORY_DIR: is required by the node agent when STOWAGE_STORAGE is s3://: the volume repository is still a directory; set it to a directory every node agent shares',
-    );
-  }
   if (!shared.ok || problems.length > 0) return { ok: false, problems };
   const config = shared.config;
   return {
@@ -81,7 +79,12 @@ export function loadNodeAgentConfig(env: Readonly<Record<string, string | undefi
       shared: config,
       nodeName: config.node.name!,
       repoKey: config.repository.key!,
-      repoDir: repositoryDir ?? (config.storage.kind === 'filesystem' ? join(config.storage.path, 'repository') : ''),
+      repoDir:
+        repositoryDir ??
+        (config.storage.kind === 'filesystem'
+          ? join(config.storage.path, 'repository')
+          : `s3://${config.storage.bucket}/${config.storage.prefix ? `${config.storage.prefix}/` : ''}repository`),
+      repoInStorage: repositoryDir === undefined && config.storage.kind === 's3',
       kubeletRoot,
       loadConcurrency,
       loadConcurrencyWarnings,

@@ -10,7 +10,8 @@ import {
   pvbLabels,
 } from '@stowage/kube';
 import type { Logger } from '@stowage/platform';
-import { abortableSleep, isRepoError, RepoErrorCode, type Repository, TokenBucket } from '@stowage/repository';
+import { abortableSleep, isRepoError, ObjectStoreBackend, RepoErrorCode, type Repository, TokenBucket } from '@stowage/repository';
+import type { ObjectStore } from '@stowage/storage';
 import { NodeAgentError, NodeAgentErrorCode } from './errors.js';
 import { describeCopyFailure } from './failure-message.js';
 import { type LoadConcurrencyConfig, resolveLoadConcurrency } from './load-concurrency.js';
@@ -23,8 +24,10 @@ export interface NodeAgentOptions {
   kube: KubeClients;
   /** Where PVBs live (Stowage's namespace). Default `stowage`. */
   namespace?: string | undefined;
-  /** The repository directory (`<STOWAGE_STORAGE>/repository`); created on first use. */
+  /** The repository directory (`<STOWAGE_STORAGE>/repository`); created on first use. With `repoStore`, only its name in messages. */
   repoDir: string;
+  /** The repository in an object store (S3 storage), under `repository/`, instead of in `repoDir`. */
+  repoStore?: ObjectStore | undefined;
   /** STOWAGE_REPO_KEY. Required. */
   repoKey: string;
   /** `/var/lib/kubelet` on a node; `<dataRoot>/<node>` in the simulator. */
@@ -148,7 +151,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
   let repository: Promise<Repository> | undefined;
   const getRepository = () => {
     if (!repository) {
-      repository = openOrInitRepository(repoDir, repoKey);
+      repository = openOrInitRepository(repoDir, repoKey, options.repoStore ? new ObjectStoreBackend(options.repoStore) : undefined);
       // A failure is not cached: the storage may be mounted or fixed by the next PVB.
       repository.catch(() => {
         repository = undefined;

@@ -23,7 +23,7 @@ lifecycle.installProcessHandlers();
 
 // Imported after the config is known good, so a misconfigured start fails fast.
 const { startNodeAgentService } = await import('./node-agent-service.js');
-const service = await startNodeAgentService(config, logger);
+const service = await startNodeAgentService(config, logger, { repoStore: storage.store });
 // Shutdown runs these last-registered-first: the agent (abort copies, left InProgress to resume) → HTTP → Redis.
 lifecycle.onShutdown('redis', service.stopRedis);
 lifecycle.onShutdown('http', service.stopHttp);

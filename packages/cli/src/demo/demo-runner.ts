@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { type EmbeddedRedis, getFreePort, PlatformError, PlatformErrorCode, startEmbeddedRedis } from '@stowage/platform';
-import { Repository } from '@stowage/repository';
+import { ObjectStoreBackend, Repository } from '@stowage/repository';
+import { S3Storage } from '@stowage/storage';
 import { type S3Server, startS3Server } from '@stowage/testing';
 import { StowageApiClient } from '../api-client.js';
 import { type BackupReport, buildBackupReport } from '../backup-report.js';
@@ -187,8 +188,6 @@ export async function runDemo(
           STOWAGE_NODE_NAME: node,
           STOWAGE_REPO_KEY: repoKey,
           STOWAGE_KUBELET_ROOT: join(cluster.dataRoot, node),
-          // The volume repository stays a directory, shared by the agents, while backups are in S3.
-          STOWAGE_REPOSITORY_DIR: join(storageDir, 'repository'),
         }),
       );
     }
@@ -230,9 +229,23 @@ export async function runDemo(
 
     // 5. Summary
     const report = buildBackupReport(result.backup, result.blocks);
-    const repositoryDir = join(storageDir, 'repository');
+    // With --storage s3 the node agents keep the repository in the bucket, beside the backups.
+    const repositoryDir = s3 ? `${s3.storageUrl}/repository` : join(storageDir, 'repository');
     let repositoryVerify: DemoSummary['repositoryVerify'] = null;
-    if (await exists(repositoryDir)) {
+    if (s3) {
+      const store = new S3Storage({
+        bucket: s3.bucket,
+        endpoint: s3.endpoint,
+        forcePathStyle: true,
+        credentials: { accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey },
+      });
+      try {
+        const v = await (await Repository.open({ dir: repositoryDir, key: repoKey, backend: new ObjectStoreBackend(store) })).verify();
+        repositoryVerify = { ok: v.ok, chunksChecked: v.chunksChecked, snapshotsChecked: v.snapshotsChecked };
+      } finally {
+        store.close();
+      }
+    } else if (await exists(repositoryDir)) {
       const v = await (await Repository.open({ dir: repositoryDir, key: repoKey })).verify();
       repositoryVerify = { ok: v.ok, chunksChecked: v.chunksChecked, snapshotsChecked: v.snapshotsChecked };
     }
@@ -270,7 +283,10 @@ export async function runDemo(
       say('Everything keeps running. In another terminal:');
       say(`  export STOWAGE_API_URL=${apiUrl} STOWAGE_API_TOKEN=${token}`);
       say(`  pnpm stowage backup describe ${name}`);
-      say(`  STOWAGE_REPO_KEY='${repoKey}' pnpm stowage repo verify --repo ${repositoryDir}`);
+      const s3Env = s3
+        ? `STOWAGE_S3_ENDPOINT=${s3.endpoint} AWS_ACCESS_KEY_ID=${s3.accessKeyId} AWS_SECRET_ACCESS_KEY=${s3.secretAccessKey} `
+        : '';
+      say(`  ${s3Env}STOWAGE_REPO_KEY='${repoKey}' pnpm stowage repo verify --repo ${repositoryDir}`);
       say(`  curl -H "Authorization: Bearer ${token}" ${apiUrl}/v1/backups`);
       say('Press Ctrl-C to stop everything (the storage stays).');
       await new Promise<void>((r) => (signal.aborted ? r() : signal.addEventListener('abort', () => r(), { once: true })));
