@@ -5,7 +5,7 @@ import { GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import { FileSystemStorage, type ObjectStore, S3Storage } from '@stowage/storage';
 import { describeTree, type S3Target, useTestS3, writeVolumeTree } from '@stowage/testing';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { ObjectStoreBackend, Repository } from '../src/index.js';
+import { ObjectStoreBackend, Repository, runRepoCli } from '../src/index.js';
 import { TEST_CHUNKER, TEST_PACK_BLOB_MAX } from './test-settings.js';
 
 /*
@@ -77,6 +77,28 @@ describe.each(['directory', 's3'] as const)('repository on an object store (%s)'
   });
 
   if (kind === 's3') {
+    it('repo verify and repo restore --repo s3://bucket/prefix/repository work on it', async () => {
+      const repo = await open({ init: true });
+      const { snapshotId } = await repo.backup(join(work, 'volume'));
+      const s3store = store as S3Storage;
+      const env = {
+        STOWAGE_REPO_KEY: KEY,
+        STOWAGE_S3_ENDPOINT: s3!.endpoint,
+        STOWAGE_S3_REGION: s3!.region,
+        AWS_ACCESS_KEY_ID: s3!.accessKeyId,
+        AWS_SECRET_ACCESS_KEY: s3!.secretAccessKey,
+      };
+      const url = `s3://${s3store.bucket}/${s3store.prefix}/repository`;
+      const out: string[] = [];
+      const io = { out: (l: string) => out.push(l), err: (l: string) => out.push(`ERR ${l}`) };
+      expect(await runRepoCli(['verify', '--repo', url], env, io), out.join('\n')).toBe(0);
+      expect(out.join('\n')).toMatch(/no damage/);
+      expect(await runRepoCli(['restore', '--repo', url, '--snapshot', snapshotId, '--target', join(work, 'restored')], env, io)).toBe(0);
+      expect(await describeTree(join(work, 'restored'))).toEqual(await describeTree(join(work, 'volume')));
+      expect(await runRepoCli(['verify', '--repo', `s3://${s3store.bucket}`], env, io)).toBe(1);
+      expect(out.at(-1)).toMatch(/REPO_INVALID_ARGUMENT: --repo s3:\/\/.*: name the repository inside the bucket/);
+    });
+
     it('a pack changed in the bucket after it was written is reported by verify, not restored as good data', async () => {
       const repo = await open({ init: true });
       const { snapshotId } = await repo.backup(join(work, 'volume'));
