@@ -26,7 +26,7 @@ interface DemoSummary {
   pvbs: { total: number; byPhase: Record<string, number>; bytes: number };
   hooks: { attempted: number; failed: number; runs: Array<{ phase: string; exitCode: number | null }> };
   postHookLags: Array<{ pod: string; blockPvbs: number; lagMs: number | null }>;
-  storage: { kept: boolean };
+  storage: { kept: boolean; dir: string; backupDir: string };
   repositoryVerify: { ok: boolean; chunksChecked: number } | null;
   dashboard: { url: string };
   api: { token: string };
@@ -57,7 +57,11 @@ const alive = (pid: number): boolean => {
   }
 };
 
-describe('pnpm demo --json', () => {
+// The same run with backups in a directory and with --storage s3 (a private S3 server).
+describe.each([
+  ['directory', []],
+  ['s3', ['--storage', 's3']],
+] as const)('pnpm demo --json, storage %s', (storage, storageArgs) => {
   let tmp: string;
   const marker = `STOWAGE_E2E_MARKER=${randomUUID()}`;
   let run: { code: number | null; stdout: string; stderr: string };
@@ -71,11 +75,15 @@ describe('pnpm demo --json', () => {
     env[key] = value;
     env.TMPDIR = tmp;
     run = await new Promise((resolve, reject) => {
-      const child = spawn(process.execPath, ['--conditions=@stowage/source', '--import', TSX, DEMO, '--json', '--timeout-s', '300'], {
-        cwd: REPO_ROOT,
-        env,
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
+      const child = spawn(
+        process.execPath,
+        ['--conditions=@stowage/source', '--import', TSX, DEMO, '--json', '--timeout-s', '300', ...storageArgs],
+        {
+          cwd: REPO_ROOT,
+          env,
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
+      );
       let stdout = '';
       let stderr = '';
       child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
@@ -121,6 +129,10 @@ describe('pnpm demo --json', () => {
     expect(s.processes.map((p) => p.name).sort()).toEqual(['agent-node-a', 'agent-node-b', 'agent-node-c', 'api', 'worker-1', 'worker-2']);
     expect(new Set(s.processes.map((p) => p.pid)).size).toBe(6);
     expect(s.storage.kept).toBe(false);
+    if (storage === 's3') {
+      expect(s.storage.dir).toMatch(/^s3:\/\/stowage-demo at http:\/\/127\.0\.0\.1:\d+ /);
+      expect(s.storage.backupDir).toBe(`s3://stowage-demo/backups/${s.backup}/`);
+    }
     expect(s.cleanup).toEqual({ processesStopped: true, tempRemoved: true });
   });
 

@@ -3,6 +3,8 @@
  * was copying ends Completed or Failed with a message (never left InProgress), the block's post
  * hook runs after it, and the backup's phase tells the truth about it.
  */
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backupFacts, execsOf, FREEZE, namespace, node, pod, pvbsOf, UNFREEZE } from './support/fixtures.js';
 import { recordRun } from './support/run-figures.js';
@@ -18,28 +20,29 @@ const fixture = {
   ],
 };
 
-let stack: Stack;
-let api: ServiceProcess;
-let agent: ServiceProcess;
+// The same run with backup storage in a directory and in an S3 bucket (a private S3 server).
+describe.each(['directory', 's3'] as const)('node agent killed mid-copy and restarted, backup storage on %s', (storage) => {
+  let stack: Stack;
+  let api: ServiceProcess;
+  let agent: ServiceProcess;
 
-beforeAll(async () => {
-  stack = await startStack({ fixture });
-  // ~1 MiB/s: the 6 MiB volume takes about six seconds, long enough to be cut off mid-copy.
-  const agentEnv = stack.agentEnv('node-a', { STOWAGE_BANDWIDTH_LIMIT: '1MiB' });
-  [api, agent] = await Promise.all([
-    stack.spawn('api', 'api'),
-    stack.spawn('node-agent', 'agent-1', agentEnv),
-    stack.spawn('worker', 'worker'),
-  ]);
-  // The agent's heartbeat tells the planner node-a has an agent.
-  await waitFor('node-a heartbeat', async () => ((await stack.agents.nodesWithAgent()).has('node-a') ? true : undefined), 20_000);
-}, 180_000);
+  beforeAll(async () => {
+    stack = await startStack({ fixture, storage });
+    // ~1 MiB/s: the 6 MiB volume takes about six seconds, long enough to be cut off mid-copy.
+    const agentEnv = stack.agentEnv('node-a', { STOWAGE_BANDWIDTH_LIMIT: '1MiB' });
+    [api, agent] = await Promise.all([
+      stack.spawn('api', 'api'),
+      stack.spawn('node-agent', 'agent-1', agentEnv),
+      stack.spawn('worker', 'worker'),
+    ]);
+    // The agent's heartbeat tells the planner node-a has an agent.
+    await waitFor('node-a heartbeat', async () => ((await stack.agents.nodesWithAgent()).has('node-a') ? true : undefined), 20_000);
+  }, 180_000);
 
-afterAll(async () => {
-  await stack?.close();
-});
+  afterAll(async () => {
+    await stack?.close();
+  });
 
-describe('node agent killed mid-copy and restarted', () => {
   it('the PVB ends Completed or Failed with a message, the post hook runs after it, the phase tells the truth', async () => {
     const since = Date.now();
     const res = await fetch(`http://127.0.0.1:${api.port}/v1/backups`, {
@@ -88,7 +91,26 @@ describe('node agent killed mid-copy and restarted', () => {
       await fetch(`http://127.0.0.1:${api.port}/v1/backups/agent-crash`, { headers: { authorization: `Bearer ${stack.token}` } })
     ).json()) as { phase: string };
     expect(view.phase).toBe(rec.phase);
-    recordRun('node-agent-crash', {
+    if (storage === 's3') {
+      // Everything finalize wrote is in the bucket, and reads back whole (checksums verified).
+      const keys = await stack.backupStorage.list('backups/agent-crash/');
+      expect(keys).toEqual(
+        expect.arrayContaining([
+          'backups/agent-crash/velero-backup.json',
+          'backups/agent-crash/agent-crash.tar.gz',
+          'backups/agent-crash/agent-crash-podvolumebackups.json.gz',
+        ]),
+      );
+      for (const key of keys) expect(await stack.backupStorage.getObject(key)).toBeDefined();
+      // The volume data went into the bucket too (the repository beside the backups), not to a local directory.
+      const repository = await stack.backupStorage.list('repository/');
+      expect(repository).toContain('repository/config.json');
+      expect(repository.some((key) => key.startsWith('repository/snapshots/'))).toBe(true);
+      expect(repository.some((key) => key.startsWith('repository/packs/'))).toBe(true);
+      expect(await stack.backupStorage.list('')).toEqual([...keys, ...repository].sort()); // nothing else
+      expect(existsSync(join(stack.storageDir, 'repository'))).toBe(false);
+    }
+    recordRun(storage === 's3' ? 'node-agent-crash-s3' : 'node-agent-crash', {
       faults: 1,
       backups: 1,
       completed: rec.phase === 'Completed' ? 1 : 0,

@@ -1,8 +1,5 @@
-import { execFile } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
-import { promisify } from 'node:util';
 import type { PodVolumeBackup } from '../../../packages/kube/src/index.js';
 import { pvbLabels } from '../../../packages/kube/src/index.js';
 import type { Stack } from './stack.js';
@@ -92,9 +89,10 @@ export async function pvbsOf(stack: Stack, backup: string): Promise<PodVolumeBac
 
 /** Item manifests in the backup's tarball (`resources/…/*.json`, without Velero's `-preferredversion` copies), via tar. */
 export async function tarballItems(stack: Stack, backup: string): Promise<string[]> {
-  const path = join(stack.storageDir, 'backups', backup, `${backup}.tar.gz`);
-  if (!existsSync(path)) return [];
-  const { stdout } = await promisify(execFile)('tar', ['tzf', path], { maxBuffer: 64 * 1024 * 1024 });
+  // Read through the backup storage (a directory or S3) and listed by the system tar.
+  const bytes = await stack.backupStorage.getObject(`backups/${backup}/${backup}.tar.gz`);
+  if (!bytes) return [];
+  const stdout = execFileSync('tar', ['tzf', '-'], { input: bytes, maxBuffer: 64 * 1024 * 1024, encoding: 'utf8' });
   return stdout.split('\n').filter((l) => l.startsWith('resources/') && l.endsWith('.json') && !l.includes('-preferredversion/'));
 }
 

@@ -24,8 +24,18 @@ import {
   statePrefixFor,
 } from '../../../packages/pipeline/src/index.js';
 import { createWorkerConnection } from '../../../packages/queue/src/index.js';
-import { FileSystemStorage } from '../../../packages/storage/src/index.js';
-import { getFreePort, type RedisServer, startRedisServer, uniquePrefix } from '../../../packages/testing/src/index.js';
+import { FileSystemStorage, type ObjectStore, openObjectStore } from '../../../packages/storage/src/index.js';
+import {
+  getFreePort,
+  type RedisServer,
+  type S3FaultPlan,
+  type S3FaultProxy,
+  type S3Server,
+  startRedisServer,
+  startS3FaultProxy,
+  startS3Server,
+  uniquePrefix,
+} from '../../../packages/testing/src/index.js';
 import { type NodeAgent, type NodeAgentOptions, startNodeAgent } from '../../../services/node-agent/src/index.js';
 
 export const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
@@ -168,6 +178,13 @@ export interface StackOptions {
   materializeVolumes?: 'all' | 'with-files' | 'none';
   /** Load the PVB CRD before the fixture (default true; generated clusters bring their own). */
   withCrd?: boolean;
+  /**
+   * Backup storage: a directory (default) or a bucket on a private S3 server (STOWAGE_STORAGE=s3://…),
+   * where the node agent processes keep the volume repository too (`repository/` beside `backups/`).
+   */
+  storage?: 'directory' | 's3';
+  /** With `storage: 's3'`: the services reach the S3 server through a fault proxy with this plan. */
+  s3Faults?: S3FaultPlan;
 }
 
 export interface Stack {
@@ -178,7 +195,14 @@ export interface Stack {
   pvbs: PvbClient;
   state: BackupState;
   agents: NodeAgentRegistry;
+  /** The local directory: backup storage when `storage` is 'directory', and the volume repository's parent. */
   storageDir: string;
+  /** The backup storage the services use, for the test's own reads. */
+  backupStorage: ObjectStore;
+  /** The S3 server when `storage` is 's3'. */
+  s3?: S3Server;
+  /** The fault proxy between the services and the S3 server, when `s3Faults` was given. */
+  s3FaultProxy?: S3FaultProxy;
   queuePrefix: string;
   token: string;
   repoKey: string;
@@ -204,6 +228,23 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     ...(opts.materializeVolumes ? { materializeVolumes: opts.materializeVolumes } : {}),
   });
   const storageDir = await mkdtemp(join(tmpdir(), 'stowage-reliability-'));
+  const s3 = opts.storage === 's3' ? await startS3Server() : undefined;
+  const s3FaultProxy = s3 && opts.s3Faults ? await startS3FaultProxy(s3.endpoint, opts.s3Faults) : undefined;
+  const backupStorage: ObjectStore = s3
+    ? openObjectStore({ kind: 's3', bucket: s3.bucket, prefix: s3.prefix, endpoint: s3.endpoint, region: s3.region, forcePathStyle: true })
+    : new FileSystemStorage(storageDir);
+  const storageEnv: Record<string, string> = s3
+    ? {
+        ...s3.env,
+        ...(s3FaultProxy ? { STOWAGE_S3_ENDPOINT: s3FaultProxy.endpoint } : {}),
+        AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+      }
+    : { STOWAGE_STORAGE: storageDir };
+  if (s3) {
+    // This process's reads of the bucket go through the AWS chain too.
+    process.env.AWS_ACCESS_KEY_ID = s3.accessKeyId;
+    process.env.AWS_SECRET_ACCESS_KEY = s3.secretAccessKey;
+  }
   const queuePrefix = uniquePrefix();
   const statePrefix = statePrefixFor(queuePrefix);
   const redis = createWorkerConnection(redisServer.url, { onError: () => undefined });
@@ -213,7 +254,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
   const env = {
     REDIS_URL: redisServer.url,
     KUBECONFIG: sim.kubeconfigPath,
-    STOWAGE_STORAGE: storageDir,
+    ...storageEnv,
     STOWAGE_QUEUE_PREFIX: queuePrefix,
     STOWAGE_NAMESPACE: 'stowage',
     STOWAGE_API_TOKENS: token,
@@ -230,6 +271,9 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     state: new BackupState({ redis, prefix: statePrefix }),
     agents: new NodeAgentRegistry({ redis, prefix: statePrefix }),
     storageDir,
+    backupStorage,
+    ...(s3 ? { s3 } : {}),
+    ...(s3FaultProxy ? { s3FaultProxy } : {}),
     queuePrefix,
     token,
     repoKey,
@@ -253,6 +297,8 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       redis.disconnect();
       await sim.close().catch(() => undefined);
       await redisServer.stop().catch(() => undefined);
+      await s3FaultProxy?.close().catch(() => undefined);
+      await s3?.stop().catch(() => undefined);
       await rm(storageDir, { recursive: true, force: true });
     },
   };

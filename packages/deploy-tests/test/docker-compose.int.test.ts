@@ -8,6 +8,7 @@ import { COMPOSE_HINT, REPO_ROOT, runTool } from './run-tool.js';
 interface ComposeService {
   image?: string;
   command?: string[] | string;
+  entrypoint?: string[] | string;
   environment?: Record<string, string | null>;
   healthcheck?: { test: string[] | string };
   deploy?: { replicas?: number };
@@ -98,25 +99,49 @@ describe('docker-compose.yml', () => {
     expect(volumeMount(compose.services['kube-sim']!, '/var/lib/stowage/sim')).toEqual({ source: 'sim-data', readOnly: false });
   });
 
-  it('shares one backup storage volume and the simulator kubeconfig between api, workers and node agents', () => {
-    const stowage = Object.entries(compose.services).filter(([name]) => !['redis', 'kube-sim'].includes(name));
+  it('keeps backups and the repository in MinIO (s3://) and shares no storage volume, only the simulator kubeconfig', () => {
+    const stowage = Object.entries(compose.services).filter(([name]) => !['redis', 'kube-sim', 'minio', 'minio-init'].includes(name));
     expect(stowage.length).toBe(5);
+    const minio = compose.services.minio!;
     for (const [name, service] of stowage) {
       expect(service.environment?.REDIS_URL, name).toBe('redis://redis:6379');
-      expect(service.environment?.STOWAGE_STORAGE, name).toBe('/var/lib/stowage/backups');
-      expect(volumeMount(service, '/var/lib/stowage/backups'), name).toEqual({ source: 'backups', readOnly: false });
+      expect(service.environment?.STOWAGE_STORAGE, name).toBe('s3://stowage/dev');
+      expect(service.environment?.STOWAGE_S3_ENDPOINT, name).toBe('http://minio:9000');
+      expect(service.environment?.STOWAGE_S3_FORCE_PATH_STYLE, name).toBe('true');
+      // The AWS chain's credentials are MinIO's root user.
+      expect(service.environment?.AWS_ACCESS_KEY_ID, name).toBe(minio.environment?.MINIO_ROOT_USER);
+      expect(service.environment?.AWS_SECRET_ACCESS_KEY, name).toBe(minio.environment?.MINIO_ROOT_PASSWORD);
+      expect(volumeMount(service, '/var/lib/stowage/backups'), name).toBeUndefined(); // no shared backup volume
       expect(service.environment?.KUBECONFIG, name).toBe('/var/lib/stowage/kube/config');
       expect(volumeMount(service, '/var/lib/stowage/kube'), name).toEqual({ source: 'kubeconfig', readOnly: true });
       expect(service.depends_on, name).toEqual({
         redis: { condition: 'service_healthy' },
         'kube-sim': { condition: 'service_healthy' },
+        'minio-init': { condition: 'service_completed_successfully' },
       });
       const timeoutMs = Number(service.environment?.STOWAGE_SHUTDOWN_TIMEOUT_MS);
       expect(seconds(service.stop_grace_period), name).toBeGreaterThan(timeoutMs / 1000);
       expect(service.read_only, name).toBe(true);
       expect(service.cap_drop, name).toEqual(['ALL']);
+      // The node agents keep the volume repository in the bucket too.
+      expect(service.environment?.STOWAGE_REPOSITORY_DIR, name).toBeUndefined();
+      expect(
+        (service.volumes ?? []).map((v) => (typeof v === 'string' ? v.split(':')[0] : v.source)),
+        name,
+      ).not.toContain('repository');
     }
     expect(compose.services['kube-sim']?.healthcheck?.test).toBeDefined();
+  });
+
+  it('runs MinIO with a readiness healthcheck and creates the bucket before Stowage starts', () => {
+    const minio = compose.services.minio!;
+    expect(minio.image).toMatch(/minio\/minio:RELEASE\./);
+    expect(minio.healthcheck?.test).toEqual(['CMD', 'mc', 'ready', 'local']);
+    expect(volumeMount(minio, '/data')?.source).toBe('minio-data');
+    const init = compose.services['minio-init']!;
+    expect(init.depends_on).toEqual({ minio: { condition: 'service_healthy' } });
+    const script = JSON.stringify(init.entrypoint ?? init.command);
+    expect(script).toContain('mc mb --ignore-existing local/stowage');
   });
 
   it('has the simulator listen on its service name and write the kubeconfig the others read', () => {

@@ -17,6 +17,8 @@ import { type JsonSchema, schemaAt, schemaProblems, structuralSchemaProblems } f
 const NAMESPACE = 'stowage';
 const NODE_AGENT = 'stowage-node-agent';
 const EXTERNAL_SECRETS = ['stowage-api-tokens', 'stowage-repo-key'];
+/** Prod keeps backups in S3; the bucket's credentials are a Secret created out of band too. */
+const PROD_EXTERNAL_SECRETS = [...EXTERNAL_SECRETS, 'stowage-s3-credentials'].sort();
 /** The api, worker and node agent answer these (services/*); Redis is probed with redis-cli. */
 const STOWAGE_WORKLOADS = ['stowage-api', 'stowage-worker', NODE_AGENT];
 
@@ -190,7 +192,7 @@ describe.each(['dev', 'prod'] as const)('k8s/overlays/%s', (overlay) => {
 
   it('resolves every reference: ConfigMaps, Secrets, claims and service accounts', () => {
     const has = (kind: string, name: string) => objects().some((object) => object.kind === kind && object.metadata.name === name);
-    const external = overlay === 'prod' ? new Set(EXTERNAL_SECRETS) : new Set<string>();
+    const external = overlay === 'prod' ? new Set(PROD_EXTERNAL_SECRETS) : new Set<string>();
     const missing: string[] = [];
     for (const { object, pod } of workloadsOf(objects())) {
       const where = describeObject(object);
@@ -329,7 +331,36 @@ describe('k8s/overlays/prod', () => {
     const referenced = workloadsOf(rendered.prod).flatMap(({ pod }) =>
       containersOf(pod).flatMap((container) => (container.env ?? []).flatMap((variable) => variable.valueFrom?.secretKeyRef?.name ?? [])),
     );
-    expect([...new Set(referenced)].sort()).toEqual(EXTERNAL_SECRETS);
+    expect([...new Set(referenced)].sort()).toEqual(PROD_EXTERNAL_SECRETS);
+  });
+
+  it('keeps backups and the repository in S3: s3:// storage, credentials from a Secret, no ReadWriteMany claim, no backup volume', () => {
+    const objects = rendered.prod;
+    const config = findGenerated(objects, 'ConfigMap', 'stowage-config')?.data as Record<string, string>;
+    expect(config.STOWAGE_STORAGE).toMatch(/^s3:\/\/[a-z0-9.-]+\/[a-z0-9/-]+$/);
+    expect(config.STOWAGE_S3_REGION).toBeDefined();
+    const claims = objects.filter((object) => object.kind === 'PersistentVolumeClaim');
+    expect(claims.map(describeObject)).toEqual([]);
+    expect(JSON.stringify(objects)).not.toContain('ReadWriteMany');
+    for (const name of STOWAGE_WORKLOADS) {
+      const { pod } = workload(objects, name);
+      const container = pod.containers[0]!;
+      for (const variable of ['AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY']) {
+        expect(envOf(container, variable)?.valueFrom?.secretKeyRef, `${name} ${variable}`).toEqual({
+          name: 'stowage-s3-credentials',
+          key: variable,
+        });
+      }
+      expect(
+        container.envFrom?.some((source) => source.configMapRef?.name.startsWith('stowage-config')),
+        name,
+      ).toBe(true);
+      expect(
+        (pod.volumes ?? []).filter((volume) => volume.persistentVolumeClaim).map((volume) => volume.name),
+        name,
+      ).toEqual([]);
+      expect(JSON.stringify(container.volumeMounts ?? []), name).not.toContain('/var/lib/stowage/backups');
+    }
   });
 
   it('runs two or more api replicas and workers, each protected by a PodDisruptionBudget', () => {

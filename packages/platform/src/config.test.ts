@@ -16,7 +16,7 @@ describe('loadConfig', () => {
       log: { level: 'info' },
       shutdown: { timeoutMs: 25_000 },
     });
-    expect(config.storage.path).toMatch(/\/stowage-data$/);
+    expect(config.storage).toMatchObject({ kind: 'filesystem', path: expect.stringMatching(/\/stowage-data$/) });
     expect(Object.isFrozen(config)).toBe(true);
     expect(Object.isFrozen(config.api.tokens)).toBe(true);
     expect(() => {
@@ -50,7 +50,7 @@ describe('loadConfig', () => {
   it('reports every problem at once, each with the variable and a fix', () => {
     const result = loadConfig({
       REDIS_URL: 'localhost:6379',
-      STOWAGE_STORAGE: 's3://bucket/prefix',
+      STOWAGE_STORAGE: 's3://Bad_Bucket/prefix',
       STOWAGE_AUTH: 'maybe',
       STOWAGE_BLOCK_CONCURRENCY: 'four',
       STOWAGE_WATCH_CONCURRENCY: '0',
@@ -86,10 +86,61 @@ describe('loadConfig', () => {
     );
     const byVar = Object.fromEntries(result.problems.map((p) => [p.variable, p.message]));
     expect(byVar.REDIS_URL).toMatch(/^REDIS_URL: must be a redis:\/\/ or rediss:\/\/ URL/);
-    expect(byVar.STOWAGE_STORAGE).toMatch(/not supported yet.*directory path or file:\/\//);
+    expect(byVar.STOWAGE_STORAGE).toMatch(
+      /^STOWAGE_STORAGE: bucket "Bad_Bucket" is not a valid S3 bucket name .*use s3:\/\/bucket or s3:\/\/bucket\/prefix$/,
+    );
     expect(byVar.STOWAGE_BLOCK_CONCURRENCY).toMatch(/whole number from 1 to 1000/);
     expect(byVar.STOWAGE_HOOK_CONCURRENCY).toMatch(/at most 1000/);
     expect(byVar.LOG_LEVEL).toMatch(/one of fatal, error, warn, info, debug, trace, silent/);
+  });
+
+  it('reads s3:// storage with its endpoint, region and path style; path style defaults on with an endpoint', () => {
+    const minio = loadConfig({
+      STOWAGE_STORAGE: 's3://stowage-backups/prod/cluster-a/',
+      STOWAGE_S3_ENDPOINT: 'http://minio:9000',
+      STOWAGE_S3_REGION: 'eu-west-1',
+    });
+    if (!minio.ok) throw new Error(formatConfigProblems(minio.problems));
+    expect(minio.config.storage).toEqual({
+      kind: 's3',
+      bucket: 'stowage-backups',
+      prefix: 'prod/cluster-a',
+      endpoint: 'http://minio:9000',
+      region: 'eu-west-1',
+      forcePathStyle: true,
+    });
+    const aws = loadConfig({ STOWAGE_STORAGE: 's3://stowage-backups' });
+    if (!aws.ok) throw new Error(formatConfigProblems(aws.problems));
+    expect(aws.config.storage).toEqual({ kind: 's3', bucket: 'stowage-backups', prefix: '', forcePathStyle: false });
+    const forced = loadConfig({ STOWAGE_STORAGE: 's3://b-1/p', STOWAGE_S3_FORCE_PATH_STYLE: 'TRUE' });
+    expect(forced.ok && forced.config.storage).toMatchObject({ kind: 's3', forcePathStyle: true });
+  });
+
+  it('lists every S3 setting problem at once, each naming its variable', () => {
+    const bad = loadConfig({
+      STOWAGE_STORAGE: 's3://ab/x//../y',
+      STOWAGE_S3_ENDPOINT: 'minio:9000',
+      STOWAGE_S3_REGION: 'EU West',
+      STOWAGE_S3_FORCE_PATH_STYLE: 'yes',
+    });
+    expect(bad.ok).toBe(false);
+    if (bad.ok) return;
+    expect(bad.problems.map((p) => p.message)).toEqual([
+      expect.stringMatching(
+        /^STOWAGE_STORAGE: bucket "ab" is not a valid S3 bucket name .*; prefix "x\/\/\.\.\/y" must be '\/'-separated names/,
+      ),
+      expect.stringMatching(/^STOWAGE_S3_ENDPOINT: must be an http:\/\/ or https:\/\/ URL/),
+      expect.stringMatching(/^STOWAGE_S3_REGION: must be a region name/),
+      expect.stringMatching(/^STOWAGE_S3_FORCE_PATH_STYLE: must be true or false/),
+    ]);
+    const unknownScheme = loadConfig({ STOWAGE_STORAGE: 'gs://bucket/prefix' });
+    expect(!unknownScheme.ok && unknownScheme.problems[0]?.message).toBe(
+      'STOWAGE_STORAGE: scheme gs:// is not supported; use a directory path, file:///absolute/path or s3://bucket/prefix',
+    );
+    const strayS3 = loadConfig({ STOWAGE_STORAGE: '/var/lib/stowage', STOWAGE_S3_ENDPOINT: 'http://minio:9000' });
+    expect(!strayS3.ok && strayS3.problems.map((p) => p.message)).toEqual([
+      'STOWAGE_S3_ENDPOINT: is only used with STOWAGE_STORAGE=s3://bucket/prefix; unset it or use S3 storage',
+    ]);
   });
 
   it("enforces a service's required variables, without echoing secrets", () => {

@@ -44,17 +44,46 @@ const oneOf = <const T extends readonly [string, ...string[]]>(values: T, fallba
 const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
-export type StorageLocation = { kind: 'filesystem'; path: string };
+/**
+ * Where backups and the repository live. `s3`: a bucket and a key prefix inside it ('' for the
+ * bucket's root); endpoint, region and path style come from STOWAGE_S3_*, credentials from the
+ * standard AWS chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, web identity, …).
+ */
+export type StorageLocation =
+  | { kind: 'filesystem'; path: string }
+  | { kind: 's3'; bucket: string; prefix: string; endpoint?: string; region?: string; forcePathStyle: boolean };
 
-/** `STOWAGE_STORAGE`: a directory path or `file://…`; `s3://` is planned but not built yet. */
-function parseStorage(value: string, ctx: z.RefinementCtx): StorageLocation | typeof z.NEVER {
-  if (/^s3:\/\//i.test(value)) {
-    ctx.addIssue({
-      code: 'custom',
-      message: 'S3 storage (s3://…) is not supported yet; use a directory path or file:///absolute/path',
-    });
+const S3_BUCKET = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
+
+/** The s3:// form of STOWAGE_STORAGE: `s3://bucket` or `s3://bucket/prefix/inside`. */
+function parseS3Storage(value: string, ctx: z.RefinementCtx): StorageLocation | typeof z.NEVER {
+  const rest = value.slice('s3://'.length);
+  const slash = rest.indexOf('/');
+  const bucket = slash < 0 ? rest : rest.slice(0, slash);
+  const prefix = slash < 0 ? '' : rest.slice(slash + 1).replace(/\/+$/, '');
+  const problems: string[] = [];
+  if (!S3_BUCKET.test(bucket) || bucket.includes('..') || /^\d+\.\d+\.\d+\.\d+$/.test(bucket)) {
+    problems.push(
+      `bucket ${JSON.stringify(bucket)} is not a valid S3 bucket name (3-63 lowercase letters, digits, '.' and '-', starting and ending with a letter or digit)`,
+    );
+  }
+  if (
+    prefix !== '' &&
+    prefix.split('/').some((segment) => segment === '' || segment === '.' || segment === '..' || segment.includes('\\'))
+  ) {
+    problems.push(`prefix ${JSON.stringify(prefix)} must be '/'-separated names without empty, '.' or '..' segments`);
+  }
+  if (problems.length > 0) {
+    ctx.addIssue({ code: 'custom', message: `${problems.join('; ')}; use s3://bucket or s3://bucket/prefix` });
     return z.NEVER;
   }
+  // Endpoint, region and path style are filled in by loadConfig from STOWAGE_S3_*.
+  return { kind: 's3', bucket, prefix, forcePathStyle: false };
+}
+
+/** `STOWAGE_STORAGE`: a directory path, `file://…`, or `s3://bucket[/prefix]`. */
+function parseStorage(value: string, ctx: z.RefinementCtx): StorageLocation | typeof z.NEVER {
+  if (/^s3:\/\//i.test(value)) return parseS3Storage(value, ctx);
   if (/^file:\/\//i.test(value)) {
     try {
       // file:///abs/path is a URL; file://./rel is accepted as a relative path for convenience.
@@ -68,7 +97,7 @@ function parseStorage(value: string, ctx: z.RefinementCtx): StorageLocation | ty
   if (/^[a-z][a-z0-9+.-]*:\/\//i.test(value)) {
     ctx.addIssue({
       code: 'custom',
-      message: `scheme ${value.split(':')[0]}:// is not supported; use a directory path or file:///absolute/path`,
+      message: `scheme ${value.split(':')[0]}:// is not supported; use a directory path, file:///absolute/path or s3://bucket/prefix`,
     });
     return z.NEVER;
   }
@@ -89,6 +118,30 @@ export const stowageEnvSchema = z.object({
   ),
   KUBECONFIG: z.preprocess(blankToUndefined, z.string().optional()),
   STOWAGE_STORAGE: z.preprocess(blankToUndefined, z.string().default('./stowage-data').transform(parseStorage)),
+  STOWAGE_S3_ENDPOINT: z.preprocess(
+    blankToUndefined,
+    z
+      .string()
+      .refine((v) => /^https?:\/\/[^\s/]+(\/[^\s]*)?$/.test(v) && URL.canParse(v), {
+        error: 'must be an http:// or https:// URL of an S3-compatible server, e.g. http://minio:9000 (leave it unset for AWS S3)',
+      })
+      .optional(),
+  ),
+  STOWAGE_S3_REGION: z.preprocess(
+    blankToUndefined,
+    z
+      .string()
+      .regex(/^[a-z0-9-]+$/, { error: 'must be a region name such as us-east-1 (lowercase letters, digits and -)' })
+      .optional(),
+  ),
+  STOWAGE_S3_FORCE_PATH_STYLE: z.preprocess(
+    (value) => (typeof blankToUndefined(value) === 'string' ? (blankToUndefined(value) as string).toLowerCase() : undefined),
+    z
+      .enum(['true', 'false'], {
+        error: 'must be true or false (path-style URLs, which MinIO needs); default true when STOWAGE_S3_ENDPOINT is set, else false',
+      })
+      .optional(),
+  ),
   STOWAGE_API_TOKENS: z.preprocess(
     blankToUndefined,
     z
@@ -234,12 +287,32 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, op
     const hint = REQUIRED_HINTS[variable] ?? 'set it';
     problems.push({ variable, message: `${variable}: is required by ${who}; ${hint}` });
   }
+  if (parsed.success && parsed.data.STOWAGE_STORAGE.kind !== 's3') {
+    for (const variable of ['STOWAGE_S3_ENDPOINT', 'STOWAGE_S3_REGION', 'STOWAGE_S3_FORCE_PATH_STYLE'] as const) {
+      if (parsed.data[variable] !== undefined) {
+        problems.push({
+          variable,
+          message: `${variable}: is only used with STOWAGE_STORAGE=s3://bucket/prefix; unset it or use S3 storage`,
+        });
+      }
+    }
+  }
   if (!parsed.success || problems.length > 0) return { ok: false, problems };
   const e = parsed.data;
+  const storage: StorageLocation =
+    e.STOWAGE_STORAGE.kind === 's3'
+      ? {
+          ...e.STOWAGE_STORAGE,
+          ...(e.STOWAGE_S3_ENDPOINT ? { endpoint: e.STOWAGE_S3_ENDPOINT } : {}),
+          ...(e.STOWAGE_S3_REGION ? { region: e.STOWAGE_S3_REGION } : {}),
+          // S3-compatible servers (MinIO, Ceph) want path-style URLs; AWS wants virtual-hosted ones.
+          forcePathStyle: e.STOWAGE_S3_FORCE_PATH_STYLE ? e.STOWAGE_S3_FORCE_PATH_STYLE === 'true' : e.STOWAGE_S3_ENDPOINT !== undefined,
+        }
+      : e.STOWAGE_STORAGE;
   const config: StowageConfig = {
     redis: { url: e.REDIS_URL, queuePrefix: e.STOWAGE_QUEUE_PREFIX },
     kube: { kubeconfig: e.KUBECONFIG, namespace: e.STOWAGE_NAMESPACE },
-    storage: e.STOWAGE_STORAGE,
+    storage,
     api: { port: e.PORT, host: e.HOST, auth: e.STOWAGE_AUTH, tokens: e.STOWAGE_API_TOKENS },
     concurrency: { block: e.STOWAGE_BLOCK_CONCURRENCY, watch: e.STOWAGE_WATCH_CONCURRENCY, hook: e.STOWAGE_HOOK_CONCURRENCY },
     pipeline: { waitMode: e.STOWAGE_WAIT_MODE },

@@ -1,8 +1,10 @@
 import { realpathSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { isRepoError } from './errors.js';
-import { Repository } from './repository.js';
+import { S3Storage } from '@stowage/storage';
+import { isRepoError, RepoError, RepoErrorCode } from './errors.js';
+import { ObjectStoreBackend } from './object-store-backend.js';
+import { type OpenOptions, Repository } from './repository.js';
 import type { VerifyReport } from './verify.js';
 
 /**
@@ -17,18 +19,53 @@ export interface CliIo {
   readonly err: (line: string) => void;
 }
 
+type Env = Readonly<Record<string, string | undefined>>;
+
+/**
+ * `--repo DIR`, or `--repo s3://bucket/prefix/repository` for a repository in a bucket (what a
+ * node agent writes with STOWAGE_STORAGE=s3://bucket/prefix): endpoint, region and path style
+ * from STOWAGE_S3_ENDPOINT, STOWAGE_S3_REGION, STOWAGE_S3_FORCE_PATH_STYLE, credentials from
+ * the standard AWS chain.
+ */
+export function repoLocation(repo: string, key: string | undefined, env: Env = process.env): OpenOptions {
+  const common = { dir: repo, key: key ?? '' };
+  if (!/^s3:\/\//i.test(repo)) return common;
+  const path = repo.slice('s3://'.length).replace(/\/+$/, '');
+  const [bucket = '', ...rest] = path.split('/');
+  if (rest.length === 0) {
+    throw new RepoError(
+      RepoErrorCode.InvalidArgument,
+      `--repo ${repo}: name the repository inside the bucket, e.g. s3://${bucket}/repository`,
+    );
+  }
+  const root = rest.pop()!;
+  const endpoint = env.STOWAGE_S3_ENDPOINT?.trim() || undefined;
+  const pathStyle = env.STOWAGE_S3_FORCE_PATH_STYLE?.trim().toLowerCase();
+  const store = new S3Storage({
+    bucket,
+    prefix: rest.join('/'),
+    ...(endpoint ? { endpoint } : {}),
+    ...(env.STOWAGE_S3_REGION?.trim() ? { region: env.STOWAGE_S3_REGION.trim() } : {}),
+    forcePathStyle: pathStyle ? pathStyle === 'true' : endpoint !== undefined,
+    ...(env.AWS_ACCESS_KEY_ID && env.AWS_SECRET_ACCESS_KEY
+      ? { credentials: { accessKeyId: env.AWS_ACCESS_KEY_ID, secretAccessKey: env.AWS_SECRET_ACCESS_KEY } }
+      : {}),
+  });
+  return { ...common, backend: new ObjectStoreBackend(store, root) };
+}
+
 const USAGE = [
-  'usage: repo <command> [options]   (key from STOWAGE_REPO_KEY)',
+  'usage: repo <command> [options]   (key from STOWAGE_REPO_KEY; --repo DIR or s3://bucket/prefix/repository)',
   '  restore   --repo DIR --snapshot ID --target DIR   rebuild a snapshot into DIR',
   '  verify    --repo DIR [--json]                     check every chunk and snapshot reference',
   '  snapshots --repo DIR [--json]                     list snapshots',
 ].join('\n');
 
 export async function repoRestoreCommand(
-  args: { repo: string; snapshot: string; target: string; key: string | undefined },
+  args: { repo: string; snapshot: string; target: string; key: string | undefined; env?: Env },
   io: CliIo,
 ): Promise<number> {
-  const repo = await Repository.open({ dir: args.repo, key: args.key ?? '' });
+  const repo = await Repository.open(repoLocation(args.repo, args.key, args.env));
   const result = await repo.restore(args.snapshot, args.target);
   io.out(
     `restored snapshot ${result.snapshotId} into ${args.target}: ${result.files} files, ${result.dirs} dirs, ${result.symlinks} symlinks, ${result.bytes} bytes in ${result.durationMs} ms`,
@@ -36,16 +73,22 @@ export async function repoRestoreCommand(
   return ExitCode.Ok;
 }
 
-export async function repoVerifyCommand(args: { repo: string; key: string | undefined; json?: boolean }, io: CliIo): Promise<number> {
-  const repo = await Repository.open({ dir: args.repo, key: args.key ?? '' });
+export async function repoVerifyCommand(
+  args: { repo: string; key: string | undefined; json?: boolean; env?: Env },
+  io: CliIo,
+): Promise<number> {
+  const repo = await Repository.open(repoLocation(args.repo, args.key, args.env));
   const report = await repo.verify();
   if (args.json) io.out(JSON.stringify(report, null, 2));
   else for (const line of formatVerifyReport(report)) (report.ok ? io.out : io.err)(line);
   return report.ok ? ExitCode.Ok : ExitCode.Failed;
 }
 
-export async function repoSnapshotsCommand(args: { repo: string; key: string | undefined; json?: boolean }, io: CliIo): Promise<number> {
-  const repo = await Repository.open({ dir: args.repo, key: args.key ?? '' });
+export async function repoSnapshotsCommand(
+  args: { repo: string; key: string | undefined; json?: boolean; env?: Env },
+  io: CliIo,
+): Promise<number> {
+  const repo = await Repository.open(repoLocation(args.repo, args.key, args.env));
   const snapshots = await repo.listSnapshots();
   if (args.json) io.out(JSON.stringify(snapshots, null, 2));
   else {
@@ -98,15 +141,15 @@ export async function runRepoCli(argv: readonly string[], env: Readonly<Record<s
       case 'restore':
         if (!need('repo', 'snapshot', 'target')) return ExitCode.Usage;
         return await repoRestoreCommand(
-          { repo: String(values.repo), snapshot: String(values.snapshot), target: String(values.target), key },
+          { repo: String(values.repo), snapshot: String(values.snapshot), target: String(values.target), key, env },
           io,
         );
       case 'verify':
         if (!need('repo')) return ExitCode.Usage;
-        return await repoVerifyCommand({ repo: String(values.repo), key, json: values.json === true }, io);
+        return await repoVerifyCommand({ repo: String(values.repo), key, json: values.json === true, env }, io);
       case 'snapshots':
         if (!need('repo')) return ExitCode.Usage;
-        return await repoSnapshotsCommand({ repo: String(values.repo), key, json: values.json === true }, io);
+        return await repoSnapshotsCommand({ repo: String(values.repo), key, json: values.json === true, env }, io);
       default:
         io.err(command ? `unknown command ${JSON.stringify(command)}\n${USAGE}` : USAGE);
         return ExitCode.Usage;

@@ -11,6 +11,7 @@ export {
   runRepoCli,
 } from './cli.js';
 export { isRepoError, RepoError, RepoErrorCode } from './errors.js';
+export { ObjectStoreBackend } from './object-store-backend.js';
 export { type InitOptions, type OpenOptions, type RepoConfig, Repository } from './repository.js';
 export type { RestoreOptions, RestoreResult } from './restore.js';
 export type { EntryType, SnapshotManifest, SnapshotSummary, SnapshotTotals, TreeEntry } from './snapshot.js';

@@ -6,6 +6,14 @@ export const StorageErrorCode = {
   badName: 'STORAGE_BAD_NAME',
   /** A staged segment or item is not what stageItems wrote (cut or lost by a machine crash). */
   corruptItem: 'STORAGE_CORRUPT_ITEM',
+  /** An object's bytes do not match the checksum or size recorded when it was written (cut or changed since). */
+  corruptObject: 'STORAGE_CORRUPT_OBJECT',
+  /** A put's bytes do not match the checksum the caller passed (PutOptions.sha256); nothing was written. */
+  checksumMismatch: 'STORAGE_CHECKSUM_MISMATCH',
+  /** A create-only put (PutOptions.ifAbsent) found an object at the key; nothing was written. */
+  exists: 'STORAGE_EXISTS',
+  /** The store cannot be used: bucket missing, credentials refused, endpoint unreachable (checkAccess). */
+  unavailable: 'STORAGE_UNAVAILABLE',
   /** The backend failed (disk full, permissions, …); `cause` holds the original error. */
   io: 'STORAGE_IO',
 } as const;
@@ -19,5 +27,19 @@ export class StorageError extends Error {
     options?: { cause?: unknown },
   ) {
     super(`${code}: ${message}`, options);
+  }
+}
+
+/** What checkAccess found wrong, so a service can name the setting to fix. */
+export type UnavailableReason = 'bucket' | 'credentials' | 'endpoint' | 'directory';
+
+/** STORAGE_UNAVAILABLE from checkAccess: `reason` says which setting is at fault. */
+export class StorageUnavailableError extends StorageError {
+  constructor(
+    readonly reason: UnavailableReason,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(StorageErrorCode.unavailable, message, options);
   }
 }

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import {
   closeSync,
+  createReadStream,
   createWriteStream,
   fstatSync,
   fsyncSync,
@@ -12,13 +13,21 @@ import {
   rmSync,
   writeSync,
 } from 'node:fs';
-import { type FileHandle, mkdir, open, readFile, rename, rm, rmdir, stat, unlink } from 'node:fs/promises';
+import { type FileHandle, link, mkdir, open, readFile, rename, rm, rmdir, stat, unlink } from 'node:fs/promises';
 import { dirname, join, resolve, sep } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import type { BackupStorage, PutOptions } from './backup-storage.js';
-import { StorageError, StorageErrorCode } from './errors.js';
-import { assertValidKey, assertValidPrefix, TEMP_FILE_MARKER } from './keys.js';
+import {
+  type ListPage,
+  type ListPageOptions,
+  MAX_LIST_PAGE,
+  type ObjectInfo,
+  type ObjectStore,
+  type PutOptions,
+} from './backup-storage.js';
+import { assertChecksum } from './checksum.js';
+import { StorageError, StorageErrorCode, StorageUnavailableError } from './errors.js';
+import { assertRange, assertValidKey, assertValidPrefix, TEMP_FILE_MARKER } from './keys.js';
 
 function isNotFound(err: unknown): boolean {
   const code = (err as NodeJS.ErrnoException | undefined)?.code;
@@ -35,11 +44,13 @@ function ioError(action: string, key: string, cause: unknown): StorageError {
  * and the directory is fsynced so the rename survives a crash. A `durable: false` put skips both
  * fsyncs (still atomic for readers and across a process crash; see PutOptions).
  */
-export class FileSystemStorage implements BackupStorage {
+export class FileSystemStorage implements ObjectStore {
   readonly rootDir: string;
+  readonly location: string;
 
   constructor(rootDir: string) {
     this.rootDir = resolve(rootDir);
+    this.location = `dir:${this.rootDir}`;
   }
 
   private pathOf(key: string): string {
@@ -48,7 +59,12 @@ export class FileSystemStorage implements BackupStorage {
 
   async putObject(key: string, data: Buffer | string, opts: PutOptions = {}): Promise<void> {
     assertValidKey(key);
+    if (opts.sha256 !== undefined) assertChecksum(key, data, opts.sha256);
     const durable = opts.durable ?? true;
+    if (opts.ifAbsent) {
+      await this.createOnly(key, data, durable);
+      return;
+    }
     if ((typeof data === 'string' ? Buffer.byteLength(data) : data.length) <= SMALL_OBJECT_BYTES) {
       this.putSmallSync(key, data, durable);
       return;
@@ -80,6 +96,33 @@ export class FileSystemStorage implements BackupStorage {
         await handle.close();
       }
     });
+  }
+
+  /** Writes a temp file, then link()s it to the key: link fails with EEXIST instead of replacing, so one writer wins. */
+  private async createOnly(key: string, data: Buffer | string, durable: boolean): Promise<void> {
+    const target = this.pathOf(key);
+    const tempPath = join(dirname(target), `${TEMP_FILE_MARKER}${randomUUID()}`);
+    try {
+      const handle = await openCreatingDirectory(tempPath);
+      try {
+        await handle.writeFile(data);
+        if (durable) await handle.sync();
+      } finally {
+        await handle.close();
+      }
+      await link(tempPath, target);
+      if (durable) await syncDirectory(dirname(target));
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'EEXIST') {
+        throw new StorageError(
+          StorageErrorCode.exists,
+          `create-only put of ${JSON.stringify(key)} refused: the key already holds an object`,
+        );
+      }
+      throw ioError('writing', key, err);
+    } finally {
+      await rm(tempPath, { force: true }).catch(() => {});
+    }
   }
 
   /** `write` creates the temp file (and its directory when missing); then rename, and with `durable` a directory fsync. */
@@ -148,6 +191,104 @@ export class FileSystemStorage implements BackupStorage {
       // A "key" that is a directory here is a prefix of other keys, not an object.
       if ((err as NodeJS.ErrnoException).code === 'EISDIR') return undefined;
       throw ioError('reading', key, err);
+    }
+  }
+
+  async getStream(key: string): Promise<AsyncIterable<Buffer> | undefined> {
+    assertValidKey(key);
+    const handle = await open(this.pathOf(key), 'r').catch((err: NodeJS.ErrnoException) => {
+      if (isNotFound(err) || err.code === 'EISDIR') return undefined;
+      throw ioError('reading', key, err);
+    });
+    if (!handle) return undefined;
+    if (!(await handle.stat()).isFile()) {
+      await handle.close();
+      return undefined;
+    }
+    // The open handle keeps reading the bytes it opened even if a put renames a new file over it.
+    return createReadStream('', { fd: handle, highWaterMark: 256 * 1024 });
+  }
+
+  async getRange(key: string, offset: number, length: number): Promise<Buffer | undefined> {
+    assertValidKey(key);
+    assertRange(key, offset, length);
+    let handle: FileHandle;
+    try {
+      handle = await open(this.pathOf(key), 'r');
+    } catch (err) {
+      if (isNotFound(err) || (err as NodeJS.ErrnoException).code === 'EISDIR') return undefined;
+      throw ioError('reading', key, err);
+    }
+    try {
+      const out = Buffer.allocUnsafe(length);
+      let filled = 0;
+      while (filled < length) {
+        const { bytesRead } = await handle.read(out, filled, length - filled, offset + filled);
+        if (bytesRead === 0) break;
+        filled += bytesRead;
+      }
+      return out.subarray(0, filled);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'EISDIR') return undefined;
+      throw ioError('reading', key, err);
+    } finally {
+      await handle.close();
+    }
+  }
+
+  async head(key: string): Promise<ObjectInfo | undefined> {
+    assertValidKey(key);
+    try {
+      const st = await stat(this.pathOf(key));
+      return st.isFile() ? { key, size: st.size } : undefined;
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw ioError('checking', key, err);
+    }
+  }
+
+  async delete(key: string): Promise<boolean> {
+    assertValidKey(key);
+    try {
+      await unlink(this.pathOf(key));
+    } catch (err) {
+      if (isNotFound(err) || (err as NodeJS.ErrnoException).code === 'EISDIR' || (err as NodeJS.ErrnoException).code === 'EPERM')
+        return false;
+      throw ioError('deleting', key, err);
+    }
+    await this.pruneEmptyDirectories(new Set([dirname(this.pathOf(key))]));
+    return true;
+  }
+
+  async listPage(prefix: string, opts: ListPageOptions = {}): Promise<ListPage> {
+    const limit = Math.min(Math.max(1, opts.limit ?? MAX_LIST_PAGE), MAX_LIST_PAGE);
+    const keys = await this.list(prefix);
+    const after = opts.after;
+    const start = after === undefined ? 0 : keys.findIndex((key) => key > after);
+    const page = start < 0 ? [] : keys.slice(start, start + limit);
+    const objects: ObjectInfo[] = [];
+    for (const key of page) {
+      const info = await this.head(key);
+      if (info) objects.push(info); // deleted meanwhile: not listed
+    }
+    const more = start >= 0 && start + limit < keys.length;
+    return { objects, next: more ? page[page.length - 1] : undefined };
+  }
+
+  /** The root must be a writable directory (created when missing, as the first put would). */
+  async checkAccess(): Promise<void> {
+    try {
+      await mkdir(this.rootDir, { recursive: true });
+      const probe = join(this.rootDir, `${TEMP_FILE_MARKER}probe-${randomUUID()}`);
+      const handle = await open(probe, 'wx', 0o600);
+      await handle.close();
+      await unlink(probe);
+    } catch (err) {
+      throw new StorageUnavailableError(
+        'directory',
+        `the storage directory ${this.rootDir} is not a writable directory: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+        { cause: err },
+      );
     }
   }
 

@@ -1,5 +1,13 @@
-export type { BackupStorage, PutOptions } from './backup-storage.js';
-export { StorageError, StorageErrorCode } from './errors.js';
+export {
+  type BackupStorage,
+  type ListPage,
+  type ListPageOptions,
+  MAX_LIST_PAGE,
+  type ObjectInfo,
+  type ObjectStore,
+  type PutOptions,
+} from './backup-storage.js';
+export { StorageError, StorageErrorCode, StorageUnavailableError, type UnavailableReason } from './errors.js';
 export { FileSystemStorage } from './file-system-storage.js';
 export { type BackupItem, restageItems, stagedItemPaths, stageItems } from './item-segments.js';
 export { type AssembleOptions, type AssembleResult, assembleTarball, BACKUP_FORMAT_VERSION } from './items.js';
@@ -16,6 +24,8 @@ export {
   type StowageSidecarLayout,
   stowageSidecarLayout,
 } from './layout.js';
+export { type ObjectStoreLocation, type OpenCheckedResult, openCheckedObjectStore, openObjectStore } from './open-store.js';
+export { S3Storage, type S3StorageOptions, SHA256_METADATA } from './s3-storage.js';
 export {
   type BackupResults,
   type ResultSet,

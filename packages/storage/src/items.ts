@@ -85,7 +85,13 @@ export async function assembleTarball(storage: BackupStorage, backupName: string
   async function* entries(): AsyncGenerator<TarEntry> {
     yield { path: 'metadata/version', data: Buffer.from(`${BACKUP_FORMAT_VERSION}\n`) };
     for (const key of segments) {
-      const data = await storage.getObject(key);
+      const data = await storage.getObject(key).catch((err: unknown) => {
+        // A segment failing its checksum (an object store's) is a segment not whole: the same repair applies.
+        if (err instanceof StorageError && err.code === StorageErrorCode.corruptObject) {
+          throw new StorageError(StorageErrorCode.corruptItem, `staged segment ${key} is not whole: ${err.message}`, { cause: err });
+        }
+        throw err;
+      });
       if (!data) throw new StorageError(StorageErrorCode.corruptItem, `staged segment ${key} disappeared during assembly`);
       for (const { path, json } of readSegment(key, data)) {
         if (packed.has(path)) continue;

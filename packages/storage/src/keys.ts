@@ -34,6 +34,16 @@ export function assertValidPrefix(prefix: string): void {
   if (problem) throw new StorageError(StorageErrorCode.badKey, `prefix ${JSON.stringify(prefix)} ${problem}`);
 }
 
+/** Throws STORAGE_BAD_KEY unless offset and length are whole numbers (length ≥ 1) for a ranged read. */
+export function assertRange(key: string, offset: number, length: number): void {
+  if (!Number.isSafeInteger(offset) || offset < 0 || !Number.isSafeInteger(length) || length < 1) {
+    throw new StorageError(
+      StorageErrorCode.badKey,
+      `range ${offset}+${length} of ${JSON.stringify(key)} is not a whole offset ≥ 0 and length ≥ 1`,
+    );
+  }
+}
+
 /** Throws STORAGE_BAD_NAME unless `value` can be one path segment (no '/', not '.'/'..', not empty). */
 export function assertPathSegment(kind: string, value: string): void {
   if (value === '' || value === '.' || value === '..' || value.includes('/') || value.includes('\\') || value.includes('\0')) {

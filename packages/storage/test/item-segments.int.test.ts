@@ -1,29 +1,17 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtemp, readFile, rm, truncate, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import {
   assembleTarball,
   type BackupItem,
   type BackupStorage,
   backupLayout,
-  FileSystemStorage,
+  type ObjectStore,
   restageItems,
   StorageErrorCode,
   stagedItemPaths,
   stageItems,
 } from '../src/index.js';
-
-let root: string;
-let storage: FileSystemStorage;
-beforeEach(async () => {
-  root = await mkdtemp(join(tmpdir(), 'stowage-segments-'));
-  storage = new FileSystemStorage(join(root, 'storage'));
-});
-afterEach(async () => {
-  await rm(root, { recursive: true, force: true });
-});
+import { BACKENDS, useBackend } from './support/backends.js';
 
 function pod(name: string, extra: Record<string, unknown> = {}): BackupItem {
   return {
@@ -34,15 +22,19 @@ function pod(name: string, extra: Record<string, unknown> = {}): BackupItem {
   };
 }
 
-const segments = (name: string) => storage.list(backupLayout(name).itemsPrefix);
+describe.each(BACKENDS)('staged item segments on %s', (kind) => {
+  const backend = useBackend(kind);
+  let storage: ObjectStore;
+  beforeEach(() => {
+    storage = backend().storage;
+  });
+  const segments = (name: string) => storage.list(backupLayout(name).itemsPrefix);
+  async function tarList(name: string): Promise<string[]> {
+    return execFileSync('tar', ['-tzf', await backend().localFile(backupLayout(name).tarball)], { encoding: 'utf8' })
+      .trim()
+      .split('\n');
+  }
 
-function tarList(name: string): string[] {
-  return execFileSync('tar', ['-tzf', join(storage.rootDir, backupLayout(name).tarball)], { encoding: 'utf8' })
-    .trim()
-    .split('\n');
-}
-
-describe('staged item segments', () => {
   it('writes the items of jobs that stage at the same moment in one file, and each job waits for it', async () => {
     const jobs = Array.from({ length: 20 }, (_, i) => stageItems(storage, 'b', [pod(`p-${i}`), pod(`q-${i}`)], { durable: false }));
     await Promise.all(jobs);
@@ -54,7 +46,7 @@ describe('staged item segments', () => {
     expect(await segments('b')).toHaveLength(2);
     const result = await assembleTarball(storage, 'b', { preferredVersionCopies: false });
     expect(result.items).toBe(41);
-    expect(tarList('b')).toContain('resources/pods/namespaces/shop/late.json');
+    expect(await tarList('b')).toContain('resources/pods/namespaces/shop/late.json');
   });
 
   it('keeps backups apart: items of two backups staged at once go to two segments', async () => {
@@ -98,10 +90,9 @@ describe('staged item segments', () => {
   it('finds a segment cut by a machine crash, and restaging replaces every segment so assembly succeeds', async () => {
     await stageItems(storage, 'b', [pod('a'), pod('b')], { durable: false });
     await stageItems(storage, 'b', [pod('c')], { durable: false });
-    const [first] = await segments('b');
-    const path = join(storage.rootDir, first ?? '');
-    const bytes = await readFile(path);
-    await truncate(path, bytes.length - 7); // an unflushed tail lost
+    const [first = ''] = await segments('b');
+    const bytes = (await storage.getObject(first)) ?? Buffer.alloc(0);
+    await backend().tamper(first, bytes.subarray(0, bytes.length - 7)); // an unflushed tail lost
 
     await expect(assembleTarball(storage, 'b')).rejects.toMatchObject({ code: StorageErrorCode.corruptItem });
     expect(await restageItems(storage, 'b', [pod('a'), pod('b'), pod('c')], 2)).toBe(3);
@@ -117,7 +108,7 @@ describe('staged item segments', () => {
       ['pods/namespaces/../../../etc/x.json', /STORAGE_CORRUPT_ITEM: staged segment .* line 1 has no item path/],
       ['pods/namespaces/../x.json', /STORAGE_BAD_KEY/],
     ] as const) {
-      await writeFile(join(storage.rootDir, key ?? ''), `${JSON.stringify(path)}\t{"kind":"Pod"}\n`);
+      await storage.putObject(key ?? '', `${JSON.stringify(path)}\t{"kind":"Pod"}\n`);
       await expect(assembleTarball(storage, 'b')).rejects.toThrow(error);
     }
   });

@@ -1,30 +1,20 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import {
   assembleTarball,
   type BackupItem,
   backupLayout,
-  FileSystemStorage,
   itemTarballPath,
+  type ObjectStore,
   readGzipJson,
   stageItems,
   writePodVolumeBackupsSidecar,
   writeResourceListSidecar,
   writeResultsSidecar,
 } from '../src/index.js';
-
-let root: string;
-let storage: FileSystemStorage;
-beforeEach(async () => {
-  root = await mkdtemp(join(tmpdir(), 'stowage-tarball-'));
-  storage = new FileSystemStorage(join(root, 'storage'));
-});
-afterEach(async () => {
-  await rm(root, { recursive: true, force: true });
-});
+import { BACKENDS, useBackend } from './support/backends.js';
 
 const longName = `a-very-long-configmap-name-${'x'.repeat(200)}`;
 const items: BackupItem[] = [
@@ -58,12 +48,20 @@ function tar(...args: string[]): string {
   return execFileSync('tar', args, { encoding: 'utf8' });
 }
 
-describe('assembleTarball', () => {
+describe.each(BACKENDS)('assembleTarball on %s', (kind) => {
+  const backend = useBackend(kind);
+  let storage: ObjectStore;
+  let root: string;
+  beforeEach(() => {
+    storage = backend().storage;
+    root = backend().scratch;
+  });
+
   it('writes a gzip tar that system tar lists and extracts with every item at its Velero path', async () => {
     await stageItems(storage, 'nightly', items);
     const result = await assembleTarball(storage, 'nightly', { mtime: new Date('2026-01-02T03:04:05Z') });
     expect(result.items).toBe(items.length);
-    const tarball = join(storage.rootDir, backupLayout('nightly').tarball);
+    const tarball = await backend().localFile(backupLayout('nightly').tarball);
 
     const listed = tar('-tzf', tarball).trim().split('\n');
     expect(listed[0]).toBe('metadata/version');
@@ -127,7 +125,7 @@ describe('assembleTarball', () => {
     await stageItems(storage, 'big', big, { durable: false });
     const result = await assembleTarball(storage, 'big', { mtime: new Date('2026-01-02T03:04:05Z') });
     expect(result.items).toBe(big.length);
-    const tarball = join(storage.rootDir, backupLayout('big').tarball);
+    const tarball = await backend().localFile(backupLayout('big').tarball);
     const listed = tar('-tzf', tarball).trim().split('\n');
     expect(listed).toHaveLength(1 + 2 * big.length);
     expect(listed.at(-1)).toBe('resources/configmaps/v1-preferredversion/namespaces/bulk/cm-1199.json');
@@ -140,7 +138,7 @@ describe('assembleTarball', () => {
 
   it('assembles an empty backup to a tarball holding only metadata/version', async () => {
     await assembleTarball(storage, 'empty', { mtime: new Date(0), preferredVersionCopies: false });
-    expect(tar('-tzf', join(storage.rootDir, backupLayout('empty').tarball)).trim()).toBe('metadata/version');
+    expect(tar('-tzf', await backend().localFile(backupLayout('empty').tarball)).trim()).toBe('metadata/version');
   });
 
   it('writes sidecars that read back as the JSON they were given', async () => {
@@ -152,7 +150,7 @@ describe('assembleTarball', () => {
     expect(await readGzipJson(storage, layout.resourceList)).toEqual({ 'v1/Pod': ['shop/db-0'] });
     expect(await readGzipJson(storage, layout.results)).toEqual({ errors: { namespaces: { shop: ['hook failed'] } }, warnings: {} });
     // Also readable with system gunzip, as a Velero user would.
-    expect(execFileSync('gzip', ['-dc', join(storage.rootDir, layout.resourceList)], { encoding: 'utf8' })).toBe(
+    expect(execFileSync('gzip', ['-dc', await backend().localFile(layout.resourceList)], { encoding: 'utf8' })).toBe(
       '{"v1/Pod":["shop/db-0"]}',
     );
   });

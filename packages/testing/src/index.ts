@@ -1,4 +1,21 @@
 export { getFreePort } from '@stowage/platform';
 export { type RedisServer, type RedisServerOptions, startRedisServer, uniquePrefix, useTestRedis } from './redis-server.js';
+export {
+  type S3Fault,
+  type S3FaultPlan,
+  type S3FaultProxy,
+  type S3FaultStats,
+  type S3RequestInfo,
+  startS3FaultProxy,
+} from './s3-fault-proxy.js';
+export {
+  S3_SERVER_ACCESS_KEY_ID,
+  S3_SERVER_SECRET_ACCESS_KEY,
+  type S3Server,
+  type S3Target,
+  s3TargetEnv,
+  startS3Server,
+  useTestS3,
+} from './s3-server.js';
 export { type DescribedEntry, describeTree, writeVolumeTree } from './volume-tree.js';
 export { spawnWorker, type WorkerProcess } from './worker-process.js';

@@ -16,7 +16,7 @@ import {
 } from '@stowage/pipeline';
 import type { StowageConfig } from '@stowage/platform';
 import { createFlowProducer, createProducerConnection, createQueue, createWorkerConnection, QUEUE_NAMES, QueueName } from '@stowage/queue';
-import { FileSystemStorage } from '@stowage/storage';
+import { type ObjectStore, openObjectStore } from '@stowage/storage';
 import type { FlowProducer, Queue } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
 import type { Redis } from 'ioredis';
@@ -39,6 +39,8 @@ export interface ApiServiceOptions {
   hostBackupsQueue?: boolean;
   /** BullMQ lock/stalled-check timing of the hosted backups queue (STOWAGE_LOCK_DURATION_MS, STOWAGE_STALLED_INTERVAL_MS). */
   lock?: WorkerLockTiming;
+  /** Backup storage, already checked by main.ts (openCheckedObjectStore); default opened from config.storage. */
+  storage?: ObjectStore;
   /** Extra ApiDeps (tests: heartbeat). */
   app?: Partial<Pick<ApiDeps, 'heartbeatMs' | 'dashboardReadOnly'>>;
 }
@@ -102,7 +104,7 @@ export async function startApiService(opts: ApiServiceOptions): Promise<ApiServi
   const flowProducer: FlowProducer = createFlowProducer({ connection: producer, prefix });
   for (const q of queues) q.on('error', (err) => logger.warn({ err: err.message, queue: q.name }, 'queue error'));
   flowProducer.on('error', (err) => logger.warn({ err: err.message }, 'flow producer error'));
-  const storage = new FileSystemStorage(config.storage.path);
+  const storage = opts.storage ?? openObjectStore(config.storage);
 
   let workerConnection: Redis | undefined;
   let workers: RunningWorkers | undefined;

@@ -1,5 +1,6 @@
 import { workerLockTimingFromEnv } from '@stowage/pipeline';
 import { createLifecycle, createLogger, loadConfigOrExit } from '@stowage/platform';
+import { openCheckedObjectStore } from '@stowage/storage';
 import { startApiService } from './api-service.js';
 
 // Thin host: config (every problem at once; no tokens and no STOWAGE_AUTH=disabled is one),
@@ -12,12 +13,18 @@ if (!lockTiming.ok) {
   );
   process.exit(1);
 }
+// Storage that cannot be used (no bucket, refused credentials, unreachable endpoint) is one line and exit 1, before serving.
+const storage = await openCheckedObjectStore(config.storage);
+if (!storage.ok) {
+  process.stderr.write(`Stowage api cannot start: ${storage.message}\n`);
+  process.exit(1);
+}
 const logger = createLogger({ level: config.log.level, name: 'api' });
 const lifecycle = createLifecycle({ logger, timeoutMs: config.shutdown.timeoutMs });
 lifecycle.installProcessHandlers();
 
 if (config.api.auth === 'disabled') logger.warn('STOWAGE_AUTH=disabled: the API answers without a token');
-const service = await startApiService({ config, logger, lock: lockTiming.lock });
+const service = await startApiService({ config, logger, lock: lockTiming.lock, storage: storage.store });
 // Registered in start order; shutdown runs them in reverse (readiness is turned off first):
 // HTTP (app.close) → workers → queues → Redis.
 lifecycle.onShutdown('redis', service.stopRedis);

@@ -21,6 +21,15 @@ describe('loadNodeAgentConfig', () => {
     });
   });
 
+  it('keeps the repository beside the backups in the bucket with s3:// storage, or in STOWAGE_REPOSITORY_DIR when set', () => {
+    const inBucket = loadNodeAgentConfig({ ...base, STOWAGE_STORAGE: 's3://backups/prod' });
+    expect(inBucket.ok && inBucket.config).toMatchObject({ repoDir: 's3://backups/prod/repository', repoInStorage: true });
+    const inDir = loadNodeAgentConfig({ ...base, STOWAGE_STORAGE: 's3://backups/prod', STOWAGE_REPOSITORY_DIR: '/mnt/repo' });
+    expect(inDir.ok && inDir.config).toMatchObject({ repoDir: '/mnt/repo', repoInStorage: false });
+    const local = loadNodeAgentConfig(base);
+    expect(local.ok && local.config).toMatchObject({ repoDir: '/srv/stowage/repository', repoInStorage: false });
+  });
+
   it('reads loadConcurrency from a mounted file and the bandwidth limit with a unit', () => {
     const dir = mkdtempSync(join(tmpdir(), 'na-config-'));
     const file = join(dir, 'loadConcurrency');

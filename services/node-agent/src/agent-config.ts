@@ -9,8 +9,14 @@ export interface NodeAgentConfig {
   readonly shared: StowageConfig;
   readonly nodeName: string;
   readonly repoKey: string;
-  /** `<STOWAGE_STORAGE>/repository`. */
+  /**
+   * `<STOWAGE_STORAGE>/repository` for a directory, or STOWAGE_REPOSITORY_DIR when set. With
+   * s3:// storage and no STOWAGE_REPOSITORY_DIR the repository is in the bucket and this only
+   * names it (`s3://bucket/prefix/repository`).
+   */
   readonly repoDir: string;
+  /** True when the repository lives in the object store of STOWAGE_STORAGE (s3://), beside the backups. */
+  readonly repoInStorage: boolean;
   readonly kubeletRoot: string;
   readonly loadConcurrency: LoadConcurrencyConfig;
   readonly loadConcurrencyWarnings: readonly string[];
@@ -77,6 +83,7 @@ export function loadNodeAgentConfig(env: Readonly<Record<string, string | undefi
         `STOWAGE_RESTORE_VOLUME_DIR_TIMEOUT_MS must be a whole number of milliseconds above 0, got ${JSON.stringify(dirTimeout)}`,
       );
   }
+  const repositoryDir = blank(env.STOWAGE_REPOSITORY_DIR);
   if (!shared.ok || problems.length > 0) return { ok: false, problems };
   const config = shared.config;
   return {
@@ -85,7 +92,12 @@ export function loadNodeAgentConfig(env: Readonly<Record<string, string | undefi
       shared: config,
       nodeName: config.node.name!,
       repoKey: config.repository.key!,
-      repoDir: join(config.storage.path, 'repository'),
+      repoDir:
+        repositoryDir ??
+        (config.storage.kind === 'filesystem'
+          ? join(config.storage.path, 'repository')
+          : `s3://${config.storage.bucket}/${config.storage.prefix ? `${config.storage.prefix}/` : ''}repository`),
+      repoInStorage: repositoryDir === undefined && config.storage.kind === 's3',
       kubeletRoot,
       loadConcurrency,
       loadConcurrencyWarnings,

@@ -1,6 +1,7 @@
 import { callKube, createPvbClient, createPvrClient, type KubeClients, type PvbPhase, type PvrPhase, watchPods } from '@stowage/kube';
 import type { Logger } from '@stowage/platform';
-import { abortableSleep, type Repository, TokenBucket } from '@stowage/repository';
+import { abortableSleep, ObjectStoreBackend, type Repository, TokenBucket } from '@stowage/repository';
+import type { ObjectStore } from '@stowage/storage';
 import { backupOperationHandler } from './backup-operation.js';
 import { NodeAgentError, NodeAgentErrorCode } from './errors.js';
 import { type LoadConcurrencyConfig, resolveLoadConcurrency } from './load-concurrency.js';
@@ -14,8 +15,10 @@ export interface NodeAgentOptions {
   kube: KubeClients;
   /** Where PVBs and PVRs live (Stowage's namespace). Default `stowage`. */
   namespace?: string | undefined;
-  /** The repository directory (`<STOWAGE_STORAGE>/repository`); created on first use. */
+  /** The repository directory (`<STOWAGE_STORAGE>/repository`); created on first use. With `repoStore`, only its name in messages. */
   repoDir: string;
+  /** The repository in an object store (S3 storage), under `repository/`, instead of in `repoDir`. */
+  repoStore?: ObjectStore | undefined;
   /** STOWAGE_REPO_KEY. Required. */
   repoKey: string;
   /** `/var/lib/kubelet` on a node; `<dataRoot>/<node>` in the simulator. */
@@ -130,7 +133,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
   let repository: Promise<Repository> | undefined;
   const getRepository = () => {
     if (!repository) {
-      repository = openOrInitRepository(repoDir, repoKey);
+      repository = openOrInitRepository(repoDir, repoKey, options.repoStore ? new ObjectStoreBackend(options.repoStore) : undefined);
       // A failure is not cached: the storage may be mounted or fixed by the next PVB.
       repository.catch(() => {
         repository = undefined;

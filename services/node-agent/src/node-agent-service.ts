@@ -2,6 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createKubeClients } from '@stowage/kube';
 import type { Logger } from '@stowage/platform';
+import { openObjectStore } from '@stowage/storage';
 import type { Redis } from 'ioredis';
 import { type NodeAgent, type NodeAgentOptions, startNodeAgent } from './agent.js';
 import type { NodeAgentConfig } from './agent-config.js';
@@ -26,15 +27,19 @@ export interface NodeAgentService {
 export async function startNodeAgentService(
   config: NodeAgentConfig,
   logger: Logger,
-  extra: Partial<Pick<NodeAgentOptions, 'takeoverGraceMs' | 'progressIntervalMs' | 'volumeDirTimeoutMs'>> = {},
+  extra: Partial<Pick<NodeAgentOptions, 'takeoverGraceMs' | 'progressIntervalMs' | 'volumeDirTimeoutMs' | 'repoStore'>> = {},
 ): Promise<NodeAgentService> {
   for (const warning of config.loadConcurrencyWarnings) logger.warn(warning);
+  // repoStore is used only when the repository lives in the storage (repoInStorage).
+  const { repoStore, ...tuning } = extra;
   const kube = createKubeClients(config.shared.kube.kubeconfig ? { kubeconfigPath: config.shared.kube.kubeconfig } : {});
   const agent = await startNodeAgent({
     nodeName: config.nodeName,
     kube,
     namespace: config.shared.kube.namespace,
     repoDir: config.repoDir,
+    // The repository beside the backups in the bucket (s3:// storage without STOWAGE_REPOSITORY_DIR).
+    ...(config.repoInStorage ? { repoStore: repoStore ?? openObjectStore(config.shared.storage) } : {}),
     repoKey: config.repoKey,
     kubeletRoot: config.kubeletRoot,
     loadConcurrency: config.loadConcurrency,
@@ -42,7 +47,7 @@ export async function startNodeAgentService(
     volumeDirTimeoutMs: config.volumeDirTimeoutMs,
     logger,
     stopTimeoutMs: Math.max(1000, config.shared.shutdown.timeoutMs - 5000),
-    ...extra,
+    ...tuning,
   });
 
   let redis: Redis | undefined;

@@ -1,13 +1,16 @@
-import { isRepoError, RepoErrorCode, Repository } from '@stowage/repository';
+import { isRepoError, type RepoBackend, RepoErrorCode, Repository } from '@stowage/repository';
 
 /**
  * Opens the repository, creating it on first use. Safe when several agents start at once on a
- * shared storage: `Repository.init` publishes config.json with link(), so exactly one init wins
- * and the others get REPO_ALREADY_INITIALISED and open what the winner wrote.
+ * shared storage: `Repository.init` publishes config.json create-only (link() in a directory,
+ * a conditional put in S3), so exactly one init wins and the others get REPO_ALREADY_INITIALISED
+ * and open what the winner wrote. `backend`: the repository in an object store (`dir` then only
+ * names it in messages).
  */
-export async function openOrInitRepository(dir: string, key: string): Promise<Repository> {
+export async function openOrInitRepository(dir: string, key: string, backend?: RepoBackend): Promise<Repository> {
+  const where = { dir, key, ...(backend ? { backend } : {}) };
   try {
-    return await Repository.open({ dir, key });
+    return await Repository.open(where);
   } catch (error) {
     const absent =
       isRepoError(error, RepoErrorCode.NotInitialised) ||
@@ -15,9 +18,9 @@ export async function openOrInitRepository(dir: string, key: string): Promise<Re
     if (!absent) throw error;
   }
   try {
-    return await Repository.init({ dir, key });
+    return await Repository.init(where);
   } catch (error) {
-    if (isRepoError(error, RepoErrorCode.AlreadyInitialised)) return await Repository.open({ dir, key });
+    if (isRepoError(error, RepoErrorCode.AlreadyInitialised)) return await Repository.open(where);
     throw error;
   }
 }

@@ -15,7 +15,7 @@ import {
 } from '@stowage/pipeline';
 import type { StowageConfig } from '@stowage/platform';
 import { createWorkerConnection, QueueName } from '@stowage/queue';
-import { FileSystemStorage } from '@stowage/storage';
+import { type ObjectStore, openObjectStore } from '@stowage/storage';
 import type { Redis } from 'ioredis';
 
 export interface WorkerServiceOptions {
@@ -27,6 +27,8 @@ export interface WorkerServiceOptions {
   pipeline?: Partial<PipelineConfig>;
   /** BullMQ lock/stalled-check timing (STOWAGE_LOCK_DURATION_MS, STOWAGE_STALLED_INTERVAL_MS). */
   lock?: WorkerLockTiming;
+  /** Backup storage, already checked by main.ts (openCheckedObjectStore); default opened from config.storage. */
+  storage?: ObjectStore;
 }
 
 export interface WorkerService {
@@ -65,7 +67,7 @@ export async function startWorkerService(opts: WorkerServiceOptions): Promise<Wo
     agents: new NodeAgentRegistry({ redis, prefix: statePrefix }),
     kube,
     pvbs,
-    storage: new FileSystemStorage(config.storage.path),
+    storage: opts.storage ?? openObjectStore(config.storage),
     logger,
     clock: { now: Date.now },
     config: {

@@ -17,10 +17,12 @@ export interface DemoOptions {
   restoreInto: string | undefined;
   /** Skip the restore step (backup only). */
   noRestore: boolean;
+  /** Backup storage: a directory (default) or a private S3 server started for the demo. */
+  storage: 'directory' | 's3';
   help: boolean;
 }
 
-export const DEMO_USAGE = `usage: pnpm demo [--keep] [--out DIR] [--json] [--verbose] [--timeout-s N] [--workers N] [--restore-into NS] [--no-restore]
+export const DEMO_USAGE = `usage: pnpm demo [--keep] [--out DIR] [--json] [--verbose] [--timeout-s N] [--workers N] [--restore-into NS] [--no-restore] [--storage directory|s3]
 
 Starts Redis (a private redis-server unless REDIS_URL is set), the Kubernetes simulator with the
 demo cluster (unless KUBECONFIG points at a running simulator), three node agents, worker
@@ -35,7 +37,9 @@ pod); then prints a summary and stops everything it started.
   --timeout-s  give up on the backup after N seconds (default 300)
   --workers    worker processes to start (default 2)
   --restore-into NS  restore shop into namespace NS (shop is left alone) instead of deleting it
-  --no-restore       back up only`;
+  --no-restore       back up only
+  --storage    where backups go: a directory (default), or s3, a private S3 server started for
+               the demo (STOWAGE_STORAGE=s3://stowage-demo; its files under --out DIR/s3 if given)`;
 
 export function parseDemoArgs(argv: readonly string[]): DemoOptions {
   let values: Record<string, string | boolean | undefined>;
@@ -51,6 +55,7 @@ export function parseDemoArgs(argv: readonly string[]): DemoOptions {
         workers: { type: 'string' },
         'restore-into': { type: 'string' },
         'no-restore': { type: 'boolean' },
+        storage: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -69,7 +74,12 @@ export function parseDemoArgs(argv: readonly string[]): DemoOptions {
   };
   const out = typeof values.out === 'string' ? values.out : undefined;
   if (out !== undefined && out.trim() === '') throw new CliError(CliErrorCode.usage, '--out needs a directory');
+  const storage = values.storage ?? 'directory';
+  if (storage !== 'directory' && storage !== 's3') {
+    throw new CliError(CliErrorCode.usage, `--storage must be directory or s3, got ${JSON.stringify(storage)}`);
+  }
   return {
+    storage,
     keep: values.keep === true,
     out,
     json: values.json === true,

@@ -5,7 +5,9 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { type EmbeddedRedis, getFreePort, PlatformError, PlatformErrorCode, startEmbeddedRedis } from '@stowage/platform';
-import { Repository } from '@stowage/repository';
+import { ObjectStoreBackend, Repository } from '@stowage/repository';
+import { S3Storage } from '@stowage/storage';
+import { type S3Server, startS3Server } from '@stowage/testing';
 import { StowageApiClient } from '../api-client.js';
 import { type BackupReport, buildBackupReport } from '../backup-report.js';
 import { CliError, CliErrorCode } from '../errors.js';
@@ -132,6 +134,15 @@ export async function runDemo(
         : `• kubernetes: the simulator at ${cluster.serverUrl} from KUBECONFIG (nodes ${cluster.nodes.join(', ')})`,
     );
 
+    // Backup storage: a directory, or a private S3 server (the one the tests use).
+    let s3: S3Server | undefined;
+    if (opts.storage === 's3') {
+      s3 = await startS3Server({ bucket: 'stowage-demo', ...(outDir ? { dir: join(outDir, 's3') } : {}) });
+      const server = s3;
+      cleanup.add('s3 server', () => server.stop());
+      say(`• storage: started a private S3 server at ${s3.endpoint} (bucket stowage-demo, files in ${s3.dir}; stopped at exit)`);
+    }
+
     // 3. The services, as separate processes
     const token = randomBytes(24).toString('base64url');
     const repoKey = randomBytes(32).toString('base64');
@@ -145,6 +156,8 @@ export async function runDemo(
       STOWAGE_NAMESPACE: 'stowage',
       LOG_LEVEL: env.LOG_LEVEL ?? 'info',
       STOWAGE_SHUTDOWN_TIMEOUT_MS: '10000',
+      // With S3: STOWAGE_STORAGE=s3://stowage-demo, the endpoint and its credentials (AWS_*).
+      ...(s3 ? s3.env : {}),
     });
     const onLine = opts.verbose ? (name: string, line: string) => io.stderr.write(`[${name}] ${line}\n`) : undefined;
     const startService = async (name: string, main: string, extra: Record<string, string>) => {
@@ -219,9 +232,23 @@ export async function runDemo(
 
     // 5. Summary
     const report = buildBackupReport(result.backup, result.blocks);
-    const repositoryDir = join(storageDir, 'repository');
+    // With --storage s3 the node agents keep the repository in the bucket, beside the backups.
+    const repositoryDir = s3 ? `${s3.storageUrl}/repository` : join(storageDir, 'repository');
     let repositoryVerify: DemoSummary['repositoryVerify'] = null;
-    if (await exists(repositoryDir)) {
+    if (s3) {
+      const store = new S3Storage({
+        bucket: s3.bucket,
+        endpoint: s3.endpoint,
+        forcePathStyle: true,
+        credentials: { accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey },
+      });
+      try {
+        const v = await (await Repository.open({ dir: repositoryDir, key: repoKey, backend: new ObjectStoreBackend(store) })).verify();
+        repositoryVerify = { ok: v.ok, chunksChecked: v.chunksChecked, snapshotsChecked: v.snapshotsChecked };
+      } finally {
+        store.close();
+      }
+    } else if (await exists(repositoryDir)) {
       const v = await (await Repository.open({ dir: repositoryDir, key: repoKey })).verify();
       repositoryVerify = { ok: v.ok, chunksChecked: v.chunksChecked, snapshotsChecked: v.snapshotsChecked };
     }
@@ -237,7 +264,12 @@ export async function runDemo(
           : 'run with --keep to explore it',
       },
       console: { url: `${apiUrl}/ui` },
-      storage: { dir: storageDir, backupDir: join(storageDir, 'backups', name), repositoryDir, kept: outDir !== undefined },
+      storage: {
+        dir: s3 ? `${s3.storageUrl} at ${s3.endpoint} (files in ${s3.dir})` : storageDir,
+        backupDir: s3 ? `${s3.storageUrl}/backups/${name}/` : join(storageDir, 'backups', name),
+        repositoryDir,
+        kept: outDir !== undefined,
+      },
       repositoryVerify,
       logs: { dir: logDir, kept: outDir !== undefined },
       redis: { url: redisUrl, embedded: redis !== undefined },
@@ -272,7 +304,10 @@ export async function runDemo(
       say('Everything keeps running. In another terminal:');
       say(`  export STOWAGE_API_URL=${apiUrl} STOWAGE_API_TOKEN=${token}`);
       say(`  pnpm stowage backup describe ${name}`);
-      say(`  STOWAGE_REPO_KEY='${repoKey}' pnpm stowage repo verify --repo ${repositoryDir}`);
+      const s3Env = s3
+        ? `STOWAGE_S3_ENDPOINT=${s3.endpoint} AWS_ACCESS_KEY_ID=${s3.accessKeyId} AWS_SECRET_ACCESS_KEY=${s3.secretAccessKey} `
+        : '';
+      say(`  ${s3Env}STOWAGE_REPO_KEY='${repoKey}' pnpm stowage repo verify --repo ${repositoryDir}`);
       say(`  curl -H "Authorization: Bearer ${token}" ${apiUrl}/v1/backups`);
       say('Press Ctrl-C to stop everything (the storage stays).');
       await new Promise<void>((r) => (signal.aborted ? r() : signal.addEventListener('abort', () => r(), { once: true })));
