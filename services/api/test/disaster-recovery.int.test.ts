@@ -209,7 +209,7 @@ describe('disaster recovery: a fresh api on the same storage, with Redis’s dat
     if (storageDir) await rm(storageDir, { recursive: true, force: true });
   });
 
-  it('lists, describes and replays a finished backup from storage alone; a backup cut off mid-way is Failed, never finished; a backup deleted from storage leaves the catalogue', async () => {
+  it('lists, describes, replays and restores from a finished backup known to storage alone; a backup cut off mid-way is Failed, never finished; a backup deleted from storage leaves the catalogue', async () => {
     // ---- the first install: a backup runs to Completed, another is cut off mid-way ----
     await startApi();
     const workerPort = await getFreePort();
@@ -297,6 +297,37 @@ describe('disaster recovery: a fresh api on the same storage, with Redis’s dat
         const view = (await call(`/v1/backups/${name}`)).json();
         expect(view, name).toMatchObject({ phase: 'Failed', failureReason: LOST_IN_FLIGHT_REASON });
       }
+
+      // A restore from the synced backup works on the fresh install: the shop ConfigMap, deleted
+      // from the cluster, comes back from the backup that only storage remembered.
+      const kube = createKubeClients({ kubeconfigPath: sim.kubeconfigPath });
+      await kube.core.deleteNamespacedConfigMap({ name: 'settings', namespace: 'shop' });
+      const freshWorkerPort = await getFreePort();
+      worker = startService(WORKER_DIR, {
+        REDIS_URL: redis.url,
+        KUBECONFIG: sim.kubeconfigPath,
+        STOWAGE_STORAGE: storageDir,
+        STOWAGE_QUEUE_PREFIX: prefix,
+        PORT: String(freshWorkerPort),
+        HOST: '127.0.0.1',
+      });
+      const restore = await call('/v1/restores', {
+        method: 'POST',
+        body: { name: 'dr-restore', spec: { backupName: 'dr-1', includedNamespaces: ['shop'], includedResources: ['configmaps'] } },
+      });
+      expect(restore.status, restore.text).toBe(201);
+      const restored = await waitFor(
+        'the restore from the synced backup to end',
+        async () => {
+          const r = (await call('/v1/restores/dr-restore')).json() as { phase: string };
+          return ['Completed', 'PartiallyFailed', 'Failed'].includes(r.phase) ? r : undefined;
+        },
+        90_000,
+      );
+      expect(restored.phase).toBe('Completed');
+      const back = await kube.core.readNamespacedConfigMap({ name: 'settings', namespace: 'shop' });
+      expect(back.data).toEqual({ k: 'v' });
+      expect(back.metadata?.labels).toMatchObject({ 'stowage.dev/backup-name': 'dr-1', 'stowage.dev/restore-name': 'dr-restore' });
 
       // Deleted from storage by someone else: gone from the catalogue at the next sync.
       await rm(join(storageDir, 'backups', 'dr-1'), { recursive: true });
