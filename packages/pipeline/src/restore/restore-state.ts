@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { decodeJsonHash, encodeJsonHash, type RunEvent, type RunRecord, RunState, type RunStateOptions } from '../state/run-state.js';
+import { encodeJsonHash, type RunEvent, type RunRecord, RunState, type RunStateOptions } from '../state/run-state.js';
 import type { PlannedRestoreItem, RestorePodPlan, RestoreTierPlan } from './restore-plan-types.js';
 
 /**
@@ -203,24 +203,16 @@ export class RestoreState extends RunState<RestoreRecord> {
     await multi.exec();
   }
 
-  async getPvr(name: string, pvrName: string): Promise<PvrStateRecord | undefined> {
-    const raw = await this.redis.hgetall(this.key(name, `pvr:${pvrName}`));
-    return raw.name ? decodeJsonHash<PvrStateRecord>(raw) : undefined;
+  getPvr(name: string, pvrName: string): Promise<PvrStateRecord | undefined> {
+    return this.getVolumeOp<PvrStateRecord>(name, 'pvr', pvrName);
   }
 
-  async getPvrs(name: string, pvrNames: readonly string[]): Promise<Array<PvrStateRecord | undefined>> {
-    if (pvrNames.length === 0) return [];
-    const pipe = this.redis.pipeline();
-    for (const p of pvrNames) pipe.hgetall(this.key(name, `pvr:${p}`));
-    const rows = (await pipe.exec()) ?? [];
-    return rows.map((r) => {
-      const raw = r[1] as Record<string, string> | undefined;
-      return raw?.name ? decodeJsonHash<PvrStateRecord>(raw) : undefined;
-    });
+  getPvrs(name: string, pvrNames: readonly string[]): Promise<Array<PvrStateRecord | undefined>> {
+    return this.getVolumeOps<PvrStateRecord>(name, 'pvr', pvrNames);
   }
 
-  async allPvrNames(name: string): Promise<string[]> {
-    return (await this.redis.smembers(this.key(name, 'pvrset'))).sort();
+  allPvrNames(name: string): Promise<string[]> {
+    return this.allVolumeOpNames(name, 'pvr');
   }
 }
 

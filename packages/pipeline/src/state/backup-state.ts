@@ -428,23 +428,15 @@ export class BackupState extends RunState<BackupRecord> {
     return out;
   }
 
-  async getPvb(name: string, pvbName: string): Promise<PvbStateRecord | undefined> {
-    const raw = await this.redis.hgetall(this.key(name, `pvb:${pvbName}`));
-    return raw.name ? decodeJsonHash<PvbStateRecord>(raw) : undefined;
+  getPvb(name: string, pvbName: string): Promise<PvbStateRecord | undefined> {
+    return this.getVolumeOp<PvbStateRecord>(name, 'pvb', pvbName);
   }
 
-  async getPvbs(name: string, pvbNames: readonly string[]): Promise<Array<PvbStateRecord | undefined>> {
-    if (pvbNames.length === 0) return [];
-    const pipe = this.redis.pipeline();
-    for (const p of pvbNames) pipe.hgetall(this.key(name, `pvb:${p}`));
-    const rows = (await pipe.exec()) ?? [];
-    return rows.map((r) => {
-      const raw = r[1] as Record<string, string> | undefined;
-      return raw?.name ? decodeJsonHash<PvbStateRecord>(raw) : undefined;
-    });
+  getPvbs(name: string, pvbNames: readonly string[]): Promise<Array<PvbStateRecord | undefined>> {
+    return this.getVolumeOps<PvbStateRecord>(name, 'pvb', pvbNames);
   }
 
-  async allPvbNames(name: string): Promise<string[]> {
-    return (await this.redis.smembers(this.key(name, 'pvbset'))).sort();
+  allPvbNames(name: string): Promise<string[]> {
+    return this.allVolumeOpNames(name, 'pvb');
   }
 }

@@ -402,6 +402,31 @@ export class RunState<R extends RunRecord> {
     return runs;
   }
 
+  // ---- volume operations (a backup's PVBs, a restore's PVRs) ------------------------------
+
+  /** One volume operation's live record (`K:<kind>:<op>` hash of JSON fields), or undefined. */
+  protected async getVolumeOp<T>(name: string, kind: 'pvb' | 'pvr', opName: string): Promise<T | undefined> {
+    const raw = await this.redis.hgetall(this.key(name, `${kind}:${opName}`));
+    return raw.name ? decodeJsonHash<T>(raw) : undefined;
+  }
+
+  /** Several volume operations' records in one round trip, in the order asked. */
+  protected async getVolumeOps<T>(name: string, kind: 'pvb' | 'pvr', opNames: readonly string[]): Promise<Array<T | undefined>> {
+    if (opNames.length === 0) return [];
+    const pipe = this.redis.pipeline();
+    for (const op of opNames) pipe.hgetall(this.key(name, `${kind}:${op}`));
+    const rows = (await pipe.exec()) ?? [];
+    return rows.map((r) => {
+      const raw = r[1] as Record<string, string> | undefined;
+      return raw?.name ? decodeJsonHash<T>(raw) : undefined;
+    });
+  }
+
+  /** Every volume operation the run registered (`K:<kind>set`), sorted. */
+  protected async allVolumeOpNames(name: string, kind: 'pvb' | 'pvr'): Promise<string[]> {
+    return (await this.redis.smembers(this.key(name, `${kind}set`))).sort();
+  }
+
   // ioredis adds the commands defined with defineCommand at run time.
   protected cmd<C = RunScriptCommands>(): Redis & C {
     return this.redis as Redis & C;
