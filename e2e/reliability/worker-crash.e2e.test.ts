@@ -8,6 +8,9 @@
  * this process (they are not under test here) at ~1 MiB/s so volume copies last seconds.
  */
 /** The promises every stage test checks once the backup has ended. */
+import { randomBytes } from 'node:crypto';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pvbLabels } from '../../packages/kube/src/index.js';
 import { createLogger } from '../../packages/platform/src/index.js';
@@ -139,6 +142,12 @@ describe('a worker SIGKILLed mid-backup costs a retry, not the backup', () => {
   it('while pvb-watch jobs wait on PVBs in progress: the next worker completes the watches and the post hooks', async () => {
     const since = Date.now();
     const copiesBefore = copiesStarted();
+    // New data in every volume: the repository backs up incrementally, so without it this second
+    // backup of the same volumes would reuse their files unread and finish before the kill.
+    for (const podName of ['db-0', 'db-1', 'web-0']) {
+      for (const volume of stack.sim.podVolumes('shop', podName))
+        await writeFile(join(volume.path, 'fresh.bin'), randomBytes(2 * 1024 * 1024));
+    }
     await submit('crash-pvb-watch', ['shop']);
     await waitFor('all PVBs created and one still InProgress', async () => {
       const pvbs = await pvbsOf(stack, 'crash-pvb-watch');

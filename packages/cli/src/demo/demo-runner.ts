@@ -183,6 +183,28 @@ export async function runDemo(
       if (alive.length > 0) throw new Error(`still running: ${alive.map((p) => `${p.name} (pid ${p.pid})`).join(', ')}`);
     });
 
+    // With S3, the repository is created here, once, before the agents start: the embedded S3 test
+    // server ignores create-only puts, so agents creating it at the same moment could each write a
+    // config of their own (a real S3 or MinIO refuses all but the first).
+    const repositoryDir = s3 ? `${s3.storageUrl}/repository` : join(storageDir, 'repository');
+    const demoS3Store = () =>
+      s3
+        ? new S3Storage({
+            bucket: s3.bucket,
+            endpoint: s3.endpoint,
+            forcePathStyle: true,
+            credentials: { accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey },
+          })
+        : undefined;
+    const initStore = demoS3Store();
+    if (initStore) {
+      try {
+        await Repository.init({ dir: repositoryDir, key: repoKey, backend: new ObjectStoreBackend(initStore) });
+      } finally {
+        initStore.close();
+      }
+    }
+
     say(`• starting ${cluster.nodes.length} node agents, ${opts.workers} workers and the API (logs in ${logDir})`);
     const started: Array<{ p: ManagedProcess; port: number }> = [];
     for (const node of cluster.nodes) {
@@ -233,15 +255,9 @@ export async function runDemo(
     // 5. Summary
     const report = buildBackupReport(result.backup, result.blocks);
     // With --storage s3 the node agents keep the repository in the bucket, beside the backups.
-    const repositoryDir = s3 ? `${s3.storageUrl}/repository` : join(storageDir, 'repository');
     let repositoryVerify: DemoSummary['repositoryVerify'] = null;
-    if (s3) {
-      const store = new S3Storage({
-        bucket: s3.bucket,
-        endpoint: s3.endpoint,
-        forcePathStyle: true,
-        credentials: { accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey },
-      });
+    const store = demoS3Store();
+    if (store) {
       try {
         const v = await (await Repository.open({ dir: repositoryDir, key: repoKey, backend: new ObjectStoreBackend(store) })).verify();
         repositoryVerify = { ok: v.ok, chunksChecked: v.chunksChecked, snapshotsChecked: v.snapshotsChecked };
