@@ -287,20 +287,25 @@ const backupSpecInput = strictObject(
   'the backup spec',
 );
 
+/** The optional `name` of a backup or restore request: a DNS-1123 label, its problems named. */
+export function requestNameSchema(kind: 'backup' | 'restore') {
+  return z
+    .string()
+    .superRefine((name, ctx) => {
+      const problems = explainDns1123Label(name);
+      if (problems.length > 0) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `${kind} name ${JSON.stringify(name)} ${problems.join('; ')} (names are DNS-1123 labels)`,
+        });
+      }
+    })
+    .optional();
+}
+
 const backupRequestInput = strictObject(
   {
-    name: z
-      .string()
-      .superRefine((name, ctx) => {
-        const problems = explainDns1123Label(name);
-        if (problems.length > 0) {
-          ctx.addIssue({
-            code: 'custom',
-            message: `backup name ${JSON.stringify(name)} ${problems.join('; ')} (names are DNS-1123 labels)`,
-          });
-        }
-      })
-      .optional(),
+    name: requestNameSchema('backup'),
     spec: backupSpecInput,
   },
   'a backup request: {name, spec}',

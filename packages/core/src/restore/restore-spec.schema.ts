@@ -4,7 +4,7 @@
  * backup spec (`backup-spec.schema.ts`).
  */
 import { z } from 'zod';
-import { formatPath, type HookOnError, specSchemaParts, type ValidationProblem } from '../backup-spec.schema.js';
+import { formatPath, type HookOnError, requestNameSchema, specSchemaParts, type ValidationProblem } from '../backup-spec.schema.js';
 import { parseDuration } from '../duration.js';
 import type { LabelSelector } from '../label-selector.js';
 import { explainDns1123Label } from '../names.js';
@@ -202,18 +202,7 @@ const restoreSpecInput = strictObject(
 
 const restoreRequestInput = strictObject(
   {
-    name: z
-      .string()
-      .superRefine((name, ctx) => {
-        const problems = explainDns1123Label(name);
-        if (problems.length > 0) {
-          ctx.addIssue({
-            code: 'custom',
-            message: `restore name ${JSON.stringify(name)} ${problems.join('; ')} (names are DNS-1123 labels)`,
-          });
-        }
-      })
-      .optional(),
+    name: requestNameSchema('restore'),
     spec: restoreSpecInput,
   },
   'a restore request: {name, spec}',
