@@ -11,6 +11,7 @@ import { applyJsonPatch, applyMergePatch, applyStrategicMergePatch } from './pat
 import { apiVersionOf, ResourceRegistry, type ResourceType, storageKey } from './resource-registry.js';
 import { validateCustomResource } from './schema-validator.js';
 import { matchesFilter, type ObjectFilter } from './selectors.js';
+import { allocateServiceAddresses } from './service-allocation.js';
 
 export type PatchType = 'merge' | 'json' | 'strategic' | 'apply';
 
@@ -283,6 +284,9 @@ export class ClusterState {
       if (status.startTime === undefined) status.startTime = this.timestamp();
       return { ...object, spec, status };
     }
+    if (type.kind === 'Service' && type.group === '' && !fromFixture) {
+      return allocateServiceAddresses(object, this.otherServices(type, object));
+    }
     if (type.kind === 'Namespace' && type.group === '') {
       const status = isPlainObject(object.status) ? object.status : {};
       return { ...object, status: { phase: 'Active', ...status } };
@@ -292,6 +296,13 @@ export class ClusterState {
       return { ...object, status: crdStatus(object, this.timestamp(), !deferred) };
     }
     return object;
+  }
+
+  /** Every stored Service but `service` (whose addresses another may not take). */
+  private otherServices(type: ResourceType, service: KubeObject): KubeObject[] {
+    return [...this.store.list(storageKey(type), undefined)].filter(
+      (s) => s.metadata.namespace !== service.metadata.namespace || s.metadata.name !== service.metadata.name,
+    );
   }
 
   /**
@@ -352,6 +363,9 @@ export class ClusterState {
       }
     }
     next = this.validateContent(type, next, options);
+    if (type.kind === 'Service' && type.group === '' && subresource !== 'status') {
+      next = allocateServiceAddresses(next, this.otherServices(type, current), current);
+    }
     const metadata: ObjectMeta =
       subresource === 'status'
         ? { ...current.metadata }
