@@ -3,8 +3,8 @@
  * processes (api, worker and node agent as OS processes): nothing moves the PVR and no hook runs
  * while no agent runs; the agent started again resumes it, and the restore ends Completed with every
  * item created once, one PVR per restored volume, the post-restore hook after its pod's PVRs
- * completed (the simulator's exec log against the PVR's completionTimestamp), and every volume's
- * files equal to the backed-up ones byte for byte (checksum, mode, mtime).
+ * completed (the simulator's exec log against the PVR's completionTimestamp), init hooks as init
+ * containers after stowage-restore-wait and before the pod's own, and every volume's files equal to the backed-up ones byte for byte (checksum, mode, mtime).
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { pvrLabels } from '../../packages/kube/src/index.js';
@@ -14,12 +14,16 @@ import { configMap, namespace, node, pod } from './support/fixtures.js';
 import { type ServiceProcess, type Stack, startStack, waitFor, waitForBackupEnd } from './support/stack.js';
 
 const HOOK = ['/bin/sh', '-c', 'echo restored'];
+/** The pod with an init container of its own (restore-wait and init hooks go before it). */
+function withInitContainer<T extends { spec: Record<string, unknown> }>(p: T, name: string): T {
+  return { ...p, spec: { ...p.spec, initContainers: [{ name, image: 'busybox', command: ['true'] }] } };
+}
 const fixture = {
   objects: [
     namespace('shop'),
     namespace('stowage'),
     node('node-a'),
-    pod({ name: 'db-0', node: 'node-a', volumes: [{ name: 'data', mib: 6 }] }),
+    withInitContainer(pod({ name: 'db-0', node: 'node-a', volumes: [{ name: 'data', mib: 6 }] }), 'chown'),
     pod({ name: 'web-0', node: 'node-a', volumes: [{ name: 'cache', mib: 1 }] }),
     ...Array.from({ length: 20 }, (_, i) => configMap(`settings-${i}`, 'shop')),
   ],
@@ -91,7 +95,12 @@ it('a node agent SIGKILLed mid-PVR: Completed, every item once, one PVR per volu
   const spec = {
     backupName: 'bk',
     includedNamespaces: ['shop'],
-    hooks: { resources: [{ name: 'after', includedNamespaces: ['shop'], postHooks: [{ exec: { command: HOOK, onError: 'Fail' } }] }] },
+    hooks: {
+      resources: [
+        { name: 'after', includedNamespaces: ['shop'], postHooks: [{ exec: { command: HOOK, onError: 'Fail' } }] },
+        { name: 'prep', includedNamespaces: ['shop'], postHooks: [{ init: { initContainers: [{ name: 'prep', image: 'busybox' }] } }] },
+      ],
+    },
   };
   const created = await post('/v1/restores', { name: 'rs', spec });
   expect(created.status, await created.clone().text()).toBe(201);
@@ -134,6 +143,23 @@ it('a node agent SIGKILLed mid-PVR: Completed, every item once, one PVR per volu
   expect(Object.entries(results).filter(([, r]) => r.outcome !== 'created')).toEqual([]);
   const pods = await stack.kube.core.listNamespacedPod({ namespace: 'shop' });
   expect(pods.items.map((p) => p.metadata?.name).sort()).toEqual(['db-0', 'web-0']);
+
+  // Init hooks became init containers after stowage-restore-wait and before the pod's own, and
+  // the kubelet ran them in that order, each after the one before had finished.
+  const initOrder = Object.fromEntries(pods.items.map((p) => [p.metadata?.name, p.spec?.initContainers?.map((c) => c.name)]));
+  expect(initOrder).toEqual({ 'db-0': ['stowage-restore-wait', 'prep', 'chown'], 'web-0': ['stowage-restore-wait', 'prep'] });
+  for (const p of pods.items) {
+    const states = (p.status?.initContainerStatuses ?? []).map((s) => s.state?.terminated);
+    expect(
+      states.map((t) => t?.exitCode),
+      p.metadata?.name,
+    ).toEqual(states.map(() => 0));
+    for (let i = 1; i < states.length; i++) {
+      expect(new Date(String(states[i]?.startedAt)).getTime()).toBeGreaterThanOrEqual(
+        new Date(String(states[i - 1]?.finishedAt)).getTime(),
+      );
+    }
+  }
 
   // One PVR per restored volume, the cut one among them, all Completed.
   const pvrs = await pvrsOf('rs');
