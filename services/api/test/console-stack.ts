@@ -1,7 +1,7 @@
 /*
  * Everything the console's end-to-end test runs, in one process: a private redis-server, the
- * simulator with the demo cluster, the API (hosting `backups`), the worker queues (item-blocks,
- * pvb-watch, hooks) and a real node agent per node; plus Debian's Chromium through playwright-core.
+ * simulator with the demo cluster, the API (hosting `backups` and `restores`), the worker queues
+ * (item-blocks, pvb-watch, hooks, restore-items) and a real node agent per node; plus Debian's Chromium through playwright-core.
  * Used by e2e/console.e2e.test.ts (the root e2e folder has no dependencies of its own).
  */
 import { randomBytes } from 'node:crypto';
@@ -10,13 +10,14 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import sparticuzChromium from '@sparticuz/chromium';
-import { createKubeClients, createPvbClient } from '@stowage/kube';
+import { createKubeClients, createPvbClient, createPvrClient } from '@stowage/kube';
 import { demoFixturePath, type Simulator, startSimulator } from '@stowage/kube-sim';
 import { type NodeAgent, startNodeAgent } from '@stowage/node-agent';
 import {
   BackupState,
   DEFAULT_PIPELINE_CONFIG,
   NodeAgentRegistry,
+  RestoreState,
   type RunningWorkers,
   startWorkers,
   statePrefixFor,
@@ -118,8 +119,10 @@ export async function startConsoleStack(opts: ConsoleStackOptions = {}): Promise
         logger: logger.child({ component: 'pipeline' }),
         clock: { now: Date.now },
         config: { ...DEFAULT_PIPELINE_CONFIG, pvbPollBaseMs: 200, pvbPollMaxMs: 1_000 },
+        restores: new RestoreState({ redis: workerConnection, prefix: statePrefix }),
+        pvrs: createPvrClient(kube, { namespace: 'stowage' }),
       },
-      queues: [QueueName.itemBlocks, QueueName.pvbWatch, QueueName.hooks],
+      queues: [QueueName.itemBlocks, QueueName.pvbWatch, QueueName.hooks, QueueName.restoreItems],
     });
     stops.push(['workers', () => workers.close()]);
 

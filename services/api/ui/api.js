@@ -99,8 +99,11 @@ export const api = {
   createBackup: (body) => apiJson('/v1/backups', { method: 'POST', body }),
   listSchedules: () => apiJson('/v1/schedules'),
   cancelBackup: (name) => apiJson(`/v1/backups/${encodeURIComponent(name)}/cancel`, { method: 'POST' }),
-  logs: async (name) => {
-    const text = await (await apiFetch(`/v1/backups/${encodeURIComponent(name)}/logs`)).text();
+  listRestores: (limit = 50, cursor) => apiJson(`/v1/restores?limit=${limit}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`),
+  getRestore: (name) => apiJson(`/v1/restores/${encodeURIComponent(name)}`),
+  restoreItems: (name, limit = 500) => apiJson(`/v1/restores/${encodeURIComponent(name)}/items?limit=${limit}`),
+  logs: async (name, kind = 'backup') => {
+    const text = await (await apiFetch(`/v1/${kind}s/${encodeURIComponent(name)}/logs`)).text();
     return text
       .split('\n')
       .filter((l) => l.trim() !== '')

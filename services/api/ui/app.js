@@ -1,10 +1,12 @@
 // The Stowage console: a token prompt until a token is accepted, then the backups list
-// (#/) and a backup page (#/backups/<name>) with live progress, timeline and blocks.
+// (#/) and a backup page (#/backups/<name>) with live progress, timeline and blocks, and the
+// restores (#/restores, #/restores/<name>: restore-page.js).
 
 import { api, clearToken, getToken, onUnauthorized, setToken, UnauthorizedError } from './api.js';
 import { BlocksStore } from './blocks-store.js';
 import { createBlocksTable } from './blocks-table.js';
 import { durationOf, formatDuration, formatTime, h, phaseBadge, TERMINAL_PHASES } from './format.js';
+import { showRestore, showRestoreList } from './restore-page.js';
 import { followEvents } from './sse.js';
 import { createTimeline } from './timeline.js';
 
@@ -103,6 +105,7 @@ function header() {
       'nav',
       { 'aria-label': 'Main' },
       h('a', { href: '#/' }, 'Backups'),
+      h('a', { href: '#/restores' }, 'Restores'),
       h('a', { href: '/admin/queues', target: '_blank', rel: 'noopener' }, 'Queue dashboard'),
       h('a', { href: '/docs', target: '_blank', rel: 'noopener' }, 'API docs'),
       forget,
@@ -563,7 +566,18 @@ function route() {
     return;
   }
   const m = /^#\/backups\/([^/]+)$/.exec(location.hash);
+  const r = /^#\/restores(?:\/([^/]+))?$/.exec(location.hash);
+  // The restore pages share the page chrome and teardown with the backup pages.
+  const ui = {
+    setView,
+    header,
+    onTeardown: (fn) => {
+      teardown = fn;
+    },
+  };
   if (m) showBackup(decodeURIComponent(m[1]));
+  else if (r?.[1]) showRestore(decodeURIComponent(r[1]), ui);
+  else if (r) showRestoreList(ui);
   else showList();
   document.getElementById('main')?.focus({ preventScroll: true });
 }

@@ -8,11 +8,11 @@ const TERMINAL = new Set(['Completed', 'PartiallyFailed', 'Failed', 'FailedValid
 const SILENCE_MS = 45_000;
 
 /**
- * Follows `/v1/backups/<name>/events`. `onEvent({ id, type, at, data })` for each event;
- * `onStatus(text)` for connection state; resolves when the backup reached a terminal phase or
- * `stop()` was called. Returns `{ stop, done }`.
+ * Follows `/v1/backups/<name>/events` (or `/v1/restores/<name>/events` with kind 'restore').
+ * `onEvent({ id, type, at, data })` for each event; `onStatus(text)` for connection state;
+ * resolves when the run reached a terminal phase or `stop()` was called. Returns `{ stop, done }`.
  */
-export function followEvents(name, { onEvent, onStatus = () => {} }) {
+export function followEvents(name, { onEvent, onStatus = () => {}, kind = 'backup' }) {
   const controller = new AbortController();
   let lastEventId;
   let retryMs = 2000;
@@ -20,7 +20,7 @@ export function followEvents(name, { onEvent, onStatus = () => {} }) {
 
   async function readOnce() {
     const headers = lastEventId ? { 'last-event-id': lastEventId } : {};
-    const res = await apiFetch(`/v1/backups/${encodeURIComponent(name)}/events`, {
+    const res = await apiFetch(`/v1/${kind}s/${encodeURIComponent(name)}/events`, {
       headers: { ...headers, accept: 'text/event-stream' },
       signal: controller.signal,
     });
@@ -51,7 +51,7 @@ export function followEvents(name, { onEvent, onStatus = () => {} }) {
               if (event.id) lastEventId = event.id;
               const parsed = JSON.parse(event.data.join('\n'));
               onEvent(parsed);
-              if (parsed.type === 'backup.phase' && TERMINAL.has(parsed.data?.to)) ended = true;
+              if (parsed.type === `${kind}.phase` && TERMINAL.has(parsed.data?.to)) ended = true;
             }
             event = { data: [] };
             continue;

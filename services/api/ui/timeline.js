@@ -30,15 +30,17 @@ function readColors() {
 
 /**
  * Mounts the timeline into `container`. `onSelectBlock(blockId)` is called on click/Enter.
- * Returns `{ update(backup, blocks), destroy() }`.
+ * Returns `{ update(run, blocks), destroy() }`. A backup's blocks carry PVBs; a restore page
+ * passes `volumeKind: 'PVR'`, `subject: 'Restore'` and blocks (its pods and tiers) whose
+ * `podVolumeBackups` hold its PVRs, so one timeline draws both (restore-page.js).
  */
-export function createTimeline(container, { onSelectBlock = () => {} } = {}) {
+export function createTimeline(container, { onSelectBlock = () => {}, volumeKind = 'PVB', subject = 'Backup', unit = 'block' } = {}) {
   const canvas = h('canvas', {
     class: 'timeline-canvas',
     tabindex: '0',
     role: 'application',
     'aria-roledescription': 'timeline',
-    'aria-label': 'Backup timeline. Arrow keys move between PVBs and hook marks, Enter shows the block in the table below, Escape clears.',
+    'aria-label': `${subject} timeline. Arrow keys move between ${volumeKind}s and hook marks, Enter shows the ${unit} in the table below, Escape clears.`,
     'aria-describedby': 'timeline-focus-text',
   });
   const tooltip = h('div', { class: 'timeline-tooltip', role: 'tooltip', hidden: true });
@@ -47,11 +49,12 @@ export function createTimeline(container, { onSelectBlock = () => {} } = {}) {
   const legend = h(
     'ul',
     { class: 'timeline-legend', 'aria-label': 'Legend' },
-    h('li', {}, h('span', { class: 'key key-pre', 'aria-hidden': 'true' }), 'pre hook'),
-    h('li', {}, h('span', { class: 'key key-items', 'aria-hidden': 'true' }), 'items written'),
-    h('li', {}, h('span', { class: 'key key-post', 'aria-hidden': 'true' }), 'post hook'),
+    // A restore has no pre hooks; its item marks are tiers done.
+    subject === 'Restore' ? null : h('li', {}, h('span', { class: 'key key-pre', 'aria-hidden': 'true' }), 'pre hook'),
+    h('li', {}, h('span', { class: 'key key-items', 'aria-hidden': 'true' }), subject === 'Restore' ? 'tier restored' : 'items written'),
+    h('li', {}, h('span', { class: 'key key-post', 'aria-hidden': 'true' }), subject === 'Restore' ? 'post-restore hook' : 'post hook'),
     ...['InProgress', 'Completed', 'Failed', 'Canceled'].map((p) =>
-      h('li', {}, h('span', { class: `key key-bar key-${p}`, 'aria-hidden': 'true' }), `PVB ${p}`),
+      h('li', {}, h('span', { class: `key key-bar key-${p}`, 'aria-hidden': 'true' }), `${volumeKind} ${p}`),
     ),
   );
   container.append(wrap, focusText, legend);
@@ -131,7 +134,7 @@ export function createTimeline(container, { onSelectBlock = () => {} } = {}) {
     if (layout.lanes.length === 0) {
       ctx.fillStyle = colors.muted;
       ctx.font = '13px system-ui, sans-serif';
-      ctx.fillText(blocks.length === 0 ? 'Waiting for the plan…' : 'No PVBs or hooks yet', 16, 56);
+      ctx.fillText(blocks.length === 0 ? 'Waiting for the plan…' : `No ${volumeKind}s or hooks yet`, 16, 56);
     }
     exposeGeometry();
     positionTooltip(active);
@@ -172,13 +175,13 @@ export function createTimeline(container, { onSelectBlock = () => {} } = {}) {
     ctx.font = '600 12px system-ui, sans-serif';
     ctx.textBaseline = 'middle';
     const mid = LAYOUT.markRow / 2;
-    ctx.fillText(fit(ctx, lane.node, 72), 8, lane.preY + mid);
+    ctx.fillText(fit(ctx, lane.node === NO_NODE_LANE ? `no ${volumeKind}s` : lane.node, 72), 8, lane.preY + mid);
     ctx.fillStyle = colors.muted;
     ctx.font = '10px system-ui, sans-serif';
     ctx.fillText('pre', 84, lane.preY + mid);
     ctx.fillText('items', 84, lane.itemY + mid);
     ctx.fillText('post', 84, lane.postY + mid);
-    if (lane.node !== NO_NODE_LANE) ctx.fillText('PVBs', 84, lane.barsY + LAYOUT.barRow / 2);
+    if (lane.node !== NO_NODE_LANE) ctx.fillText(`${volumeKind}s`, 84, lane.barsY + LAYOUT.barRow / 2);
   }
 
   /** Long node names are cut with an ellipsis (the full name is in the tooltip and the table). */
@@ -313,16 +316,21 @@ export function createTimeline(container, { onSelectBlock = () => {} } = {}) {
     if (it.kind === 'pvb') {
       const bytes =
         it.totalBytes !== undefined ? `${formatBytes(it.bytesDone)} of ${formatBytes(it.totalBytes)}` : formatBytes(it.bytesDone);
-      return `PVB ${it.pvb} — ${it.pod} volume ${it.volume} on ${it.node}: ${it.phase}, ${bytes}, ${formatDuration(it.end - it.start)}${
+      return `${volumeKind} ${it.pvb} — ${it.pod} volume ${it.volume} on ${it.node}: ${it.phase}, ${bytes}, ${formatDuration(it.end - it.start)}${
         it.running ? ' so far' : ''
-      } (started ${formatTime(new Date(it.start).toISOString())}). Block ${it.blockId}.`;
+      } (started ${formatTime(new Date(it.start).toISOString())}). ${whose(it)}.`;
     }
     if (it.kind === 'items')
-      return `Items written: ${it.items ?? '?'} item(s), done at +${formatDuration(it.end - layout.origin)}. Block ${it.blockId}.`;
+      return `Items ${subject === 'Restore' ? 'restored' : 'written'}: ${it.items ?? '?'} item(s), done at +${formatDuration(it.end - layout.origin)}. ${whose(it)}.`;
     const what = it.kind === 'pre' ? 'Pre hook' : 'Post hook';
     const result = it.outcome === 'exited' ? `exit ${it.exitCode}` : (it.outcome ?? 'running');
     const dur = it.end !== undefined ? formatDuration(it.end - it.start) : 'running';
-    return `${what} in ${it.pod} (${it.container}): ${result}, ${dur}, at +${formatDuration(it.start - layout.origin)}. Block ${it.blockId}.`;
+    return `${what} in ${it.pod} (${it.container}): ${result}, ${dur}, at +${formatDuration(it.start - layout.origin)}. ${whose(it)}.`;
+  }
+
+  /** "Block b-3", or for a restore the pod or tier the item belongs to. */
+  function whose(it) {
+    return unit === 'block' ? `Block ${it.blockId}` : it.blockId;
   }
 
   function positionTooltip(it) {
@@ -345,6 +353,7 @@ export function createTimeline(container, { onSelectBlock = () => {} } = {}) {
     const ox = rect.left + window.scrollX;
     const oy = rect.top + window.scrollY;
     window.__stowageTimeline = {
+      subject,
       backup: backup?.name,
       phase: backup?.phase,
       blocks: blocks.filter(Boolean).length,
