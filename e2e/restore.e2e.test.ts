@@ -195,4 +195,27 @@ describe('restore of the demo cluster through real processes', () => {
     expect(new Set(mine.map((p) => `${p.spec.pod.uid}/${p.spec.volume}`)).size).toBe(mine.length);
     expect(mine.length).toBe(pvrs.length);
   });
+
+  it('a finished restore reads the same from storage once Redis has lost it: view, PVRs, hook runs, items, logs', async () => {
+    const read = async () => {
+      const view = await client.call('GET', '/v1/restores/rs-demo');
+      const items = await client.call('GET', '/v1/restores/rs-demo/items?limit=1000');
+      const logs = await fetch(`http://127.0.0.1:${api.port}/v1/restores/rs-demo/logs`, {
+        headers: { authorization: `Bearer ${stack.token}` },
+      });
+      return { status: [view.status, items.status, logs.status], view: view.body, items: items.body, logs: await logs.text() };
+    };
+    const before = await read();
+    expect(before.status).toEqual([200, 200, 200]);
+    expect((before.view.pvrs as unknown[]).length).toBeGreaterThan(0);
+    expect((before.view.hookRuns as unknown[]).length).toBeGreaterThan(0);
+    expect(before.logs.trim().split('\n').length).toBeGreaterThan(0);
+    await stack.redis.flushall();
+    expect(await stack.redis.dbsize()).toBe(0);
+    const after = await read();
+    expect(after).toEqual(before);
+    // Deleting it removes the archive; then it is gone.
+    expect((await client.call('DELETE', '/v1/restores/rs-demo')).status).toBe(200);
+    expect((await client.call('GET', '/v1/restores/rs-demo')).status).toBe(404);
+  });
 });

@@ -36,7 +36,14 @@ export {
   type RestoreRecord,
   RestoreState,
 } from './restore/restore-state.js';
-export { restoreLayout } from './restore/restore-storage.js';
+export {
+  RESTORE_ARCHIVE_FORMAT_VERSION,
+  type RestoreArchive,
+  readRestoreArchive,
+  readRestoreArchiveItems,
+  readRestoreArchiveLogs,
+  restoreLayout,
+} from './restore/restore-storage.js';
 export {
   type CancelRestoreResult,
   cancelRestore,

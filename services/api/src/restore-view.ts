@@ -1,8 +1,26 @@
-import { interruptedRun, type RestoreRecord, type RestoreState, type RestoreTierPlan } from '@stowage/pipeline';
+import {
+  type HookRunRecord,
+  type ItemResult,
+  interruptedRun,
+  type PvrStateRecord,
+  type RestoreArchive,
+  type RestoreRecord,
+  type RestoreState,
+  type RestoreTierPlan,
+  type RunLogLine,
+  readRestoreArchive,
+  readRestoreArchiveItems,
+  readRestoreArchiveLogs,
+} from '@stowage/pipeline';
+import type { BackupStorage } from '@stowage/storage';
 import type { z } from 'zod';
 import type { restoreItemListSchema, restoreSchema, restoreSummarySchema } from './restore.schema.js';
 
-/* Maps pipeline's RestoreState to what the API returns. Reads only. */
+/*
+ * Maps a restore to what the API returns. Reads only. A restore in Redis is read from its live
+ * state; one Redis no longer holds (lost, or a fresh install on the same storage) from the
+ * `restores/<name>/` archive finalize wrote — both through the same mapping (toRestoreView).
+ */
 
 export type RestoreView = z.output<typeof restoreSchema>;
 type RestoreSummaryView = z.output<typeof restoreSummarySchema>;
@@ -24,6 +42,14 @@ export function toRestoreSummary(rec: RestoreRecord): RestoreSummaryView {
 
 const PVR_PHASES = ['New', 'InProgress', 'Completed', 'Failed', 'Canceling', 'Canceled'] as const;
 
+/** What a restore's view is made of, from Redis or from its archive. */
+export interface RestoreParts {
+  counters: Record<string, number>;
+  tiers: RestoreTierPlan[];
+  pvrs: PvrStateRecord[];
+  hookRuns: HookRunRecord[];
+}
+
 export async function readRestoreView(state: RestoreState, rec: RestoreRecord): Promise<RestoreView> {
   const [counters, tiers, pvrNames, hookRuns] = await Promise.all([
     state.counters(rec.name),
@@ -31,8 +57,14 @@ export async function readRestoreView(state: RestoreState, rec: RestoreRecord): 
     state.allPvrNames(rec.name),
     state.hookRuns(rec.name),
   ]);
+  const pvrs = (await state.getPvrs(rec.name, pvrNames)).filter((r) => r !== undefined);
+  return toRestoreView(rec, { counters, tiers, pvrs, hookRuns });
+}
+
+export function toRestoreView(rec: RestoreRecord, parts: RestoreParts): RestoreView {
+  const { counters, tiers, hookRuns } = parts;
   const n = (field: string) => (Number.isFinite(counters[field]) ? (counters[field] as number) : 0);
-  const pvrRecords = (await state.getPvrs(rec.name, pvrNames)).filter((r) => r !== undefined);
+  const pvrRecords = parts.pvrs;
   const pvrCounts = { total: pvrRecords.length, New: 0, InProgress: 0, Completed: 0, Failed: 0, Canceling: 0, Canceled: 0, TimedOut: 0 };
   for (const r of pvrRecords) {
     if (r.timedOut) pvrCounts.TimedOut++;
@@ -98,12 +130,18 @@ export async function readRestoreView(state: RestoreState, rec: RestoreRecord): 
   };
 }
 
+type ItemsQuery = { outcome?: string | undefined; limit: number; cursor?: string | undefined };
+
 export async function readRestoreItems(
   state: RestoreState,
   name: string,
-  query: { outcome?: string | undefined; limit: number; cursor?: string | undefined },
+  query: ItemsQuery,
 ): Promise<z.output<typeof restoreItemListSchema>> {
-  const all = Object.entries(await state.itemResults(name))
+  return itemsPage(await state.itemResults(name), query);
+}
+
+function itemsPage(results: Record<string, ItemResult>, query: ItemsQuery): z.output<typeof restoreItemListSchema> {
+  const all = Object.entries(results)
     .filter(([, r]) => query.outcome === undefined || r.outcome === query.outcome)
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   const offset = query.cursor ? Number(query.cursor) : 0;
@@ -113,4 +151,47 @@ export async function readRestoreItems(
     total: all.length,
     ...(offset + page.length < all.length ? { nextCursor: String(offset + page.length) } : {}),
   };
+}
+
+/** A restore as the API finds it: in Redis (live), or only in storage (archived). */
+export type FoundRestore = { rec: RestoreRecord; archive?: undefined } | { rec: RestoreRecord; archive: RestoreArchive };
+
+/** The one place the restore routes read a restore through. */
+export class RestoreReads {
+  constructor(
+    readonly state: RestoreState,
+    private readonly storage: Pick<BackupStorage, 'getObject'>,
+  ) {}
+
+  /** Redis's record, else the archive in storage, else undefined. */
+  async find(name: string): Promise<FoundRestore | undefined> {
+    const rec = await this.state.getRestore(name);
+    if (rec) return { rec };
+    const archive = await readRestoreArchive(this.storage, name);
+    return archive ? { rec: archive.record, archive } : undefined;
+  }
+
+  async view(found: FoundRestore): Promise<RestoreView> {
+    return found.archive ? toRestoreView(found.rec, found.archive) : readRestoreView(this.state, found.rec);
+  }
+
+  async items(found: FoundRestore, query: ItemsQuery): Promise<z.output<typeof restoreItemListSchema>> {
+    return found.archive
+      ? itemsPage(await readRestoreArchiveItems(this.storage, found.rec.name), query)
+      : readRestoreItems(this.state, found.rec.name, query);
+  }
+
+  /** The log lines, a chunk at a time (Redis pages them; the archive is one sidecar). */
+  async *logChunks(found: FoundRestore, chunk = 1000): AsyncGenerator<RunLogLine[]> {
+    if (found.archive) {
+      const all = await readRestoreArchiveLogs(this.storage, found.rec.name);
+      for (let i = 0; i < all.length; i += chunk) yield all.slice(i, i + chunk);
+      return;
+    }
+    for (let start = 0; ; start += chunk) {
+      const rows = await this.state.readLogs(found.rec.name, start, start + chunk - 1);
+      if (rows.length > 0) yield rows;
+      if (rows.length < chunk) return;
+    }
+  }
 }

@@ -22,7 +22,7 @@ import {
   restoreParams,
   restoreSchema,
 } from './restore.schema.js';
-import { readRestoreItems, readRestoreView, toRestoreSummary } from './restore-view.js';
+import { RestoreReads, readRestoreView, toRestoreSummary } from './restore-view.js';
 
 /** Submitting and cancelling restores: the pipeline's job (records the restore, adds `restore-finalize ← restore-plan`). */
 export interface RestoreControl {
@@ -35,7 +35,8 @@ export interface RestoreRoutesDeps {
   control: RestoreControl;
   /** The phase of a backup, or undefined when there is no such backup (in flight or in storage). */
   backupPhase(name: string): Promise<string | undefined>;
-  storage: Pick<BackupStorage, 'deletePrefix'>;
+  /** Backup storage: a finished restore's archive is read from it (when Redis lost it); DELETE removes `restores/<name>/`. */
+  storage: Pick<BackupStorage, 'deletePrefix' | 'getObject'>;
   queues: readonly Queue[];
   randomSuffix?: () => string;
 }
@@ -73,10 +74,11 @@ export function backupPhaseReader(
 export const restoresRoutes: FastifyPluginAsyncZod<RestoreRoutesDeps> = async (app, deps) => {
   const { restores } = deps;
   const randomSuffix = deps.randomSuffix ?? (() => randomBytes(5).toString('hex'));
-  const mustGet = async (name: string) => {
-    const rec = await restores.getRestore(name);
-    if (!rec) throw new ApiError(ApiErrorCode.notFound, `restore "${name}" does not exist`);
-    return rec;
+  const reads = new RestoreReads(restores, deps.storage);
+  const mustFind = async (name: string) => {
+    const found = await reads.find(name);
+    if (!found) throw new ApiError(ApiErrorCode.notFound, `restore "${name}" does not exist`);
+    return found;
   };
 
   app.post(
@@ -168,7 +170,7 @@ export const restoresRoutes: FastifyPluginAsyncZod<RestoreRoutesDeps> = async (a
         response: { 200: restoreSchema, ...standardErrors },
       },
     },
-    async (req) => readRestoreView(restores, await mustGet(req.params.name)),
+    async (req) => reads.view(await mustFind(req.params.name)),
   );
 
   app.get(
@@ -183,8 +185,7 @@ export const restoresRoutes: FastifyPluginAsyncZod<RestoreRoutesDeps> = async (a
       },
     },
     async (req) => {
-      await mustGet(req.params.name);
-      return readRestoreItems(restores, req.params.name, req.query);
+      return reads.items(await mustFind(req.params.name), req.query);
     },
   );
 
@@ -202,15 +203,9 @@ export const restoresRoutes: FastifyPluginAsyncZod<RestoreRoutesDeps> = async (a
       },
     },
     async (req, reply) => {
-      const name = req.params.name;
-      await mustGet(name);
-      const chunk = 1000;
+      const found = await mustFind(req.params.name);
       async function* lines() {
-        for (let start = 0; ; start += chunk) {
-          const rows = await restores.readLogs(name, start, start + chunk - 1);
-          if (rows.length > 0) yield `${rows.map((r) => JSON.stringify(r)).join('\n')}\n`;
-          if (rows.length < chunk) return;
-        }
+        for await (const rows of reads.logChunks(found)) yield `${rows.map((r) => JSON.stringify(r)).join('\n')}\n`;
       }
       return reply.type('application/x-ndjson; charset=utf-8').send(Readable.from(lines()) as unknown as string);
     },
@@ -257,7 +252,12 @@ export const restoresRoutes: FastifyPluginAsyncZod<RestoreRoutesDeps> = async (a
       },
     },
     async (req) => {
-      const rec = await mustGet(req.params.name);
+      const { rec, archive } = await mustFind(req.params.name);
+      if (archive) {
+        // Known to storage alone: its archive is all there is to delete.
+        await deps.storage.deletePrefix(restoreLayout(rec.name).dir);
+        return { name: rec.name, deleted: true as const };
+      }
       if (!TERMINAL_BACKUP_PHASES.has(rec.phase)) {
         throw new ApiError(
           ApiErrorCode.conflict,

@@ -3,7 +3,7 @@ import type { Job } from 'bullmq';
 import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
 import { restoreDepsOf } from '../restore/restore-runtime.js';
 import { ENDED_RESTORE_PHASES } from '../restore/restore-state.js';
-import { type RestoreResultSet, writeRestoreSidecars } from '../restore/restore-storage.js';
+import { RESTORE_ARCHIVE_FORMAT_VERSION, type RestoreResultSet, writeRestoreSidecars } from '../restore/restore-storage.js';
 import type { PipelineRuntime } from '../runtime.js';
 
 export type RestoreFinalizeResult = { phase: string; skipped?: 'ended' };
@@ -69,8 +69,23 @@ export async function processRestoreFinalize(rt: PipelineRuntime, job: Job): Pro
     else set.velero.push(line.msg);
   }
   const completedAt = deps.clock.now();
+  // Read again: the record now has what this run added (failureReason); PVRs and hook runs are final.
+  const [latest, tiers, pvrNames, hookRuns] = await Promise.all([
+    restores.getRestore(name),
+    restores.getTiers(name),
+    restores.allPvrNames(name),
+    restores.hookRuns(name),
+  ]);
+  const pvrs = (await restores.getPvrs(name, pvrNames)).filter((p) => p !== undefined);
   await writeRestoreSidecars(deps.storage, name, {
-    record: { ...record, phase: decision.phase, completedAt, counters },
+    record: {
+      formatVersion: RESTORE_ARCHIVE_FORMAT_VERSION,
+      record: { ...(latest ?? record), phase: decision.phase, completedAt },
+      counters,
+      tiers,
+      pvrs,
+      hookRuns,
+    },
     results,
     logLines,
     items,
