@@ -214,6 +214,9 @@ describe('restore of the demo cluster through real processes', () => {
     expect(await stack.redis.dbsize()).toBe(0);
     const after = await read();
     expect(after).toEqual(before);
+    const cancel = await client.call('POST', '/v1/restores/rs-demo/cancel');
+    expect(cancel.status).toBe(409);
+    expect(JSON.stringify(cancel.body)).toContain('has already ended (phase Completed)');
     // Deleting it removes the archive; then it is gone.
     expect((await client.call('DELETE', '/v1/restores/rs-demo')).status).toBe(200);
     expect((await client.call('GET', '/v1/restores/rs-demo')).status).toBe(404);

@@ -227,8 +227,16 @@ export const restoresRoutes: FastifyPluginAsyncZod<RestoreRoutesDeps> = async (a
       const name = req.params.name;
       const result = await deps.control.cancel(name);
       switch (result.outcome) {
-        case 'not-found':
+        case 'not-found': {
+          // Redis does not know it; storage may (a finished restore whose state Redis lost).
+          const archived = await reads.find(name);
+          if (archived)
+            throw new ApiError(
+              ApiErrorCode.conflict,
+              `restore "${name}" has already ended (phase ${archived.rec.phase}); nothing to cancel`,
+            );
           throw new ApiError(ApiErrorCode.notFound, `restore "${name}" does not exist`);
+        }
         case 'already-ended':
           throw new ApiError(ApiErrorCode.conflict, `restore "${name}" has already ended (phase ${result.phase}); nothing to cancel`);
         case 'requested':
