@@ -60,6 +60,17 @@ export function renderRestoreMarkdown(r: RestoreBenchResult, meta: { command: st
     lines.push(row(m.mode, cap, 'plain objects', m.plain));
     lines.push(row(m.mode, cap, 'pods + volumes + hooks', m.pods));
   }
+  lines.push(
+    '',
+    "Where the hook lag goes (ms, p50 / p99; from the restore-hooks jobs): last PVR done → the job's first run | first run → exec start (container wait) | re-parks waiting for the container (p50 / p99):",
+    '',
+  );
+  for (const m of r.modes) {
+    const parts = m.pods.hookLagParts;
+    if (!parts) continue;
+    const d = (x: { p50: number | null; p99: number | null }) => `${fmt(x.p50)} / ${fmt(x.p99)}`;
+    lines.push(`- ${m.mode}: ${d(parts.toFirstRunMs)} | ${d(parts.firstRunToExecMs)} | ${d(parts.containerPolls)}`);
+  }
   const t = restoreTargets(r);
   if (t) {
     const mark = (met: boolean) => (met ? 'met' : '**missed**');

@@ -13,7 +13,7 @@ import {
   statePrefixFor,
   submitRestore,
 } from '@stowage/pipeline';
-import { QueueName } from '@stowage/queue';
+import { createQueue, JobName, QueueName } from '@stowage/queue';
 import { FileSystemStorage } from '@stowage/storage';
 import { BenchEnv } from './bench-env.js';
 import type { BenchChild } from './child-process.js';
@@ -79,6 +79,12 @@ export interface RestorePhaseResult {
   hookExecs?: number;
   /** Post-restore hook exec start − the last completionTimestamp among its pod's PVRs. */
   hookLagMs?: Distribution;
+  /**
+   * The lag in two parts, from the restore-hooks jobs (BullMQ keeps the last 10,000): last PVR done
+   * → the job's first run (pvr-watch promotion, the parent released, a hooks slot), and first run
+   * → exec start (waiting for the container to run: `polls` re-parks, then the exec call).
+   */
+  hookLagParts?: { toFirstRunMs: Distribution; firstRunToExecMs: Distribution; containerPolls: Distribution };
   problems: string[];
 }
 
@@ -247,6 +253,7 @@ export async function runRestoreBench(
         result.pvrs = { total: restored.length, completed: restored.filter((p) => p.status?.phase === 'Completed').length };
         result.hookExecs = execs.length;
         result.hookLagMs = distribution(hookLags(restored, execs));
+        result.hookLagParts = await hookLagParts(env, name, restored, execs);
       }
       if (record.phase !== 'Completed') result.problems.push(`restore ${name} ended ${record.phase}`);
       return result;
@@ -337,4 +344,42 @@ export function hookLags(pvrs: PodVolumeRestore[], execs: Array<{ namespace: str
     if (done !== undefined && Number.isFinite(start)) lags.push(start - done);
   }
   return lags;
+}
+
+/** Where the hook lag goes, per pod: see RestorePhaseResult.hookLagParts. */
+async function hookLagParts(
+  env: BenchEnv,
+  restoreName: string,
+  pvrs: PodVolumeRestore[],
+  execs: Array<{ namespace: string; pod: string; startedAt: string }>,
+): Promise<RestorePhaseResult['hookLagParts']> {
+  const queue = createQueue(QueueName.hooks, { connection: env.redis, prefix: env.queuePrefix });
+  try {
+    const jobs = (await queue.getJobs(['completed'], 0, -1)).filter(
+      (j) => j.name === JobName.runRestoreHooks && (j.data as { restoreName?: string }).restoreName === restoreName,
+    );
+    const lastDone = new Map<string, number>();
+    for (const p of pvrs) {
+      const key = `${p.spec.pod.namespace}/${p.spec.pod.name}`;
+      lastDone.set(key, Math.max(lastDone.get(key) ?? 0, Date.parse(p.status?.completionTimestamp ?? '') || 0));
+    }
+    const execAt = new Map(execs.map((e) => [`${e.namespace}/${e.pod}`, Date.parse(e.startedAt)]));
+    const toFirstRun: number[] = [];
+    const firstRunToExec: number[] = [];
+    const polls: number[] = [];
+    for (const j of jobs) {
+      const data = j.data as { podNamespace: string; podName: string; wait?: { containersSince?: number; polls?: number } };
+      const key = `${data.podNamespace}/${data.podName}`;
+      const firstRun = data.wait?.containersSince ?? j.processedOn;
+      const done = lastDone.get(key);
+      const exec = execAt.get(key);
+      if (firstRun === undefined || done === undefined || exec === undefined) continue;
+      toFirstRun.push(firstRun - done);
+      firstRunToExec.push(exec - firstRun);
+      polls.push(data.wait?.polls ?? 0);
+    }
+    return { toFirstRunMs: distribution(toFirstRun), firstRunToExecMs: distribution(firstRunToExec), containerPolls: distribution(polls) };
+  } finally {
+    await queue.close();
+  }
 }
