@@ -62,6 +62,24 @@ export function renderRestoreMarkdown(r: RestoreBenchResult, meta: { command: st
   }
   lines.push(
     '',
+    'CPU seconds used during each restore (load-independent: what the restore costs), and the rate that CPU would allow on 2 idle cores (2 ÷ CPU seconds per object):',
+    '',
+    '| restore | mode | workers | simulator | redis | driver (restore host) | node agents | total | CPU ms / object | rate on 2 idle cores |',
+    '|---|---|--:|--:|--:|--:|--:|--:|--:|--:|',
+  );
+  for (const m of r.modes)
+    for (const [what, p] of [
+      ['plain objects', m.plain],
+      ['pods + volumes + hooks', m.pods],
+    ] as const) {
+      const c = p.cpuSeconds;
+      const perObject = c.total / Math.max(1, p.itemsRestored);
+      lines.push(
+        `| ${what} | ${m.mode} | ${fmt(c.workers, 1)} | ${fmt(c.simulator, 1)} | ${fmt(c.redis, 1)} | ${fmt(c.driver, 1)} | ${fmt(c.nodeAgents, 1)} | ${fmt(c.total, 1)} | ${fmt(perObject * 1000, 2)} | ${fmt(2 / perObject)} /s |`,
+      );
+    }
+  lines.push(
+    '',
     "Where the hook lag goes (ms, p50 / p99; from the restore-hooks jobs): last PVR done → the job's first run | first run → exec start (container wait) | re-parks waiting for the container (p50 / p99):",
     '',
   );

@@ -74,6 +74,11 @@ export interface RestorePhaseResult {
   /** The simulator's own count: most non-watch requests in flight at once during this restore. */
   maxInFlightAtApiServer: number;
   apiRequests: number;
+  /**
+   * CPU seconds each part used during this restore (/proc for the children, INFO cpu for
+   * redis-server, process.cpuUsage for the driver): what the restore costs whatever the load.
+   */
+  cpuSeconds: { workers: number; simulator: number; redis: number; driver: number; nodeAgents: number; total: number };
   /** Pods scenario only. */
   pvrs?: { total: number; completed: number };
   hookExecs?: number;
@@ -219,6 +224,7 @@ export async function runRestoreBench(
       if (!validation.ok) throw new Error(`restore ${name}: ${validation.problems.join('; ')}`);
       const execsBefore = (await env.sim.execLog()).length;
       await env.sim.resetRequests();
+      const cpuBefore = await cpuNow(env);
       const submittedAt = Date.now();
       // As the api service does: the cap is stored before the restore's jobs exist.
       await submitRestore({ restores, connection: env.redis, queuePrefix: env.queuePrefix, maxInFlight }, { name, spec: validation.value });
@@ -231,8 +237,16 @@ export async function runRestoreBench(
         await new Promise((r) => setTimeout(r, 100));
         record = await restores.getRestore(name);
       }
+      const cpuAfter = await cpuNow(env);
       const requests = await env.sim.requests();
       const counters = await restores.counters(name);
+      const cpu = {
+        workers: cpuAfter.workers - cpuBefore.workers,
+        simulator: cpuAfter.simulator - cpuBefore.simulator,
+        redis: cpuAfter.redis - cpuBefore.redis,
+        driver: cpuAfter.driver - cpuBefore.driver,
+        nodeAgents: cpuAfter.nodeAgents - cpuBefore.nodeAgents,
+      };
       const makespanMs = (record.completedAt ?? Date.now()) - submittedAt;
       const itemsRestored = counters.itemsRestored ?? 0;
       const result: RestorePhaseResult = {
@@ -245,6 +259,7 @@ export async function runRestoreBench(
         objectsPerSecond: itemsRestored / (makespanMs / 1000),
         maxInFlightAtApiServer: requests.inFlight.peak,
         apiRequests: splitRequests(requests).total,
+        cpuSeconds: { ...cpu, total: cpu.workers + cpu.simulator + cpu.redis + cpu.driver + cpu.nodeAgents },
         problems: [],
       };
       const restored = await pvrs.list({ labelSelector: `${pvrLabels.restoreName}=${name}` });
@@ -310,6 +325,20 @@ export async function runRestoreBench(
     await restoresHost?.close().catch(() => undefined);
     await env.close(keepLogs);
   }
+}
+
+/** CPU seconds so far of the worker processes, the simulator, redis-server, the driver and the node-agent hosts. */
+async function cpuNow(env: BenchEnv) {
+  const of = async (names: (n: string) => boolean) =>
+    (await Promise.all(env.children.filter((c) => names(c.name)).map((c) => c.cpuSeconds()))).reduce<number>((a, b) => a + (b ?? 0), 0);
+  const driver = process.cpuUsage();
+  return {
+    workers: await of((n) => n.startsWith('worker-')),
+    nodeAgents: await of((n) => n.startsWith('agents-')),
+    simulator: (await env.sim.cpuSeconds()) ?? 0,
+    redis: await env.redisCpuSeconds(),
+    driver: (driver.user + driver.system) / 1e6,
+  };
 }
 
 /** Stops them and forgets them (the waiting loops treat an exited child as a crash). */
