@@ -55,7 +55,7 @@ describe('the restore API cap across worker processes', () => {
       // More item jobs per process than the cap allows in the whole deployment.
       STOWAGE_RESTORE_ITEMS_CONCURRENCY: '8',
     };
-    const workers: WorkerProcess[] = [await spawnWorker(env, 60_000), await spawnWorker(env, 60_000)];
+    const workers: WorkerProcess[] = await Promise.all([spawnWorker(env, 60_000), spawnWorker(env, 60_000)]);
     try {
       h.sim.setFaults({ latencyMs: 20 });
       h.sim.resetRequests();
@@ -81,7 +81,9 @@ describe('the restore API cap across worker processes', () => {
       return peak;
     } finally {
       h.sim.clearFaults();
-      for (const w of workers) expect(await w.stop()).toBe(0);
+      // A clean exit; the worker's own output says why when it was not.
+      const codes = await Promise.all(workers.map((w) => w.stop()));
+      for (const [i, code] of codes.entries()) expect(code, workers[i]?.output.join('').slice(-3000)).toBe(0);
     }
   };
 
