@@ -108,7 +108,14 @@ export class BenchEnv {
   }
 
   /** W real worker processes (services/worker/src/main.ts); resolves when every /readyz says ready. */
-  async startWorkers(opts: { count: number; blockConcurrency: number; hookConcurrency: number; waitMode: string }): Promise<BenchChild[]> {
+  async startWorkers(opts: {
+    count: number;
+    blockConcurrency: number;
+    hookConcurrency: number;
+    waitMode: string;
+    /** More worker settings (e.g. the restore scenario's STOWAGE_RESTORE_*). */
+    env?: Record<string, string>;
+  }): Promise<BenchChild[]> {
     const started: Array<{ child: BenchChild; port: number }> = [];
     for (let i = 1; i <= opts.count; i++) {
       const port = await getFreePort();
@@ -125,6 +132,7 @@ export class BenchEnv {
           STOWAGE_BLOCK_CONCURRENCY: String(opts.blockConcurrency),
           STOWAGE_HOOK_CONCURRENCY: String(opts.hookConcurrency),
           STOWAGE_WAIT_MODE: opts.waitMode,
+          ...opts.env,
         },
       });
       this.children.push(child);
@@ -358,6 +366,18 @@ export class SimProcess {
 
   async execLog(): Promise<ExecRecord[]> {
     return (await this.control<{ items: ExecRecord[] }>('GET', 'exec-log')).items;
+  }
+
+  /** Injected faults (e.g. `{ latencyMs: 10 }` on every API request), over PUT /_sim/faults. */
+  async setFaults(faults: Record<string, unknown>): Promise<void> {
+    const res = await fetch(`${this.url}/_sim/faults`, {
+      method: 'PUT',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify(faults),
+      signal: AbortSignal.timeout(30_000),
+    });
+    const text = await res.text();
+    if (!res.ok) throw new Error(`simulator PUT /_sim/faults: HTTP ${res.status}: ${text.slice(0, 200)}`);
   }
 
   requests(): Promise<RequestCounts> {

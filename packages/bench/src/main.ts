@@ -16,6 +16,11 @@ import { renderTimelineSvg } from './timeline-svg.js';
 
 const say = (line: string) => process.stderr.write(`${line}\n`);
 const argv = process.argv.slice(2);
+// The restore scenario (issue 18) has options and a report of its own: restore-main.ts.
+if (argv[argv.indexOf('--scenario') + 1] === 'restore' && argv.includes('--scenario')) {
+  const { runRestoreMain } = await import('./restore-main.js');
+  process.exit(await runRestoreMain(argv));
+}
 const parsed = parseBenchArgs(argv, { markdown: join(REPO_ROOT, 'BENCHMARKS.md'), svgDir: join(REPO_ROOT, 'docs/bench') });
 if (parsed.ok === 'help') {
   process.stdout.write(`${USAGE}\n`);

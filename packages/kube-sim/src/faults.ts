@@ -98,14 +98,42 @@ export interface RequestCounts {
   faulted: Record<string, number>;
   /** TCP connections accepted (a client that reuses connections opens few; one per request otherwise). */
   connections: number;
+  /**
+   * Non-watch API requests being served right now (arrival → response closed, injected latency
+   * included) and the most ever at once since the last reset. Watch streams and exec sessions
+   * (upgrades) are long-lived streams, counted under `watches` / `pods/exec` instead.
+   */
+  inFlight: { current: number; peak: number };
 }
 
 export class RequestStats {
   private counts: RequestCounts = RequestStats.empty();
   private activeWatches = 0;
+  private inFlight = 0;
+  private inFlightPeak = 0;
 
   private static empty(): RequestCounts {
-    return { total: 0, byVerb: {}, byResource: {}, watches: { opened: 0, active: 0, byResource: {} }, faulted: {}, connections: 0 };
+    return {
+      total: 0,
+      byVerb: {},
+      byResource: {},
+      watches: { opened: 0, active: 0, byResource: {} },
+      faulted: {},
+      connections: 0,
+      inFlight: { current: 0, peak: 0 },
+    };
+  }
+
+  /** A non-watch request arrived; call the returned function once its response is closed (safe to call twice). */
+  requestStarted(): () => void {
+    this.inFlight += 1;
+    if (this.inFlight > this.inFlightPeak) this.inFlightPeak = this.inFlight;
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
+      this.inFlight -= 1;
+    };
   }
 
   count(verb: string, resource: string): void {
@@ -139,10 +167,13 @@ export class RequestStats {
   snapshot(): RequestCounts {
     const copy = structuredClone(this.counts);
     copy.watches.active = this.activeWatches;
+    copy.inFlight = { current: this.inFlight, peak: this.inFlightPeak };
     return copy;
   }
 
+  /** Zeroes the counts; the in-flight peak starts again from the requests in flight now. */
   reset(): void {
     this.counts = RequestStats.empty();
+    this.inFlightPeak = this.inFlight;
   }
 }

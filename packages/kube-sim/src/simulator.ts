@@ -197,8 +197,11 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
       );
       return;
     }
-    const handled =
-      url.pathname === '/_sim' || url.pathname.startsWith('/_sim/') ? handleControl(control, req, res, url) : api.handle(req, res, url);
+    const isControl = url.pathname === '/_sim' || url.pathname.startsWith('/_sim/');
+    const watch = url.searchParams.get('watch');
+    const isWatch = watch === 'true' || watch === '1' || /^\/(api\/v1|apis\/[^/]+\/[^/]+)\/watch(\/|$)/.test(url.pathname);
+    if (!isControl && !isWatch) res.once('close', stats.requestStarted());
+    const handled = isControl ? handleControl(control, req, res, url) : api.handle(req, res, url);
     handled.catch((error: unknown) => {
       warn(`request handling failed: ${String(error)}`);
       if (!res.headersSent) res.writeHead(500);

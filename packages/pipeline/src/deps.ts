@@ -38,7 +38,7 @@ export interface PipelineConfig {
   hookOutputTailBytes: number;
   /** Items per restore-items job (created concurrently inside it). */
   restoreBatchSize: number;
-  /** Requests in flight against the API server from one process's restore jobs, at most. */
+  /** Requests in flight against the API server from restore-items jobs, at most, across all processes (restore-api-cap.ts). */
   restoreMaxInFlight: number;
   /** How long a restore tier waits for its CRDs to be Established / namespaces Active. */
   restoreTierWaitMs: number;

@@ -27,6 +27,7 @@ export type { RunScheduleResult } from './processors/run-schedule.processor.js';
 export { PvbInformerHub } from './pvb/pvb-informer-hub.js';
 export type { PvbWatchResult } from './pvb/pvb-observation.js';
 export { InFlightLimit } from './restore/in-flight-limit.js';
+export { applyRestoreApiCap, RESTORE_JOB_SHARE, restoreApiShares } from './restore/restore-api-cap.js';
 export type { PlannedRestoreHook, PlannedRestoreItem, RestorePodPlan, RestoreTierPlan } from './restore/restore-plan-types.js';
 export {
   ENDED_RESTORE_PHASES,

@@ -1,7 +1,6 @@
 import type { FlowProducer, Queue } from 'bullmq';
 import type { PipelineDeps } from './deps.js';
 import type { PvbInformerHub } from './pvb/pvb-informer-hub.js';
-import type { InFlightLimit } from './restore/in-flight-limit.js';
 import type { PvrInformerHub } from './restore/pvr-tracker.js';
 
 /** What processors share inside one process: the deps plus the queues they add to. */
@@ -19,6 +18,4 @@ export interface PipelineRuntime {
   hub?: PvbInformerHub | undefined;
   /** The process's PVR informer (present when this process hosts pvb-watch and restores are wired). */
   pvrHub?: PvrInformerHub | undefined;
-  /** The cap on API requests in flight from this process's restore jobs (config.restoreMaxInFlight). */
-  apiLimit: InFlightLimit;
 }

@@ -16,8 +16,8 @@ import { processRestorePlan } from './processors/restore-plan.processor.js';
 import { processRestoreTier } from './processors/restore-tier.processor.js';
 import { processRunSchedule } from './processors/run-schedule.processor.js';
 import { PvbInformerHub } from './pvb/pvb-informer-hub.js';
-import { InFlightLimit } from './restore/in-flight-limit.js';
 import { PvrInformerHub } from './restore/pvr-tracker.js';
+import { applyRestoreApiCap } from './restore/restore-api-cap.js';
 import type { PipelineRuntime } from './runtime.js';
 
 export type HostedQueue = (typeof QueueName)[keyof typeof QueueName];
@@ -50,7 +50,6 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
     watchQueue,
     itemBlocksQueue,
     backupsQueue,
-    apiLimit: new InFlightLimit(deps.config.restoreMaxInFlight),
   };
 
   const processors: Record<HostedQueue, Processor> = {
@@ -211,8 +210,15 @@ export function startWorkers(opts: StartWorkersOptions): RunningWorkers {
       concurrency: concurrencyOf[queue],
       ...(opts.lock?.durationMs !== undefined ? { lockDuration: opts.lock.durationMs } : {}),
       ...(opts.lock?.stalledIntervalMs !== undefined ? { stalledInterval: opts.lock.stalledIntervalMs } : {}),
+      // restore-items starts once the restore's API cap is in Redis (its global concurrency): never a job beyond it.
+      ...(queue === QueueName.restoreItems ? { autorun: false } : {}),
     });
     const log = deps.logger.child({ queue });
+    if (queue === QueueName.restoreItems) {
+      applyRestoreApiCap({ connection: deps.connection, queuePrefix: deps.queuePrefix, cap: deps.config.restoreMaxInFlight })
+        .then(() => worker.run())
+        .catch((err: Error) => log.error({ err: err.message }, 'restore-items worker did not start: the API cap could not be stored'));
+    }
     worker.on('error', (err) => log.error({ err: err.message }, 'worker error'));
     worker.on('failed', (job, err) => {
       if (job) log.warn({ jobId: job.id, attempt: job.attemptsMade, err: err.message }, 'job failed');

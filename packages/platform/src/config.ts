@@ -162,7 +162,12 @@ export const stowageEnvSchema = z.object({
   STOWAGE_WATCH_CONCURRENCY: wholeNumber(1, 10_000, 50, 'pvb-watch jobs per worker process'),
   STOWAGE_HOOK_CONCURRENCY: wholeNumber(1, 1_000, 4, 'post-hooks jobs per worker process'),
   STOWAGE_RESTORE_ITEMS_CONCURRENCY: wholeNumber(1, 1_000, 8, 'restore-items jobs (item batches) per worker process'),
-  STOWAGE_RESTORE_MAX_INFLIGHT: wholeNumber(1, 10_000, 100, "API server requests in flight from one process's restore jobs"),
+  STOWAGE_RESTORE_MAX_INFLIGHT: wholeNumber(
+    1,
+    10_000,
+    100,
+    "API server requests in flight from restores' item jobs, across all worker processes (1 = one item at a time, Velero's way)",
+  ),
   STOWAGE_NODE_NAME: z.preprocess(
     blankToUndefined,
     z

@@ -170,7 +170,11 @@ export async function startApiService(opts: ApiServiceOptions): Promise<ApiServi
     restores: {
       restores,
       control: {
-        submit: (input) => submitRestore({ restores, flowProducer, queuePrefix: prefix }, input),
+        submit: (input) =>
+          submitRestore(
+            { restores, flowProducer, connection: producer, queuePrefix: prefix, maxInFlight: config.restore.maxInFlight },
+            input,
+          ),
         cancel: (name) => cancelRestore({ restores }, name),
       },
       backupPhase: backupPhaseReader(state, storage),

@@ -40,7 +40,12 @@ export async function processRestoreHooks(rt: PipelineRuntime, job: Job, token: 
   const { restores } = restoreDeps;
   const data = parseRestoreHooksJobData(job.data);
   const name = data.restoreName;
-  const [record, plan] = await Promise.all([restores.getRestore(name), restores.getPodPlan(name, data.podNamespace, data.podName)]);
+  // Independent reads in one wait, not two (the hook lag is a chain of such waits).
+  const [record, plan, failures] = await Promise.all([
+    restores.getRestore(name),
+    restores.getPodPlan(name, data.podNamespace, data.podName),
+    job.getIgnoredChildrenFailures(),
+  ]);
   if (!record || !plan)
     throw new UnrecoverablePipelineError(
       PipelineErrorCode.blockMissing,
@@ -51,7 +56,6 @@ export async function processRestoreHooks(rt: PipelineRuntime, job: Job, token: 
 
   // Every PVR of the pod must be settled before any hook runs: a watch job that failed for good
   // leaves its PVR unwatched (child keys end in the watch job's id, `rs.<restore>.watch.<pvr>`).
-  const failures = await job.getIgnoredChildrenFailures();
   const watchIdPrefix = restoreJobIds.pvrWatchPrefix(name);
   const orphaned = Object.entries(failures).flatMap(([key, reason]) => {
     const at = key.lastIndexOf(watchIdPrefix);

@@ -3,7 +3,9 @@ import { pvrLabels } from '@stowage/kube';
 import { addRestoreHooksFlow, parseRestoreItemsJobData } from '@stowage/queue';
 import type { Job } from 'bullmq';
 import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
+import { InFlightLimit } from '../restore/in-flight-limit.js';
 import { type ItemWriteResult, writeRestoreItem } from '../restore/item-writer.js';
+import { restoreApiShares } from '../restore/restore-api-cap.js';
 import type { PlannedRestoreItem } from '../restore/restore-plan-types.js';
 import { restoreDepsOf } from '../restore/restore-runtime.js';
 import type { ItemResult } from '../restore/restore-state.js';
@@ -14,8 +16,9 @@ export type RestoreItemsResult =
   | { created: number; updated: number; skipped: number; failed: number; already: number };
 
 /**
- * restore-items: creates one batch of a tier's items at once (each request through the
- * process's in-flight cap). Items with a recorded result are passed over (a re-run creates
+ * restore-items: creates one batch of a tier's items at once, at most the job's share of the
+ * restore's API cap in flight (restoreApiShares: with the queue's global concurrency, the cap holds
+ * across every worker process). Items with a recorded result are passed over (a re-run creates
  * nothing twice); a 409 is compared and skipped or updated by `existingResourcePolicy`. A pod
  * this restore created that has volume data or post-restore hooks gets its PVRs (deterministic
  * names, 409 = exists) and its `restore-hooks ← pvr-watch…` flow under finalize. Per-item
@@ -41,6 +44,7 @@ export async function processRestoreItems(rt: PipelineRuntime, job: Job): Promis
   const todo = items.filter((_, i) => known[i] === undefined);
   const base = { restoreName: name, restoreUid: data.restoreUid, ...(data.requestId ? { requestId: data.requestId } : {}) };
 
+  const limit = new InFlightLimit(restoreApiShares(deps.config.restoreMaxInFlight).perJob);
   let retryable: unknown;
   const results: Array<{ key: string; result: ItemResult }> = [];
   const counts = { created: 0, updated: 0, skipped: 0, failed: 0, already: items.length - todo.length };
@@ -48,9 +52,9 @@ export async function processRestoreItems(rt: PipelineRuntime, job: Job): Promis
     todo.map(async (item) => {
       let written: ItemWriteResult;
       try {
-        written = await writeRestoreItem(deps.kube, rt.apiLimit, { item, restoreName: name, policy: spec.existingResourcePolicy });
+        written = await writeRestoreItem(deps.kube, limit, { item, restoreName: name, policy: spec.existingResourcePolicy });
         if (item.groupResource === 'pods') {
-          if (written.outcome === 'created') await startPodFollowUp(rt, base, record.deadlineAt, item, written);
+          if (written.outcome === 'created') await startPodFollowUp(rt, limit, base, record.deadlineAt, item, written);
           else await warnPodNotOurs(rt, name, item, written.outcome);
         }
       } catch (err) {
@@ -88,6 +92,7 @@ export async function processRestoreItems(rt: PipelineRuntime, job: Job): Promis
  */
 async function startPodFollowUp(
   rt: PipelineRuntime,
+  limit: InFlightLimit,
   base: { restoreName: string; restoreUid: string; requestId?: string },
   deadlineAt: number | undefined,
   item: PlannedRestoreItem,
@@ -113,21 +118,23 @@ async function startPodFollowUp(
       snapshotID: volume.snapshotID,
       phase: 'New',
     });
-    const { created } = await pvrs.create({
-      metadata: {
-        name: pvr,
-        labels: { [pvrLabels.restoreName]: base.restoreName, [pvrLabels.restoreUid]: base.restoreUid, [pvrLabels.podUid]: uid },
-      },
-      spec: {
-        pod: { namespace, name: item.name, uid },
-        volume: volume.volume,
-        snapshotID: volume.snapshotID,
-        backupStorageLocation: deps.config.backupStorageLocation,
-        repoIdentifier: 'repository',
-        sourceNamespace: plan.sourceNamespace,
-        uploaderType: 'stowage',
-      },
-    });
+    const { created } = await limit.run(() =>
+      pvrs.create({
+        metadata: {
+          name: pvr,
+          labels: { [pvrLabels.restoreName]: base.restoreName, [pvrLabels.restoreUid]: base.restoreUid, [pvrLabels.podUid]: uid },
+        },
+        spec: {
+          pod: { namespace, name: item.name, uid },
+          volume: volume.volume,
+          snapshotID: volume.snapshotID,
+          backupStorageLocation: deps.config.backupStorageLocation,
+          repoIdentifier: 'repository',
+          sourceNamespace: plan.sourceNamespace,
+          uploaderType: 'stowage',
+        },
+      }),
+    );
     if (created)
       await restores.appendEvent(base.restoreName, 'pvr.created', { pvr, pod: `${namespace}/${item.name}`, volume: volume.volume });
   }

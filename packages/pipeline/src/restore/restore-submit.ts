@@ -3,6 +3,7 @@ import { addRestoreFlow, createFlowProducer } from '@stowage/queue';
 import type { FlowProducer } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { PipelineError, PipelineErrorCode } from '../errors.js';
+import { applyRestoreApiCap } from './restore-api-cap.js';
 import { ENDED_RESTORE_PHASES, type RestoreRecord, type RestoreState } from './restore-state.js';
 
 export interface SubmitRestoreDeps {
@@ -11,6 +12,8 @@ export interface SubmitRestoreDeps {
   connection?: Redis;
   queuePrefix: string;
   now?: () => number;
+  /** The restore's API cap (restoreMaxInFlight): stored as restore-items' global concurrency before the flow is added. */
+  maxInFlight?: number;
 }
 
 export interface SubmitRestoreInput {
@@ -42,6 +45,8 @@ export async function submitRestore(deps: SubmitRestoreDeps, input: SubmitRestor
   const restore = created ? fresh : await deps.restores.getRestore(input.name);
   if (!restore) throw new PipelineError(PipelineErrorCode.backupMissing, `restore ${input.name} vanished while being submitted`);
   if (!(ENDED_RESTORE_PHASES as readonly string[]).includes(restore.phase)) {
+    if (deps.maxInFlight !== undefined && deps.connection)
+      await applyRestoreApiCap({ connection: deps.connection, queuePrefix: deps.queuePrefix, cap: deps.maxInFlight });
     const own = deps.flowProducer ? undefined : makeProducer(deps);
     try {
       await addRestoreFlow(deps.flowProducer ?? (own as FlowProducer), {

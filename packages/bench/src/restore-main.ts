@@ -1,0 +1,164 @@
+/**
+ * pnpm bench --scenario restore (issue 18): restore throughput in the parallel mode against one
+ * item at a time (STOWAGE_RESTORE_MAX_INFLIGHT=1, Velero's way), post-restore hook lag, and the
+ * most requests the simulator ever had in flight. See restore-run.ts and the README.
+ */
+import { execFileSync } from 'node:child_process';
+import { appendFile, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { REPO_ROOT } from './bench-env.js';
+import { parseRestoreBenchArgs, RESTORE_USAGE } from './restore-options.js';
+import { type RestoreBenchResult, type RestorePhaseResult, runRestoreBench } from './restore-run.js';
+
+export interface RestoreTargets {
+  objectsPerSecond: { value: number; target: number; met: boolean };
+  overOneAtATime: { value: number; target: number; met: boolean };
+  hookLagP99Ms: { value: number | null; target: number; met: boolean };
+  maxInFlight: { value: number; cap: number; met: boolean };
+}
+
+export function restoreTargets(r: RestoreBenchResult): RestoreTargets | undefined {
+  const par = r.modes.find((m) => m.mode === 'parallel');
+  const one = r.modes.find((m) => m.mode === 'one-at-a-time');
+  if (!par || !one) return undefined;
+  const ratio = par.plain.objectsPerSecond / Math.max(1e-9, one.plain.objectsPerSecond);
+  const lag = par.pods.hookLagMs?.p99 ?? null;
+  const peak = Math.max(par.plain.maxInFlightAtApiServer, par.pods.maxInFlightAtApiServer);
+  return {
+    objectsPerSecond: { value: par.plain.objectsPerSecond, target: 1_000, met: par.plain.objectsPerSecond >= 1_000 },
+    overOneAtATime: { value: ratio, target: 10, met: ratio >= 10 },
+    hookLagP99Ms: { value: lag, target: 250, met: lag !== null && lag <= 250 },
+    maxInFlight: { value: peak, cap: par.maxInFlight, met: peak <= par.maxInFlight },
+  };
+}
+
+const fmt = (n: number | null | undefined, digits = 0) => (n === null || n === undefined ? '—' : n.toFixed(digits));
+
+export function renderRestoreMarkdown(r: RestoreBenchResult, meta: { command: string; startedAt: string; machine: string }): string {
+  const s = r.scenario;
+  const row = (mode: string, cap: string, what: string, p: RestorePhaseResult) =>
+    `| ${what} | ${mode} | ${cap} | ${p.phase} | ${p.itemsRestored}${p.itemsFailed ? ` (+${p.itemsFailed} failed)` : ''} | ${p.makespanMs} | **${fmt(p.objectsPerSecond)}** | ${p.maxInFlightAtApiServer} | ${p.pvrs ? `${p.pvrs.completed}/${p.pvrs.total}` : '—'} | ${p.hookExecs ?? '—'} | ${p.hookLagMs ? `${fmt(p.hookLagMs.p50)} / ${fmt(p.hookLagMs.p99)} / ${fmt(p.hookLagMs.max)}` : '—'} |`;
+  const lines = [
+    `## Restore: parallel vs one item at a time, ${meta.startedAt.slice(0, 16).replace('T', ' ')}Z (issue #18)`,
+    '',
+    '```',
+    meta.command,
+    '```',
+    '',
+    `${meta.machine} **Measured on a loaded 2-core machine shared by several engineers' test runs**: absolute rates are noisy; the ratio compares the two modes of one run.`,
+    '',
+    `One simulator (adding **${s.latencyMs} ms to every API request** during the restores), redis-server, ${s.nodes} node agents and ${s.workers} worker processes (STOWAGE_RESTORE_ITEMS_CONCURRENCY=${s.itemsConcurrency}), fresh workers per mode. The source backup (${r.backup.phase}, ${r.backup.makespanMs} ms) is made by the product's backup pipeline: ${s.plainNamespaces} namespaces × (${s.secretsPerNamespace} Secrets + ${s.configMapsPerNamespace} ConfigMaps), and ${s.pods} pods with one PVC volume each (${s.filesPerVolume} files, ${s.bytesPerVolume} bytes). Each restore maps the namespaces to new ones. The one-at-a-time mode is the same code with STOWAGE_RESTORE_MAX_INFLIGHT=1 (one restore-items job at a time in the deployment, one request in flight in it) and restores ${s.serialPlainNamespaces} of the plain namespaces (a rate; ${s.serialPlainNamespaces * (s.secretsPerNamespace + s.configMapsPerNamespace)} serial creates suffice). The parallel mode gets one unmeasured warm-up restore (1 namespace) on its fresh workers first.`,
+    '',
+    "Objects/s = items restored ÷ (submit → the restore's completedAt: plan, every tier, finalize). \"Max in flight\" is the simulator's own count of non-watch requests being served at once during that restore (all clients: workers, the restore host, node agents). Hook lag = the post-restore hook's exec start (simulator exec log) − the last `completionTimestamp` of its pod's PVRs; p50 / p99 / max.",
+    '',
+    '| restore | mode | cap (jobs × per job) | phase | objects | makespan ms | objects/s | max in flight (sim) | PVRs done | hooks | hook lag ms p50 / p99 / max |',
+    '|---|---|---|---|--:|--:|--:|--:|--:|--:|--:|',
+  ];
+  for (const m of r.modes) {
+    const cap = `${m.maxInFlight} (${m.shares.jobsAtOnce} × ${m.shares.perJob})`;
+    lines.push(row(m.mode, cap, 'plain objects', m.plain));
+    lines.push(row(m.mode, cap, 'pods + volumes + hooks', m.pods));
+  }
+  lines.push(
+    '',
+    'CPU seconds used during each restore (load-independent: what the restore costs), and the rate that CPU would allow on 2 idle cores (2 ÷ CPU seconds per object):',
+    '',
+    '| restore | mode | workers | simulator | redis | driver (restore host) | node agents | total | CPU ms / object | rate on 2 idle cores |',
+    '|---|---|--:|--:|--:|--:|--:|--:|--:|--:|',
+  );
+  for (const m of r.modes)
+    for (const [what, p] of [
+      ['plain objects', m.plain],
+      ['pods + volumes + hooks', m.pods],
+    ] as const) {
+      const c = p.cpuSeconds;
+      const perObject = c.total / Math.max(1, p.itemsRestored);
+      lines.push(
+        `| ${what} | ${m.mode} | ${fmt(c.workers, 1)} | ${fmt(c.simulator, 1)} | ${fmt(c.redis, 1)} | ${fmt(c.driver, 1)} | ${fmt(c.nodeAgents, 1)} | ${fmt(c.total, 1)} | ${fmt(perObject * 1000, 2)} | ${fmt(2 / perObject)} /s |`,
+      );
+    }
+  lines.push(
+    '',
+    "Where the hook lag goes (ms, p50 / p99; from the restore-hooks jobs): last PVR done → the job's first run | first run → exec start (container wait) | re-parks waiting for the container (p50 / p99):",
+    '',
+  );
+  for (const m of r.modes) {
+    const parts = m.pods.hookLagParts;
+    if (!parts) continue;
+    const d = (x: { p50: number | null; p99: number | null }) => `${fmt(x.p50)} / ${fmt(x.p99)}`;
+    lines.push(`- ${m.mode}: ${d(parts.toFirstRunMs)} | ${d(parts.firstRunToExecMs)} | ${d(parts.containerPolls)}`);
+  }
+  const t = restoreTargets(r);
+  if (t) {
+    const mark = (met: boolean) => (met ? 'met' : '**missed**');
+    const par = r.modes.find((m) => m.mode === 'parallel');
+    const one = r.modes.find((m) => m.mode === 'one-at-a-time');
+    const podsRatio = par && one ? par.pods.objectsPerSecond / Math.max(1e-9, one.pods.objectsPerSecond) : null;
+    lines.push(
+      '',
+      'Targets (issue #18):',
+      '',
+      `- ≥ 1,000 objects/s (plain objects, parallel): ${fmt(t.objectsPerSecond.value)} — ${mark(t.objectsPerSecond.met)}`,
+      `- ≥ 10× one at a time (plain objects, same run): ${fmt(t.overOneAtATime.value, 1)}× — ${mark(t.overOneAtATime.met)}${podsRatio !== null ? ` (pods restore: ${fmt(podsRatio, 1)}×)` : ''}`,
+      `- post-restore hook lag p99 ≤ 250 ms (parallel): ${fmt(t.hookLagP99Ms.value)} ms — ${mark(t.hookLagP99Ms.met)}`,
+      `- requests in flight at the API server never above the cap (${t.maxInFlight.cap}), parallel, counted by the simulator: max ${t.maxInFlight.value} — ${mark(t.maxInFlight.met)}`,
+    );
+  }
+  const problems = [...r.problems, ...r.modes.flatMap((m) => [...m.plain.problems, ...m.pods.problems])];
+  if (problems.length > 0)
+    lines.push('', `Problems seen (${problems.length}, first 5):`, '', ...problems.slice(0, 5).map((p) => `- ${p.slice(0, 300)}`));
+  return `${lines.join('\n')}\n`;
+}
+
+export async function runRestoreMain(argv: string[]): Promise<number> {
+  const say = (line: string) => process.stderr.write(`${line}\n`);
+  const parsed = parseRestoreBenchArgs(argv, { markdown: join(REPO_ROOT, 'BENCHMARKS.md') });
+  if (parsed.ok === 'help') {
+    process.stdout.write(`${RESTORE_USAGE}\n`);
+    return 0;
+  }
+  if (parsed.ok === false) {
+    say(
+      `bench: ${parsed.problems.length} problem(s) with the options:\n${parsed.problems.map((p) => `  - ${p}`).join('\n')}\n\n${RESTORE_USAGE}`,
+    );
+    return 2;
+  }
+  const opts = parsed.options;
+  const startedAt = new Date();
+  const logDir = join(tmpdir(), `stowage-bench-logs-${startedAt.getTime()}`);
+  const loadStart = loadavg();
+  say(`Stowage bench (restore); load average ${loadStart.map((l) => l.toFixed(2)).join(' ')}`);
+  const result = await runRestoreBench(opts.scenario, logDir, opts.keepLogs, say);
+  const commit = (() => {
+    try {
+      return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: REPO_ROOT, encoding: 'utf8' }).trim();
+    } catch {
+      return 'unknown';
+    }
+  })();
+  const cpuList = cpus();
+  const machine = `tree ${commit}, Node ${process.version}, ${cpuList.length} cores (${cpuList[0]?.model ?? 'unknown'}), load average ${loadStart.map((l) => l.toFixed(2)).join(' ')} at the start, ${loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ')} at the end.`;
+  const markdown = renderRestoreMarkdown(result, {
+    command: `pnpm bench${argv.length > 0 ? ` ${argv.filter((a) => a !== '--').join(' ')}` : ''}`,
+    startedAt: startedAt.toISOString(),
+    machine,
+  });
+  process.stdout.write(markdown);
+  if (opts.json) {
+    await mkdir(dirname(resolve(opts.json)), { recursive: true });
+    await writeFile(resolve(opts.json), `${JSON.stringify({ ...result, targets: restoreTargets(result) }, null, 2)}\n`);
+    say(`wrote ${resolve(opts.json)}`);
+  }
+  if (opts.markdown) {
+    const existing = await readFile(opts.markdown, 'utf8').catch(() => '');
+    await appendFile(opts.markdown, `${existing.endsWith('\n\n') || existing === '' ? '' : '\n'}${markdown}`);
+    say(`appended the results to ${opts.markdown}`);
+  }
+  if (opts.keepLogs) say(`logs kept in ${logDir}`);
+  else await rm(logDir, { recursive: true, force: true });
+  const failed = result.modes.some((m) => m.plain.phase !== 'Completed' || m.pods.phase !== 'Completed');
+  return failed ? 1 : 0;
+}

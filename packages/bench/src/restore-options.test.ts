@@ -1,0 +1,64 @@
+import { describe, expect, it } from 'vitest';
+import { parseRestoreBenchArgs } from './restore-options.js';
+import { hookLags, RESTORE_SCENARIO } from './restore-run.js';
+
+const defaults = { markdown: '/repo/BENCHMARKS.md' };
+
+describe('parseRestoreBenchArgs', () => {
+  it("defaults to the issue's scenario: 20 × 1,000 plain objects, 200 pods, 2 workers, cap 100, 10 ms", () => {
+    const r = parseRestoreBenchArgs(['--scenario', 'restore'], defaults);
+    if (r.ok !== true) throw new Error('expected ok');
+    expect(r.options.scenario).toEqual(RESTORE_SCENARIO);
+    expect(RESTORE_SCENARIO.plainNamespaces * (RESTORE_SCENARIO.secretsPerNamespace + RESTORE_SCENARIO.configMapsPerNamespace)).toBe(
+      20_000,
+    );
+    expect(RESTORE_SCENARIO).toMatchObject({ pods: 200, workers: 2, maxInFlight: 100, latencyMs: 10 });
+    expect(r.options.markdown).toBe(defaults.markdown);
+  });
+
+  it('applies flags and reports every problem at once, naming the flag', () => {
+    const ok = parseRestoreBenchArgs(['--', '--scenario', 'restore', '--pods', '10', '--bytes', '8KiB', '--no-markdown'], defaults);
+    if (ok.ok !== true) throw new Error('expected ok');
+    expect(ok.options.scenario).toMatchObject({ pods: 10, bytesPerVolume: 8192 });
+    expect(ok.options.markdown).toBeUndefined();
+    const bad = parseRestoreBenchArgs(
+      [
+        '--scenario',
+        'restore',
+        '--pods',
+        '0',
+        '--max-inflight',
+        'x',
+        '--plain-namespaces',
+        '1',
+        '--serial-namespaces',
+        '2',
+        '--frobnicate',
+      ],
+      defaults,
+    );
+    if (bad.ok !== false) throw new Error('expected problems');
+    expect(bad.problems).toEqual([
+      '--pods needs an integer >= 1, got 0',
+      '--max-inflight needs an integer >= 1, got x',
+      'unknown option --frobnicate (for --scenario restore)',
+      '--serial-namespaces (2) must not exceed --plain-namespaces (1)',
+    ]);
+  });
+});
+
+describe('hookLags', () => {
+  it("measures each hook from the last of its pod's PVR completions", () => {
+    const pvr = (pod: string, done: string) =>
+      ({ spec: { pod: { namespace: 'ns', name: pod } }, status: { completionTimestamp: done } }) as never;
+    const lags = hookLags(
+      [pvr('a', '2026-01-01T00:00:01.000Z'), pvr('a', '2026-01-01T00:00:02.000Z'), pvr('b', '2026-01-01T00:00:03.000Z')],
+      [
+        { namespace: 'ns', pod: 'a', startedAt: '2026-01-01T00:00:02.120Z' },
+        { namespace: 'ns', pod: 'b', startedAt: '2026-01-01T00:00:03.040Z' },
+        { namespace: 'ns', pod: 'c', startedAt: '2026-01-01T00:00:09.000Z' },
+      ],
+    );
+    expect(lags).toEqual([120, 40]);
+  });
+});

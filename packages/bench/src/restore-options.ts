@@ -1,0 +1,100 @@
+import { parseByteRate } from '@stowage/node-agent';
+import { RESTORE_SCENARIO, type RestoreScenario } from './restore-run.js';
+
+export interface RestoreBenchOptions {
+  scenario: RestoreScenario;
+  json: string | undefined;
+  /** BENCHMARKS.md to append to; undefined = do not append. */
+  markdown: string | undefined;
+  keepLogs: boolean;
+}
+
+export const RESTORE_USAGE = `pnpm bench --scenario restore [options]
+
+  Restores a backup of plain objects and of pods with volumes, with W workers, in the parallel
+  mode (STOWAGE_RESTORE_MAX_INFLIGHT=--max-inflight) and one item at a time (=1), side by side.
+
+  --plain-namespaces N        namespaces of plain objects (default 20)
+  --secrets N / --configmaps N   per plain namespace (default 500 / 500)
+  --serial-namespaces N       plain namespaces the one-at-a-time mode restores (default 2)
+  --pods N                    pods with one PVC volume and a post-restore hook each (default 200)
+  --bytes S / --files F       per volume (default 64KiB / 2)
+  --nodes N                   nodes, one node agent each (default 20)
+  --workers W                 worker processes (default 2)
+  --items-concurrency C       STOWAGE_RESTORE_ITEMS_CONCURRENCY per worker (default 8)
+  --max-inflight M            STOWAGE_RESTORE_MAX_INFLIGHT of the parallel mode (default 100)
+  --latency-ms L              added by the simulator to every API request (default 10)
+  --json FILE                 write the results as JSON
+  --markdown FILE             append the results (default: BENCHMARKS.md at the repo root)
+  --no-markdown               do not append
+  --keep-logs                 keep the child processes' logs (printed path)
+  -h, --help`;
+
+const INT_FLAGS: Record<string, { key: keyof RestoreScenario; min: number }> = {
+  '--plain-namespaces': { key: 'plainNamespaces', min: 1 },
+  '--secrets': { key: 'secretsPerNamespace', min: 0 },
+  '--configmaps': { key: 'configMapsPerNamespace', min: 0 },
+  '--serial-namespaces': { key: 'serialPlainNamespaces', min: 1 },
+  '--pods': { key: 'pods', min: 1 },
+  '--files': { key: 'filesPerVolume', min: 1 },
+  '--nodes': { key: 'nodes', min: 1 },
+  '--workers': { key: 'workers', min: 1 },
+  '--items-concurrency': { key: 'itemsConcurrency', min: 1 },
+  '--max-inflight': { key: 'maxInFlight', min: 1 },
+  '--latency-ms': { key: 'latencyMs', min: 0 },
+};
+
+export type RestoreParseResult = { ok: true; options: RestoreBenchOptions } | { ok: false; problems: string[] } | { ok: 'help' };
+
+/** Parses argv (after the script name, with `--scenario restore` anywhere); every problem is reported at once. */
+export function parseRestoreBenchArgs(argv: readonly string[], defaults: { markdown: string }): RestoreParseResult {
+  const problems: string[] = [];
+  const args = argv.filter((a) => a !== '--');
+  const at = args.indexOf('--scenario');
+  if (at >= 0) args.splice(at, 2);
+  const scenario: RestoreScenario = { ...RESTORE_SCENARIO };
+  const opts: RestoreBenchOptions = { scenario, json: undefined, markdown: defaults.markdown, keepLogs: false };
+  for (let i = 0; i < args.length; i++) {
+    const flag = args[i] ?? '';
+    if (flag === '-h' || flag === '--help') return { ok: 'help' };
+    const int = INT_FLAGS[flag];
+    if (int) {
+      const v = args[++i];
+      const n = Number(v);
+      if (v === undefined || !Number.isInteger(n) || n < int.min)
+        problems.push(`${flag} needs an integer >= ${int.min}, got ${v ?? 'nothing'}`);
+      else scenario[int.key] = n as never;
+      continue;
+    }
+    switch (flag) {
+      case '--bytes': {
+        const v = args[++i];
+        const parsed = v === undefined ? undefined : parseByteRate(v);
+        if (!parsed?.ok || parsed.bytesPerSec < 1) problems.push(`--bytes needs a byte size like 64KiB, got ${v ?? 'nothing'}`);
+        else scenario.bytesPerVolume = Math.round(parsed.bytesPerSec);
+        break;
+      }
+      case '--json':
+      case '--markdown': {
+        const v = args[++i];
+        if (!v || v.startsWith('--')) problems.push(`${flag} needs a file name`);
+        else if (flag === '--json') opts.json = v;
+        else opts.markdown = v;
+        break;
+      }
+      case '--no-markdown':
+        opts.markdown = undefined;
+        break;
+      case '--keep-logs':
+        opts.keepLogs = true;
+        break;
+      default:
+        problems.push(`unknown option ${flag} (for --scenario restore)`);
+    }
+  }
+  if (scenario.serialPlainNamespaces > scenario.plainNamespaces)
+    problems.push(
+      `--serial-namespaces (${scenario.serialPlainNamespaces}) must not exceed --plain-namespaces (${scenario.plainNamespaces})`,
+    );
+  return problems.length > 0 ? { ok: false, problems } : { ok: true, options: opts };
+}
