@@ -159,7 +159,8 @@ beforeAll(async () => {
   api.stderr?.on('data', (d) => {
     apiOut += String(d);
   });
-  // Bounded generously: tsx compiles main.ts's import graph cold, slow on a loaded 2-core machine.
+  // Bounded generously (as disaster-recovery's api start is): tsx compiles main.ts's import graph
+  // cold, which took over a minute on the loaded 2-core machine while other suites ran.
   await waitFor(
     'the api process to be ready',
     async () => {
@@ -170,9 +171,9 @@ beforeAll(async () => {
       );
       return ok ? true : undefined;
     },
-    60_000,
+    120_000,
   );
-}, 90_000);
+}, 150_000);
 
 afterAll(async () => {
   if (api && api.exitCode === null) {
