@@ -112,7 +112,8 @@ export async function planDryRun(deps: DryRunDeps, request: { name: string; spec
   const loaded = await resolveResourcePolicies(deps.kube, deps.namespace, request.spec);
   if (!loaded.ok) return { ...out, failedValidation: loaded.why };
 
-  const planned: PlannedBlock[] = [];
+  // Only the pods' manifests are kept (for their volumes' sizes); a large cluster's others are dropped at once.
+  const planned: Array<{ plan: PlannedBlock['plan']; pods: Map<string, Pod> }> = [];
   const seenProblems = new Set<string>();
   const read: ClusterPlanRead = await planCluster(
     {
@@ -125,7 +126,13 @@ export async function planDryRun(deps: DryRunDeps, request: { name: string; spec
     },
     {
       blocks: async (blocks) => {
-        planned.push(...blocks);
+        for (const { plan, manifests } of blocks) {
+          const pods = new Map<string, Pod>();
+          plan.items.forEach((item, i) => {
+            if (item.groupResource === 'pods') pods.set(`${item.namespace}/${item.name}`, manifests[i] as Pod);
+          });
+          planned.push({ plan, pods });
+        }
       },
       problem: async (problem) => {
         if (seenProblems.has(problem.onceKey)) return;
@@ -139,11 +146,7 @@ export async function planDryRun(deps: DryRunDeps, request: { name: string; spec
   );
 
   const sized: Array<{ node: string; estimate: ReturnType<typeof estimateVolumeBytes> }> = [];
-  for (const { plan, manifests } of planned) {
-    const podObjects = new Map<string, Pod>();
-    plan.items.forEach((item, i) => {
-      if (item.groupResource === 'pods') podObjects.set(`${item.namespace}/${item.name}`, manifests[i] as Pod);
-    });
+  for (const { plan, pods: podObjects } of planned) {
     const nodeOf = new Map(plan.pods.map((p) => [`${p.namespace}/${p.name}`, p.node]));
     const volumes = volumeOutcomes(plan, undefined).map((v): DryRunVolume => {
       const decision = v.outcome === 'error' ? 'error' : v.outcome === 'skipped' ? 'skip' : 'fs-backup';
