@@ -332,6 +332,13 @@ describe('POST /v1/backups?dryRun=true on the demo cluster', () => {
     expect(blocks.flatMap((b) => (b.volumes ?? []).map((v) => normal(v, decisionOf[v.outcome] ?? v.outcome))).sort(byJson)).toEqual(
       plan.blocks.flatMap((b) => b.volumes.map((v) => normal(v, v.decision))).sort(byJson),
     );
+
+    // A dry run under a name that is taken says a submit would be refused (and still changes nothing).
+    const again = await call('/v1/backups?dryRun=true', { method: 'POST', body: JSON.stringify({ name: 'for-real', spec: SPEC }) });
+    expect(again.status).toBe(200);
+    expect(((await again.json()) as DryRunPlan).warnings[0]).toBe(
+      'a backup named "for-real" already exists: submitting this request would be answered 409',
+    );
   }, 60_000);
 });
 
