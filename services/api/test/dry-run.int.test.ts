@@ -293,6 +293,34 @@ describe('POST /v1/backups?dryRun=true on the demo cluster', () => {
     expect(JSON.stringify(await badFlag.json())).toContain('dryRun');
   }, 30_000);
 
+  it('a resource policy decides volumes as in a real run; a missing policy ConfigMap is the FailedValidation a run would end in', async () => {
+    const skipEmptyDirs = {
+      includedNamespaces: ['shop'],
+      defaultVolumesToFsBackup: true,
+      resourcePolicy: { volumePolicies: [{ conditions: { volumeTypes: ['emptyDir'] }, action: { type: 'skip' } }] },
+    };
+    const res = await call('/v1/backups?dryRun=true', {
+      method: 'POST',
+      body: JSON.stringify({ name: 'policy-plan', spec: skipEmptyDirs }),
+    });
+    expect(res.status).toBe(200);
+    const withPolicy = (await res.json()) as DryRunPlan;
+    const volumes = withPolicy.blocks.flatMap((b) => b.volumes);
+    expect(volumes.find((v) => v.pod === 'shop/cache' && v.volume === 'redis-data')).toMatchObject({ decision: 'skip' });
+    expect(volumes.find((v) => v.pod === 'shop/postgres-0' && v.volume === 'data')).toMatchObject({ decision: 'fs-backup' });
+
+    const keysBefore = await redisKeys();
+    const missing = await call('/v1/backups?dryRun=true', {
+      method: 'POST',
+      body: JSON.stringify({ name: 'no-policy', spec: { resourcePolicy: { kind: 'ConfigMap', name: 'no-such-policy' } } }),
+    });
+    expect(missing.status).toBe(200);
+    const failed = (await missing.json()) as DryRunPlan & { failedValidation?: string };
+    expect(failed.failedValidation).toContain('resource policy ConfigMap stowage/no-such-policy cannot be read');
+    expect(failed.blocks).toEqual([]);
+    expect(await redisKeys()).toEqual(keysBefore);
+  }, 30_000);
+
   it('shows the plan a real backup of the same spec stores, read with the same list calls', async () => {
     expect(plan).toBeDefined();
     const before = sim.requests();
