@@ -11,6 +11,7 @@ import type {
   Schedule,
 } from './api-types.js';
 import { isTerminalBackupEvent } from './api-types.js';
+import type { DryRunPlan } from './dry-run-plan.js';
 import { CliError, CliErrorCode, type CliProblem } from './errors.js';
 import { SseParser } from './sse-parser.js';
 
@@ -90,6 +91,11 @@ export class StowageApiClient {
 
   createBackup(body: CreateBackupRequest, requestId?: string): Promise<Backup> {
     return this.json('POST', '/v1/backups', { body, headers: requestId ? { 'x-request-id': requestId } : {} });
+  }
+
+  /** POST /v1/backups?dryRun=true: the plan, with nothing created. */
+  planBackup(body: CreateBackupRequest): Promise<DryRunPlan> {
+    return this.json('POST', '/v1/backups?dryRun=true', { body });
   }
 
   getBackup(name: string): Promise<Backup> {

@@ -4,6 +4,7 @@ import { parseApiUrl, StowageApiClient } from './api-client.js';
 import type { Backup, BackupSummary, Block } from './api-types.js';
 import { buildBackupReport } from './backup-report.js';
 import { type BackupSpecFlags, mergeRequest, readSpecFile } from './backup-spec.js';
+import { formatDryRunPlan } from './dry-run-plan.js';
 import { CliError, CliErrorCode, ExitCode, formatCliError, isCliError } from './errors.js';
 import { followBackup } from './follow.js';
 import { formatBytes, formatDuration, formatTable, msBetween } from './format.js';
@@ -26,7 +27,9 @@ Backups (the API at STOWAGE_API_URL, token in STOWAGE_API_TOKEN):
   backup create [NAME] [-f FILE|-] [--include-namespaces a,b] [--exclude-namespaces a,b]
                 [--include-resources r,s] [--exclude-resources r,s] [--selector k=v,...]
                 [--include-cluster-resources] [--default-volumes-to-fs-backup]
-                [--fs-backup-timeout 1h] [--ttl 720h] [--wait] [--json]
+                [--fs-backup-timeout 1h] [--ttl 720h] [--wait] [--dry-run] [--json|-o json]
+                --dry-run: validate and show the plan (blocks, hooks, volume decisions,
+                estimated bytes per node, warnings); nothing is created or run
   backup get NAME [--json]            phase, progress, hooks, PVB counts, errors
   backup describe NAME [--json]       … plus the spec and the per-block table (pods, PVBs, hook runs)
   backup list [--phase P] [--limit N] [--cursor C] [--json]
@@ -60,6 +63,8 @@ const BACKUP_OPTIONS = {
   ttl: { type: 'string' },
   wait: { type: 'boolean', short: 'w' },
   json: { type: 'boolean' },
+  output: { type: 'string', short: 'o' },
+  'dry-run': { type: 'boolean' },
   phase: { type: 'string' },
   limit: { type: 'string' },
   cursor: { type: 'string' },
@@ -135,7 +140,9 @@ async function runBackupCommand(argv: readonly string[], env: CliEnv, io: CliIo)
     io.stdout.write(`${USAGE}\n`);
     return command === undefined ? ExitCode.usage : ExitCode.ok;
   }
-  const json = values.json === true;
+  if (values.output !== undefined && values.output !== 'json' && values.output !== 'text')
+    throw new CliError(CliErrorCode.usage, `-o/--output must be json or text, got ${JSON.stringify(values.output)}`);
+  const json = values.json === true || values.output === 'json';
   const out = (text: string) => io.stdout.write(`${text}\n`);
   const printJson = (value: unknown) => out(JSON.stringify(value, null, 2));
   const nameArg = (): string => {
@@ -149,7 +156,7 @@ async function runBackupCommand(argv: readonly string[], env: CliEnv, io: CliIo)
     if (wrong.length > 0)
       throw new CliError(CliErrorCode.usage, `backup ${command} does not take ${wrong.map((f) => `--${f}`).join(', ')}`);
   };
-  onlyFor(Object.keys(values), ['json', 'help', ...allowedFlags(command)]);
+  onlyFor(Object.keys(values), ['json', 'output', 'help', ...allowedFlags(command)]);
 
   const client = clientFromEnv(env);
   switch (command) {
@@ -171,6 +178,14 @@ async function runBackupCommand(argv: readonly string[], env: CliEnv, io: CliIo)
       };
       const fromFile = values.file ? await readSpecFile(values.file, io.readStdin) : undefined;
       const request = mergeRequest(fromFile, flags);
+      if (values['dry-run']) {
+        if (values.wait)
+          throw new CliError(CliErrorCode.usage, 'backup create: --dry-run and --wait do not go together (a dry run runs nothing)');
+        const plan = await client.planBackup(request);
+        if (json) printJson(plan);
+        else for (const line of formatDryRunPlan(plan)) out(line);
+        return ExitCode.ok;
+      }
       const created = await client.createBackup(request);
       if (!values.wait) {
         if (json) printJson(created);
@@ -250,6 +265,7 @@ function allowedFlags(command: string | undefined): string[] {
         'fs-backup-timeout',
         'ttl',
         'wait',
+        'dry-run',
       ];
     case 'list':
       return ['phase', 'limit', 'cursor'];

@@ -1,3 +1,4 @@
+export * from './backup-estimate.js';
 export * from './backup-spec.schema.js';
 export * from './dispatch-order.js';
 export * from './duration.js';

@@ -11,6 +11,15 @@ export {
 } from './deps.js';
 export { PipelineError, PipelineErrorCode, UnrecoverablePipelineError } from './errors.js';
 export type { BlockPlan, HookPhase, PlannedHook, PlannedItem, PlannedPod, PlannedVolume, PlanSkip } from './plan/block-plan.js';
+export {
+  type DryRunBlock,
+  type DryRunDeps,
+  type DryRunHook,
+  type DryRunPlan,
+  type DryRunVolume,
+  ESTIMATE_BASIS,
+  planDryRun,
+} from './plan/dry-run.js';
 export { type VolumeOutcome, volumeOutcomes } from './plan/volume-outcomes.js';
 export type { DeleteBackupResult } from './processors/delete-backup.processor.js';
 export type { FinalizeResult } from './processors/finalize.processor.js';

@@ -5,6 +5,7 @@ import {
   DEFAULT_PIPELINE_CONFIG,
   NodeAgentRegistry,
   type PipelineConfig,
+  planDryRun,
   RestoreState,
   type RunningWorkers,
   ScheduleControl,
@@ -24,6 +25,7 @@ import type { Logger } from 'pino';
 import { type ApiDeps, buildApp } from './app.js';
 import type { AuthMode } from './auth.js';
 import { type BackupSyncLoop, startBackupSyncLoop, syncBackupCatalogue } from './backup-sync.js';
+import type { DryRunPlanner } from './dry-run.js';
 import { createPipelineControl } from './pipeline-control.js';
 import { backupPhaseReader } from './restores.routes.js';
 
@@ -159,6 +161,23 @@ export async function startApiService(opts: ApiServiceOptions): Promise<ApiServi
   }
   const syncLoop: BackupSyncLoop = startBackupSyncLoop({ ...syncOptions, intervalMs: config.backupSync.intervalMs });
 
+  // Dry runs read the cluster with a client of their own, made at the first one (an API process
+  // that never plans needs no kubeconfig); the node-agent registry is only read.
+  let dryRunKube: ReturnType<typeof createKubeClients> | undefined;
+  const dryRunAgents = new NodeAgentRegistry({ redis: producer, prefix: statePrefix });
+  const dryRun: DryRunPlanner = (request) => {
+    dryRunKube ??= createKubeClients(config.kube.kubeconfig ? { kubeconfigPath: config.kube.kubeconfig } : {});
+    return planDryRun(
+      {
+        kube: dryRunKube,
+        nodesWithAgent: () => dryRunAgents.nodesWithAgent(),
+        namespace: config.kube.namespace,
+        listPageSize: opts.pipeline?.listPageSize ?? DEFAULT_PIPELINE_CONFIG.listPageSize,
+      },
+      request,
+    );
+  };
+
   let ready = false;
   const app = await buildApp({
     logger,
@@ -166,6 +185,7 @@ export async function startApiService(opts: ApiServiceOptions): Promise<ApiServi
     state,
     queues,
     control: createPipelineControl({ state, flowProducer, queuePrefix: prefix }),
+    dryRun,
     schedules,
     restores: {
       restores,

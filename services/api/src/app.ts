@@ -20,6 +20,7 @@ import { backupEventsRoutes } from './backup-events.routes.js';
 import { BackupReads } from './backup-view.js';
 import { backupsRoutes } from './backups.routes.js';
 import { consolePlugin } from './console.plugin.js';
+import type { DryRunPlanner } from './dry-run.js';
 import { ApiError, ApiErrorCode, type ApiProblem, errorBody, HTTP_STATUS_OF } from './errors.js';
 import { healthRoutes } from './health.routes.js';
 import { metricsPlugin } from './metrics.plugin.js';
@@ -66,6 +67,8 @@ export interface ApiDeps {
   sessionTtlMs?: number;
   /** Clock for session cookies (tests). */
   now?: () => number;
+  /** POST /v1/backups?dryRun=true: plans without running (needs a Kubernetes client); absent: 503. */
+  dryRun?: DryRunPlanner;
   /** The restore API (`/v1/restores…`); absent: no restore routes. */
   restores?: Omit<RestoreRoutesDeps, 'queues' | 'storage' | 'randomSuffix'> | undefined;
 }

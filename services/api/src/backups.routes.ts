@@ -22,6 +22,8 @@ import {
 import type { ApiDeps } from './app.js';
 import { describeProblems } from './app.js';
 import { type BackupReads, toBackupSummary } from './backup-view.js';
+import { runDryRun } from './dry-run.js';
+import { dryRunPlanSchema, dryRunQuery } from './dry-run.schema.js';
 import { ApiError, ApiErrorCode } from './errors.js';
 
 /**
@@ -54,10 +56,11 @@ export const backupsRoutes: FastifyPluginAsyncZod<ApiDeps & { reads: BackupReads
         tags: ['backups'],
         summary: 'Submit a backup',
         description:
-          'Records the backup (phase New) and queues it (201). 400 lists every validation problem with its path; 409 when the name is taken. Retrying with the same X-Request-ID returns the backup that request created (200).',
+          'Records the backup (phase New) and queues it (201). 400 lists every validation problem with its path; 409 when the name is taken. Retrying with the same X-Request-ID returns the backup that request created (200). With `dryRun=true` it validates the same way (same 400) and answers 200 with the plan a real run would make now — ItemBlocks, hooks per pod and phase, every volume decision, estimated bytes per node, warnings — reading the cluster with the lists a real plan uses and writing or executing nothing.',
+        querystring: dryRunQuery,
         body: createBackupBodySchema,
         response: {
-          200: backupSchema,
+          200: z.union([backupSchema, dryRunPlanSchema]),
           201: backupSchema,
           ...standardErrors,
           409: errorResponseSchema,
@@ -81,6 +84,7 @@ export const backupsRoutes: FastifyPluginAsyncZod<ApiDeps & { reads: BackupReads
         );
       }
       const name = validation.name ?? generateBackupName('backup', randomSuffix());
+      if (req.query.dryRun === 'true') return reply.code(200).send(await runDryRun(deps, { name, spec: validation.value }));
       const requestId = String(req.id);
       const result = await deps.control.submit({ name, spec: validation.value, requestId });
       if (!result.created) {

@@ -97,6 +97,8 @@ export const api = {
   blocks: (name, cursor, limit = 500) =>
     apiJson(`/v1/backups/${encodeURIComponent(name)}/blocks?limit=${limit}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`),
   createBackup: (body) => apiJson('/v1/backups', { method: 'POST', body }),
+  /** The plan a backup of this request would make; nothing is created. */
+  planBackup: (body) => apiJson('/v1/backups?dryRun=true', { method: 'POST', body }),
   listSchedules: () => apiJson('/v1/schedules'),
   cancelBackup: (name) => apiJson(`/v1/backups/${encodeURIComponent(name)}/cancel`, { method: 'POST' }),
   listRestores: (limit = 50, cursor) => apiJson(`/v1/restores?limit=${limit}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`),

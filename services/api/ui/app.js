@@ -5,6 +5,7 @@
 import { api, clearToken, getToken, onUnauthorized, setToken, UnauthorizedError } from './api.js';
 import { BlocksStore } from './blocks-store.js';
 import { createBlocksTable } from './blocks-table.js';
+import { renderDryRunPlan } from './dry-run-plan.js';
 import { durationOf, formatDuration, formatTime, h, phaseBadge, TERMINAL_PHASES } from './format.js';
 import { showRestore, showRestoreList } from './restore-page.js';
 import { followEvents } from './sse.js';
@@ -140,6 +141,8 @@ function newBackupForm(onCreated) {
   });
   const error = h('p', { class: 'form-error', role: 'alert' });
   const submit = h('button', { type: 'submit', class: 'primary' }, 'Start backup');
+  const plan = h('button', { type: 'button' }, 'Plan (dry run)');
+  const planOut = h('div', { class: 'plan-out' });
   const form = h(
     'form',
     { class: 'new-backup', 'aria-label': 'New backup' },
@@ -153,12 +156,11 @@ function newBackupForm(onCreated) {
       specJson,
       h('span', { id: 'nb-spec-help', class: 'muted small' }, 'Merged into the spec; the API lists every problem with its path.'),
     ),
-    submit,
+    h('div', { class: 'form-actions' }, submit, plan),
     error,
   );
-  form.addEventListener('submit', async (e) => {
-    e.preventDefault();
-    submit.disabled = true;
+  // The request both buttons send; undefined (with the error shown) when the spec JSON is bad.
+  function readRequest() {
     error.textContent = '';
     let extra = {};
     if (specJson.value.trim()) {
@@ -166,9 +168,8 @@ function newBackupForm(onCreated) {
         extra = JSON.parse(specJson.value);
       } catch (err) {
         error.textContent = `The spec fields are not valid JSON: ${err.message}`;
-        submit.disabled = false;
         specJson.focus();
-        return;
+        return undefined;
       }
     }
     const spec = { defaultVolumesToFsBackup: fs.checked, ...extra };
@@ -177,15 +178,37 @@ function newBackupForm(onCreated) {
       .map((s) => s.trim())
       .filter(Boolean);
     if (ns.length) spec.includedNamespaces = ns;
+    return { ...(name.value.trim() ? { name: name.value.trim() } : {}), spec };
+  }
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const request = readRequest();
+    if (!request) return;
+    submit.disabled = true;
     try {
-      const created = await api.createBackup({ ...(name.value.trim() ? { name: name.value.trim() } : {}), spec });
+      const created = await api.createBackup(request);
       onCreated(created.name);
     } catch (err) {
       if (!(err instanceof UnauthorizedError)) error.textContent = err.message;
       submit.disabled = false;
     }
   });
-  return h('details', { class: 'card new-backup-card' }, h('summary', {}, 'New backup'), form);
+  // Plan (dry run): the same request with ?dryRun=true; the plan shows below the form, nothing is created.
+  plan.addEventListener('click', async () => {
+    const request = readRequest();
+    if (!request) return;
+    plan.disabled = true;
+    planOut.replaceChildren(h('p', { class: 'muted small', 'aria-live': 'polite' }, 'Planning…'));
+    try {
+      planOut.replaceChildren(renderDryRunPlan(await api.planBackup(request)));
+    } catch (err) {
+      planOut.replaceChildren();
+      if (!(err instanceof UnauthorizedError)) error.textContent = err.message;
+    } finally {
+      plan.disabled = false;
+    }
+  });
+  return h('details', { class: 'card new-backup-card' }, h('summary', {}, 'New backup'), form, planOut);
 }
 
 function showList() {

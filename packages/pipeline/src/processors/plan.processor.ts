@@ -1,41 +1,16 @@
-import {
-  applyIncludeExcludePolicy,
-  type BackupSpec,
-  blocksOfAddedItems,
-  type ClusterItem,
-  clusterScopedListed,
-  decideNamespace,
-  dispatchOrder,
-  groupItemBlocks,
-  groupResourceOf,
-  type ItemBlock,
-  isResourceIncluded,
-  type PersistentVolume,
-  type PersistentVolumeClaim,
-  type Pod,
-  pvbName,
-  type VolumePolicy,
-  validateResourcePolicies,
-} from '@stowage/core';
-import { type DiscoveredResource, discoverResources, listAll, pvbGroup, pvbPlural } from '@stowage/kube';
+import type { BackupSpec } from '@stowage/core';
 import { addBlockFlows, parsePlanJobData } from '@stowage/queue';
 import type { Job } from 'bullmq';
 import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
-import { type BlockPlan, itemKeyOf, needsPostHooksJob, type PlannedItem, type PlannedPod, type PlanSkip } from '../plan/block-plan.js';
-import { resolvePodHooks, selectFsBackupVolumes, type VolumeContext } from '../plan/pod-decisions.js';
-import { RelatedItemTracker } from '../plan/related-items.js';
-import { readPolicyDocument } from '../plan/resource-policy-configmap.js';
+import { needsPostHooksJob } from '../plan/block-plan.js';
+import { type PlannedBlock, planCluster, resolveResourcePolicies } from '../plan/cluster-plan.js';
 import type { PipelineRuntime } from '../runtime.js';
 import { ENDED_BACKUP_PHASES } from '../state/backup-state.js';
 
 export type PlanResult = { skipped: string } | { blocks: number; items: number; batches: number };
 
-/** Resources never backed up: Stowage's own in-flight PVBs. */
-const NEVER_LISTED = new Set([`${pvbPlural}.${pvbGroup}`]);
 /** Blocks in the first batch a backup adds (enough to fill the first slots of a few workers); later batches double. */
 const FIRST_BATCH_BLOCKS = 8;
-/** The relation graph needs these three listed together before grouping. */
-const RELATED = new Set(['pods', 'persistentvolumeclaims', 'persistentvolumes']);
 
 /**
  * plan (a child of the backup's finalize job): New → InProgress, then discovery, paginated
@@ -68,37 +43,17 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
   const now = clock.now();
   await state.transitionPhase(backupName, ['New'], 'InProgress', { startedAt: now, fsDeadlineAt: now + requestedSpec.fsBackupTimeoutMs });
 
-  const loaded = await loadResourcePolicies(rt, requestedSpec, backupName);
-  if (loaded === undefined) return { skipped: 'resource policy invalid' };
-  const { policies, spec } = loaded;
-  const [nodesWithAgent, discovery] = await Promise.all([deps.agents.nodesWithAgent(), discoverResources(deps.kube)]);
-  for (const failure of discovery.failures) {
-    await state.recordProblem(backupName, {
-      level: 'warn',
-      onceKey: `discovery:${failure.groupVersion}`,
-      msg: `discovery of ${failure.groupVersion} failed: ${failure.message}`,
-    });
+  const loaded = await resolveResourcePolicies(deps.kube, config.namespace, requestedSpec);
+  if (!loaded.ok) {
+    await state.transitionPhase(backupName, ['InProgress', 'New'], 'FailedValidation', { failureReason: loaded.why });
+    await state.log(backupName, { level: 'error', msg: loaded.why });
+    return { skipped: 'resource policy invalid' };
   }
-  const resources = discovery.resources.filter((r) => {
-    const gr = groupResourceOf(r);
-    if (NEVER_LISTED.has(gr)) return false;
-    if (r.group === '' && RELATED.has(r.resource)) return true; // listed for the relations; core decides membership
-    if (!isResourceIncluded(r, spec)) return false;
-    return r.namespaced || clusterScopedListed(r, spec) || (r.group === '' && r.resource === 'namespaces');
-  });
+  const { policies, spec } = loaded;
 
   const totals = { blocks: 0, items: 0, batches: 0 };
   let batchSize = Math.min(FIRST_BATCH_BLOCKS, config.blockBatchSize);
-  const volumeCtx: VolumeContext = { spec, policies, nodesWithAgent, pvcs: new Map(), pvs: new Map(), takenClaims: new Map() };
-  const pulledIn = new RelatedItemTracker(deps.kube, discovery.resources, spec, config.listPageSize);
-  const emit = async (blocks: ItemBlock<ClusterItem>[]) => {
-    await pulledIn.observe(blocks);
-    // Decisions in grouping order (one PVB per PVC: the first pod wins), then the dispatch order:
-    // blocks with PVBs interleaved by node so every node agent gets work as early as it can.
-    const planned = dispatchOrder(
-      blocks.map((block) => buildBlockPlan(block, backupName, volumeCtx)),
-      ({ plan }) => pvbNodesOf(plan),
-    );
+  const store = async (planned: PlannedBlock[]) => {
     for (let start = 0; start < planned.length; ) {
       const stored = planned.slice(start, start + batchSize);
       start += stored.length;
@@ -151,71 +106,17 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
     }
   };
 
-  // 1. Pods, PVCs and PVs: one grouping (pods sharing a PVC share a block). Listed at once.
-  const listed = await Promise.all(
-    resources
-      .filter((r) => r.group === '' && RELATED.has(r.resource))
-      .map(async (resource) => {
-        const items: ClusterItem[] = [];
-        for await (const page of listAll(deps.kube, { resource, pageSize: config.listPageSize })) {
-          for (const object of page.items) items.push(toClusterItem(resource, object));
-        }
-        return items;
-      }),
+  // The plan step itself is shared with the dry run (plan/cluster-plan.ts): same lists, same decisions.
+  await planCluster(
+    { kube: deps.kube, backupName, spec, policies, nodesWithAgent: await deps.agents.nodesWithAgent(), listPageSize: config.listPageSize },
+    {
+      blocks: store,
+      problem: async (problem) => {
+        await state.recordProblem(backupName, { ...problem });
+      },
+      note: (msg) => state.log(backupName, { level: 'info', msg }),
+    },
   );
-  const related: ClusterItem[] = listed.flat();
-  for (const item of related) {
-    const meta = item.object.metadata;
-    if (item.resource === 'persistentvolumeclaims')
-      volumeCtx.pvcs.set(`${meta.namespace}/${meta.name}`, item.object as PersistentVolumeClaim);
-    if (item.resource === 'persistentvolumes') volumeCtx.pvs.set(meta.name, item.object as PersistentVolume);
-  }
-  const grouped = groupItemBlocks(related, spec);
-  for (const warning of grouped.warnings) {
-    await state.recordProblem(backupName, { level: 'warn', onceKey: `grouping:${warning.code}:${warning.itemKey}`, msg: warning.message });
-  }
-  await emit(grouped.blocks);
-
-  // 2. Everything else, resource by resource (pod-free blocks, batched); namespaces last.
-  const isNamespaces = (r: DiscoveredResource) => r.group === '' && r.resource === 'namespaces';
-  for (const resource of resources.filter((r) => !(r.group === '' && RELATED.has(r.resource)) && !isNamespaces(r))) {
-    const items: ClusterItem[] = [];
-    for await (const page of listAll(deps.kube, { resource, pageSize: config.listPageSize })) {
-      for (const object of page.items) items.push(toClusterItem(resource, object));
-    }
-    const res = groupItemBlocks(items, spec, { unrelatedBatchSize: 50 });
-    await emit(res.blocks);
-  }
-
-  // 3. What the items pull in (PriorityClasses, ClusterRoleBindings and their ClusterRoles, the
-  // CRDs of custom resources), as Velero's item-block actions and backupCRD add them.
-  const added = await pulledIn.additionalItems();
-  for (const note of added.notes) {
-    if (note.level === 'warn') await state.recordProblem(backupName, { level: 'warn', onceKey: `related:${note.msg}`, msg: note.msg });
-    else await state.log(backupName, { level: 'info', msg: note.msg });
-  }
-  await emit(blocksOfAddedItems(added.items));
-
-  // 4. Namespaces, now that it is known which hold items: a label-selected backup keeps the
-  // namespaces of its items (Velero's nsTracker).
-  const namespaceResource = resources.find(isNamespaces);
-  if (namespaceResource) {
-    const kept: ClusterItem[] = [];
-    for await (const page of listAll(deps.kube, { resource: namespaceResource, pageSize: config.listPageSize })) {
-      for (const object of page.items) {
-        const item = toClusterItem(namespaceResource, object);
-        const meta = item.object.metadata;
-        const phase = (item.object as { status?: { phase?: string } }).status?.phase;
-        const decision = decideNamespace(
-          { name: meta.name, ...(meta.labels ? { labels: meta.labels } : {}), ...(phase ? { phase } : {}) },
-          spec,
-          pulledIn.namespacesWithItems(),
-        );
-        if (decision.kept) kept.push(item);
-      }
-    }
-    await emit(blocksOfAddedItems(kept));
-  }
 
   await state.setCounter(backupName, 'totalItems', totals.items);
   await state.setCounter(backupName, 'blocksPlanned', totals.blocks);
@@ -223,66 +124,6 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
   await state.appendEvent(backupName, 'plan.done', { ...totals });
   log.info({ ...totals }, 'plan done');
   return totals;
-}
-
-function toClusterItem(resource: DiscoveredResource, object: unknown): ClusterItem {
-  return { group: resource.group, resource: resource.resource, namespaced: resource.namespaced, object: object as ClusterItem['object'] };
-}
-
-function buildBlockPlan(block: ItemBlock<ClusterItem>, backupName: string, ctx: VolumeContext): { plan: BlockPlan; manifests: unknown[] } {
-  const items: PlannedItem[] = [];
-  const manifests: unknown[] = [];
-  const skips: PlanSkip[] = [];
-  const errors: PlanSkip[] = [];
-  const warnings: string[] = [];
-  const pods: PlannedPod[] = [];
-  for (const item of block.items) {
-    const meta = item.object.metadata;
-    const gr = groupResourceOf(item);
-    const key = itemKeyOf(gr, item.namespaced ? meta.namespace : undefined, meta.name);
-    items.push({
-      key,
-      apiVersion: item.object.apiVersion ?? '',
-      kind: item.object.kind ?? '',
-      groupResource: gr,
-      namespace: item.namespaced ? meta.namespace : undefined,
-      name: meta.name,
-    });
-    manifests.push(item.object);
-  }
-  for (const item of block.pods) {
-    const pod = item.object as Pod;
-    const meta = pod.metadata;
-    const hooks = resolvePodHooks(pod, ctx.spec);
-    skips.push(...hooks.skips);
-    warnings.push(...hooks.warnings);
-    const volumes = selectFsBackupVolumes(pod, ctx, (uid, volume) => pvbName(backupName, uid, volume));
-    for (const v of volumes) {
-      const what = `pods/${meta.namespace}/${meta.name} volume ${v.name}`;
-      if (v.action === 'skip') skips.push({ what, reason: v.reason ?? 'skipped' });
-      if (v.action === 'error') errors.push({ what, reason: v.reason ?? 'could not be decided' });
-    }
-    pods.push({
-      namespace: meta.namespace ?? '',
-      name: meta.name,
-      uid: meta.uid ?? '',
-      node: pod.spec.nodeName,
-      itemKey: itemKeyOf('pods', meta.namespace, meta.name),
-      hooks: hooks.hooks,
-      volumes,
-    });
-  }
-  return {
-    plan: { id: block.id, pods, items, skips, ...(errors.length > 0 ? { errors } : {}), ...(warnings.length > 0 ? { warnings } : {}) },
-    manifests,
-  };
-}
-
-/** The node of every PVB the block will create (fs-backup volumes of pods with a node). */
-function pvbNodesOf(plan: BlockPlan): string[] {
-  return plan.pods.flatMap((pod) =>
-    pod.node ? pod.volumes.filter((v) => v.action === 'fs-backup' && v.pvbName).map(() => pod.node ?? '') : [],
-  );
 }
 
 function specProblems(spec: BackupSpec | undefined): string[] {
@@ -294,42 +135,4 @@ function specProblems(spec: BackupSpec | undefined): string[] {
   if (typeof spec.fsBackupTimeoutMs !== 'number') problems.push('spec.fsBackupTimeoutMs must be a number (store the validated spec)');
   if (!spec.hooks || !Array.isArray(spec.hooks.resources)) problems.push('spec.hooks.resources must be an array');
   return problems;
-}
-
-/**
- * The backup's volume policies, and its spec with the includeExcludePolicy of a policy ConfigMap
- * merged in (core's applyIncludeExcludePolicy); undefined when the backup failed validation here.
- */
-async function loadResourcePolicies(
-  rt: PipelineRuntime,
-  spec: BackupSpec,
-  backupName: string,
-): Promise<{ policies: VolumePolicy[]; spec: BackupSpec } | undefined> {
-  const ref = spec.resourcePolicy;
-  if (!ref) return { policies: [], spec };
-  if (ref.kind === 'Inline') return { policies: ref.volumePolicies, spec };
-  const { deps } = rt;
-  const fail = async (why: string) => {
-    await deps.state.transitionPhase(backupName, ['InProgress', 'New'], 'FailedValidation', { failureReason: why });
-    await deps.state.log(backupName, { level: 'error', msg: why });
-    return undefined;
-  };
-  let configMap: { data?: Record<string, string> };
-  try {
-    configMap = await deps.kube.requestJson({
-      path: `/api/v1/namespaces/${encodeURIComponent(deps.config.namespace)}/configmaps/${encodeURIComponent(ref.name)}`,
-    });
-  } catch (err) {
-    return fail(`resource policy ConfigMap ${deps.config.namespace}/${ref.name} cannot be read: ${(err as Error).message}`);
-  }
-  const read = readPolicyDocument(ref.name, configMap.data);
-  if (!read.ok) return fail(read.why);
-  const res = validateResourcePolicies(read.document);
-  if (!res.ok)
-    return fail(`resource policy ConfigMap ${ref.name} is invalid: ${res.problems.map((p) => `${p.path}: ${p.message}`).join('; ')}`);
-  const { volumePolicies, includeExcludePolicy } = res.value;
-  if (!includeExcludePolicy) return { policies: volumePolicies, spec };
-  const merged = applyIncludeExcludePolicy(spec, includeExcludePolicy);
-  if (!merged.ok) return fail(`resource policy ConfigMap ${ref.name}: ${merged.message}`);
-  return { policies: volumePolicies, spec: merged.value };
 }

@@ -1,0 +1,267 @@
+/*
+ * The plan step of a backup, apart from where its output goes: discovery, the paginated lists,
+ * ItemBlocks, hooks and fs-backup decisions per pod, what the items pull in, and the namespaces.
+ * The plan processor hands it a sink that stores blocks and adds their flows; the dry run hands it
+ * one that only collects. So both read the cluster with the same calls and decide the same way.
+ * It only reads: the cluster (lists and gets) and nothing else; the sink decides what to write.
+ */
+import {
+  applyIncludeExcludePolicy,
+  type BackupSpec,
+  blocksOfAddedItems,
+  type ClusterItem,
+  clusterScopedListed,
+  decideNamespace,
+  dispatchOrder,
+  groupItemBlocks,
+  groupResourceOf,
+  type ItemBlock,
+  isResourceIncluded,
+  type PersistentVolume,
+  type PersistentVolumeClaim,
+  type Pod,
+  pvbName,
+  type VolumePolicy,
+  validateResourcePolicies,
+} from '@stowage/core';
+import { type DiscoveredResource, discoverResources, type KubeClients, listAll, pvbGroup, pvbPlural } from '@stowage/kube';
+import { type BlockPlan, itemKeyOf, type PlannedItem, type PlannedPod, type PlanSkip } from './block-plan.js';
+import { resolvePodHooks, selectFsBackupVolumes, type VolumeContext } from './pod-decisions.js';
+import { RelatedItemTracker } from './related-items.js';
+import { readPolicyDocument } from './resource-policy-configmap.js';
+
+/** Resources never backed up: Stowage's own in-flight PVBs. */
+const NEVER_LISTED = new Set([`${pvbPlural}.${pvbGroup}`]);
+/** The relation graph needs these three listed together before grouping. */
+const RELATED = new Set(['pods', 'persistentvolumeclaims', 'persistentvolumes']);
+
+export interface PlannedBlock {
+  plan: BlockPlan;
+  /** The items' manifests, in the order of plan.items. */
+  manifests: unknown[];
+}
+
+/** A problem the plan raises outside a block (discovery, grouping, pulled-in items); `onceKey` dedups it. */
+export interface ClusterPlanProblem {
+  level: 'warn';
+  onceKey: string;
+  msg: string;
+}
+
+export interface ClusterPlanSink {
+  /** Blocks in dispatch order, as soon as a step has planned them (a step may call this several times). */
+  blocks(planned: PlannedBlock[]): Promise<void>;
+  problem(problem: ClusterPlanProblem): Promise<void>;
+  /** Informational lines (e.g. a pulled-in item the filters leave out). */
+  note(msg: string): Promise<void>;
+}
+
+export interface ClusterPlanInput {
+  kube: KubeClients;
+  backupName: string;
+  /** The spec with the resource policy's includeExcludePolicy merged in (resolveResourcePolicies). */
+  spec: BackupSpec;
+  policies: readonly VolumePolicy[];
+  nodesWithAgent: ReadonlySet<string>;
+  listPageSize: number;
+}
+
+/** What the plan read besides the blocks: the PVCs and PVs (`ns/name` and name), for estimates. */
+export interface ClusterPlanRead {
+  pvcs: ReadonlyMap<string, PersistentVolumeClaim>;
+  pvs: ReadonlyMap<string, PersistentVolume>;
+}
+
+/**
+ * Plans the whole backup into `sink`. Pods, PVCs and PVs go first (their grouping needs all
+ * three), then every other resource, one by one, then what the items pull in, then namespaces.
+ */
+export async function planCluster(input: ClusterPlanInput, sink: ClusterPlanSink): Promise<ClusterPlanRead> {
+  const { kube, spec, backupName, listPageSize } = input;
+  const discovery = await discoverResources(kube);
+  for (const failure of discovery.failures) {
+    await sink.problem({
+      level: 'warn',
+      onceKey: `discovery:${failure.groupVersion}`,
+      msg: `discovery of ${failure.groupVersion} failed: ${failure.message}`,
+    });
+  }
+  const resources = discovery.resources.filter((r) => {
+    const gr = groupResourceOf(r);
+    if (NEVER_LISTED.has(gr)) return false;
+    if (r.group === '' && RELATED.has(r.resource)) return true; // listed for the relations; core decides membership
+    if (!isResourceIncluded(r, spec)) return false;
+    return r.namespaced || clusterScopedListed(r, spec) || (r.group === '' && r.resource === 'namespaces');
+  });
+
+  const volumeCtx: VolumeContext = {
+    spec,
+    policies: input.policies,
+    nodesWithAgent: input.nodesWithAgent,
+    pvcs: new Map(),
+    pvs: new Map(),
+    takenClaims: new Map(),
+  };
+  const pulledIn = new RelatedItemTracker(kube, discovery.resources, spec, listPageSize);
+  const emit = async (blocks: ItemBlock<ClusterItem>[]) => {
+    await pulledIn.observe(blocks);
+    // Decisions in grouping order (one PVB per PVC: the first pod wins), then the dispatch order:
+    // blocks with PVBs interleaved by node so every node agent gets work as early as it can.
+    const planned = dispatchOrder(
+      blocks.map((block) => buildBlockPlan(block, backupName, volumeCtx)),
+      ({ plan }) => pvbNodesOf(plan),
+    );
+    if (planned.length > 0) await sink.blocks(planned);
+  };
+  const listItems = async (resource: DiscoveredResource): Promise<ClusterItem[]> => {
+    const items: ClusterItem[] = [];
+    for await (const page of listAll(kube, { resource, pageSize: listPageSize })) {
+      for (const object of page.items) items.push(toClusterItem(resource, object));
+    }
+    return items;
+  };
+
+  // 1. Pods, PVCs and PVs: one grouping (pods sharing a PVC share a block). Listed at once.
+  const listed = await Promise.all(resources.filter((r) => r.group === '' && RELATED.has(r.resource)).map(listItems));
+  const related: ClusterItem[] = listed.flat();
+  for (const item of related) {
+    const meta = item.object.metadata;
+    if (item.resource === 'persistentvolumeclaims')
+      volumeCtx.pvcs.set(`${meta.namespace}/${meta.name}`, item.object as PersistentVolumeClaim);
+    if (item.resource === 'persistentvolumes') volumeCtx.pvs.set(meta.name, item.object as PersistentVolume);
+  }
+  const grouped = groupItemBlocks(related, spec);
+  for (const warning of grouped.warnings) {
+    await sink.problem({ level: 'warn', onceKey: `grouping:${warning.code}:${warning.itemKey}`, msg: warning.message });
+  }
+  await emit(grouped.blocks);
+
+  // 2. Everything else, resource by resource (pod-free blocks, batched); namespaces last.
+  const isNamespaces = (r: DiscoveredResource) => r.group === '' && r.resource === 'namespaces';
+  for (const resource of resources.filter((r) => !(r.group === '' && RELATED.has(r.resource)) && !isNamespaces(r))) {
+    const res = groupItemBlocks(await listItems(resource), spec, { unrelatedBatchSize: 50 });
+    await emit(res.blocks);
+  }
+
+  // 3. What the items pull in (PriorityClasses, ClusterRoleBindings and their ClusterRoles, the
+  // CRDs of custom resources), as Velero's item-block actions and backupCRD add them.
+  const added = await pulledIn.additionalItems();
+  for (const note of added.notes) {
+    if (note.level === 'warn') await sink.problem({ level: 'warn', onceKey: `related:${note.msg}`, msg: note.msg });
+    else await sink.note(note.msg);
+  }
+  await emit(blocksOfAddedItems(added.items));
+
+  // 4. Namespaces, now that it is known which hold items: a label-selected backup keeps the
+  // namespaces of its items (Velero's nsTracker).
+  const namespaceResource = resources.find(isNamespaces);
+  if (namespaceResource) {
+    const kept: ClusterItem[] = [];
+    for (const item of await listItems(namespaceResource)) {
+      const meta = item.object.metadata;
+      const phase = (item.object as { status?: { phase?: string } }).status?.phase;
+      const decision = decideNamespace(
+        { name: meta.name, ...(meta.labels ? { labels: meta.labels } : {}), ...(phase ? { phase } : {}) },
+        spec,
+        pulledIn.namespacesWithItems(),
+      );
+      if (decision.kept) kept.push(item);
+    }
+    await emit(blocksOfAddedItems(kept));
+  }
+  return { pvcs: volumeCtx.pvcs, pvs: volumeCtx.pvs };
+}
+
+function toClusterItem(resource: DiscoveredResource, object: unknown): ClusterItem {
+  return { group: resource.group, resource: resource.resource, namespaced: resource.namespaced, object: object as ClusterItem['object'] };
+}
+
+function buildBlockPlan(block: ItemBlock<ClusterItem>, backupName: string, ctx: VolumeContext): PlannedBlock {
+  const items: PlannedItem[] = [];
+  const manifests: unknown[] = [];
+  const skips: PlanSkip[] = [];
+  const errors: PlanSkip[] = [];
+  const warnings: string[] = [];
+  const pods: PlannedPod[] = [];
+  for (const item of block.items) {
+    const meta = item.object.metadata;
+    const gr = groupResourceOf(item);
+    const key = itemKeyOf(gr, item.namespaced ? meta.namespace : undefined, meta.name);
+    items.push({
+      key,
+      apiVersion: item.object.apiVersion ?? '',
+      kind: item.object.kind ?? '',
+      groupResource: gr,
+      namespace: item.namespaced ? meta.namespace : undefined,
+      name: meta.name,
+    });
+    manifests.push(item.object);
+  }
+  for (const item of block.pods) {
+    const pod = item.object as Pod;
+    const meta = pod.metadata;
+    const hooks = resolvePodHooks(pod, ctx.spec);
+    skips.push(...hooks.skips);
+    warnings.push(...hooks.warnings);
+    const volumes = selectFsBackupVolumes(pod, ctx, (uid, volume) => pvbName(backupName, uid, volume));
+    for (const v of volumes) {
+      const what = `pods/${meta.namespace}/${meta.name} volume ${v.name}`;
+      if (v.action === 'skip') skips.push({ what, reason: v.reason ?? 'skipped' });
+      if (v.action === 'error') errors.push({ what, reason: v.reason ?? 'could not be decided' });
+    }
+    pods.push({
+      namespace: meta.namespace ?? '',
+      name: meta.name,
+      uid: meta.uid ?? '',
+      node: pod.spec.nodeName,
+      itemKey: itemKeyOf('pods', meta.namespace, meta.name),
+      hooks: hooks.hooks,
+      volumes,
+    });
+  }
+  return {
+    plan: { id: block.id, pods, items, skips, ...(errors.length > 0 ? { errors } : {}), ...(warnings.length > 0 ? { warnings } : {}) },
+    manifests,
+  };
+}
+
+/** The node of every PVB the block will create (fs-backup volumes of pods with a node). */
+function pvbNodesOf(plan: BlockPlan): string[] {
+  return plan.pods.flatMap((pod) =>
+    pod.node ? pod.volumes.filter((v) => v.action === 'fs-backup' && v.pvbName).map(() => pod.node ?? '') : [],
+  );
+}
+
+export type ResourcePolicyResolution = { ok: true; policies: VolumePolicy[]; spec: BackupSpec } | { ok: false; why: string };
+
+/**
+ * The backup's volume policies, and its spec with the includeExcludePolicy of a policy ConfigMap
+ * (in Stowage's namespace) merged in (core's applyIncludeExcludePolicy); `why` when the backup
+ * would fail validation here. Reads the ConfigMap only.
+ */
+export async function resolveResourcePolicies(kube: KubeClients, namespace: string, spec: BackupSpec): Promise<ResourcePolicyResolution> {
+  const ref = spec.resourcePolicy;
+  if (!ref) return { ok: true, policies: [], spec };
+  if (ref.kind === 'Inline') return { ok: true, policies: ref.volumePolicies, spec };
+  let configMap: { data?: Record<string, string> };
+  try {
+    configMap = await kube.requestJson({
+      path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/configmaps/${encodeURIComponent(ref.name)}`,
+    });
+  } catch (err) {
+    return { ok: false, why: `resource policy ConfigMap ${namespace}/${ref.name} cannot be read: ${(err as Error).message}` };
+  }
+  const read = readPolicyDocument(ref.name, configMap.data);
+  if (!read.ok) return { ok: false, why: read.why };
+  const res = validateResourcePolicies(read.document);
+  if (!res.ok)
+    return {
+      ok: false,
+      why: `resource policy ConfigMap ${ref.name} is invalid: ${res.problems.map((p) => `${p.path}: ${p.message}`).join('; ')}`,
+    };
+  const { volumePolicies, includeExcludePolicy } = res.value;
+  if (!includeExcludePolicy) return { ok: true, policies: volumePolicies, spec };
+  const merged = applyIncludeExcludePolicy(spec, includeExcludePolicy);
+  if (!merged.ok) return { ok: false, why: `resource policy ConfigMap ${ref.name}: ${merged.message}` };
+  return { ok: true, policies: volumePolicies, spec: merged.value };
+}
