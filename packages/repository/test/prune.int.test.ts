@@ -1,0 +1,173 @@
+import { randomBytes } from 'node:crypto';
+import { cp, mkdir, mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describeTree, writeVolumeTree } from '@stowage/testing';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { Repository, TokenBucket } from '../src/index.js';
+import { TEST_CHUNKER, TEST_PACK_BLOB_MAX } from './test-settings.js';
+
+const KEY = 'prune test key';
+const HOUR = 3600_000;
+let work: string;
+
+beforeEach(async () => {
+  work = await mkdtemp(join(tmpdir(), 'stowage-prune-'));
+});
+afterEach(async () => {
+  await rm(work, { recursive: true, force: true });
+});
+
+/** Bytes of chunk data and indexes (what prune should give back), as the file system reports them. */
+async function storedBytes(repoDir: string): Promise<number> {
+  let total = 0;
+  for (const top of ['packs', 'data', 'index', 'prune']) {
+    const entries = await readdir(join(repoDir, top), { recursive: true, withFileTypes: true }).catch(() => []);
+    for (const e of entries) if (e.isFile()) total += (await stat(join(e.parentPath, e.name))).size;
+  }
+  return total;
+}
+
+async function restoresExactly(repo: Repository, snapshotId: string, source: string, name: string) {
+  const target = join(work, 'restored', name);
+  await repo.restore(snapshotId, target);
+  expect(await describeTree(target)).toEqual(await describeTree(source));
+}
+
+/** A throttle that stops the backup at its first read until `release()`: the backup has loaded the indexes by then. */
+function gate() {
+  const bucket = new TokenBucket(1e12);
+  const take = bucket.take.bind(bucket);
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  let entered!: () => void;
+  const reached = new Promise<void>((resolve) => {
+    entered = resolve;
+  });
+  bucket.take = async (bytes, signal) => {
+    entered();
+    await released;
+    return take(bytes, signal);
+  };
+  return { bucket, reached, release };
+}
+
+describe.each([
+  { layout: 'every chunk packed', packBlobMaxBytes: undefined },
+  { layout: 'chunks over 32 KiB loose (older repositories)', packBlobMaxBytes: TEST_PACK_BLOB_MAX },
+])('prune ($layout)', ({ packBlobMaxBytes }) => {
+  it('after forgetting a backup, frees the bytes only it used once the grace has passed; the rest restores and verifies', async () => {
+    const repoDir = join(work, 'repo');
+    const repo = await Repository.init({
+      dir: repoDir,
+      key: KEY,
+      chunker: TEST_CHUNKER,
+      packTargetBytes: 256 * 1024,
+      durable: false,
+      ...(packBlobMaxBytes !== undefined ? { packBlobMaxBytes } : {}),
+    });
+    const kept = join(work, 'kept');
+    await writeVolumeTree(kept);
+    const keptSnap = await repo.backup(kept, { tags: { backup: 'kept', ns: 'a', pod: 'p', volume: 'v' } });
+    const bytesWithKept = await storedBytes(repoDir);
+
+    // The doomed backup shares the kept tree and adds 3 MiB of its own (random: it does not compress).
+    const doomed = join(work, 'doomed');
+    await cp(kept, doomed, { recursive: true });
+    const own = randomBytes(3 * 1024 * 1024);
+    await writeFile(join(doomed, 'only-here.bin'), own);
+    await repo.backup(doomed, { tags: { backup: 'doomed', ns: 'b', pod: 'p', volume: 'v' } });
+    const bytesWithBoth = await storedBytes(repoDir);
+    expect(bytesWithBoth - bytesWithKept).toBeGreaterThanOrEqual(own.length);
+
+    expect(await repo.forget({ backup: 'doomed' })).toHaveLength(1);
+    expect(await repo.forget({ backup: 'doomed' })).toEqual([]); // idempotent
+
+    let clock = Date.now();
+    const now = () => clock;
+    const first = await repo.prune({ graceMs: HOUR, now });
+    expect(first.bytesRetired).toBeGreaterThanOrEqual(own.length);
+    expect(first.bytesFreed).toBe(0);
+    // Retired, not deleted: the bytes are still on disk during the grace period.
+    expect(await storedBytes(repoDir)).toBeGreaterThanOrEqual(bytesWithBoth);
+
+    const early = await repo.prune({ graceMs: HOUR, now });
+    expect(early).toMatchObject({ packsDeleted: 0, looseDeleted: 0, batchesPending: 1 });
+
+    clock += HOUR;
+    const second = await repo.prune({ graceMs: HOUR, now });
+    expect(second.bytesFreed).toBeGreaterThanOrEqual(own.length);
+    expect(second).toMatchObject({ chunksRescued: 0, batchesPending: 0 });
+    const after = await storedBytes(repoDir);
+    expect(bytesWithBoth - after).toBeGreaterThanOrEqual(own.length);
+    // Only the doomed backup's own data went: what is left is what the kept backup had alone.
+    expect(after).toBe(bytesWithKept);
+
+    const fresh = await Repository.open({ dir: repoDir, key: KEY });
+    expect(await fresh.verify()).toMatchObject({ ok: true, snapshotsChecked: 1 });
+    await restoresExactly(fresh, keptSnap.snapshotId, kept, 'kept');
+  });
+});
+
+describe('prune while a backup runs', () => {
+  /**
+   * A node agent's backup loads the pack indexes, then dedups its files against chunks that only
+   * a backup being deleted uses; prune (another process: its own Repository) runs in between.
+   */
+  async function racingBackup(graceMs: number) {
+    const repoDir = join(work, 'repo');
+    const agent = await Repository.init({ dir: repoDir, key: KEY, chunker: TEST_CHUNKER, packTargetBytes: 256 * 1024, durable: false });
+    const shared = randomBytes(2 * 1024 * 1024);
+    const old = join(work, 'old');
+    await mkdir(old, { recursive: true });
+    await writeFile(join(old, 'shared.bin'), shared);
+    await agent.backup(old, { tags: { backup: 'old', ns: 'a', pod: 'p', volume: 'v' } });
+
+    const next = join(work, 'next');
+    await mkdir(next, { recursive: true });
+    await writeFile(join(next, 'shared.bin'), shared);
+    await writeFile(join(next, 'new.bin'), randomBytes(512 * 1024));
+    const { bucket, reached, release } = gate();
+    const running = agent.backup(next, { tags: { backup: 'next', ns: 'b', pod: 'p', volume: 'v' }, throttle: bucket });
+    await reached;
+
+    const pruner = await Repository.open({ dir: repoDir, key: KEY });
+    expect(await pruner.forget({ backup: 'old' })).toHaveLength(1);
+    let clock = Date.now();
+    const now = () => clock;
+    await pruner.prune({ graceMs, now });
+    clock += 1000; // a second prune one second later: past a zero grace, well inside an hour's
+    const during = await pruner.prune({ graceMs, now });
+
+    release();
+    const { snapshotId, stats } = await running;
+    // It did deduplicate against the old backup's chunks.
+    expect(stats.reusedChunks).toBeGreaterThan(0);
+    return { repoDir, pruner, snapshotId, next, during, advance: (ms: number) => (clock += ms), now };
+  }
+
+  it('with a zero grace (a naive mark-and-sweep) the new backup loses chunks: the hazard the protocol exists for', async () => {
+    const { pruner } = await racingBackup(0);
+    const report = await pruner.verify();
+    expect(report.ok).toBe(false);
+    expect(report.missingRefs.length).toBeGreaterThan(0);
+  });
+
+  it('with a grace longer than the backup, the new backup restores byte for byte, before and after the retired data is deleted', async () => {
+    const { repoDir, pruner, snapshotId, next, during, advance, now } = await racingBackup(HOUR);
+    expect(during.packsDeleted).toBe(0);
+    expect(await pruner.verify()).toMatchObject({ ok: true });
+    await restoresExactly(pruner, snapshotId, next, 'during-grace');
+
+    advance(HOUR);
+    const late = await pruner.prune({ graceMs: HOUR, now });
+    // The old backup's packs are deleted, but not before the chunks the new backup uses were copied out.
+    expect(late.packsDeleted).toBeGreaterThan(0);
+    expect(late.chunksRescued).toBeGreaterThan(0);
+    const fresh = await Repository.open({ dir: repoDir, key: KEY });
+    expect(await fresh.verify()).toMatchObject({ ok: true, snapshotsChecked: 1 });
+    await restoresExactly(fresh, snapshotId, next, 'after-grace');
+  });
+});
