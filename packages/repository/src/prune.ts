@@ -279,15 +279,18 @@ export async function runPrune(ctx: PruneContext, options: PruneOptions = {}): P
     let packsDeleted = 0;
     let looseDeleted = 0;
     let bytesDeleted = 0;
-    for (const [i, batch] of due.entries()) {
-      signal?.throwIfAborted();
+    const dueItems = due.reduce((sum, b) => sum + b.packs.length + b.loose.length, 0);
+    let deleted = 0;
+    for (const batch of due) {
       for (const packId of batch.packs) {
+        signal?.throwIfAborted();
         await backend.delete(packKey(packId));
         await backend.delete(retiredIndexKey(packId));
         if (duePackBytes.has(packId)) {
           packsDeleted++;
           bytesDeleted += duePackBytes.get(packId)!;
         }
+        progress('delete', ++deleted, dueItems);
       }
       for (const chunkId of batch.loose) {
         const blob = await backend.get(retiredLooseKey(chunkId)).catch(() => undefined);
@@ -296,9 +299,9 @@ export async function runPrune(ctx: PruneContext, options: PruneOptions = {}): P
           looseDeleted++;
           bytesDeleted += blob.length;
         }
+        progress('delete', ++deleted, dueItems);
       }
       await backend.delete(`${BATCH_PREFIX}${batch.id}`);
-      progress('delete', i + 1, due.length);
     }
     await store.refreshIndexes();
 

@@ -1,14 +1,18 @@
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { cp, mkdir, mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { describeTree, writeVolumeTree } from '@stowage/testing';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { Repository, TokenBucket } from '../src/index.js';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { S3Storage } from '@stowage/storage';
+import { describeTree, type S3Target, useTestS3, writeVolumeTree } from '@stowage/testing';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { ObjectStoreBackend, Repository, TokenBucket } from '../src/index.js';
 import { TEST_CHUNKER, TEST_PACK_BLOB_MAX } from './test-settings.js';
 
 const KEY = 'prune test key';
 const HOUR = 3600_000;
+const packageDir = join(dirname(fileURLToPath(import.meta.url)), '..');
 let work: string;
 
 beforeEach(async () => {
@@ -111,14 +115,36 @@ describe.each([
   });
 });
 
-describe('prune while a backup runs', () => {
+describe.each(['directory', 's3'] as const)('prune while a backup runs (%s)', (kind) => {
+  let s3: (S3Target & { stop: () => Promise<void> }) | undefined;
+  beforeAll(async () => {
+    if (kind === 's3') s3 = await useTestS3();
+  }, 30_000);
+  afterAll(async () => {
+    await s3?.stop();
+  });
+
+  /** Two handles on one repository, as a node agent and the pruning process each hold their own. */
+  function location() {
+    if (!s3) return { dir: join(work, 'repo') };
+    const store = new S3Storage({
+      bucket: s3.bucket,
+      prefix: `${s3.prefix}/p${randomBytes(4).toString('hex')}`,
+      endpoint: s3.endpoint,
+      region: s3.region,
+      forcePathStyle: s3.forcePathStyle,
+      credentials: { accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey },
+    });
+    return { dir: 's3', backend: new ObjectStoreBackend(store) };
+  }
+
   /**
    * A node agent's backup loads the pack indexes, then dedups its files against chunks that only
    * a backup being deleted uses; prune (another process: its own Repository) runs in between.
    */
   async function racingBackup(graceMs: number) {
-    const repoDir = join(work, 'repo');
-    const agent = await Repository.init({ dir: repoDir, key: KEY, chunker: TEST_CHUNKER, packTargetBytes: 256 * 1024, durable: false });
+    const where = location();
+    const agent = await Repository.init({ ...where, key: KEY, chunker: TEST_CHUNKER, packTargetBytes: 256 * 1024, durable: false });
     const shared = randomBytes(2 * 1024 * 1024);
     const old = join(work, 'old');
     await mkdir(old, { recursive: true });
@@ -133,7 +159,7 @@ describe('prune while a backup runs', () => {
     const running = agent.backup(next, { tags: { backup: 'next', ns: 'b', pod: 'p', volume: 'v' }, throttle: bucket });
     await reached;
 
-    const pruner = await Repository.open({ dir: repoDir, key: KEY });
+    const pruner = await Repository.open({ ...where, key: KEY });
     expect(await pruner.forget({ backup: 'old' })).toHaveLength(1);
     let clock = Date.now();
     const now = () => clock;
@@ -145,7 +171,7 @@ describe('prune while a backup runs', () => {
     const { snapshotId, stats } = await running;
     // It did deduplicate against the old backup's chunks.
     expect(stats.reusedChunks).toBeGreaterThan(0);
-    return { repoDir, pruner, snapshotId, next, during, advance: (ms: number) => (clock += ms), now };
+    return { where, pruner, snapshotId, next, during, advance: (ms: number) => (clock += ms), now };
   }
 
   it('with a zero grace (a naive mark-and-sweep) the new backup loses chunks: the hazard the protocol exists for', async () => {
@@ -156,7 +182,7 @@ describe('prune while a backup runs', () => {
   });
 
   it('with a grace longer than the backup, the new backup restores byte for byte, before and after the retired data is deleted', async () => {
-    const { repoDir, pruner, snapshotId, next, during, advance, now } = await racingBackup(HOUR);
+    const { where, pruner, snapshotId, next, during, advance, now } = await racingBackup(HOUR);
     expect(during.packsDeleted).toBe(0);
     expect(await pruner.verify()).toMatchObject({ ok: true });
     await restoresExactly(pruner, snapshotId, next, 'during-grace');
@@ -166,8 +192,64 @@ describe('prune while a backup runs', () => {
     // The old backup's packs are deleted, but not before the chunks the new backup uses were copied out.
     expect(late.packsDeleted).toBeGreaterThan(0);
     expect(late.chunksRescued).toBeGreaterThan(0);
-    const fresh = await Repository.open({ dir: repoDir, key: KEY });
+    const fresh = await Repository.open({ ...where, key: KEY });
     expect(await fresh.verify()).toMatchObject({ ok: true, snapshotsChecked: 1 });
     await restoresExactly(fresh, snapshotId, next, 'after-grace');
+  });
+});
+
+describe('prune killed half-way', () => {
+  /** Runs `repo prune --grace 0` in a child process and SIGKILLs it at its first progress line of `phase`. */
+  function pruneKilledAt(repoDir: string, phase: string): Promise<NodeJS.Signals | null> {
+    // node itself (tsx as a loader), so the SIGKILL hits the process doing the work, not a wrapper.
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', '--conditions=@stowage/source', 'src/cli.ts', 'prune', '--repo', repoDir, '--grace', '0'],
+      {
+        cwd: packageDir,
+        env: { ...process.env, STOWAGE_REPO_KEY: KEY },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      },
+    );
+    let stderr = '';
+    child.stderr.on('data', (data: Buffer) => {
+      stderr += data.toString();
+      if (stderr.includes(`prune: ${phase} `)) child.kill('SIGKILL');
+    });
+    return new Promise((resolve, reject) => {
+      child.on('error', reject);
+      child.on('exit', (code, signal) => (signal ? resolve(signal) : reject(new Error(`prune exited ${code} before ${phase}: ${stderr}`))));
+    });
+  }
+
+  it('SIGKILL while retiring and while deleting, then prune again: verify is clean, the live backup restores, the garbage is gone', async () => {
+    const repoDir = join(work, 'repo');
+    // One pack per chunk or two: many small steps to be killed in the middle of.
+    const repo = await Repository.init({ dir: repoDir, key: KEY, chunker: TEST_CHUNKER, packTargetBytes: 64 * 1024 });
+    const kept = join(work, 'kept');
+    await writeVolumeTree(kept);
+    const keptSnap = await repo.backup(kept, { tags: { backup: 'kept', ns: 'a', pod: 'p', volume: 'v' } });
+    const bytesWithKept = await storedBytes(repoDir);
+    const doomed = join(work, 'doomed');
+    await mkdir(doomed, { recursive: true });
+    await writeFile(join(doomed, 'only-here.bin'), randomBytes(8 * 1024 * 1024));
+    await repo.backup(doomed, { tags: { backup: 'doomed', ns: 'b', pod: 'p', volume: 'v' } });
+    await repo.forget({ backup: 'doomed' });
+
+    expect(await pruneKilledAt(repoDir, 'retire')).toBe('SIGKILL');
+    const afterRetireKill = await Repository.open({ dir: repoDir, key: KEY });
+    expect(await afterRetireKill.verify()).toMatchObject({ ok: true });
+    // The next run picks up the half-done retirement (the killed run left no batch record).
+    expect((await afterRetireKill.prune({ graceMs: 0 })).packsRetired).toBeGreaterThan(0);
+
+    expect(await pruneKilledAt(repoDir, 'delete')).toBe('SIGKILL');
+    const afterDeleteKill = await Repository.open({ dir: repoDir, key: KEY });
+    expect(await afterDeleteKill.verify()).toMatchObject({ ok: true });
+    await afterDeleteKill.prune({ graceMs: 0 });
+
+    const fresh = await Repository.open({ dir: repoDir, key: KEY });
+    expect(await fresh.verify()).toMatchObject({ ok: true, snapshotsChecked: 1 });
+    await restoresExactly(fresh, keptSnap.snapshotId, kept, 'kept');
+    expect(await storedBytes(repoDir)).toBe(bytesWithKept);
   });
 });
