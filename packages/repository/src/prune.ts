@@ -303,8 +303,6 @@ export async function runPrune(ctx: PruneContext, options: PruneOptions = {}): P
       }
       await backend.delete(`${BATCH_PREFIX}${batch.id}`);
     }
-    await store.refreshIndexes();
-
     return {
       snapshots: snapshotIds.length,
       liveChunks: live.size,
