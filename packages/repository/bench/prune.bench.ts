@@ -43,15 +43,20 @@ async function writeFiles(dir: string, count: number): Promise<void> {
 
 async function bytesUnder(dir: string): Promise<number> {
   let total = 0;
-  for (const e of await readdir(dir, { recursive: true, withFileTypes: true })) if (e.isFile()) total += (await stat(join(e.parentPath, e.name))).size;
+  for (const e of await readdir(dir, { recursive: true, withFileTypes: true }))
+    if (e.isFile()) total += (await stat(join(e.parentPath, e.name))).size;
   return total;
 }
 
 function measure(mode: string, repoDir: string): { seconds: number; maxRssMiB: number; detail: unknown } {
-  const out = execFileSync(process.execPath, ['--import', 'tsx', '--conditions=@stowage/source', import.meta.filename, '--child', mode, repoDir], {
-    encoding: 'utf8',
-    maxBuffer: 64 * 1024 * 1024,
-  });
+  const out = execFileSync(
+    process.execPath,
+    ['--import', 'tsx', '--conditions=@stowage/source', import.meta.filename, '--child', mode, repoDir],
+    {
+      encoding: 'utf8',
+      maxBuffer: 64 * 1024 * 1024,
+    },
+  );
   return JSON.parse(out.trim().split('\n').at(-1)!);
 }
 
@@ -90,7 +95,9 @@ async function main(): Promise<void> {
       rows.push(`| ${label} | ${r.seconds.toFixed(2)} | ${r.maxRssMiB.toFixed(0)} | ${loadBefore} | ${what} |`);
     }
     const after = await bytesUnder(repoDir);
-    console.log(`\n${2 * FILES} chunks (${FILES} per backup, ${FILE_BYTES} B random files), repository ${(before / 2 ** 20).toFixed(1)} MiB → ${(after / 2 ** 20).toFixed(1)} MiB\n`);
+    console.log(
+      `\n${2 * FILES} chunks (${FILES} per backup, ${FILE_BYTES} B random files), repository ${(before / 2 ** 20).toFixed(1)} MiB → ${(after / 2 ** 20).toFixed(1)} MiB\n`,
+    );
     console.log('| step (fresh process each) | seconds | peak RSS MiB | load before | result |');
     console.log('| --- | --- | --- | --- | --- |');
     for (const row of rows) console.log(row);
