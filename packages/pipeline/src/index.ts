@@ -1,6 +1,7 @@
 export { DEFAULT_AGENT_TTL_MS, NodeAgentRegistry, type NodeAgentRegistryOptions } from './agents/node-agent-registry.js';
 export { type DeleteBackupDeps, deleteBackup } from './deletion/delete-backup.js';
 export {
+  PRUNE_SUMMARY_FIELDS,
   type PruneRunSummary,
   type PruneStatus,
   PruneStatusStore,

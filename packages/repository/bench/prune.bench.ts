@@ -85,12 +85,20 @@ async function main(): Promise<void> {
     ] as const) {
       const loadBefore = load();
       const r = measure(mode, repoDir);
-      const d = r.detail as Record<string, number> | undefined;
+      const d = r.detail as {
+        liveChunks: number;
+        packsScanned: number;
+        packsRetired: number;
+        packsDeleted: number;
+        bytesFreed: number;
+        ok: boolean;
+        chunksChecked: number;
+      };
       const what =
         mode === 'prune'
-          ? `live ${d!.liveChunks}, packs scanned ${d!.packsScanned}, retired ${d!.packsRetired}, deleted ${d!.packsDeleted}, freed ${(d!.bytesFreed / 2 ** 20).toFixed(1)} MiB`
+          ? `live ${d.liveChunks}, packs scanned ${d.packsScanned}, retired ${d.packsRetired}, deleted ${d.packsDeleted}, freed ${(d.bytesFreed / 2 ** 20).toFixed(1)} MiB`
           : mode === 'verify'
-            ? `ok ${String(d!.ok)}, ${d!.chunksChecked} chunks`
+            ? `ok ${String(d.ok)}, ${d.chunksChecked} chunks`
             : '';
       rows.push(`| ${label} | ${r.seconds.toFixed(2)} | ${r.maxRssMiB.toFixed(0)} | ${loadBefore} | ${what} |`);
     }

@@ -6,6 +6,7 @@ export {
   ExitCode,
   formatPruneSummary,
   formatVerifyReport,
+  parseDurationMs,
   repoForgetCommand,
   repoPruneCommand,
   repoRestoreCommand,
