@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { S3Storage } from '@stowage/storage';
 import { describeTree, type S3Target, useTestS3, writeVolumeTree } from '@stowage/testing';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { ObjectStoreBackend, Repository, TokenBucket } from '../src/index.js';
+import { ExitCode, ObjectStoreBackend, Repository, runRepoCli, TokenBucket } from '../src/index.js';
 import { TEST_CHUNKER, TEST_PACK_BLOB_MAX } from './test-settings.js';
 
 const KEY = 'prune test key';
@@ -251,5 +251,47 @@ describe('prune killed half-way', () => {
     expect(await fresh.verify()).toMatchObject({ ok: true, snapshotsChecked: 1 });
     await restoresExactly(fresh, keptSnap.snapshotId, kept, 'kept');
     expect(await storedBytes(repoDir)).toBe(bytesWithKept);
+  });
+});
+
+describe('repo forget and repo prune on the command line', () => {
+  function capture() {
+    const out: string[] = [];
+    const err: string[] = [];
+    return { io: { out: (l: string) => out.push(l), err: (l: string) => err.push(l) }, out, err };
+  }
+
+  it('forget deletes the tagged snapshots, prune reports progress and a summary; bad flags are usage errors naming the flag', async () => {
+    const repoDir = join(work, 'repo');
+    const repo = await Repository.init({ dir: repoDir, key: KEY, chunker: TEST_CHUNKER, durable: false });
+    const source = join(work, 'volume');
+    await writeVolumeTree(source);
+    await repo.backup(source, { tags: { backup: 'monday' } });
+    const env = { STOWAGE_REPO_KEY: KEY };
+
+    const noTag = capture();
+    expect(await runRepoCli(['forget', '--repo', repoDir], env, noTag.io)).toBe(ExitCode.Usage);
+    expect(noTag.err[0]).toMatch(/missing --tag/);
+    const badTag = capture();
+    expect(await runRepoCli(['forget', '--repo', repoDir, '--tag', 'monday'], env, badTag.io)).toBe(ExitCode.Usage);
+    expect(badTag.err[0]).toMatch(/--tag "monday" must be KEY=VALUE/);
+    const badGrace = capture();
+    expect(await runRepoCli(['prune', '--repo', repoDir, '--grace', 'soon'], env, badGrace.io)).toBe(ExitCode.Usage);
+    expect(badGrace.err[0]).toMatch(/--grace "soon" is not a duration/);
+
+    const forget = capture();
+    expect(await runRepoCli(['forget', '--repo', repoDir, '--tag', 'backup=monday'], env, forget.io)).toBe(ExitCode.Ok);
+    expect(forget.out[0]).toMatch(/^forgot 1 snapshots: [0-9a-f]{32}/);
+
+    const first = capture();
+    expect(await runRepoCli(['prune', '--repo', repoDir, '--grace', '0'], env, first.io)).toBe(ExitCode.Ok);
+    expect(first.err.some((l) => /^prune: sweep \d+\/\d+$/.test(l))).toBe(true);
+    expect(first.out.join('\n')).toMatch(/retired [1-9]\d* packs/);
+    const second = capture();
+    expect(await runRepoCli(['prune', '--repo', repoDir, '--grace', '0s', '--json'], env, second.io)).toBe(ExitCode.Ok);
+    const summary = JSON.parse(second.out.join('\n'));
+    expect(summary.bytesFreed).toBeGreaterThan(0);
+    expect(summary.batchesPending).toBe(0);
+    expect(await storedBytes(repoDir)).toBe(0);
   });
 });
