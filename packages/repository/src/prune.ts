@@ -3,7 +3,7 @@ import { ObjectExistsError, ObjectNotFoundError } from './backend.js';
 import { sealJson, unsealJson } from './blob.js';
 import { ChunkKeySet } from './chunk-key-set.js';
 import type { ChunkStore } from './chunk-store.js';
-import { RepoError, RepoErrorCode } from './errors.js';
+import { isRepoError, RepoError, RepoErrorCode } from './errors.js';
 import {
   baseName,
   CHUNK_ID,
@@ -156,6 +156,7 @@ export async function runPrune(ctx: PruneContext, options: PruneOptions = {}): P
       try {
         manifest = await ctx.getSnapshot(snapshotId);
       } catch (cause) {
+        if (isRepoError(cause, RepoErrorCode.SnapshotNotFound)) continue; // forgotten since the list: its chunks are not needed
         throw new RepoError(
           RepoErrorCode.PruneUnsafe,
           `prune stopped before deleting anything: snapshot ${snapshotId} cannot be read, so the chunks it needs are unknown (run repo verify)`,
