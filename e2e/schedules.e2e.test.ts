@@ -9,8 +9,10 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pvbLabels } from '../packages/kube/src/index.js';
+import { PruneStatusStore, statePrefixFor } from '../packages/pipeline/src/index.js';
 import { createLogger } from '../packages/platform/src/index.js';
 import { createQueue, JobName, QueueName } from '../packages/queue/src/index.js';
+import { Repository } from '../packages/repository/src/index.js';
 import type { NodeAgent } from '../services/node-agent/src/index.js';
 import { configMap, namespace, node, pod } from './reliability/support/fixtures.js';
 import {
@@ -40,6 +42,8 @@ const fixture = {
 };
 
 let stack: Stack;
+/** The api processes get the repository key: deleting a backup forgets its snapshots and runs prune (default grace). */
+const REPO_ENV = () => ({ STOWAGE_REPO_KEY: stack.repoKey });
 const apis: ServiceProcess[] = [];
 const agents: NodeAgent[] = [];
 let client: ReturnType<typeof apiClient>;
@@ -54,7 +58,13 @@ beforeAll(async () => {
     })),
   );
   apis.push(
-    ...(await Promise.all([stack.spawn('api', 'api-1'), stack.spawn('api', 'api-2'), stack.spawn('worker', 'worker-1')])).slice(0, 2),
+    ...(
+      await Promise.all([
+        stack.spawn('api', 'api-1', REPO_ENV()),
+        stack.spawn('api', 'api-2', REPO_ENV()),
+        stack.spawn('worker', 'worker-1'),
+      ])
+    ).slice(0, 2),
   );
   // Requests alternate between the two api processes: both serve schedules from the same state.
   let turn = 0;
@@ -195,6 +205,8 @@ describe('TTL', () => {
     const dir = join(stack.storageDir, 'backups', 'short-lived');
     expect(existsSync(dir)).toBe(true);
     expect(await stack.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=short-lived` })).toHaveLength(1);
+    const repo = await Repository.open({ dir: join(stack.storageDir, 'repository'), key: stack.repoKey });
+    expect((await repo.listSnapshots()).map((s) => s.tags.backup)).toContain('short-lived');
 
     await waitFor(
       'the expired backup to be deleted',
@@ -203,7 +215,15 @@ describe('TTL', () => {
     );
     expect(existsSync(dir)).toBe(false);
     expect(await stack.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=short-lived` })).toEqual([]);
-  }, 60_000);
+    // Its volume snapshot (written by the node agent, tagged with the backup's name) is gone, the
+    // others stay, and a prune job ran (with the default grace it only retires; nothing is deleted).
+    const tagged = (await repo.listSnapshots()).map((s) => s.tags.backup);
+    expect(tagged).not.toContain('short-lived');
+    const prune = new PruneStatusStore(stack.redis, statePrefixFor(stack.queuePrefix));
+    const ran = await waitFor('a prune run', async () => ((await prune.read()).runs > 0 ? prune.read() : undefined), 30_000);
+    expect(ran.last?.packsDeleted).toBe(0);
+    expect(await repo.verify()).toMatchObject({ ok: true });
+  }, 90_000);
 });
 
 describe('deletion', () => {
@@ -219,7 +239,7 @@ describe('deletion', () => {
 
     // Every api (they host finalize and the deletion job) dies at once; the request is in Redis.
     await Promise.all(apis.map((a) => a.killHard()));
-    apis.splice(0, apis.length, await stack.spawn('api', 'api-3'));
+    apis.splice(0, apis.length, await stack.spawn('api', 'api-3', REPO_ENV()));
 
     const ended = await waitForBackupEnd(stack.state, 'doomed').catch(() => undefined);
     if (ended) expect(ended.phase).toBe('Canceled');

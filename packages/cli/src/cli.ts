@@ -46,6 +46,8 @@ Volume repository (key in STOWAGE_REPO_KEY):
   repo restore --repo DIR --snapshot ID --target DIR
   repo verify --repo DIR [--json]
   repo snapshots --repo DIR [--json]
+  repo forget --repo DIR --tag backup=NAME [--tag KEY=VALUE …]
+  repo prune --repo DIR [--grace 24h] [--json]
 
 Exit codes: 0 ok, 1 failed, 2 bad command line, 3 (--wait) the backup or restore ended other than Completed.`;
 

@@ -2,6 +2,7 @@ import { type KubeClients, type PvbClient, type PvrClient, restoreWaitContainer 
 import type { BackupStorage } from '@stowage/storage';
 import type { Redis } from 'ioredis';
 import type { NodeAgentRegistry } from './agents/node-agent-registry.js';
+import type { RepositoryGc } from './deletion/repository-gc.js';
 import type { RestoreState } from './restore/restore-state.js';
 import type { BackupState } from './state/backup-state.js';
 
@@ -89,6 +90,8 @@ export interface PipelineDeps {
   /** Restore state and the PVR client: needed by the processes that host restore queues. */
   restores?: RestoreState | undefined;
   pvrs?: PvrClient | undefined;
+  /** The volume repository: when given, deleting a backup forgets its snapshots and a prune job follows. */
+  repository?: RepositoryGc | undefined;
 }
 
 /**

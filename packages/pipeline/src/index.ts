@@ -1,6 +1,15 @@
 export { DEFAULT_AGENT_TTL_MS, NodeAgentRegistry, type NodeAgentRegistryOptions } from './agents/node-agent-registry.js';
 export { type DeleteBackupDeps, deleteBackup } from './deletion/delete-backup.js';
 export {
+  PRUNE_SUMMARY_FIELDS,
+  type PruneRunSummary,
+  type PruneStatus,
+  PruneStatusStore,
+  pruneJobId,
+  type RepositoryGc,
+  requestPrune,
+} from './deletion/repository-gc.js';
+export {
   type Clock,
   DEFAULT_PIPELINE_CONFIG,
   type PipelineConfig,
@@ -26,6 +35,7 @@ export type { FinalizeResult } from './processors/finalize.processor.js';
 export type { ItemBlockResult } from './processors/item-block.processor.js';
 export type { PlanResult } from './processors/plan.processor.js';
 export type { PostHooksResult } from './processors/post-hooks.processor.js';
+export type { PruneRepositoryResult } from './processors/prune-repository.processor.js';
 export type { PvrWatchResult } from './processors/pvr-watch.processor.js';
 export { decideRestorePhase, type RestoreFinalizeResult } from './processors/restore-finalize.processor.js';
 export type { RestoreHooksResult } from './processors/restore-hooks.processor.js';

@@ -7,6 +7,7 @@ import { processFinalize } from './processors/finalize.processor.js';
 import { processItemBlock } from './processors/item-block.processor.js';
 import { processPlan } from './processors/plan.processor.js';
 import { processPostHooks } from './processors/post-hooks.processor.js';
+import { processPruneRepository } from './processors/prune-repository.processor.js';
 import { processPvbWatch } from './processors/pvb-watch.processor.js';
 import { processPvrWatch } from './processors/pvr-watch.processor.js';
 import { processRestoreFinalize } from './processors/restore-finalize.processor.js';
@@ -58,6 +59,7 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
       if (job.name === JobName.finalize) return processFinalize(runtime, job, token);
       if (job.name === JobName.runSchedule) return processRunSchedule(runtime, job);
       if (job.name === JobName.deleteBackup) return processDeleteBackup(runtime, job, token);
+      if (job.name === JobName.pruneRepository) return processPruneRepository(runtime, job);
       throw unknownJob(job, QueueName.backups);
     },
     [QueueName.itemBlocks]: (job: Job, token?: string) => {

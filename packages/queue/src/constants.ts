@@ -30,6 +30,8 @@ export const JobName = {
   runSchedule: 'run-schedule',
   /** Deletes a backup: delayed by its TTL when it is submitted, or at once when a user deletes it. */
   deleteBackup: 'delete-backup',
+  /** Garbage-collects the volume repository after deletions (and again when retired data is past its grace). */
+  pruneRepository: 'prune-repository',
   restorePlan: 'restore-plan',
   restoreTier: 'restore-tier',
   restoreItems: 'restore-items',
@@ -50,6 +52,7 @@ export const QUEUE_OF_JOB: Readonly<Record<JobName, QueueName>> = {
   'run-post-hooks': QueueName.hooks,
   'run-schedule': QueueName.backups,
   'delete-backup': QueueName.backups,
+  'prune-repository': QueueName.backups,
   'restore-plan': QueueName.restores,
   'restore-tier': QueueName.restores,
   'restore-items': QueueName.restoreItems,

@@ -1,7 +1,21 @@
 import { ObjectNotFoundError, type ObjectUpload, type RepoBackend } from './backend.js';
 import { BlobAuthError, sealCompressed, sealJson, unseal, unsealJson } from './blob.js';
 import { chunkIdOf, type RepoKeys } from './keys.js';
-import { baseName, CHUNK_ID, HEX_ID, INDEX_PREFIX, indexKey, LOOSE_PREFIX, looseKey, packKey, randomId } from './layout.js';
+import {
+  baseName,
+  CHUNK_ID,
+  HEX_ID,
+  INDEX_PREFIX,
+  indexKey,
+  LOOSE_PREFIX,
+  looseKey,
+  packKey,
+  RETIRED_INDEX_PREFIX,
+  RETIRED_LOOSE_PREFIX,
+  randomId,
+  retiredIndexKey,
+  retiredLooseKey,
+} from './layout.js';
 
 /** Index objects read at once by refreshIndexes. */
 const INDEX_READS_IN_FLIGHT = 32;
@@ -50,6 +64,12 @@ export class ChunkStore {
   private readonly packed = new Map<string, ChunkLocation[]>();
   private readonly knownLoose = new Set<string>();
   private readonly loadedIndexes = new Set<string>();
+  /**
+   * Packs prune has retired (their index moved to prune/retired-index/): read as a last resort
+   * by restore and verify during the grace period, never deduplicated against (README "Prune").
+   */
+  private readonly retired = new Map<string, ChunkLocation[]>();
+  private readonly loadedRetired = new Set<string>();
   /** Indexes that failed to decrypt; verify reports them. */
   readonly unreadableIndexes = new Map<string, string>();
 
@@ -65,24 +85,56 @@ export class ChunkStore {
    * wrote since its last backup.
    */
   async refreshIndexes(): Promise<void> {
-    const packIds = (await this.backend.list(INDEX_PREFIX))
-      .map(baseName)
-      .filter((packId) => HEX_ID.test(packId) && !this.loadedIndexes.has(packId));
+    const [listed, retiredListed] = await Promise.all(
+      [INDEX_PREFIX, RETIRED_INDEX_PREFIX].map(async (prefix) =>
+        (await this.backend.list(prefix)).map(baseName).filter((packId) => HEX_ID.test(packId)),
+      ),
+    );
+    this.knownLoose.clear(); // prune moves unused loose chunks away: look them up again
+    forgetUnlisted(listed!, this.loadedIndexes, this.packed);
+    forgetUnlisted(retiredListed!, this.loadedRetired, this.retired);
+    await this.loadIndexes(
+      listed!.filter((packId) => !this.loadedIndexes.has(packId)),
+      indexKey,
+      (packId, entries) => {
+        this.loadedIndexes.add(packId);
+        this.unreadableIndexes.delete(packId);
+        for (const entry of entries) this.addPacked(entry.id, { kind: 'pack', packId, offset: entry.offset, length: entry.length });
+      },
+      (packId, why) => this.unreadableIndexes.set(packId, why),
+    );
+    await this.loadIndexes(
+      retiredListed!.filter((packId) => !this.loadedRetired.has(packId)),
+      retiredIndexKey,
+      (packId, entries) => {
+        this.loadedRetired.add(packId);
+        for (const entry of entries)
+          addLocation(this.retired, entry.id, { kind: 'pack', packId, offset: entry.offset, length: entry.length });
+      },
+      () => {}, // a last-resort copy only; verify reads the retired packs themselves
+    );
+  }
+
+  private async loadIndexes(
+    packIds: readonly string[],
+    keyOf: (packId: string) => string,
+    onIndex: (packId: string, entries: readonly PackIndexEntry[]) => void,
+    onError: (packId: string, why: string) => void,
+  ): Promise<void> {
     let next = 0;
     const reader = async () => {
       while (next < packIds.length) {
         const packId = packIds[next++]!;
         let index: PackIndex;
         try {
-          const sealed = await this.backend.get(indexKey(packId));
+          const sealed = await this.backend.get(keyOf(packId));
           index = unsealJson(this.keys.encryptionKey, `index:${packId}`, sealed) as PackIndex;
         } catch (error) {
-          this.unreadableIndexes.set(packId, error instanceof Error ? error.message : String(error));
+          if (error instanceof ObjectNotFoundError) continue; // retired or deleted by prune since the list
+          onError(packId, error instanceof Error ? error.message : String(error));
           continue;
         }
-        this.loadedIndexes.add(packId);
-        this.unreadableIndexes.delete(packId);
-        for (const entry of index.entries) this.addPacked(entry.id, { kind: 'pack', packId, offset: entry.offset, length: entry.length });
+        onIndex(packId, index.entries);
       }
     };
     await Promise.all(Array.from({ length: Math.min(INDEX_READS_IN_FLIGHT, packIds.length) }, reader));
@@ -95,9 +147,7 @@ export class ChunkStore {
   }
 
   addPacked(chunkId: string, location: ChunkLocation): void {
-    const list = this.packed.get(chunkId);
-    if (list) list.push(location);
-    else this.packed.set(chunkId, [location]);
+    addLocation(this.packed, chunkId, location);
   }
 
   noteLoose(chunkId: string): void {
@@ -121,8 +171,17 @@ export class ChunkStore {
     return this.packed;
   }
 
+  /** Copies in retired packs, for verify. */
+  retiredChunks(): ReadonlyMap<string, readonly ChunkLocation[]> {
+    return this.retired;
+  }
+
   async listLoose(): Promise<string[]> {
     return (await this.backend.list(LOOSE_PREFIX)).map(baseName).filter((name) => CHUNK_ID.test(name));
+  }
+
+  async listRetiredLoose(): Promise<string[]> {
+    return (await this.backend.list(RETIRED_LOOSE_PREFIX)).map(baseName).filter((name) => CHUNK_ID.test(name));
   }
 
   /** Decrypts a sealed chunk and checks that it hashes to its id. */
@@ -151,7 +210,27 @@ export class ChunkStore {
   locationsOf(chunkId: string): ChunkLocation[] {
     const list = [...(this.packed.get(chunkId) ?? [])];
     if (!this.packed.has(chunkId) || this.knownLoose.has(chunkId)) list.push({ kind: 'loose' });
+    list.push(...(this.retired.get(chunkId) ?? []));
     return list;
+  }
+}
+
+function addLocation(map: Map<string, ChunkLocation[]>, chunkId: string, location: ChunkLocation): void {
+  const list = map.get(chunkId);
+  if (list) list.push(location);
+  else map.set(chunkId, [location]);
+}
+
+/** Drops the packs whose index is no longer listed (prune retired or deleted it) from `map`. */
+function forgetUnlisted(listed: readonly string[], loaded: Set<string>, map: Map<string, ChunkLocation[]>): void {
+  const current = new Set(listed);
+  const gone = new Set([...loaded].filter((packId) => !current.has(packId)));
+  if (gone.size === 0) return;
+  for (const packId of gone) loaded.delete(packId);
+  for (const [chunkId, locations] of map) {
+    const kept = locations.filter((l) => l.kind !== 'pack' || !gone.has(l.packId));
+    if (kept.length === 0) map.delete(chunkId);
+    else if (kept.length !== locations.length) map.set(chunkId, kept);
   }
 }
 
@@ -191,7 +270,11 @@ export class ChunkReader {
 
   private async readLoose(chunkId: string): Promise<Buffer> {
     try {
-      return await this.store.backend.get(looseKey(chunkId));
+      return await this.store.backend.get(looseKey(chunkId)).catch((error: unknown) => {
+        // Retired by prune and not yet deleted: still a good copy.
+        if (error instanceof ObjectNotFoundError) return this.store.backend.get(retiredLooseKey(chunkId));
+        throw error;
+      });
     } catch (cause) {
       if (cause instanceof ObjectNotFoundError)
         throw new ChunkReadError(chunkId, 'missing', `chunk ${chunkId} is missing from the repository`, { cause });
@@ -286,6 +369,11 @@ export class ChunkWriter {
       this.store.noteLoose(chunkId);
     }
     return { isNew: true, storedBytes: blob.length };
+  }
+
+  /** Appends an already sealed blob (prune copying a live chunk out of a pack it retires); no existence check. */
+  putSealed(chunkId: string, blob: Buffer): Promise<void> {
+    return this.appendToPack(chunkId, blob);
   }
 
   /** Reserves the offset synchronously, so concurrent puts share one pack without a lock. */

@@ -4,6 +4,7 @@ import { parseArgs } from 'node:util';
 import { S3Storage } from '@stowage/storage';
 import { isRepoError, RepoError, RepoErrorCode } from './errors.js';
 import { ObjectStoreBackend } from './object-store-backend.js';
+import type { PruneProgress, PruneSummary } from './prune.js';
 import { type OpenOptions, Repository } from './repository.js';
 import type { VerifyReport } from './verify.js';
 
@@ -59,6 +60,8 @@ const USAGE = [
   '  restore   --repo DIR --snapshot ID --target DIR   rebuild a snapshot into DIR',
   '  verify    --repo DIR [--json]                     check every chunk and snapshot reference',
   '  snapshots --repo DIR [--json]                     list snapshots',
+  '  forget    --repo DIR --tag KEY=VALUE [--tag …]      delete the snapshots with all these tags (e.g. --tag backup=NAME)',
+  '  prune     --repo DIR [--grace 24h] [--json]         garbage-collect: retire unused data, delete what was retired at least --grace ago',
 ].join('\n');
 
 export async function repoRestoreCommand(
@@ -102,6 +105,56 @@ export async function repoSnapshotsCommand(
   return ExitCode.Ok;
 }
 
+export async function repoForgetCommand(
+  args: { repo: string; key: string | undefined; tags: Record<string, string>; json?: boolean; env?: Env },
+  io: CliIo,
+): Promise<number> {
+  const repo = await Repository.open(repoLocation(args.repo, args.key, args.env));
+  const forgotten = await repo.forget(args.tags);
+  if (args.json) io.out(JSON.stringify({ forgotten }, null, 2));
+  else
+    io.out(`forgot ${forgotten.length} snapshots${forgotten.length > 0 ? `: ${forgotten.join(' ')}` : ''} (their data is freed by prune)`);
+  return ExitCode.Ok;
+}
+
+export async function repoPruneCommand(
+  args: { repo: string; key: string | undefined; graceMs?: number; json?: boolean; env?: Env },
+  io: CliIo,
+): Promise<number> {
+  const repo = await Repository.open(repoLocation(args.repo, args.key, args.env));
+  // Progress on stderr: at each phase change, then at most twice a second.
+  let lastPhase = '';
+  let lastAt = 0;
+  const onProgress = (p: PruneProgress) => {
+    const at = Date.now();
+    if (p.phase === lastPhase && at - lastAt < 500 && p.done !== p.total) return;
+    lastPhase = p.phase;
+    lastAt = at;
+    io.err(`prune: ${p.phase} ${p.done}/${p.total}`);
+  };
+  const summary = await repo.prune({ ...(args.graceMs !== undefined ? { graceMs: args.graceMs } : {}), onProgress });
+  if (args.json) io.out(JSON.stringify(summary, null, 2));
+  else for (const line of formatPruneSummary(summary)) io.out(line);
+  return ExitCode.Ok;
+}
+
+export function formatPruneSummary(s: PruneSummary): string[] {
+  return [
+    `marked ${s.liveChunks} chunks in use by ${s.snapshots} snapshots; scanned ${s.packsScanned} packs${s.packsSkipped > 0 ? ` (${s.packsSkipped} unreadable, left alone)` : ''}`,
+    `retired ${s.packsRetired} packs and ${s.looseRetired} loose chunks (${s.bytesRetired} bytes), rewrote ${s.packsRewritten} packs`,
+    `deleted ${s.packsDeleted} packs and ${s.looseDeleted} loose chunks retired earlier: ${s.bytesFreed} bytes freed (${s.bytesDeleted} deleted, ${s.bytesWritten} written)${s.chunksRescued > 0 ? `, ${s.chunksRescued} chunks a newer snapshot uses copied out first` : ''}`,
+    `${s.batchesPending} retirement batches wait for their grace period; took ${s.durationMs} ms`,
+  ];
+}
+
+/** `24h`, `30m`, `90s`, `500ms` or a number of seconds. */
+export function parseDurationMs(text: string): number | undefined {
+  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(text.trim());
+  if (!match) return undefined;
+  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[(match[2] ?? 's') as 'ms'];
+  return Number(match[1]) * unit;
+}
+
 export function formatVerifyReport(report: VerifyReport): string[] {
   const lines = [
     `checked ${report.chunksChecked} chunks and ${report.snapshotsChecked} snapshots: ${report.ok ? 'no damage' : 'DAMAGE FOUND'}`,
@@ -119,11 +172,18 @@ export function formatVerifyReport(report: VerifyReport): string[] {
 /** Parses argv (without `node script`), runs the command, maps errors to messages and exit codes. */
 export async function runRepoCli(argv: readonly string[], env: Readonly<Record<string, string | undefined>>, io: CliIo): Promise<number> {
   const [command, ...rest] = argv;
-  let values: Record<string, string | boolean | undefined>;
+  let values: Record<string, string | boolean | string[] | undefined>;
   try {
     ({ values } = parseArgs({
       args: [...rest],
-      options: { repo: { type: 'string' }, snapshot: { type: 'string' }, target: { type: 'string' }, json: { type: 'boolean' } },
+      options: {
+        repo: { type: 'string' },
+        snapshot: { type: 'string' },
+        target: { type: 'string' },
+        json: { type: 'boolean' },
+        tag: { type: 'string', multiple: true },
+        grace: { type: 'string' },
+      },
       strict: true,
     }));
   } catch (error) {
@@ -150,6 +210,35 @@ export async function runRepoCli(argv: readonly string[], env: Readonly<Record<s
       case 'snapshots':
         if (!need('repo')) return ExitCode.Usage;
         return await repoSnapshotsCommand({ repo: String(values.repo), key, json: values.json === true, env }, io);
+      case 'forget': {
+        if (!need('repo')) return ExitCode.Usage;
+        const tags: Record<string, string> = {};
+        for (const pair of (values.tag as string[] | undefined) ?? []) {
+          const eq = pair.indexOf('=');
+          if (eq <= 0) {
+            io.err(`forget: --tag ${JSON.stringify(pair)} must be KEY=VALUE\n${USAGE}`);
+            return ExitCode.Usage;
+          }
+          tags[pair.slice(0, eq)] = pair.slice(eq + 1);
+        }
+        if (Object.keys(tags).length === 0) {
+          io.err(`forget: missing --tag KEY=VALUE (which snapshots to delete)\n${USAGE}`);
+          return ExitCode.Usage;
+        }
+        return await repoForgetCommand({ repo: String(values.repo), key, tags, json: values.json === true, env }, io);
+      }
+      case 'prune': {
+        if (!need('repo')) return ExitCode.Usage;
+        const graceMs = typeof values.grace === 'string' ? parseDurationMs(values.grace) : undefined;
+        if (typeof values.grace === 'string' && graceMs === undefined) {
+          io.err(`prune: --grace ${JSON.stringify(values.grace)} is not a duration (e.g. 24h, 30m, 90s)\n${USAGE}`);
+          return ExitCode.Usage;
+        }
+        return await repoPruneCommand(
+          { repo: String(values.repo), key, json: values.json === true, env, ...(graceMs !== undefined ? { graceMs } : {}) },
+          io,
+        );
+      }
       default:
         io.err(command ? `unknown command ${JSON.stringify(command)}\n${USAGE}` : USAGE);
         return ExitCode.Usage;

@@ -35,6 +35,10 @@ export const RepoErrorCode = {
   RestoreTargetInvalid: 'REPO_RESTORE_TARGET_INVALID',
   /** Bad argument to an API call (a programming error on the caller's side). */
   InvalidArgument: 'REPO_INVALID_ARGUMENT',
+  /** Another prune holds the repository's prune lock (and is alive). */
+  PruneLocked: 'REPO_PRUNE_LOCKED',
+  /** Prune stopped before deleting anything it could not prove unused (an unreadable snapshot, a live chunk with no copy left). */
+  PruneUnsafe: 'REPO_PRUNE_UNSAFE',
 } as const;
 
 export type RepoErrorCode = (typeof RepoErrorCode)[keyof typeof RepoErrorCode];

@@ -4,7 +4,11 @@ export { Chunker, type ChunkerParams, DEFAULT_CHUNKER_PARAMS } from './chunker.j
 export {
   type CliIo,
   ExitCode,
+  formatPruneSummary,
   formatVerifyReport,
+  parseDurationMs,
+  repoForgetCommand,
+  repoPruneCommand,
   repoRestoreCommand,
   repoSnapshotsCommand,
   repoVerifyCommand,
@@ -12,6 +16,13 @@ export {
 } from './cli.js';
 export { isRepoError, RepoError, RepoErrorCode } from './errors.js';
 export { ObjectStoreBackend } from './object-store-backend.js';
+export {
+  DEFAULT_PRUNE_GRACE_MS,
+  DEFAULT_REPACK_UNUSED_FRACTION,
+  type PruneOptions,
+  type PruneProgress,
+  type PruneSummary,
+} from './prune.js';
 export { type InitOptions, type OpenOptions, type RepoConfig, Repository } from './repository.js';
 export type { RestoreOptions, RestoreResult } from './restore.js';
 export type { EntryType, SnapshotManifest, SnapshotSummary, SnapshotTotals, TreeEntry } from './snapshot.js';

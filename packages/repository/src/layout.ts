@@ -8,12 +8,22 @@ import { randomBytes } from 'node:crypto';
  *   packs/<ab>/<pack id>     sealed chunk blobs, concatenated
  *   index/<pack id>          sealed index of one pack: chunk id → offset, length
  *   snapshots/<snapshot id>  sealed snapshot manifest
+ *   prune/                   prune's lock, retired indexes and loose chunks, retirement batches
  *   tmp/                     (directory backend) files being written; renamed into place when complete
  */
 export const CONFIG_KEY = 'config.json';
 export const LOOSE_PREFIX = 'data/';
 export const INDEX_PREFIX = 'index/';
 export const SNAPSHOT_PREFIX = 'snapshots/';
+/** Prune's retired data (README "Prune"): indexes and loose chunks moved out of sight of new backups, deleted after a grace period. */
+export const RETIRED_INDEX_PREFIX = 'prune/retired-index/';
+export const RETIRED_LOOSE_PREFIX = 'prune/retired-data/';
+export function retiredIndexKey(packId: string): string {
+  return `${RETIRED_INDEX_PREFIX}${packId}`;
+}
+export function retiredLooseKey(chunkId: string): string {
+  return `${RETIRED_LOOSE_PREFIX}${chunkId.slice(0, 2)}/${chunkId}`;
+}
 
 export function looseKey(chunkId: string): string {
   return `data/${chunkId.slice(0, 2)}/${chunkId}`;

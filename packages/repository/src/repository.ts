@@ -8,6 +8,7 @@ import { Chunker, type ChunkerParams, DEFAULT_CHUNKER_PARAMS, validateChunkerPar
 import { errnoCode, isRepoError, RepoError, RepoErrorCode } from './errors.js';
 import { deriveRepoKeys, type KdfParams, keyCheckMatches, newKdfParams, type RepoKeys, requireKey } from './keys.js';
 import { baseName, CONFIG_KEY, HEX_ID, randomId, SNAPSHOT_PREFIX, snapshotKey } from './layout.js';
+import { type PruneOptions, type PruneSummary, runPrune } from './prune.js';
 import { type RestoreOptions, type RestoreResult, runRestore } from './restore.js';
 import { defaultReadThreads } from './small-file-reader.js';
 import { isSameVolume, type SnapshotManifest, type SnapshotSummary, summaryOf } from './snapshot.js';
@@ -189,6 +190,46 @@ export class Repository {
       },
       options,
     );
+  }
+
+  /**
+   * Garbage collection, safe while backups run (README "Prune"): retires unused packs and loose
+   * chunks, rewrites mostly-unused packs, deletes what an earlier run retired at least `graceMs` ago.
+   */
+  prune(options: PruneOptions = {}): Promise<PruneSummary> {
+    return runPrune({ store: this.store, snapshotIds: () => this.snapshotIds(), getSnapshot: (id) => this.getSnapshot(id) }, options);
+  }
+
+  /**
+   * Deletes every snapshot whose tags include all of `tags` (e.g. `{backup: name}`: a deleted
+   * backup's snapshots) and returns their ids. Idempotent: run again after a crash, it deletes
+   * what is left. Their chunks stay until prune.
+   */
+  async forget(tags: Readonly<Record<string, string>>): Promise<string[]> {
+    const wanted = Object.entries(tags);
+    if (wanted.length === 0) throw new RepoError(RepoErrorCode.InvalidArgument, 'forget: give at least one tag (e.g. backup=<name>)');
+    const forgotten: string[] = [];
+    for (const id of await this.snapshotIds()) {
+      let summary = this.summaries.get(id);
+      if (!summary) {
+        try {
+          summary = summaryOf(await this.getSnapshot(id));
+        } catch (error) {
+          if (isRepoError(error, RepoErrorCode.SnapshotNotFound)) continue; // forgotten by a concurrent call
+          throw error;
+        }
+        this.summaries.set(id, summary);
+      }
+      if (!wanted.every(([key, value]) => summary.tags[key] === value)) continue;
+      try {
+        await this.store.backend.delete(snapshotKey(id));
+      } catch (cause) {
+        throw unreachable(this.dir, cause);
+      }
+      this.summaries.delete(id);
+      forgotten.push(id);
+    }
+    return forgotten;
   }
 
   /** Summaries of snapshots read so far: snapshots never change, so each is decrypted once per process. */

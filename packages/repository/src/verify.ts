@@ -1,7 +1,7 @@
 import { ObjectNotFoundError } from './backend.js';
 import { type ChunkProblem, ChunkReadError, type ChunkStore } from './chunk-store.js';
 import { errnoCode } from './errors.js';
-import { looseKey, packKey } from './layout.js';
+import { looseKey, packKey, retiredLooseKey } from './layout.js';
 import type { SnapshotManifest } from './snapshot.js';
 
 export interface DamagedFileRef {
@@ -81,7 +81,8 @@ export async function runVerify(
 
   // Packs: read each whole pack once, check each indexed blob in it.
   const byPack = new Map<string, { chunkId: string; offset: number; length: number }[]>();
-  for (const [chunkId, locations] of store.packedChunks()) {
+  // Retired packs (prune's grace period) hold good copies too until prune deletes them.
+  for (const [chunkId, locations] of [...store.packedChunks(), ...store.retiredChunks()]) {
     for (const location of locations) {
       if (location.kind !== 'pack') continue;
       const list = byPack.get(location.packId) ?? [];
@@ -110,11 +111,15 @@ export async function runVerify(
     }
     options.onProgress?.({ chunksChecked });
   }
-  for (const chunkId of await store.listLoose()) {
+  const loose = [
+    ...(await store.listLoose()).map((chunkId) => ({ chunkId, key: looseKey(chunkId) })),
+    ...(await store.listRetiredLoose()).map((chunkId) => ({ chunkId, key: retiredLooseKey(chunkId) })),
+  ];
+  for (const { chunkId, key } of loose) {
     options.signal?.throwIfAborted();
     let blob: Buffer;
     try {
-      blob = await store.backend.get(looseKey(chunkId));
+      blob = await store.backend.get(key);
     } catch (error) {
       note(chunkId, { problem: 'missing', detail: `chunk ${chunkId} cannot be read (${errnoCode(error)})` });
       continue;

@@ -6,6 +6,8 @@ import {
   NodeAgentRegistry,
   type PipelineConfig,
   planDryRun,
+  PruneStatusStore,
+  type RepositoryGc,
   RestoreState,
   type RunningWorkers,
   ScheduleControl,
@@ -43,6 +45,8 @@ export interface ApiServiceOptions {
   lock?: WorkerLockTiming;
   /** Backup storage, already checked by main.ts (openCheckedObjectStore); default opened from config.storage. */
   storage?: ObjectStore;
+  /** The volume repository (repositoryGcFromEnv): deleting a backup forgets its snapshots, then a prune job runs. */
+  repository?: RepositoryGc | undefined;
   /** Extra ApiDeps (tests: heartbeat). */
   app?: Partial<Pick<ApiDeps, 'heartbeatMs' | 'dashboardReadOnly'>>;
 }
@@ -124,6 +128,7 @@ export async function startApiService(opts: ApiServiceOptions): Promise<ApiServi
         restores: new RestoreState({ redis: workerConnection, prefix: statePrefix }),
         pvrs: createPvrClient(kube, { namespace: config.kube.namespace }),
         storage,
+        repository: opts.repository,
         logger: logger.child({ component: 'pipeline' }),
         clock: { now: Date.now },
         config: {
@@ -200,6 +205,7 @@ export async function startApiService(opts: ApiServiceOptions): Promise<ApiServi
       backupPhase: backupPhaseReader(state, storage),
     },
     storage,
+    prune: opts.repository ? new PruneStatusStore(producer, statePrefix) : undefined,
     auth: authModeOf(config),
     isReady: () => ready && (workerConnection === undefined || workerConnection.status === 'ready'),
     ...opts.app,

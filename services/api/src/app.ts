@@ -2,7 +2,14 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
-import type { BackupState, CancelBackupResult, RequestDeletionResult, SubmitBackupInput, SubmitBackupResult } from '@stowage/pipeline';
+import type {
+  BackupState,
+  CancelBackupResult,
+  PruneStatusStore,
+  RequestDeletionResult,
+  SubmitBackupInput,
+  SubmitBackupResult,
+} from '@stowage/pipeline';
 import type { BackupStorage } from '@stowage/storage';
 import type { Queue } from 'bullmq';
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
@@ -69,6 +76,8 @@ export interface ApiDeps {
   now?: () => number;
   /** POST /v1/backups?dryRun=true: plans without running (needs a Kubernetes client); absent: 503. */
   dryRun?: DryRunPlanner;
+  /** The last repository prune (`stowage_repository_prune_*` metrics); absent: no such metrics. */
+  prune?: PruneStatusStore | undefined;
   /** The restore API (`/v1/restores…`); absent: no restore routes. */
   restores?: Omit<RestoreRoutesDeps, 'queues' | 'storage' | 'randomSuffix'> | undefined;
 }
@@ -179,7 +188,13 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
   await app.register(authPlugin, { auth: deps.auth, sessions, now });
   await app.register(healthRoutes, { redis: deps.redis, isClosing: () => state.closing, isReady: deps.isReady });
   const reads = new BackupReads(deps.state, deps.storage);
-  await app.register(metricsPlugin, { reads, queues: deps.queues, schedules: deps.schedules, restores: deps.restores?.restores });
+  await app.register(metricsPlugin, {
+    reads,
+    queues: deps.queues,
+    schedules: deps.schedules,
+    restores: deps.restores?.restores,
+    prune: deps.prune,
+  });
   await app.register(backupsRoutes, { ...deps, reads });
   if (deps.schedules) await app.register(schedulesRoutes, { schedules: deps.schedules });
   await app.register(backupEventsRoutes, { state: deps.state, reads, redis: deps.redis, heartbeatMs: deps.heartbeatMs ?? 15_000 });

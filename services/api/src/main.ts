@@ -2,6 +2,7 @@ import { workerLockTimingFromEnv } from '@stowage/pipeline';
 import { createLifecycle, createLogger, loadConfigOrExit } from '@stowage/platform';
 import { openCheckedObjectStore } from '@stowage/storage';
 import { startApiService } from './api-service.js';
+import { repositoryGcFromEnv } from './repository-gc.js';
 
 // Thin host: config (every problem at once; no tokens and no STOWAGE_AUTH=disabled is one),
 // logger with redaction, the API service, graceful shutdown.
@@ -24,7 +25,15 @@ const lifecycle = createLifecycle({ logger, timeoutMs: config.shutdown.timeoutMs
 lifecycle.installProcessHandlers();
 
 if (config.api.auth === 'disabled') logger.warn('STOWAGE_AUTH=disabled: the API answers without a token');
-const service = await startApiService({ config, logger, lock: lockTiming.lock, storage: storage.store });
+let repository: ReturnType<typeof repositoryGcFromEnv>;
+try {
+  repository = repositoryGcFromEnv(config, process.env, storage.store);
+} catch (error) {
+  process.stderr.write(`Stowage api configuration problem: ${(error as Error).message}\n`);
+  process.exit(1);
+}
+if (!repository) logger.info('no STOWAGE_REPO_KEY: deleting a backup leaves its volume repository snapshots; no repository prune');
+const service = await startApiService({ config, logger, lock: lockTiming.lock, storage: storage.store, repository });
 // Registered in start order; shutdown runs them in reverse (readiness is turned off first):
 // HTTP (app.close) → workers → queues → Redis.
 lifecycle.onShutdown('redis', service.stopRedis);

@@ -1,10 +1,11 @@
-import type { RestoreState, ScheduleControl, ScheduleStore } from '@stowage/pipeline';
+import type { PruneStatusStore, RestoreState, ScheduleControl, ScheduleStore } from '@stowage/pipeline';
 import type { Queue } from 'bullmq';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import { z } from 'zod';
 import { TERMINAL_BACKUP_PHASES } from './api.schema.js';
 import { type BackupReads, COUNTER } from './backup-view.js';
+import { registerPruneMetrics } from './prune-metrics.js';
 import { registerRestoreMetrics } from './restore-metrics.js';
 
 export interface MetricsOptions {
@@ -15,6 +16,8 @@ export interface MetricsOptions {
   schedules?: { control: ScheduleControl; store: ScheduleStore } | undefined;
   /** With restores wired, the `stowage_restore_*` metrics too. */
   restores?: RestoreState | undefined;
+  /** When given, the `stowage_repository_prune_*` metrics. */
+  prune?: PruneStatusStore | undefined;
 }
 
 /**
@@ -177,6 +180,7 @@ export function createApiMetrics(opts: MetricsOptions): ApiMetrics {
     );
   }
   const refreshRestores = opts.restores ? registerRestoreMetrics(registry, opts.restores) : undefined;
+  if (opts.prune) registerPruneMetrics(registry, opts.prune);
 
   return {
     registry,

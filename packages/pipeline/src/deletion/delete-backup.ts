@@ -2,20 +2,23 @@ import type { PvbClient } from '@stowage/kube';
 import { pvbLabels } from '@stowage/kube';
 import { type BackupStorage, backupLayout } from '@stowage/storage';
 import type { BackupState } from '../state/backup-state.js';
+import type { RepositoryGc } from './repository-gc.js';
 
 export interface DeleteBackupDeps {
   state: BackupState;
   storage: Pick<BackupStorage, 'deletePrefix'>;
   /** When given, the backup's PodVolumeBackup objects are deleted too. */
   pvbs?: Pick<PvbClient, 'listPvbs' | 'deletePvb'> | undefined;
+  /** When given, the backup's snapshots in the volume repository are deleted too (their chunks go at the next prune). */
+  repository?: Pick<RepositoryGc, 'forget'> | undefined;
 }
 
 /**
  * Deletes one backup: its objects in backup storage, its PodVolumeBackups, then its state and
  * catalogue entry. Data first, record last, so a crash half-way leaves the record and running it
  * again finishes the job; every step is idempotent. Only keys and objects named after this
- * backup are touched, so no other backup loses anything. (Its repository snapshots stay until
- * repository garbage collection exists.)
+ * backup are touched, so no other backup loses anything: its repository snapshots are those
+ * the node agents tagged `backup=<name>`, and prune frees only chunks no remaining snapshot uses.
  */
 export async function deleteBackup(deps: DeleteBackupDeps, name: string): Promise<void> {
   await deps.storage.deletePrefix(backupLayout(name).dir);
@@ -25,5 +28,6 @@ export async function deleteBackup(deps: DeleteBackupDeps, name: string): Promis
       if (pvb.metadata?.name) await deps.pvbs.deletePvb(pvb.metadata.name);
     }
   }
+  await deps.repository?.forget({ backup: name });
   await deps.state.deleteBackup(name);
 }

@@ -2,6 +2,7 @@ import { finalizeJobId } from '@stowage/core';
 import { parseDeleteBackupJobData } from '@stowage/queue';
 import { DelayedError, type Job } from 'bullmq';
 import { deleteBackup } from '../deletion/delete-backup.js';
+import { requestPrune } from '../deletion/repository-gc.js';
 import type { PipelineRuntime } from '../runtime.js';
 import { isRunning } from '../schedules/schedule-control.js';
 
@@ -21,7 +22,7 @@ export const CANCELED_RECHECK_MS = 1_000;
  * it (BullMQ hands the stalled job to another): deletion is idempotent and removes the record last.
  */
 export async function processDeleteBackup(rt: PipelineRuntime, job: Job, token: string | undefined): Promise<DeleteBackupResult> {
-  const { state, storage, pvbs, clock, logger } = rt.deps;
+  const { state, storage, pvbs, clock, logger, repository } = rt.deps;
   const data = parseDeleteBackupJobData(job.data);
   const record = await state.getBackup(data.backupName);
   // Gone already, or a newer backup that reuses the name (it has jobs of its own).
@@ -34,7 +35,9 @@ export async function processDeleteBackup(rt: PipelineRuntime, job: Job, token: 
   // Its finished job tree goes first (the record goes last), so a new backup of the same name is
   // never taken for a re-add of this one.
   await rt.backupsQueue.remove(finalizeJobId(record.name), { removeChildren: true });
-  await deleteBackup({ state, storage, pvbs }, record.name);
+  await deleteBackup({ state, storage, pvbs, repository }, record.name);
   logger.info({ backup: record.name, phase: record.phase, reason: data.reason }, 'backup deleted');
+  // Its chunks are freed by a prune job (one per minute at most, however many backups go).
+  if (repository) await requestPrune(rt.backupsQueue, clock.now());
   return { outcome: 'deleted' };
 }
