@@ -1,13 +1,12 @@
 import { setMaxListeners } from 'node:events';
-import { close, open, read } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { sealJson } from './blob.js';
 import type { ChunkStore, ChunkWriter, PutResult } from './chunk-store.js';
 import type { Chunker } from './chunker.js';
-import { errnoCode, isRepoError, RepoError, RepoErrorCode } from './errors.js';
+import { isRepoError, RepoError, RepoErrorCode } from './errors.js';
 import { chunkIdOf, type RepoKeys } from './keys.js';
+import { LargeFileHasher, type LargeFileOutcome } from './large-file-hasher.js';
 import { randomId, snapshotKey } from './layout.js';
 import { SmallFileReader } from './small-file-reader.js';
 import type { SnapshotManifest, TreeEntry } from './snapshot.js';
@@ -82,8 +81,6 @@ export interface BackupContext {
 
 /** Files at most this big are read whole with one read; larger ones stream through the chunker. */
 const WHOLE_READ_MAX_BYTES = 1024 * 1024;
-/** Large files in flight at once (each holds up to a few max-size chunks in memory). */
-const LARGE_FILE_CONCURRENCY = 2;
 /** Chunks of one file being compressed, encrypted or written while the next is cut. */
 const CHUNKS_IN_FLIGHT_PER_FILE = 3;
 
@@ -98,12 +95,21 @@ export async function runBackup(ctx: BackupContext, sourceDir: string, options: 
   const throttle = options.throttle ?? (options.bandwidthBytesPerSec ? new TokenBucket(options.bandwidthBytesPerSec) : undefined);
   let writer: ChunkWriter | undefined;
   let reader: SmallFileReader | undefined;
+  let hasher: LargeFileHasher | undefined;
   try {
     if (options.signal?.aborted) throw canceled();
     // Indexes and the parent's manifest load while the tree is walked.
     const parentLoad = ctx.store.refreshIndexes().then(() => ctx.findParent(sourceDir, options.tags ?? {}));
     parentLoad.catch(() => {});
     reader = new SmallFileReader(ctx.readThreads);
+    // Its threads start with the first large file (none for a volume of small files).
+    hasher = new LargeFileHasher(ctx.readThreads, {
+      chunker: ctx.chunker.params,
+      chunkerSeed: ctx.keys.chunkerSeed,
+      chunkIdKey: ctx.keys.chunkIdKey,
+      encryptionKey: ctx.keys.encryptionKey,
+    });
+    const activeHasher = hasher;
     const walk = await walkTree(sourceDir, internal.signal, reader).catch((error: unknown) => {
       throw internal.signal.aborted && !isRepoError(error) ? canceled() : error;
     });
@@ -175,7 +181,7 @@ export async function runBackup(ctx: BackupContext, sourceDir: string, options: 
           if (read.kind === 'read') {
             await storeChunks(ctx, activeWriter, entry, ctx.chunker.split(read.data), hooks);
           } else if (read.kind === 'grew') {
-            await backupFile(ctx, activeWriter, absPath, entry, hooks);
+            await backupLargeFile(activeWriter, activeHasher, absPath, entry, hooks, internal.signal);
           } else if (read.kind === 'missing') {
             // Removed after the walk: keep the entry as an empty file rather than failing the volume.
             entry.size = 0;
@@ -193,14 +199,14 @@ export async function runBackup(ctx: BackupContext, sourceDir: string, options: 
       while (nextLarge < large.length) {
         if (internal.signal.aborted) throw canceled();
         const entry = large[nextLarge++]!;
-        await backupFile(ctx, activeWriter, join(sourceDir, entry.path), entry, hooks);
+        await backupLargeFile(activeWriter, activeHasher, join(sourceDir, entry.path), entry, hooks, internal.signal);
         fileDone();
       }
     };
     let firstError: unknown;
     const lanes = [
       ...Array.from({ length: Math.min(2 * ctx.readThreads, batches.length) }, smallLane),
-      ...Array.from({ length: Math.min(LARGE_FILE_CONCURRENCY, large.length) }, largeLane),
+      ...Array.from({ length: Math.min(ctx.readThreads, large.length) }, largeLane),
     ];
     const workers = lanes.map((lane) =>
       lane.catch((error: unknown) => {
@@ -268,6 +274,7 @@ export async function runBackup(ctx: BackupContext, sourceDir: string, options: 
     throw error;
   } finally {
     await reader?.close();
+    await hasher?.close();
     options.signal?.removeEventListener('abort', onAbort);
   }
 }
@@ -301,60 +308,48 @@ interface FileHooks {
   readonly record: (result: PutResult) => void;
 }
 
-// The callback API with plain fds costs about half the CPU of FileHandle per small file (measured).
-const openFd = promisify(open);
-const closeFd = promisify(close);
-function readFd(fd: number, buffer: Buffer, offset: number, length: number, position: number): Promise<number> {
-  return new Promise((resolve, reject) =>
-    read(fd, buffer, offset, length, position, (error, bytesRead) => (error ? reject(error) : resolve(bytesRead))),
-  );
-}
-
-async function backupFile(ctx: BackupContext, writer: ChunkWriter, absPath: string, entry: TreeEntry, hooks: FileHooks): Promise<void> {
-  let fd: number;
+/**
+ * A file streamed through the chunker on a LargeFileHasher thread (read, cut, hashed, and the new
+ * chunks compressed and sealed there); here each chunk id is looked up and new blobs are packed,
+ * with up to CHUNKS_IN_FLIGHT_PER_FILE chunks of the file in hand (the worker waits for the rest).
+ */
+async function backupLargeFile(
+  writer: ChunkWriter,
+  hasher: LargeFileHasher,
+  absPath: string,
+  entry: TreeEntry,
+  hooks: FileHooks,
+  signal: AbortSignal,
+): Promise<void> {
+  const ids: string[] = [];
+  let outcome: LargeFileOutcome;
   try {
-    fd = await openFd(absPath, 'r');
+    outcome = await hasher.hash(
+      absPath,
+      CHUNKS_IN_FLIGHT_PER_FILE,
+      async ({ id, length, seal }) => {
+        // Before any await: chunks arrive in file order.
+        ids.push(id);
+        hooks.onBytes(length);
+        // The worker reads at most a window ahead, so throttling here paces its reads.
+        await hooks.beforeRead(length);
+        hooks.record(await writer.putSealed(id, length, seal));
+      },
+      signal,
+    );
   } catch (error) {
-    if (errnoCode(error) === 'ENOENT') {
-      // Removed after the walk: keep the entry as an empty file rather than failing the volume.
-      entry.size = 0;
-      entry.chunks = [];
-      return;
-    }
-    throw sourceError(error, absPath, entry.path);
-  }
-  const sink = chunkSink(ctx, writer, hooks);
-  try {
-    let streamed = false;
-    if (entry.size <= WHOLE_READ_MAX_BYTES) {
-      // One read of size+1 tells whether the file grew since the walk; if so, stream it instead.
-      await hooks.beforeRead(entry.size);
-      const buffer = Buffer.allocUnsafe(entry.size + 1);
-      const bytesRead = await readFd(fd, buffer, 0, buffer.length, 0);
-      if (bytesRead <= entry.size) {
-        for (const chunk of ctx.chunker.split(buffer.subarray(0, bytesRead))) await sink.add(chunk);
-      } else {
-        streamed = true;
-      }
-    } else {
-      streamed = true;
-    }
-    if (streamed) {
-      const readBytes = Math.min(4 * 1024 * 1024, ctx.chunker.params.maxBytes);
-      const readAt = (buffer: Buffer, offset: number, length: number, position: number) => readFd(fd, buffer, offset, length, position);
-      for await (const chunk of ctx.chunker.splitFile(readAt, { readBytes, beforeRead: hooks.beforeRead })) {
-        await sink.add(chunk);
-      }
-    }
-    await sink.finish(entry);
-  } catch (error) {
-    await sink.settle();
     if (isRepoError(error)) throw error;
-    const code = errnoCode(error);
-    if (code === 'EACCES' || code === 'EPERM' || code === 'EIO' || code === 'EISDIR') throw sourceError(error, absPath, entry.path);
     throw new RepoError(RepoErrorCode.WriteFailed, `backing up ${absPath} failed: ${describe(error)}`, { cause: error });
-  } finally {
-    await closeFd(fd).catch(() => {});
+  }
+  if (outcome.kind === 'done') {
+    entry.size = outcome.size;
+    entry.chunks = ids;
+  } else if (outcome.kind === 'missing') {
+    // Removed after the walk: keep the entry as an empty file rather than failing the volume.
+    entry.size = 0;
+    entry.chunks = [];
+  } else {
+    throw sourceError(Object.assign(new Error(outcome.message), { code: outcome.code }), absPath, entry.path);
   }
 }
 

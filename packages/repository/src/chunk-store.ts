@@ -322,7 +322,7 @@ interface OpenPack {
   readonly entries: PackIndexEntry[];
   readonly writes: Promise<void>[];
   /** Blobs not yet written, starting at `bufferedFrom`: small blobs are written in ~1 MiB batches. */
-  buffered: Buffer[];
+  buffered: Uint8Array[];
   bufferedFrom: number;
 }
 
@@ -349,18 +349,27 @@ export class ChunkWriter {
   constructor(private readonly store: ChunkStore) {}
 
   put(chunkId: string, plaintext: Uint8Array): Promise<PutResult> {
+    const key = this.store.keys.encryptionKey;
+    return this.putSealed(chunkId, plaintext.length, async () => (await sealCompressed(key, `chunk:${chunkId}`, plaintext)).blob);
+  }
+
+  /**
+   * Like `put`, for a chunk whose plaintext is elsewhere (a worker thread): `seal` is called only
+   * if the chunk is new, and returns its sealed blob.
+   */
+  putSealed(chunkId: string, plaintextBytes: number, seal: () => Promise<Uint8Array>): Promise<PutResult> {
     if (this.inFlight.has(chunkId) || this.store.existsPackedOrKnown(chunkId)) return Promise.resolve({ isNew: false, storedBytes: 0 });
-    const pending = this.storeNew(chunkId, plaintext);
+    const pending = this.storeNew(chunkId, plaintextBytes, seal);
     pending.catch(() => {});
     this.inFlight.set(chunkId, pending);
     return pending;
   }
 
-  private async storeNew(chunkId: string, plaintext: Uint8Array): Promise<PutResult> {
-    const { options, backend, keys } = this.store;
-    const packed = plaintext.length <= options.packBlobMaxBytes;
+  private async storeNew(chunkId: string, plaintextBytes: number, seal: () => Promise<Uint8Array>): Promise<PutResult> {
+    const { options, backend } = this.store;
+    const packed = plaintextBytes <= options.packBlobMaxBytes;
     if (!packed && (await this.store.exists(chunkId))) return { isNew: false, storedBytes: 0 };
-    const { blob } = await sealCompressed(keys.encryptionKey, `chunk:${chunkId}`, plaintext);
+    const blob = await seal();
     if (packed) {
       await this.appendToPack(chunkId, blob);
     } else {
@@ -377,7 +386,7 @@ export class ChunkWriter {
   }
 
   /** Reserves the offset synchronously, so concurrent puts share one pack without a lock. */
-  private appendToPack(chunkId: string, blob: Buffer): Promise<void> {
+  private appendToPack(chunkId: string, blob: Uint8Array): Promise<void> {
     let pack = this.current;
     if (!pack) {
       const packId = randomId();

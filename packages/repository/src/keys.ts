@@ -69,6 +69,6 @@ export function keyCheckMatches(keys: RepoKeys, storedB64: string): boolean {
 }
 
 /** The chunk id: HMAC-SHA256 of the plaintext under the repo's chunk-id key, hex. */
-export function chunkIdOf(keys: RepoKeys, plaintext: Uint8Array): string {
+export function chunkIdOf(keys: Pick<RepoKeys, 'chunkIdKey'>, plaintext: Uint8Array): string {
   return createHmac('sha256', keys.chunkIdKey).update(plaintext).digest('hex');
 }

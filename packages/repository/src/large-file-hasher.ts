@@ -1,0 +1,169 @@
+import { createRequire } from 'node:module';
+import { pathToFileURL } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import type { FromLargeFileWorker, LargeFileWorkerData, ToLargeFileWorker } from './large-file-worker.js';
+
+/** One chunk of a large file, cut and identified on a worker thread, which still holds its bytes. */
+export interface HashedChunk {
+  readonly id: string;
+  readonly length: number;
+  /** Compresses and seals it on the worker thread (call it only for a new chunk). */
+  readonly seal: () => Promise<Uint8Array>;
+}
+
+export type LargeFileOutcome =
+  | { readonly kind: 'done'; readonly size: number }
+  /** Removed since the walk. */
+  | { readonly kind: 'missing' }
+  | { readonly kind: 'failed'; readonly code: string | undefined; readonly message: string };
+
+/**
+ * Worker threads that read, chunk, hash, compress and seal large files (issue #20 item 6): the
+ * chunker, HMAC, AES-GCM and their garbage were most of the backup's main thread on large files
+ * (profile in the README), so one thread capped a node at their speed. A file is cut on one
+ * thread (boundaries depend on every byte before them); several files run on several threads.
+ */
+export class LargeFileHasher {
+  private readonly workers: Worker[] = [];
+  private readonly idle: Worker[] = [];
+  private readonly waiting: ((worker: Worker) => void)[] = [];
+  private nextJob = 0;
+  private closed = false;
+
+  constructor(
+    private readonly threads: number,
+    private readonly data: LargeFileWorkerData,
+  ) {}
+
+  /**
+   * Streams `path` through a worker: `onChunk` is called for each chunk in file order, and up to
+   * `window` chunks wait for its promise at once (the worker pauses until one settles, then drops
+   * that chunk). Aborting `signal` stops the worker and rejects with the abort reason; so does a
+   * rejected `onChunk`.
+   */
+  async hash(path: string, window: number, onChunk: (chunk: HashedChunk) => Promise<void>, signal: AbortSignal): Promise<LargeFileOutcome> {
+    signal.throwIfAborted();
+    const worker = await this.acquire();
+    const job = this.nextJob++;
+    const send = (message: ToLargeFileWorker) => worker.postMessage(message);
+    let failure: { error: unknown } | undefined;
+    const stop = (error: unknown) => {
+      if (failure) return;
+      failure = { error };
+      send({ type: 'stop', job });
+    };
+    const onAbort = () => stop(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    const inFlight = new Set<Promise<void>>();
+    const sealing = new Map<number, { resolve: (blob: Uint8Array) => void; reject: (error: unknown) => void }>();
+    let crashed = false;
+    // Listening until the end of this call: seals are asked for after the worker finished reading.
+    let onMessage: (message: FromLargeFileWorker) => void = () => {};
+    let onError: (error: unknown) => void = () => {};
+    try {
+      const outcome = await new Promise<LargeFileOutcome>((resolve, reject) => {
+        onMessage = (message: FromLargeFileWorker) => {
+          if (message.job !== job) return;
+          if (message.type === 'sealed') {
+            const waiter = sealing.get(message.seq);
+            sealing.delete(message.seq);
+            if (message.blob) waiter?.resolve(message.blob);
+            else waiter?.reject(new Error(`compressing and sealing a chunk failed: ${message.error}`));
+            return;
+          }
+          if (message.type === 'chunk') {
+            const { seq, id, length } = message;
+            const seal = () =>
+              new Promise<Uint8Array>((resolveSeal, rejectSeal) => {
+                sealing.set(seq, { resolve: resolveSeal, reject: rejectSeal });
+                send({ type: 'seal', job, seq });
+              });
+            const handled = (failure ? Promise.resolve() : onChunk({ id, length, seal })).then(
+              () => send({ type: 'release', job, seq }),
+              (error: unknown) => {
+                stop(error);
+                send({ type: 'release', job, seq });
+              },
+            );
+            inFlight.add(handled);
+            void handled.then(() => inFlight.delete(handled));
+            return;
+          }
+          if (message.type === 'end') resolve({ kind: 'done', size: message.size });
+          else if (message.type === 'missing') resolve({ kind: 'missing' });
+          else resolve({ kind: 'failed', code: message.code, message: message.message });
+        };
+        onError = (cause: unknown) => {
+          crashed = true;
+          const error = cause instanceof Error ? cause : new Error(`the large-file worker thread stopped (exit code ${cause})`);
+          for (const waiter of sealing.values()) waiter.reject(error);
+          reject(error);
+        };
+        worker.on('message', onMessage);
+        worker.once('error', onError);
+        worker.once('exit', onError);
+        send({ type: 'file', job, path, window });
+      });
+      // The last chunks' handlers may still run after the worker finished reading.
+      await Promise.all(inFlight);
+      if (failure) throw failure.error;
+      return outcome;
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+      worker.off('message', onMessage);
+      worker.off('error', onError);
+      worker.off('exit', onError);
+      if (crashed) this.workers.splice(this.workers.indexOf(worker), 1);
+      else this.release(worker);
+    }
+  }
+
+  private acquire(): Promise<Worker> {
+    const free = this.idle.pop();
+    if (free) return Promise.resolve(free);
+    if (this.workers.length < this.threads) {
+      const worker = spawnWorker(this.data);
+      this.workers.push(worker);
+      return Promise.resolve(worker);
+    }
+    return new Promise((resolve) => this.waiting.push(resolve));
+  }
+
+  private release(worker: Worker): void {
+    if (this.closed) return;
+    const waiter = this.waiting.shift();
+    if (waiter) waiter(worker);
+    else this.idle.push(worker);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await Promise.all(this.workers.map((w) => w.terminate()));
+  }
+}
+
+/**
+ * The compiled package runs `large-file-worker.js` beside this file. From TypeScript sources
+ * (tests, `tsx`) the worker is the `.ts` file, and a worker thread does not get the parent's
+ * TypeScript loader (nor does `--import tsx` in its execArgv apply to its entry module on Node
+ * 20), so a two-line bootstrap registers tsx's loader in the thread and then imports it.
+ */
+function spawnWorker(workerData: LargeFileWorkerData): Worker {
+  let worker: Worker;
+  if (import.meta.url.endsWith('.ts')) {
+    // `require.resolve` picks tsx's CommonJS entry; the loader's register() is its ES module twin.
+    const tsxApi = pathToFileURL(
+      createRequire(import.meta.url)
+        .resolve('tsx/esm/api')
+        .replace(/\.cjs$/, '.mjs'),
+    ).href;
+    const entry = new URL('./large-file-worker.ts', import.meta.url).href;
+    const bootstrap = `import(${JSON.stringify(tsxApi)}).then((tsx) => tsx.register()).then(() => import(${JSON.stringify(entry)}))`;
+    worker = new Worker(bootstrap, { eval: true, workerData });
+  } else {
+    worker = new Worker(new URL('./large-file-worker.js', import.meta.url), { workerData });
+  }
+  // A crash is reported to the job in progress; between jobs it must not take the process down.
+  worker.on('error', () => {});
+  return worker;
+}

@@ -1,0 +1,143 @@
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chmod, mkdir, mkdtemp, open, rm, unlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describeTree } from '@stowage/testing';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { isRepoError, RepoErrorCode, Repository, TokenBucket } from '../src/index.js';
+import { TEST_CHUNKER } from './test-settings.js';
+
+// Files over 1 MiB are read, cut, hashed, compressed and sealed on worker threads
+// (STOWAGE_REPO_THREADS of them); the main thread only looks ids up and packs new blobs.
+const KEY = 'large files test key';
+let work: string;
+let source: string;
+const savedThreads = process.env.STOWAGE_REPO_THREADS;
+
+function text(bytes: number, seed: number): Buffer {
+  const lines: string[] = [];
+  for (let n = 0, size = 0; size < bytes; n++) {
+    const line = `2026-12-04T09:${n % 60} INFO request ${seed}.${n} served in ${(n * 13) % 997} ms\n`;
+    lines.push(line);
+    size += line.length;
+  }
+  return Buffer.from(lines.join('')).subarray(0, bytes);
+}
+
+beforeEach(async () => {
+  work = await mkdtemp(join(tmpdir(), 'stowage-large-'));
+  source = join(work, 'volume');
+  await mkdir(join(source, 'logs'), { recursive: true });
+  await writeFile(join(source, 'a-random.bin'), randomBytes(3 * 1024 * 1024 + 17));
+  await writeFile(join(source, 'b-random.bin'), randomBytes(1024 * 1024 + 1));
+  await writeFile(join(source, 'logs', 'c.log'), text(2 * 1024 * 1024 + 5, 1));
+  await writeFile(join(source, 'logs', 'd.log'), text(5 * 1024 * 1024, 2));
+  await writeFile(join(source, 'small.txt'), 'a small file beside them\n');
+});
+
+afterEach(async () => {
+  if (savedThreads === undefined) delete process.env.STOWAGE_REPO_THREADS;
+  else process.env.STOWAGE_REPO_THREADS = savedThreads;
+  await rm(work, { recursive: true, force: true });
+});
+
+async function openWithThreads(threads: number) {
+  process.env.STOWAGE_REPO_THREADS = String(threads);
+  return Repository.open({ dir: join(work, 'repo'), key: KEY, durable: false });
+}
+
+function chunkLists(manifest: Awaited<ReturnType<Repository['getSnapshot']>>) {
+  return Object.fromEntries(manifest.entries.filter((e) => e.type === 'file').map((e) => [e.path, e.chunks]));
+}
+
+describe('large files on worker threads', () => {
+  it('one thread or four cut the same chunks; the restore gives the same bytes and verify is clean', async () => {
+    await Repository.init({ dir: join(work, 'repo'), key: KEY, chunker: TEST_CHUNKER, durable: false });
+    const one = await (await openWithThreads(1)).backup(source);
+    // The text compresses: fewer bytes stored than read.
+    expect(one.stats.storedBytes).toBeLessThan(one.stats.bytes * 0.7);
+    expect(one.stats.newChunks).toBeGreaterThan(30);
+
+    const repo = await openWithThreads(4);
+    const four = await repo.backup(source, { force: true });
+    expect(four.stats).toMatchObject({ bytesRead: one.stats.bytes, newChunks: 0 });
+    expect(chunkLists(await repo.getSnapshot(four.snapshotId))).toEqual(chunkLists(await repo.getSnapshot(one.snapshotId)));
+
+    await repo.restore(four.snapshotId, join(work, 'restored'));
+    expect(await describeTree(join(work, 'restored'))).toEqual(await describeTree(source));
+    expect(await repo.verify()).toMatchObject({ ok: true, damaged: [], missingRefs: [] });
+  });
+
+  it('a region rewritten in the middle of a large file stores only the chunks around it', async () => {
+    await Repository.init({ dir: join(work, 'repo'), key: KEY, chunker: TEST_CHUNKER, durable: false });
+    const repo = await openWithThreads(2);
+    const first = await repo.backup(source);
+    const file = join(source, 'a-random.bin');
+    const handle = await open(file, 'r+');
+    await handle.write(randomBytes(100_000), 0, 100_000, 1024 * 1024);
+    await handle.close();
+    const second = await repo.backup(source);
+    expect(second.stats.bytesRead).toBe(3 * 1024 * 1024 + 17);
+    // 100 kB of new bytes touch at most a few 64 KiB-average chunks; the rest of the file is found, not sealed again.
+    expect(second.stats.newChunks).toBeLessThanOrEqual(6);
+    expect(second.stats.storedBytes).toBeLessThan(first.stats.storedBytes / 5);
+    await repo.restore(second.snapshotId, join(work, 'restored'));
+    expect(await describeTree(join(work, 'restored'))).toEqual(await describeTree(source));
+  });
+
+  it('a large file removed after the walk is kept as an empty file, the others are backed up', async () => {
+    await Repository.init({ dir: join(work, 'repo'), key: KEY, chunker: TEST_CHUNKER, durable: false });
+    // One thread reads the large files in name order; when the first one's bytes reach the
+    // throttle, the last one (not opened yet) is deleted.
+    const repo = await openWithThreads(1);
+    const bucket = new TokenBucket(1e12);
+    const take = bucket.take.bind(bucket);
+    let removed = false;
+    bucket.take = async (bytes, signal) => {
+      if (!removed) {
+        removed = true;
+        await unlink(join(source, 'logs', 'd.log'));
+      }
+      return take(bytes, signal);
+    };
+    const { snapshotId, stats } = await repo.backup(source, { throttle: bucket });
+    expect(removed).toBe(true);
+    const manifest = await repo.getSnapshot(snapshotId);
+    expect(manifest.entries.find((e) => e.path === 'logs/d.log')).toMatchObject({ type: 'file', size: 0, chunks: [] });
+    expect(stats.bytes).toBe(3 * 1024 * 1024 + 17 + 1024 * 1024 + 1 + 2 * 1024 * 1024 + 5 + 'a small file beside them\n'.length);
+    await repo.restore(snapshotId, join(work, 'restored'));
+    // Files only: the unlink changed the logs directory's mtime after the walk recorded it.
+    const files = (tree: Awaited<ReturnType<typeof describeTree>>) => Object.entries(tree).filter(([, e]) => e.type === 'file');
+    const restored = await describeTree(join(work, 'restored'));
+    expect(restored['logs/d.log']).toMatchObject({ type: 'file', size: 0 });
+    delete restored['logs/d.log'];
+    expect(files(restored)).toEqual(files(await describeTree(source)));
+  });
+
+  it('an unreadable large file fails the backup naming it, and no snapshot is written', async () => {
+    await Repository.init({ dir: join(work, 'repo'), key: KEY, chunker: TEST_CHUNKER, durable: false });
+    const repo = await openWithThreads(2);
+    const unreadable = join(source, 'logs', 'c.log');
+    // Root reads everything; drop to an unprivileged effective uid for this backup only.
+    const asRoot = process.getuid?.() === 0;
+    if (asRoot) {
+      await chmod(work, 0o755);
+      execFileSync('chmod', ['-R', 'a+rwX', join(work, 'repo')]);
+      execFileSync('chmod', ['-R', 'a+rX', source]);
+    }
+    await chmod(unreadable, 0o000);
+    if (asRoot) process.seteuid!(65534);
+    let error: unknown;
+    try {
+      await repo.backup(source);
+    } catch (caught) {
+      error = caught;
+    } finally {
+      if (asRoot) process.seteuid!(0);
+    }
+    expect(isRepoError(error, RepoErrorCode.SourceUnreadable)).toBe(true);
+    expect((error as Error).message).toContain(unreadable);
+    expect(await repo.listSnapshots()).toEqual([]);
+  });
+});
