@@ -75,6 +75,7 @@ export {
   type LogLine,
   type PvbStateRecord,
 } from './state/backup-state.js';
+export { type ClaimedBlock, DispatchWindow } from './state/dispatch-window.js';
 export { type LogLine as RunLogLine, type RunEvent, type RunRecord, RunState } from './state/run-state.js';
 export {
   type CancelBackupResult,
