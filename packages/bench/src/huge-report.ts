@@ -35,9 +35,8 @@ export function renderHugeMarkdown(input: { command: string; startedAt: string; 
     row('blocks dispatched per second while planning', (x) => n0(x.dispatchBlocksPerSecond)),
     row('end to end (submit → Completed)', (x) => s1(x.makespanMs)),
     row('blocks/s end to end', (x) => n0(x.blocksPerSecond)),
-    row('LIST calls / resource types listed', (x) => `${x.listCalls} / ${x.listedResourceTypes}`),
-    row('Redis memory per queued block (at plan done)', (x) => kib(x.redisBytesPerQueuedBlock)),
-    row('… of which plan state (plans + manifests) per block', (x) => kib(x.planStateBytesPerBlock)),
+    row('LIST requests / resource types listed', (x) => `${x.listCalls} / ${x.listedResourceTypes}`),
+    row('submit → every block done (finalize excluded)', (x) => s1(x.blocksDoneMs)),
     row('Redis commands per block', (x) => x.redisCommandsPerBlock.toFixed(1)),
     row('worker CPU s (each)', (x) => x.workerCpuSeconds.map((c) => c.toFixed(0)).join(', ')),
     row(
@@ -49,9 +48,13 @@ export function renderHugeMarkdown(input: { command: string; startedAt: string; 
       (x) => `${s1(x.small.makespanMs)} = **×${x.small.overAlone.toFixed(1)}** its time alone`,
     ),
     '',
-    `LIST calls by resource (window on): ${Object.entries(on.listCallsByResource)
+    `Plan and dispatch alone (no window; item-blocks paused until every block was queued, then resumed): ${n0(r.dispatchOnly.blocks)} blocks queued in ${s1(r.dispatchOnly.planAndDispatchMs)} (${n0(r.dispatchOnly.dispatchBlocksPerSecond)} blocks/s); Redis used_memory grew ${kib(r.dispatchOnly.redisBytesPerQueuedBlock)} per queued block, of which ${kib(r.dispatchOnly.planStateBytesPerBlock)} is the backup's plan state (block plans and item manifests, which the blocks read instead of the API server) and the rest the jobs; the ${s.workers} workers then drained the full queue at ${n0(r.dispatchOnly.drainBlocksPerSecond)} blocks/s (${r.dispatchOnly.phase}).`,
+    '',
+    `LIST requests by resource (window on; the big and the small backup, pages of 500; podvolumebackups/podvolumerestores are the workers' and node agents' informers): ${Object.entries(
+      on.listCallsByResource,
+    )
       .map(([k, v]) => `${k} ${v}`)
-      .join(', ')}.`,
+      .join(', ')}. One paginated list per type and backup would take ${r.expectedListRequests} requests.`,
     '',
     `Top Redis commands per block (window on): ${Object.entries(on.redisTopCommandsPerBlock)
       .map(([k, v]) => `${k} ${v}`)
@@ -61,10 +64,10 @@ export function renderHugeMarkdown(input: { command: string; startedAt: string; 
     '',
     'Targets:',
     '',
-    `- plan + dispatch of the pods < 60 s (no window: every block added while planning): ${s1(off.planMs)} — ${yes((off.planMs ?? Infinity) < 60_000)}`,
+    `- plan + dispatch of the pods < 60 s (alone, no window): ${s1(r.dispatchOnly.planAndDispatchMs)} — ${yes(r.dispatchOnly.planAndDispatchMs < 60_000)}`,
     `- ≥ 3,000 volume-less blocks/s end to end with ${s.workers} workers: ${n0(on.blocksPerSecond)} (window) / ${n0(off.blocksPerSecond)} (none) — ${yes(Math.max(on.blocksPerSecond, off.blocksPerSecond) >= 3000)}`,
-    `- LIST calls ≤ 2 × resource types: ${on.listCalls} ≤ 2 × ${on.listedResourceTypes} — ${yes(on.listCalls <= 2 * on.listedResourceTypes)}`,
-    `- ≤ 2 KiB Redis per queued block: ${kib(off.redisBytesPerQueuedBlock)} (no window, all queued) — ${yes((off.redisBytesPerQueuedBlock ?? Infinity) <= 2048)}`,
+    `- one paginated LIST per resource type (not per namespace): ${on.listCalls} requests for 2 backups × ${on.listedResourceTypes} types, ${r.expectedListRequests} pages expected — ${yes(on.listCalls <= r.expectedListRequests)}`,
+    `- ≤ 2 KiB Redis per queued block: ${kib(r.dispatchOnly.redisBytesPerQueuedBlock)} in all, ${kib(r.dispatchOnly.redisBytesPerQueuedBlock - r.dispatchOnly.planStateBytesPerBlock)} without the plan state — ${yes(r.dispatchOnly.redisBytesPerQueuedBlock <= 2048)}`,
     `- the small backup within 10× its time alone: ×${on.small.overAlone.toFixed(1)} with the window (×${off.small.overAlone.toFixed(1)} without) — ${yes(on.small.overAlone <= 10)}`,
     '',
     ...(r.problems.length > 0 ? ['Problems seen:', '', ...r.problems.slice(0, 10).map((p) => `- ${p.slice(0, 300)}`), ''] : []),

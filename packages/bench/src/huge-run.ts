@@ -1,5 +1,7 @@
 import { join } from 'node:path';
 import { generateCluster } from '@stowage/kube-sim';
+import { QueueName } from '@stowage/queue';
+import { Queue } from 'bullmq';
 import { BenchEnv } from './bench-env.js';
 import { sum } from './stats.js';
 
@@ -56,10 +58,8 @@ export interface HugeBackupRun {
   listCalls: number;
   listedResourceTypes: number;
   listCallsByResource: Record<string, number>;
-  /** used_memory at plan done − before submit, ÷ blocks queued then (planned − done). */
-  redisBytesPerQueuedBlock: number | undefined;
-  /** Of that, what the backup's plan state (block plans and item manifests) takes, per block. */
-  planStateBytesPerBlock: number | undefined;
+  /** Submit → every block done (polled every 200 ms): the blocks' part of the makespan, finalize excluded. */
+  blocksDoneMs: number | undefined;
   redisCommandsPerBlock: number;
   redisTopCommandsPerBlock: Record<string, number>;
   workerCpuSeconds: number[];
@@ -70,8 +70,26 @@ export interface HugeBackupRun {
   small: { phase: string; makespanMs: number; overAlone: number };
 }
 
+/** Plan and dispatch alone: no window, the item-blocks queue paused until every block is queued. */
+export interface DispatchOnlyRun {
+  blocks: number;
+  /** Submit → every block planned, stored and queued. */
+  planAndDispatchMs: number;
+  dispatchBlocksPerSecond: number;
+  /** used_memory with every block queued − before submit, ÷ blocks. */
+  redisBytesPerQueuedBlock: number;
+  /** Of that, the backup's plan state (block plans, item manifests, plan order) per block. */
+  planStateBytesPerBlock: number;
+  /** Then resumed: blocks ÷ (resume → every block done), the workers draining a full queue. */
+  drainBlocksPerSecond: number | undefined;
+  phase: string;
+}
+
 export interface HugeResult {
   scenario: HugeScenario;
+  dispatchOnly: DispatchOnlyRun;
+  /** One paginated list per resource type and backup: LIST requests the pages of such lists would take (the big and the small backup). */
+  expectedListRequests: number;
   /** The small backup on its own (idle workers), submit → Completed. */
   smallAloneMs: number;
   windowed: HugeBackupRun;
@@ -84,10 +102,7 @@ interface Watch {
   completedAt: number;
   planDoneAt?: number;
   firstBlockAt?: number;
-  memoryAtPlanDone?: number;
-  doneAtPlanDone?: number;
-  plannedAtPlanDone?: number;
-  planStateBytes?: number;
+  blocksDoneAt?: number;
   polls: number;
 }
 
@@ -158,7 +173,7 @@ export async function runHuge(s: HugeScenario, logDir: string, keepLogs: boolean
       defaultVolumesToFsBackup: false,
       resourcePolicy: { kind: 'Inline', volumePolicies: [{ conditions: { storageClass: ['tiny'] }, action: { type: 'fs-backup' } }] },
     };
-    const watch = async (name: string, submittedAt: number, timeoutMs: number, measureMemory: number | undefined): Promise<Watch> => {
+    const watch = async (name: string, submittedAt: number, timeoutMs: number): Promise<Watch> => {
       const out: Partial<Watch> & { polls: number } = { polls: 0 };
       const deadline = submittedAt + timeoutMs;
       for (;;) {
@@ -166,15 +181,9 @@ export async function runHuge(s: HugeScenario, logDir: string, keepLogs: boolean
         const [rec, cnt] = await Promise.all([env.state.getBackup(name), env.state.counters(name)]);
         const now = Date.now();
         if (out.firstBlockAt === undefined && (cnt.blocksDone ?? 0) > 0) out.firstBlockAt = now;
-        if (out.planDoneAt === undefined && rec?.planCompletedAt !== undefined) {
-          out.planDoneAt = rec.planCompletedAt;
-          if (measureMemory !== undefined) {
-            out.memoryAtPlanDone = await usedMemory(env);
-            out.doneAtPlanDone = cnt.blocksDone ?? 0;
-            out.plannedAtPlanDone = cnt.blocksPlanned ?? 0;
-            out.planStateBytes = await planStateBytes(env, name);
-          }
-        }
+        if (out.planDoneAt === undefined && rec?.planCompletedAt !== undefined) out.planDoneAt = rec.planCompletedAt;
+        if (out.blocksDoneAt === undefined && cnt.blocksPlanned !== undefined && (cnt.blocksDone ?? 0) >= cnt.blocksPlanned)
+          out.blocksDoneAt = now;
         if (
           rec &&
           ['Completed', 'PartiallyFailed', 'Failed', 'Canceled', 'FailedValidation'].includes(rec.phase) &&
@@ -194,7 +203,7 @@ export async function runHuge(s: HugeScenario, logDir: string, keepLogs: boolean
     let smallAloneMs = 0;
     for (const name of ['small-warmup', 'small-alone']) {
       const at = await env.submit(name, ['small-0'], spec);
-      const w = await watch(name, at, 10 * 60_000, undefined);
+      const w = await watch(name, at, 10 * 60_000);
       if (w.phase !== 'Completed') env.problems.push(`${name} ended ${w.phase}`);
       smallAloneMs = w.completedAt - at;
     }
@@ -208,18 +217,17 @@ export async function runHuge(s: HugeScenario, logDir: string, keepLogs: boolean
       say(`  huge: backing up ${s.pods + s.tinyVolumePods} pods, dispatch window ${window || 'off'}`);
       await env.sim.resetRequests();
       const redisBefore = await env.commandStats();
-      const memBefore = await usedMemory(env);
       const redisCpuBefore = await env.redisCpuSeconds();
       const driverCpuBefore = process.cpuUsage();
       const simCpuBefore = (await env.sim.cpuSeconds()) ?? 0;
       const cpuBefore = await Promise.all(workers.map((w) => w.cpuSeconds()));
       const submittedAt = await env.submit(name, bigNamespaces, spec);
-      const bigDone = watch(name, submittedAt, 60 * 60_000, memBefore);
+      const bigDone = watch(name, submittedAt, 60 * 60_000);
       bigDone.catch(() => {});
       await new Promise((r) => setTimeout(r, s.smallAfterMs));
       const smallName = `small-during-w${window}`;
       const smallAt = await env.submit(smallName, ['small-0'], spec);
-      const smallWatch = await watch(smallName, smallAt, 60 * 60_000, undefined);
+      const smallWatch = await watch(smallName, smallAt, 60 * 60_000);
       const w = await bigDone;
       const requests = await env.sim.requests();
       const redisDelta = await env.commandStatsSince(redisBefore);
@@ -240,8 +248,6 @@ export async function runHuge(s: HugeScenario, logDir: string, keepLogs: boolean
         const n = (verbs as Record<string, number>).list ?? 0;
         if (n > 0) listCallsByResource[resource] = n;
       }
-      const queued =
-        w.plannedAtPlanDone !== undefined && w.doneAtPlanDone !== undefined ? w.plannedAtPlanDone - w.doneAtPlanDone : undefined;
       const run: HugeBackupRun = {
         window,
         phase: w.phase,
@@ -255,9 +261,7 @@ export async function runHuge(s: HugeScenario, logDir: string, keepLogs: boolean
         listCalls: sum(Object.values(listCallsByResource)),
         listedResourceTypes: Object.keys(listCallsByResource).length,
         listCallsByResource,
-        redisBytesPerQueuedBlock:
-          w.memoryAtPlanDone !== undefined && queued && queued > 0 ? (w.memoryAtPlanDone - memBefore) / queued : undefined,
-        planStateBytesPerBlock: w.planStateBytes !== undefined && blocks > 0 ? w.planStateBytes / blocks : undefined,
+        blocksDoneMs: w.blocksDoneAt !== undefined ? w.blocksDoneAt - submittedAt : undefined,
         redisCommandsPerBlock: sum(Object.values(redisDelta)) / Math.max(1, blocks + smallBlocks),
         redisTopCommandsPerBlock: Object.fromEntries(
           Object.entries(redisDelta)
@@ -282,7 +286,54 @@ export async function runHuge(s: HugeScenario, logDir: string, keepLogs: boolean
       runs.push(run);
     }
     const [windowed, unwindowed] = runs as [HugeBackupRun, HugeBackupRun];
-    return { scenario: s, smallAloneMs, windowed, unwindowed, problems: env.problems };
+
+    // Plan and dispatch alone: no window, item-blocks paused, so every block is queued at once and
+    // Redis holds them all; then resumed, the workers drain the full queue.
+    await env.stopBackupsQueue();
+    env.hostBackupsQueue({ blocksInFlightPerBackup: 0 });
+    say('  huge: plan and dispatch alone (no window, item-blocks paused until every block is queued)');
+    const itemBlocks = new Queue(QueueName.itemBlocks, { connection: env.redis, prefix: env.queuePrefix });
+    let dispatchOnly: DispatchOnlyRun;
+    try {
+      await itemBlocks.pause();
+      const memBefore = await usedMemory(env);
+      const name = 'huge-dispatch';
+      const at = await env.submit(name, bigNamespaces, spec);
+      let planDoneAt: number | undefined;
+      while (planDoneAt === undefined) {
+        const rec = await env.state.getBackup(name);
+        planDoneAt = rec?.planCompletedAt;
+        if (Date.now() > at + 60 * 60_000) throw new Error(`${name}: plan did not end within an hour`);
+        if (planDoneAt === undefined) await new Promise((r) => setTimeout(r, 200));
+      }
+      const memAll = await usedMemory(env);
+      const stateBytes = await planStateBytes(env, name);
+      const blocks = (await env.state.counters(name)).blocksPlanned ?? 0;
+      await itemBlocks.resume();
+      const resumedAt = Date.now();
+      const w = await watch(name, at, 60 * 60_000);
+      dispatchOnly = {
+        blocks,
+        planAndDispatchMs: planDoneAt - at,
+        dispatchBlocksPerSecond: blocks / ((planDoneAt - at) / 1000),
+        redisBytesPerQueuedBlock: (memAll - memBefore) / Math.max(1, blocks),
+        planStateBytesPerBlock: stateBytes / Math.max(1, blocks),
+        drainBlocksPerSecond: w.blocksDoneAt !== undefined ? blocks / ((w.blocksDoneAt - resumedAt) / 1000) : undefined,
+        phase: w.phase,
+      };
+      if (w.phase !== 'Completed') env.problems.push(`${name} ended ${w.phase}`);
+      say(
+        `  huge, dispatch alone: ${blocks} blocks queued in ${dispatchOnly.planAndDispatchMs} ms, ${(dispatchOnly.redisBytesPerQueuedBlock / 1024).toFixed(2)} KiB of Redis per queued block; drained at ${Math.round(dispatchOnly.drainBlocksPerSecond ?? 0)} blocks/s`,
+      );
+    } finally {
+      await itemBlocks.close();
+    }
+    // One paginated list (pages of 500) per resource type and backup, for the big and the small backup.
+    const pages = (n: number) => Math.max(1, Math.ceil(n / 500));
+    const related = pages(podsPerNamespace * s.namespaces + tinyPerNs * (s.tinyVolumePods > 0 ? TINY_NAMESPACES : 0) + s.smallPods);
+    const types = windowed.listedResourceTypes;
+    const expectedListRequests = 2 * (3 * related + (types - 3));
+    return { scenario: s, dispatchOnly, expectedListRequests, smallAloneMs, windowed, unwindowed, problems: env.problems };
   } finally {
     process.removeListener('exit', onExit);
     await env.close(keepLogs);

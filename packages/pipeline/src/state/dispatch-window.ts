@@ -33,9 +33,10 @@ local ids
 if prev then
   ids = cjson.decode(prev)
 else
-  local cap = tonumber(redis.call('HGET', KEYS[1], 'cap') or '0')
-  local cursor = tonumber(redis.call('HGET', KEYS[1], 'cursor') or '0')
-  local inflight = tonumber(redis.call('HGET', KEYS[1], 'inflight') or '0')
+  local w = redis.call('HMGET', KEYS[1], 'cap', 'cursor', 'inflight')
+  local cap = tonumber(w[1] or '0')
+  local cursor = tonumber(w[2] or '0')
+  local inflight = tonumber(w[3] or '0')
   if ARGV[2] == '1' and inflight > 0 then inflight = inflight - 1 end
   local total = redis.call('LLEN', KEYS[3])
   local n = math.min(cap - inflight, total - cursor)
@@ -50,9 +51,14 @@ else
   else redis.call('HSET', KEYS[2], ARGV[1], cjson.encode(ids)) end
 end
 local out = {}
-for _, id in ipairs(ids) do
-  out[#out + 1] = id
-  out[#out + 1] = redis.call('HGET', KEYS[4], id) or ''
+-- HMGET in chunks: unpack() of a long list overflows Lua's stack.
+for start = 1, #ids, 1000 do
+  local stop = math.min(start + 999, #ids)
+  local plans = redis.call('HMGET', KEYS[4], unpack(ids, start, stop))
+  for i = start, stop do
+    out[#out + 1] = ids[i]
+    out[#out + 1] = plans[i - start + 1] or ''
+  end
 end
 return out`,
   },
