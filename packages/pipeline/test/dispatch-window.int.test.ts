@@ -1,8 +1,9 @@
 import type { RunningWorkers } from '@stowage/pipeline';
-import { DispatchWindow, startWorkers, submitBackup } from '@stowage/pipeline';
+import { BackupState, DispatchWindow, startWorkers, submitBackup } from '@stowage/pipeline';
 import { QueueName } from '@stowage/queue';
-import { useTestRedis } from '@stowage/testing';
+import { uniquePrefix, useTestRedis } from '@stowage/testing';
 import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backupSpec, namespace, node, pod } from './support/fixtures.js';
 import { type Harness, startHarness, waitForBackupEnd } from './support/harness.js';
@@ -119,5 +120,49 @@ describe(`dispatch window (fairness): at most ${CAP} blocks of a backup in the q
     expect(tarballEntries(h.storageDir, 'small')).toEqual(
       expect.arrayContaining(['resources/pods/namespaces/small/small-0.json', 'resources/pods/namespaces/small/small-1.json']),
     );
+  });
+});
+
+describe('DispatchWindow claims (real Redis)', () => {
+  let redisHandle: { url: string; stop: () => Promise<void> };
+  let redis: Redis;
+
+  beforeAll(async () => {
+    redisHandle = await useTestRedis();
+    redis = new Redis(redisHandle.url, { maxRetriesPerRequest: null });
+  });
+  afterAll(async () => {
+    redis?.disconnect();
+    await redisHandle?.stop();
+  });
+
+  it('claims in plan order up to the cap, the same again for the same claimer, and the backstop finds what nobody added, once', async () => {
+    const state = new BackupState({ redis, prefix: uniquePrefix() });
+    const window = new DispatchWindow(state);
+    const ids = ['b1', 'b2', 'b3', 'b4', 'b5'];
+    await window.open('bk', 2);
+    await state.putBlockPlans(
+      'bk',
+      ids.map((id) => ({ id, plan: { id, pods: [] }, items: [] })),
+    );
+    const first = await window.claim('bk', 'plan:1', false);
+    expect(first.map((c) => c.id)).toEqual(['b1', 'b2']);
+    expect(first[0]?.plan).toEqual({ id: 'b1', pods: [] });
+    // The plan re-run (a crash after claiming) gets the same blocks, not the next ones.
+    expect((await window.claim('bk', 'plan:1', false)).map((c) => c.id)).toEqual(['b1', 'b2']);
+    // Full: a claimer that ends no block gets nothing.
+    expect(await window.claim('bk', 'plan:2', false)).toEqual([]);
+    // b1 ends: its place goes to b3; its re-run gets b3 again and frees nothing more.
+    expect((await window.claim('bk', 'job:b1', true)).map((c) => c.id)).toEqual(['b3']);
+    expect((await window.claim('bk', 'job:b1', true)).map((c) => c.id)).toEqual(['b3']);
+    expect(await window.status('bk')).toMatchObject({ cap: 2, cursor: 3, inflight: 2 });
+
+    // b1 and b2 ran; b3 was claimed but its claimer died before adding it; b4, b5 were never claimed.
+    await state.updateBlock('bk', 'b1', { state: 'Completed' });
+    await state.updateBlock('bk', 'b2', { state: 'Completed' });
+    expect((await window.backstop('bk')).map((c) => c.id).sort()).toEqual(['b3', 'b4', 'b5']);
+    // Added by the backstop once: a block that again never starts is not added again.
+    expect(await window.backstop('bk')).toEqual([]);
+    expect(await window.status('bk')).toMatchObject({ cursor: 5, backstops: 1 });
   });
 });
