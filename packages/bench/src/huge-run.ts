@@ -70,8 +70,12 @@ export interface HugeBackupRun {
   small: { phase: string; makespanMs: number; overAlone: number };
 }
 
-/** Plan and dispatch alone: no window, the item-blocks queue paused until every block is queued. */
+/**
+ * Plan and dispatch alone: the item-blocks queue paused until plan is done, then resumed, with the
+ * small backup submitted `smallAfterMs` after the resume (a backlog of blocks ahead of it).
+ */
 export interface DispatchOnlyRun {
+  window: number;
   blocks: number;
   /** Submit → every block planned, stored and queued. */
   planAndDispatchMs: number;
@@ -83,11 +87,15 @@ export interface DispatchOnlyRun {
   /** Then resumed: blocks ÷ (resume → every block done), the workers draining a full queue. */
   drainBlocksPerSecond: number | undefined;
   phase: string;
+  /** The small backup submitted after the resume, behind the backlog. */
+  small: { phase: string; makespanMs: number; overAlone: number };
 }
 
 export interface HugeResult {
   scenario: HugeScenario;
+  /** No window (every block queued: plan + dispatch time, memory), then with the window. */
   dispatchOnly: DispatchOnlyRun;
+  backlogWindowed: DispatchOnlyRun;
   /** One paginated list per resource type and backup: LIST requests the pages of such lists would take (the big and the small backup). */
   expectedListRequests: number;
   /** The small backup on its own (idle workers), submit → Completed. */
@@ -209,6 +217,67 @@ export async function runHuge(s: HugeScenario, logDir: string, keepLogs: boolean
     }
     say(`  huge: the ${s.smallPods}-pod backup alone took ${smallAloneMs} ms`);
 
+    // Plan and dispatch with item-blocks paused until plan is done (no window: every block queued,
+    // Redis holds them all), then resumed; the small backup goes in behind the backlog.
+    const backlogRun = async (window: number): Promise<DispatchOnlyRun> => {
+      await env.stopBackupsQueue();
+      env.hostBackupsQueue({ blocksInFlightPerBackup: window });
+      say(
+        `  huge: plan and dispatch with item-blocks paused, window ${window || 'off'}; the small backup ${s.smallAfterMs / 1000} s after the resume`,
+      );
+      const itemBlocks = new Queue(QueueName.itemBlocks, { connection: env.redis, prefix: env.queuePrefix });
+      try {
+        await itemBlocks.pause();
+        await lazyFreeSettled(env);
+        const memBefore = await usedMemory(env);
+        const name = `huge-backlog-w${window}`;
+        const at = await env.submit(name, bigNamespaces, spec);
+        let planDoneAt: number | undefined;
+        while (planDoneAt === undefined) {
+          const rec = await env.state.getBackup(name);
+          planDoneAt = rec?.planCompletedAt;
+          if (Date.now() > at + 60 * 60_000) throw new Error(`${name}: plan did not end within an hour`);
+          if (planDoneAt === undefined) await new Promise((r) => setTimeout(r, 200));
+        }
+        const memAll = await usedMemory(env);
+        const stateBytes = await planStateBytes(env, name);
+        const blocks = (await env.state.counters(name)).blocksPlanned ?? 0;
+        await itemBlocks.resume();
+        const resumedAt = Date.now();
+        const bigDone = watch(name, at, 60 * 60_000);
+        bigDone.catch(() => {});
+        await new Promise((r) => setTimeout(r, s.smallAfterMs));
+        const smallName = `small-backlog-w${window}`;
+        const smallAt = await env.submit(smallName, ['small-0'], spec);
+        const sw = await watch(smallName, smallAt, 60 * 60_000);
+        const w = await bigDone;
+        const run: DispatchOnlyRun = {
+          window,
+          blocks,
+          planAndDispatchMs: planDoneAt - at,
+          dispatchBlocksPerSecond: blocks / ((planDoneAt - at) / 1000),
+          redisBytesPerQueuedBlock: (memAll - memBefore) / Math.max(1, blocks),
+          planStateBytesPerBlock: stateBytes / Math.max(1, blocks),
+          drainBlocksPerSecond: w.blocksDoneAt !== undefined ? blocks / ((w.blocksDoneAt - resumedAt) / 1000) : undefined,
+          phase: w.phase,
+          small: {
+            phase: sw.phase,
+            makespanMs: sw.completedAt - smallAt,
+            overAlone: (sw.completedAt - smallAt) / Math.max(1, smallAloneMs),
+          },
+        };
+        if (w.phase !== 'Completed') env.problems.push(`${name} ended ${w.phase}`);
+        say(
+          `  huge, backlog, window ${window || 'off'}: ${blocks} blocks planned in ${run.planAndDispatchMs} ms, ${(run.redisBytesPerQueuedBlock / 1024).toFixed(2)} KiB of Redis per block; drained at ${Math.round(run.drainBlocksPerSecond ?? 0)} blocks/s; small backup ×${run.small.overAlone.toFixed(1)} its time alone`,
+        );
+        return run;
+      } finally {
+        await itemBlocks.close();
+      }
+    };
+    const dispatchOnly = await backlogRun(0);
+    const backlogWindowed = await backlogRun(s.blocksInFlightPerBackup);
+
     const runs: HugeBackupRun[] = [];
     for (const window of [s.blocksInFlightPerBackup, 0]) {
       await env.stopBackupsQueue();
@@ -287,56 +356,24 @@ export async function runHuge(s: HugeScenario, logDir: string, keepLogs: boolean
     }
     const [windowed, unwindowed] = runs as [HugeBackupRun, HugeBackupRun];
 
-    // Plan and dispatch alone: no window, item-blocks paused, so every block is queued at once and
-    // Redis holds them all; then resumed, the workers drain the full queue.
-    await env.stopBackupsQueue();
-    env.hostBackupsQueue({ blocksInFlightPerBackup: 0 });
-    say('  huge: plan and dispatch alone (no window, item-blocks paused until every block is queued)');
-    const itemBlocks = new Queue(QueueName.itemBlocks, { connection: env.redis, prefix: env.queuePrefix });
-    let dispatchOnly: DispatchOnlyRun;
-    try {
-      await itemBlocks.pause();
-      const memBefore = await usedMemory(env);
-      const name = 'huge-dispatch';
-      const at = await env.submit(name, bigNamespaces, spec);
-      let planDoneAt: number | undefined;
-      while (planDoneAt === undefined) {
-        const rec = await env.state.getBackup(name);
-        planDoneAt = rec?.planCompletedAt;
-        if (Date.now() > at + 60 * 60_000) throw new Error(`${name}: plan did not end within an hour`);
-        if (planDoneAt === undefined) await new Promise((r) => setTimeout(r, 200));
-      }
-      const memAll = await usedMemory(env);
-      const stateBytes = await planStateBytes(env, name);
-      const blocks = (await env.state.counters(name)).blocksPlanned ?? 0;
-      await itemBlocks.resume();
-      const resumedAt = Date.now();
-      const w = await watch(name, at, 60 * 60_000);
-      dispatchOnly = {
-        blocks,
-        planAndDispatchMs: planDoneAt - at,
-        dispatchBlocksPerSecond: blocks / ((planDoneAt - at) / 1000),
-        redisBytesPerQueuedBlock: (memAll - memBefore) / Math.max(1, blocks),
-        planStateBytesPerBlock: stateBytes / Math.max(1, blocks),
-        drainBlocksPerSecond: w.blocksDoneAt !== undefined ? blocks / ((w.blocksDoneAt - resumedAt) / 1000) : undefined,
-        phase: w.phase,
-      };
-      if (w.phase !== 'Completed') env.problems.push(`${name} ended ${w.phase}`);
-      say(
-        `  huge, dispatch alone: ${blocks} blocks queued in ${dispatchOnly.planAndDispatchMs} ms, ${(dispatchOnly.redisBytesPerQueuedBlock / 1024).toFixed(2)} KiB of Redis per queued block; drained at ${Math.round(dispatchOnly.drainBlocksPerSecond ?? 0)} blocks/s`,
-      );
-    } finally {
-      await itemBlocks.close();
-    }
     // One paginated list (pages of 500) per resource type and backup, for the big and the small backup.
     const pages = (n: number) => Math.max(1, Math.ceil(n / 500));
     const related = pages(podsPerNamespace * s.namespaces + tinyPerNs * (s.tinyVolumePods > 0 ? TINY_NAMESPACES : 0) + s.smallPods);
     const types = windowed.listedResourceTypes;
     const expectedListRequests = 2 * (3 * related + (types - 3));
-    return { scenario: s, dispatchOnly, expectedListRequests, smallAloneMs, windowed, unwindowed, problems: env.problems };
+    return { scenario: s, dispatchOnly, backlogWindowed, expectedListRequests, smallAloneMs, windowed, unwindowed, problems: env.problems };
   } finally {
     process.removeListener('exit', onExit);
     await env.close(keepLogs);
+  }
+}
+
+/** Waits (bounded) until Redis has freed what earlier UNLINKs handed to its lazy-free thread. */
+async function lazyFreeSettled(env: BenchEnv): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    const info = await env.redis.info('memory');
+    if (Number(/^lazyfree_pending_objects:(\d+)/m.exec(info)?.[1] ?? 0) === 0) return;
+    await new Promise((r) => setTimeout(r, 100));
   }
 }
 

@@ -4,7 +4,7 @@ import type { BackupState } from './backup-state.js';
 /**
  * A backup's dispatch window (fairness between backups): with a cap N, at most N of its blocks are
  * in the queues at a time (added and not yet finished); each block that finishes adds the next
- * ones, in plan order. A small backup submitted while a huge one runs then waits behind at most N
+ * ones, in plan order (in batches of a tenth of the window). A small backup submitted while a huge one runs then waits behind at most N
  * blocks of it, not behind all of them (BullMQ OSS has no per-group limit, so the window is ours).
  *
  * Keys (K = `<prefix>:bk:{<name>}`, the backup's hash tag, so every script runs on Redis Cluster):
@@ -22,7 +22,8 @@ export const DISPATCH_WINDOW_SCRIPTS = {
   /**
    * Claims the blocks to add now.
    * KEYS[1] K:win, KEYS[2] K:wclaim, KEYS[3] K:border, KEYS[4] K:plan.
-   * ARGV[1] claimer key, ARGV[2] '1' when the claimer is a block that ends now (frees a place).
+   * ARGV[1] claimer key, ARGV[2] '1' when the claimer is a block that ends now (frees a place;
+   * it claims only when a tenth of the cap is free, or all that is left fits).
    * Returns {id1, plan1, id2, plan2, …} (plan JSON, '' when missing); the same list on a re-run.
    */
   stowageWindowClaim: {
@@ -40,6 +41,9 @@ else
   if ARGV[2] == '1' and inflight > 0 then inflight = inflight - 1 end
   local total = redis.call('LLEN', KEYS[3])
   local n = math.min(cap - inflight, total - cursor)
+  -- A block that ends refills only once a tenth of the window is free (or all that is left fits):
+  -- one add of many blocks, not one add per block. plan (ARGV[2] '0') fills whatever is free.
+  if ARGV[2] == '1' and n < math.min(math.max(1, math.floor(cap / 10)), total - cursor) then n = 0 end
   ids = {}
   if n > 0 then
     ids = redis.call('LRANGE', KEYS[3], cursor, cursor + n - 1)
