@@ -69,7 +69,7 @@ describe(`dispatch window (fairness): at most ${CAP} blocks of a backup in the q
     const inflight: number[] = [];
     const sampler = (async () => {
       while (sampling) {
-        const jobs = (await itemBlocks.getJobs(['waiting', 'active', 'delayed', 'prioritized', 'paused'])).filter(
+        const jobs = (await itemBlocks.getJobs(['waiting', 'active', 'delayed', 'prioritized'])).filter(
           (j) => j?.data?.backupName === 'big',
         );
         // A job that ends a block adds the next one as its last step, so it is still active for a
