@@ -11,6 +11,7 @@ import {
   type LoadedBackupArchive,
   loadBackupArchive,
   NodeAgentRegistry,
+  type PipelineConfig,
   type PipelineLogger,
   type RunningWorkers,
   startWorkers,
@@ -198,7 +199,7 @@ export class BenchEnv {
   }
 
   /** plan and finalize, hosted here as the API service hosts them. */
-  hostBackupsQueue(): void {
+  hostBackupsQueue(config: Partial<PipelineConfig> = {}): void {
     const deps = {
       connection: this.redis,
       queuePrefix: QUEUE_PREFIX,
@@ -209,9 +210,15 @@ export class BenchEnv {
       storage: new FileSystemStorage(this.storageDir),
       logger: driverLogger(this.problems),
       clock: { now: Date.now },
-      config: { ...DEFAULT_PIPELINE_CONFIG },
+      config: { ...DEFAULT_PIPELINE_CONFIG, ...config },
     };
     this.driverWorkers = startWorkers({ deps, queues: [QueueName.backups], concurrency: { backups: 2 } });
+  }
+
+  /** Stops hosting plan and finalize (to host them again with another config). */
+  async stopBackupsQueue(): Promise<void> {
+    await this.driverWorkers?.close();
+    this.driverWorkers = undefined;
   }
 
   async commandStats(): Promise<Record<string, number>> {
@@ -230,7 +237,13 @@ export class BenchEnv {
   }
 
   /** Submits the backup and waits (bounded) until it has ended and finalize has written it to storage. */
-  async runBackup(name: string, namespaces: string[], timeoutMs: number): Promise<WaitResult> {
+  async runBackup(name: string, namespaces: string[], timeoutMs: number, specOverrides: Record<string, unknown> = {}): Promise<WaitResult> {
+    const submittedAt = await this.submit(name, namespaces, specOverrides);
+    return await this.waitForEnd(name, submittedAt, timeoutMs);
+  }
+
+  /** Submits a backup of the namespaces (bench defaults, with overrides); returns when it was submitted. */
+  async submit(name: string, namespaces: string[], specOverrides: Record<string, unknown> = {}): Promise<number> {
     const spec = {
       includedNamespaces: namespaces,
       excludedNamespaces: [],
@@ -245,9 +258,15 @@ export class BenchEnv {
       fsBackupTimeoutMs: 4 * 3_600_000,
       ttlMs: 720 * 3_600_000,
       storageLocation: 'default',
+      ...specOverrides,
     };
     const submittedAt = Date.now();
     await submitBackup({ state: this.state, connection: this.redis, queuePrefix: QUEUE_PREFIX }, { name, spec });
+    return submittedAt;
+  }
+
+  /** Waits (bounded) until the backup has ended and finalize has written it to storage. */
+  async waitForEnd(name: string, submittedAt: number, timeoutMs: number): Promise<WaitResult> {
     let polls = 0;
     const deadline = submittedAt + timeoutMs;
     for (;;) {

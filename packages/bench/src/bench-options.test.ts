@@ -27,12 +27,21 @@ describe('parseBenchArgs', () => {
     expect(r.options.json).toBe('out.json');
   });
   it('reports every problem at once', () => {
-    const r = parseBenchArgs(['--blocks', '0', '--modes', 'fast', '--bytes', 'lots', '--frobnicate', '--scenario', 'huge'], defaults);
+    const r = parseBenchArgs(['--blocks', '0', '--modes', 'fast', '--bytes', 'lots', '--frobnicate', '--scenario', 'giant'], defaults);
     expect(r.ok).toBe(false);
     if (r.ok !== false) return;
     expect(r.problems).toHaveLength(5);
+    expect(r.problems.join('\n')).toMatch(/--scenario must be default, large or huge, got giant/);
     expect(r.problems.join('\n')).toMatch(/--blocks needs an integer >= 1, got 0/);
     expect(r.problems.join('\n')).toMatch(/unknown option --frobnicate/);
+  });
+  it('takes the huge scenario and its sizes', () => {
+    const r = parseBenchArgs(['--scenario', 'huge', '--huge-pods', '2000', '--huge-namespaces', '20', '--huge-window', '0'], defaults);
+    if (r.ok !== true) throw new Error(JSON.stringify(r));
+    expect(r.options.scenario).toBe('huge');
+    expect(r.options.huge).toMatchObject({ pods: 2000, namespaces: 20, nodes: 100, blocksInFlightPerBackup: 0 });
+    const bad = parseBenchArgs(['--scenario', 'huge', '--huge-pods', '10', '--huge-namespaces', '20'], defaults);
+    expect(bad.ok === false && bad.problems).toEqual(['--huge-pods must be at least --huge-namespaces']);
   });
   it('ignores the `--` pnpm passes through', () => {
     const r = parseBenchArgs(['--', '--no-markdown'], defaults);

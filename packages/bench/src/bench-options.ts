@@ -1,4 +1,5 @@
 import { parseByteRate } from '@stowage/node-agent';
+import { HUGE_DEFAULTS, type HugeScenario } from './huge-run.js';
 
 /** One fs-backup scenario: B blocks (a pod each) × V volumes of S bytes, N nodes × K, W workers × C. */
 export interface FsScenario {
@@ -30,7 +31,9 @@ export interface OrchestrationScenario {
 export type Mode = 'decoupled' | 'inline';
 
 export interface BenchOptions {
-  scenario: 'default' | 'large';
+  scenario: 'default' | 'large' | 'huge';
+  /** The `huge` scenario (run alone when --scenario huge). */
+  huge: HugeScenario;
   fs: FsScenario;
   orchestration: OrchestrationScenario;
   modes: Mode[];
@@ -88,7 +91,13 @@ export const SCENARIOS: Record<'default' | 'large', { fs: FsScenario; orchestrat
 
 export const USAGE = `pnpm bench [options]
 
-  --scenario default|large     preset (default: default, about four minutes here)
+  --scenario default|large|huge  preset (default: default, about four minutes here); huge = 100k pods,
+                               the dispatch window against none, and a small backup during a big one
+  --huge-pods N                pods of the big backup in the huge scenario (default 100000)
+  --huge-namespaces N          their namespaces (default 1000)
+  --huge-nodes N               nodes (default 100)
+  --huge-tiny N                extra pods with one tiny volume copied by a PVB (default 1000)
+  --huge-window N              the dispatch window measured against none (default 1000)
   --blocks B                   blocks (one pod each) in the fs-backup scenario
   --volumes V                  fs-backup volumes per pod
   --bytes S                    bytes per volume (e.g. 256KiB)
@@ -136,18 +145,20 @@ export function parseBenchArgs(argv: readonly string[], defaults: { markdown: st
   // pnpm passes a separating `--` through to the script: ignore it.
   const args = argv.filter((a) => a !== '--');
   const scenarioAt = args.indexOf('--scenario');
-  let scenario: 'default' | 'large' = 'default';
+  let scenario: 'default' | 'large' | 'huge' = 'default';
   if (scenarioAt >= 0) {
     const v = args[scenarioAt + 1];
-    if (v === 'default' || v === 'large') scenario = v;
-    else problems.push(`--scenario must be default or large, got ${v ?? 'nothing'}`);
+    if (v === 'default' || v === 'large' || v === 'huge') scenario = v;
+    else problems.push(`--scenario must be default, large or huge, got ${v ?? 'nothing'}`);
     args.splice(scenarioAt, 2);
   }
-  const preset = SCENARIOS[scenario];
+  const preset = SCENARIOS[scenario === 'huge' ? 'default' : scenario];
+  const huge: HugeScenario = { ...HUGE_DEFAULTS };
   const fs: FsScenario = { ...preset.fs };
   const orchestration: OrchestrationScenario = { ...preset.orchestration, workers: [...preset.orchestration.workers] };
   const opts: BenchOptions = {
     scenario,
+    huge,
     fs,
     orchestration,
     modes: ['decoupled', 'inline'],
@@ -221,6 +232,20 @@ export function parseBenchArgs(argv: readonly string[], defaults: { markdown: st
         else orchestration.workers = ns;
         break;
       }
+      case '--huge-pods':
+      case '--huge-namespaces':
+      case '--huge-nodes':
+      case '--huge-tiny':
+      case '--huge-window': {
+        const n = positiveInt(flag, take(), flag === '--huge-tiny' || flag === '--huge-window' ? 0 : 1);
+        if (n === undefined) break;
+        if (flag === '--huge-pods') huge.pods = n;
+        else if (flag === '--huge-namespaces') huge.namespaces = n;
+        else if (flag === '--huge-nodes') huge.nodes = n;
+        else if (flag === '--huge-tiny') huge.tinyVolumePods = n;
+        else huge.blocksInFlightPerBackup = n;
+        break;
+      }
       case '--no-orchestration':
         opts.runOrchestration = false;
         break;
@@ -267,6 +292,8 @@ export function parseBenchArgs(argv: readonly string[], defaults: { markdown: st
         problems.push(`unknown option ${flag}`);
     }
   }
+  if (huge.nodes < 4) problems.push('--huge-nodes must be at least 4 (the tiny volumes live on four nodes with node agents)');
+  if (huge.pods < huge.namespaces) problems.push('--huge-pods must be at least --huge-namespaces');
   if (fs.bytesPerVolume < 1) problems.push('--bytes must be at least 1 byte (the fs-backup scenario copies real data)');
   if (fs.bandwidthBytesPerSec < 1024) problems.push('--bandwidth must be at least 1KiB/s');
   return problems.length > 0 ? { ok: false, problems } : { ok: true, options: opts };

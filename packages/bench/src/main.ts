@@ -10,6 +10,8 @@ import { dirname, join, resolve } from 'node:path';
 import { REPO_ROOT } from './bench-env.js';
 import { parseBenchArgs, USAGE } from './bench-options.js';
 import { type FsModeResult, runFsMode } from './fs-backup-run.js';
+import { renderHugeMarkdown } from './huge-report.js';
+import { runHuge } from './huge-run.js';
 import { type OrchestrationResult, runOrchestration } from './orchestration-run.js';
 import { type BenchReport, checkTargets, renderMarkdown } from './report.js';
 import { renderTimelineSvg } from './timeline-svg.js';
@@ -43,6 +45,38 @@ if (opts.waitForLoadMs > 0) {
 }
 const loadStart = loadavg();
 say(`Stowage bench (${opts.scenario}); load average ${loadStart.map((l) => l.toFixed(2)).join(' ')}`);
+
+if (opts.scenario === 'huge') {
+  say('• huge scenario');
+  const result = await runHuge(opts.huge, logDir, opts.keepLogs, say);
+  const cpuList = cpus();
+  const markdown = renderHugeMarkdown({
+    command: `pnpm bench${argv.length > 0 ? ` ${argv.join(' ')}` : ''}`,
+    startedAt: startedAt.toISOString(),
+    machine: {
+      cpus: cpuList.length,
+      cpuModel: cpuList[0]?.model ?? 'unknown',
+      memoryGiB: totalmem() / 1024 ** 3,
+      node: process.versions.node,
+      loadAverageStart: loadStart,
+      loadAverageEnd: loadavg(),
+    },
+    result,
+  });
+  process.stdout.write(markdown);
+  if (opts.json) {
+    await mkdir(dirname(resolve(opts.json)), { recursive: true });
+    await writeFile(resolve(opts.json), `${JSON.stringify(result, null, 2)}\n`);
+  }
+  if (opts.markdown) {
+    const existing = await readFile(opts.markdown, 'utf8').catch(() => '');
+    await appendFile(opts.markdown, `${existing.endsWith('\n\n') || existing === '' ? '' : '\n'}${markdown}`);
+    say(`appended the results to ${opts.markdown}`);
+  }
+  if (opts.keepLogs) say(`logs kept in ${logDir}`);
+  else await rm(logDir, { recursive: true, force: true });
+  process.exit(result.windowed.phase === 'Completed' && result.unwindowed.phase === 'Completed' ? 0 : 1);
+}
 
 const results: Partial<Record<'decoupled' | 'inline', FsModeResult>> = {};
 for (const mode of opts.modes) {

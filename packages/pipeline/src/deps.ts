@@ -26,6 +26,11 @@ export interface PipelineConfig {
   waitMode: WaitMode;
   /** Blocks per FlowProducer.addBulk while planning. */
   blockBatchSize: number;
+  /**
+   * A backup's blocks in the queues at once (its dispatch window, fairness between backups); each
+   * block that ends adds the next. 0 = no window: plan adds every block as it goes.
+   */
+  blocksInFlightPerBackup: number;
   /** Items per list request while planning. */
   listPageSize: number;
   /** pvb-watch re-park backoff: first delay and cap. */
@@ -53,6 +58,7 @@ export const DEFAULT_PIPELINE_CONFIG: PipelineConfig = Object.freeze({
   backupStorageLocation: 'default',
   waitMode: 'decoupled',
   blockBatchSize: 500,
+  blocksInFlightPerBackup: 1_000,
   listPageSize: 500,
   pvbPollBaseMs: 200,
   pvbPollMaxMs: 5_000,

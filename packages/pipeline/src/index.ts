@@ -102,6 +102,7 @@ export {
   type LogLine,
   type PvbStateRecord,
 } from './state/backup-state.js';
+export { type ClaimedBlock, DispatchWindow } from './state/dispatch-window.js';
 export { type LogLine as RunLogLine, type RunEvent, type RunRecord, RunState } from './state/run-state.js';
 export {
   type CancelBackupResult,

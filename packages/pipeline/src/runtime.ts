@@ -2,6 +2,7 @@ import type { FlowProducer, Queue } from 'bullmq';
 import type { PipelineDeps } from './deps.js';
 import type { PvbInformerHub } from './pvb/pvb-informer-hub.js';
 import type { PvrInformerHub } from './restore/pvr-tracker.js';
+import type { DispatchWindow } from './state/dispatch-window.js';
 
 /** What processors share inside one process: the deps plus the queues they add to. */
 export interface PipelineRuntime {
@@ -12,6 +13,8 @@ export interface PipelineRuntime {
   itemBlocksQueue: Queue;
   /** The backups queue: deletion removes a deleted backup's finished jobs from it. */
   backupsQueue: Queue;
+  /** Backups' dispatch windows (plan opens one, blocks that end refill it). */
+  window: DispatchWindow;
   /** Where item-block attaches pvb-watch children. */
   watchQueue: Queue;
   /** The process's PVB informer (present when this process hosts pvb-watch or runs inline mode). */

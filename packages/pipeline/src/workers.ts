@@ -16,10 +16,12 @@ import { processRestoreItems } from './processors/restore-items.processor.js';
 import { processRestorePlan } from './processors/restore-plan.processor.js';
 import { processRestoreTier } from './processors/restore-tier.processor.js';
 import { processRunSchedule } from './processors/run-schedule.processor.js';
+import { endingBlock } from './processors/window-refill.js';
 import { PvbInformerHub } from './pvb/pvb-informer-hub.js';
 import { PvrInformerHub } from './restore/pvr-tracker.js';
 import { applyRestoreApiCap } from './restore/restore-api-cap.js';
 import type { PipelineRuntime } from './runtime.js';
+import { DispatchWindow } from './state/dispatch-window.js';
 
 export type HostedQueue = (typeof QueueName)[keyof typeof QueueName];
 
@@ -51,6 +53,7 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
     watchQueue,
     itemBlocksQueue,
     backupsQueue,
+    window: new DispatchWindow(deps.state),
   };
 
   const processors: Record<HostedQueue, Processor> = {
@@ -63,7 +66,11 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
       throw unknownJob(job, QueueName.backups);
     },
     [QueueName.itemBlocks]: (job: Job, token?: string) => {
-      if (job.name === JobName.backupItemBlock) return processItemBlock(runtime, job, token);
+      if (job.name === JobName.backupItemBlock) {
+        // A solo block's job ends its block; one with a post-hooks parent leaves that to the parent.
+        if ((job.data as { solo?: unknown }).solo === true) return endingBlock(runtime, job, () => processItemBlock(runtime, job, token));
+        return processItemBlock(runtime, job, token);
+      }
       throw unknownJob(job, QueueName.itemBlocks);
     },
     [QueueName.pvbWatch]: (job: Job, token?: string) => {
@@ -72,7 +79,7 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
       throw unknownJob(job, QueueName.pvbWatch);
     },
     [QueueName.hooks]: (job: Job, token?: string) => {
-      if (job.name === JobName.runPostHooks) return processPostHooks(runtime, job, token);
+      if (job.name === JobName.runPostHooks) return endingBlock(runtime, job, () => processPostHooks(runtime, job, token));
       if (job.name === JobName.runRestoreHooks) return processRestoreHooks(runtime, job, token);
       throw unknownJob(job, QueueName.hooks);
     },

@@ -190,4 +190,16 @@ describe('loadConfigOrExit', () => {
     expect(printed).toContain('  - PORT: ');
     expect(printed).toContain('  - LOG_LEVEL: ');
   });
+  it('reads the dispatch window per backup (default 1000, 0 = off) and names it when invalid', () => {
+    const base = { STOWAGE_STORAGE: '/tmp/stowage' };
+    const byDefault = loadConfig(base);
+    expect(byDefault.ok && byDefault.config.pipeline.blocksInFlightPerBackup).toBe(1000);
+    const off = loadConfig({ ...base, STOWAGE_BLOCKS_IN_FLIGHT_PER_BACKUP: '0' });
+    expect(off.ok && off.config.pipeline.blocksInFlightPerBackup).toBe(0);
+    const bad = loadConfig({ ...base, STOWAGE_BLOCKS_IN_FLIGHT_PER_BACKUP: 'many' });
+    expect(bad.ok).toBe(false);
+    if (bad.ok) return;
+    expect(bad.problems.map((p) => p.variable)).toEqual(['STOWAGE_BLOCKS_IN_FLIGHT_PER_BACKUP']);
+    expect(bad.problems[0]?.message).toMatch(/^STOWAGE_BLOCKS_IN_FLIGHT_PER_BACKUP: .*whole number from 0/);
+  });
 });

@@ -65,6 +65,10 @@ export interface BlockFlowsInput {
   /** Blocks per `FlowProducer.addBulk` (one Redis transaction each). Default 1,000. */
   batchSize?: number;
   requestId?: string | undefined;
+  /** The backup dispatches through a window: the jobs that end blocks carry `windowed: true`. */
+  windowed?: boolean | undefined;
+  /** The caller knows finalize exists (it is one of its children, running): skip the check. */
+  parentKnown?: boolean | undefined;
 }
 
 export interface BlockFlowSpec {
@@ -111,13 +115,14 @@ export async function addBlockFlows(producers: BlockFlowProducers, input: BlockF
   const parentMissing = () =>
     new QueueError(QueueErrorCode.parentMissing, `finalize job ${input.finalizeJobId} does not exist in ${parent.queue}`);
   const isSolo = (block: string | BlockFlowSpec) => typeof block !== 'string' && block.solo === true;
-  if (input.blocks.some((block) => !isSolo(block))) {
+  if (!input.parentKnown && input.blocks.some((block) => !isSolo(block))) {
     // FlowProducer.addBulk does not report a missing parent (its per-entry errors are dropped), so check once.
     // depth 1: the job itself (getFlow recurses while depth - 1 is truthy, so 0 would walk the children).
     const parentNode = await flowProducer.getFlow({ id: input.finalizeJobId, queueName: QueueName.backups, depth: 1, maxChildren: 1 });
     if (!parentNode?.job) throw parentMissing();
   }
   const base = { backupName: input.backupName, backupUid: input.backupUid, ...(input.requestId ? { requestId: input.requestId } : {}) };
+  const windowed = input.windowed ? { windowed: true } : {};
   let batches = 0;
   for (let start = 0; start < input.blocks.length; start += batchSize) {
     const flows: FlowJob[] = [];
@@ -126,10 +131,14 @@ export async function addBlockFlows(producers: BlockFlowProducers, input: BlockF
       const blockId = typeof block === 'string' ? block : block.id;
       const itemBlockJobOptions = childJobOptions(QueueName.itemBlocks, blockJobId(input.backupName, blockId));
       if (isSolo(block)) {
-        solos.push({ name: JobName.backupItemBlock, data: { ...base, blockId, solo: true }, opts: { ...itemBlockJobOptions, parent } });
+        solos.push({
+          name: JobName.backupItemBlock,
+          data: { ...base, blockId, solo: true, ...windowed },
+          opts: { ...itemBlockJobOptions, parent },
+        });
         continue;
       }
-      const postHooks: PostHooksJobData = { ...base, blockId };
+      const postHooks: PostHooksJobData = { ...base, blockId, ...windowed };
       const itemBlock: ItemBlockJobData = { ...base, blockId };
       flows.push({
         name: JobName.runPostHooks,

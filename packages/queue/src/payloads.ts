@@ -27,6 +27,11 @@ export const itemBlockJobSchema = z.object({
    * block itself. Absent on every other block (and on jobs of older producers).
    */
   solo: z.boolean().optional(),
+  /**
+   * The backup dispatches through a window (a cap of blocks in flight): the job that ends the
+   * block (a solo item-block job, or the post-hooks job) adds the next blocks before it returns.
+   */
+  windowed: z.boolean().optional(),
 });
 export type ItemBlockJobData = z.infer<typeof itemBlockJobSchema>;
 
@@ -43,7 +48,14 @@ export const pvbWatchJobSchema = z.object({
 });
 export type PvbWatchJobData = z.infer<typeof pvbWatchJobSchema>;
 
-export const postHooksJobSchema = z.object({ backupName: name, backupUid: name, blockId: name, requestId });
+export const postHooksJobSchema = z.object({
+  backupName: name,
+  backupUid: name,
+  blockId: name,
+  requestId,
+  /** As on item-block jobs: this job ends a block of a windowed backup and adds the next ones. */
+  windowed: z.boolean().optional(),
+});
 export type PostHooksJobData = z.infer<typeof postHooksJobSchema>;
 
 function parseWith<T>(schema: z.ZodType<T>, jobName: string, data: unknown): T {

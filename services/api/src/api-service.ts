@@ -135,6 +135,7 @@ export async function startApiService(opts: ApiServiceOptions): Promise<ApiServi
           ...DEFAULT_PIPELINE_CONFIG,
           namespace: config.kube.namespace,
           waitMode: config.pipeline.waitMode,
+          blocksInFlightPerBackup: config.pipeline.blocksInFlightPerBackup,
           restoreMaxInFlight: config.restore.maxInFlight,
           ...opts.pipeline,
         },

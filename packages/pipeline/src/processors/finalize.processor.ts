@@ -12,13 +12,14 @@ import {
   writePodVolumeBackupsSidecar,
   writeResourceListSidecar,
 } from '@stowage/storage';
-import type { Job } from 'bullmq';
+import { type Job, WaitingChildrenError } from 'bullmq';
 import { PipelineError, PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
 import { decideBackupPhase } from '../phase.js';
 import { type BlockPlan, podKey } from '../plan/block-plan.js';
 import type { PipelineRuntime } from '../runtime.js';
 import { writeBackupArchive } from '../state/backup-archive.js';
 import { type BackupRecord, ENDED_BACKUP_PHASES } from '../state/backup-state.js';
+import { addClaimedBlocks } from './window-refill.js';
 
 export { resultsFromLogs } from '../state/backup-archive.js';
 
@@ -39,7 +40,7 @@ export interface FinalizeResult {
  * CAS. A run that finds the phase ended but the backup not archived (cut off after the phase moved)
  * writes the archive and the marker again from Redis; one that finds it archived finishes the drop.
  */
-export async function processFinalize(rt: PipelineRuntime, job: Job, _token: string | undefined): Promise<FinalizeResult> {
+export async function processFinalize(rt: PipelineRuntime, job: Job, token: string | undefined): Promise<FinalizeResult> {
   const { deps } = rt;
   const { state, storage, clock } = deps;
   const data = parseFinalizeJobData(job.data);
@@ -82,6 +83,14 @@ export async function processFinalize(rt: PipelineRuntime, job: Job, _token: str
   }
   if (planFailure !== undefined) {
     await state.recordProblem(backupName, { level: 'error', onceKey: 'plan-failed', msg: `planning failed: ${planFailure}` });
+  }
+  // A windowed backup whose refills did not all happen (a job that ended a block failed for good
+  // before it could add the next ones): add what nobody added, and wait for it.
+  const missed = (await rt.window.status(backupName)) ? await rt.window.backstop<BlockPlan>(backupName) : [];
+  if (missed.length > 0) {
+    await state.log(backupName, { level: 'warn', msg: `finalize found ${missed.length} block(s) not yet dispatched; adding them now` });
+    await addClaimedBlocks(rt, { ...data, finalizeJobId: job.id ?? '' }, missed);
+    if (token && (await job.moveToWaitingChildren(token))) throw new WaitingChildrenError();
   }
   if (record.phase !== 'FailedValidation') {
     await state.transitionPhase(backupName, ['New', 'InProgress', 'Finalizing'], 'Finalizing');

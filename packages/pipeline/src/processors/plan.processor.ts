@@ -6,6 +6,7 @@ import { needsPostHooksJob } from '../plan/block-plan.js';
 import { type PlannedBlock, planCluster, resolveResourcePolicies } from '../plan/cluster-plan.js';
 import type { PipelineRuntime } from '../runtime.js';
 import { ENDED_BACKUP_PHASES } from '../state/backup-state.js';
+import { addClaimedBlocks } from './window-refill.js';
 
 export type PlanResult = { skipped: string } | { blocks: number; items: number; batches: number };
 
@@ -52,6 +53,10 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
   const { policies, spec } = loaded;
 
   const totals = { blocks: 0, items: 0, batches: 0 };
+  // Fairness between backups: at most this many of this backup's blocks in the queues at once.
+  const windowed = config.blocksInFlightPerBackup > 0;
+  if (windowed) await rt.window.open(backupName, config.blocksInFlightPerBackup);
+  let claims = 0;
   let batchSize = Math.min(FIRST_BATCH_BLOCKS, config.blockBatchSize);
   const store = async (planned: PlannedBlock[]) => {
     for (let start = 0; start < planned.length; ) {
@@ -65,18 +70,29 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
         backupName,
         stored.map(({ plan, manifests }) => ({ id: plan.id, plan, items: manifests })),
       );
-      const res = await addBlockFlows(
-        { flowProducer: rt.flowProducer, itemBlocks: rt.itemBlocksQueue },
-        {
-          backupName,
-          backupUid: data.backupUid,
-          finalizeJobId: finalizeId,
-          // Blocks with no fs-backup volume and no post hook need no post-hooks job (one job, not two).
-          blocks: stored.map(({ plan }) => ({ id: plan.id, solo: !needsPostHooksJob(plan) })),
-          batchSize: config.blockBatchSize,
-          requestId: data.requestId,
-        },
-      );
+      if (windowed) {
+        // Windowed: the batch joins the backup's queue of blocks; only what fits the window is
+        // added now (claimed under this batch's key, so a re-run of plan adds the same again).
+        const claimed = await rt.window.claim<BlockPlan>(backupName, `plan:${++claims}`, false);
+        await addClaimedBlocks(
+          rt,
+          { backupName, backupUid: data.backupUid, requestId: data.requestId, finalizeJobId: finalizeId },
+          claimed,
+        );
+      } else {
+        await addBlockFlows(
+          { flowProducer: rt.flowProducer, itemBlocks: rt.itemBlocksQueue },
+          {
+            backupName,
+            backupUid: data.backupUid,
+            finalizeJobId: finalizeId,
+            // Blocks with no fs-backup volume and no post hook need no post-hooks job (one job, not two).
+            blocks: stored.map(({ plan }) => ({ id: plan.id, solo: !needsPostHooksJob(plan) })),
+            batchSize: config.blockBatchSize,
+            requestId: data.requestId,
+          },
+        );
+      }
       // The batch's skips in one write, after its flows are in (blocks need not wait for them).
       await state.logMany(
         backupName,
@@ -99,7 +115,7 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
         }
       }
       totals.blocks += stored.length;
-      totals.batches += res.batches;
+      totals.batches += 1;
       totals.items += stored.reduce((n, b) => n + b.plan.items.length, 0);
       await state.setCounter(backupName, 'totalItems', totals.items);
       await state.appendEvent(backupName, 'plan.progress', { blocks: totals.blocks, items: totals.items });

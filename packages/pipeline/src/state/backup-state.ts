@@ -216,14 +216,16 @@ export class BackupState extends RunState<BackupRecord> {
     const [blockIds, pvbNames] = await Promise.all([this.redis.lrange(this.key(name, 'border'), 0, -1), this.allPvbNames(name)]);
     const keys = [...blockIds.map((id) => this.key(name, `b:${id}`)), ...pvbNames.map((p) => this.key(name, `pvb:${p}`))];
     for (let i = 0; i < keys.length; i += 500) await this.redis.unlink(...keys.slice(i, i + 500));
-    await this.redis.unlink(...['once', 'events', 'logs', 'plan', 'items', 'hooks', 'border', 'pvbset'].map((s) => this.key(name, s)));
+    await this.redis.unlink(
+      ...['once', 'events', 'logs', 'plan', 'items', 'hooks', 'border', 'pvbset', 'win', 'wclaim'].map((s) => this.key(name, s)),
+    );
   }
 
   /** Removes every key of the backup and its index entry. */
   async deleteBackup(name: string): Promise<void> {
     const [blockIds, pvbNames] = await Promise.all([this.redis.lrange(this.key(name, 'border'), 0, -1), this.allPvbNames(name)]);
     await this.deleteRunKeys(name, [
-      ...['border', 'plan', 'items', 'pvbset'].map((s) => this.key(name, s)),
+      ...['border', 'plan', 'items', 'pvbset', 'win', 'wclaim'].map((s) => this.key(name, s)),
       ...blockIds.map((id) => this.key(name, `b:${id}`)),
       ...pvbNames.map((p) => this.key(name, `pvb:${p}`)),
     ]);

@@ -1,0 +1,79 @@
+import { addBlockFlows } from '@stowage/queue';
+import { DelayedError, type Job, UnrecoverableError, WaitingChildrenError } from 'bullmq';
+import { type BlockPlan, needsPostHooksJob } from '../plan/block-plan.js';
+import type { PipelineRuntime } from '../runtime.js';
+import type { ClaimedBlock } from '../state/dispatch-window.js';
+
+export interface WindowedBackup {
+  backupName: string;
+  backupUid: string;
+  requestId?: string | undefined;
+  finalizeJobId: string;
+}
+
+/**
+ * Adds claimed blocks under finalize (deterministic ids: adding one that exists is a no-op). A
+ * block whose plan is missing gets the two-job shape: its post-hooks job reports the missing plan.
+ */
+export async function addClaimedBlocks(
+  rt: PipelineRuntime,
+  backup: WindowedBackup,
+  claimed: ReadonlyArray<ClaimedBlock<BlockPlan>>,
+): Promise<void> {
+  if (claimed.length === 0) return;
+  await addBlockFlows(
+    { flowProducer: rt.flowProducer, itemBlocks: rt.itemBlocksQueue },
+    {
+      backupName: backup.backupName,
+      backupUid: backup.backupUid,
+      finalizeJobId: backup.finalizeJobId,
+      blocks: claimed.map((c) => ({ id: c.id, solo: c.plan ? !needsPostHooksJob(c.plan) : false })),
+      batchSize: rt.deps.config.blockBatchSize,
+      requestId: backup.requestId,
+      windowed: true,
+      parentKnown: true,
+    },
+  );
+}
+
+/**
+ * Runs the processor of a job that ends a block (a solo item-block job, or a post-hooks job) and,
+ * for a windowed backup, adds the next blocks before the job returns — so finalize, whose child it
+ * is, always has a child left while blocks wait — or before it fails for good. A re-park or a
+ * retry to come adds nothing.
+ */
+export async function endingBlock<T>(rt: PipelineRuntime, job: Job, run: () => Promise<T>): Promise<T> {
+  const data = job.data as { windowed?: unknown; backupName?: unknown; backupUid?: unknown; requestId?: unknown };
+  if (data.windowed !== true) return run();
+  const refill = async () => {
+    const finalizeJobId = job.parent?.id;
+    if (!finalizeJobId || typeof data.backupName !== 'string' || typeof data.backupUid !== 'string') return;
+    const claimed = await rt.window.claim<BlockPlan>(data.backupName, `job:${job.id}`, true);
+    await addClaimedBlocks(
+      rt,
+      {
+        backupName: data.backupName,
+        backupUid: data.backupUid,
+        requestId: typeof data.requestId === 'string' ? data.requestId : undefined,
+        finalizeJobId,
+      },
+      claimed,
+    );
+  };
+  let result: T;
+  try {
+    result = await run();
+  } catch (err) {
+    const parked = err instanceof DelayedError || err instanceof WaitingChildrenError;
+    const lastTry = err instanceof UnrecoverableError || job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
+    if (!parked && lastTry) {
+      // Failing for good: the next blocks still go in (finalize's backstop covers a failure here).
+      await refill().catch((refillErr: unknown) =>
+        rt.deps.logger.warn({ backup: data.backupName, jobId: job.id, err: (refillErr as Error).message }, 'dispatch window refill failed'),
+      );
+    }
+    throw err;
+  }
+  await refill();
+  return result;
+}
