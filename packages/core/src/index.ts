@@ -1,3 +1,4 @@
+export * from './backup-hooks.js';
 export * from './backup-spec.schema.js';
 export * from './dispatch-order.js';
 export * from './duration.js';
