@@ -1,4 +1,4 @@
-import { blockJobId, planJobId } from '@stowage/core';
+import { type BackupSpec, blockJobId, planJobId } from '@stowage/core';
 import { pvbLabels } from '@stowage/kube';
 import { parseFinalizeJobData, QueueName, qualifiedQueueName } from '@stowage/queue';
 import {
@@ -14,6 +14,7 @@ import {
 } from '@stowage/storage';
 import type { Job } from 'bullmq';
 import { PipelineError, PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
+import { type BackupHooksRecord, runBackupHooks } from '../hooks/backup-hooks.js';
 import { decideBackupPhase } from '../phase.js';
 import { type BlockPlan, podKey } from '../plan/block-plan.js';
 import type { PipelineRuntime } from '../runtime.js';
@@ -86,6 +87,12 @@ export async function processFinalize(rt: PipelineRuntime, job: Job, _token: str
   if (record.phase !== 'FailedValidation') {
     await state.transitionPhase(backupName, ['New', 'InProgress', 'Finalizing'], 'Finalizing');
   }
+  // Backup-level post hooks (e.g. resume a paused GitOps controller): this job runs after every
+  // block's post hooks, whatever happened to them (failed, deadline, cancel). Only for a backup
+  // that started (its pre hooks may have run); their failures count in hookStatus.
+  if (record.phase !== 'FailedValidation' && record.startedAt !== undefined && record.spec) {
+    await runBackupHooks(deps, backupName, record.spec as BackupSpec, 'post');
+  }
 
   // The tarball and the PVB list are independent; so are the sidecars written from them (each a
   // durable write: running them side by side overlaps their fsyncs).
@@ -112,10 +119,13 @@ export async function processFinalize(rt: PipelineRuntime, job: Job, _token: str
 
   const counters = await state.counters(backupName);
   const latest = (await state.getBackup(backupName)) ?? record;
+  const backupPreFailed = (latest.backupHooks as BackupHooksRecord | undefined)?.pre?.failed;
   const decision =
     record.phase === 'FailedValidation'
       ? { phase: 'FailedValidation', reasons: [record.failureReason ?? 'the backup spec is invalid'] }
-      : decideBackupPhase({ counters, planFailed: planFailure !== undefined, canceled: latest.cancelRequestedAt !== undefined });
+      : backupPreFailed !== undefined && latest.cancelRequestedAt === undefined
+        ? { phase: 'Failed', reasons: [`${backupPreFailed} (onError: Fail): no block was run`] }
+        : decideBackupPhase({ counters, planFailed: planFailure !== undefined, canceled: latest.cancelRequestedAt !== undefined });
   const phase = decision.phase;
   if (decision.reasons.length > 0) await state.log(backupName, { level: 'info', msg: `phase ${phase}: ${decision.reasons.join('; ')}` });
   const completedAt = clock.now();

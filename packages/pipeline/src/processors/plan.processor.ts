@@ -21,6 +21,7 @@ import { type DiscoveredResource, discoverResources, listAll, pvbGroup, pvbPlura
 import { addBlockFlows, parsePlanJobData } from '@stowage/queue';
 import type { Job } from 'bullmq';
 import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
+import { runBackupHooks } from '../hooks/backup-hooks.js';
 import { type BlockPlan, itemKeyOf, needsPostHooksJob, type PlannedItem, type PlannedPod, type PlanSkip } from '../plan/block-plan.js';
 import { resolvePodHooks, selectFsBackupVolumes, type VolumeContext } from '../plan/pod-decisions.js';
 import { RelatedItemTracker } from '../plan/related-items.js';
@@ -71,6 +72,14 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
   const loaded = await loadResourcePolicies(rt, requestedSpec, backupName);
   if (loaded === undefined) return { skipped: 'resource policy invalid' };
   const { policies, spec } = loaded;
+  // Backup-level pre hooks (e.g. pause a GitOps controller) run before anything is listed or any
+  // block is added: no pod hook and no PVB can start before them. One that fails with onError:
+  // Fail fails the backup here; finalize (which still runs) runs the backup post hooks.
+  const backupPre = await runBackupHooks(deps, backupName, spec, 'pre');
+  if (backupPre.failed !== undefined) {
+    await state.log(backupName, { level: 'error', msg: `backup not run: ${backupPre.failed} (onError: Fail)` });
+    return { skipped: 'a backup pre hook failed' };
+  }
   const [nodesWithAgent, discovery] = await Promise.all([deps.agents.nodesWithAgent(), discoverResources(deps.kube)]);
   for (const failure of discovery.failures) {
     await state.recordProblem(backupName, {
