@@ -144,7 +144,7 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
       await state.recordProblem(backupName, {
         level: 'error',
         onceKey: `block-skipped:${blockId}`,
-        msg: `block ${blockId} skipped (its ${plan.items.length} items, PVCs and PVs not backed up, no PVB): ${skipped}`,
+        msg: `block ${blockId} skipped, onError: FailBlock: ${skipped}; none of its ${plan.items.length} items (its pods, PVCs and PVs included) is backed up and no PVB is created`,
         namespace: pod.namespace,
         blockId,
         pod: key,
