@@ -72,12 +72,12 @@ describe('backup describe: backup-level hooks, tries, skipped blocks', () => {
     expect(text).toContain('Backup hooks:\n  pre: 1 run, 0 failed\n  post: 1 run, 0 failed');
     const runs = text.slice(text.indexOf('Hook runs (5):')).split('\n').slice(2);
     expect(runs).toHaveLength(5);
-    expect(runs[0]).toMatch(/^  \(backup\) +suspend +gitops\/flux-0 +app +pre +exited +0 +- /);
-    expect(runs[1]).toMatch(/^  blk-1 +db +apps\/db-0 +app +pre +exited +1 +1\/2 /);
-    expect(runs[2]).toMatch(/^  blk-1 +db +apps\/db-0 +app +pre +exited +0 +2\/2 /);
+    expect(runs[0]).toMatch(/^ {2}\(backup\) +suspend +gitops\/flux-0 +app +pre +exited +0 +- /);
+    expect(runs[1]).toMatch(/^ {2}blk-1 +db +apps\/db-0 +app +pre +exited +1 +1\/2 /);
+    expect(runs[2]).toMatch(/^ {2}blk-1 +db +apps\/db-0 +app +pre +exited +0 +2\/2 /);
     expect(runs[3]).toMatch(
-      /^  blk-1 +db +apps\/db-0 +app +post +skipped \(executionPolicy OnSuccess: a PVB of the block did not complete\) +- /,
+      /^ {2}blk-1 +db +apps\/db-0 +app +post +skipped \(executionPolicy OnSuccess: a PVB of the block did not complete\) +- /,
     );
-    expect(runs[4]).toMatch(/^  \(backup\) +resume +gitops\/flux-0 +app +post +exited +0 /);
+    expect(runs[4]).toMatch(/^ {2}\(backup\) +resume +gitops\/flux-0 +app +post +exited +0 /);
   });
 });

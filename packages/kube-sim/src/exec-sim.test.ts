@@ -15,7 +15,14 @@ describe('exec rules with times', () => {
   });
 
   it('rejects a times that is not a whole number of at least 1', () => {
-    const checked = checkPodExecBehaviour({ '*': { rules: [{ command: ['x'], times: 0 }, { command: ['y'], times: 1.5 }] } });
+    const checked = checkPodExecBehaviour({
+      '*': {
+        rules: [
+          { command: ['x'], times: 0 },
+          { command: ['y'], times: 1.5 },
+        ],
+      },
+    });
     expect(checked).toEqual({
       ok: false,
       problems: ['*.rules[0].times must be an integer >= 1', '*.rules[1].times must be an integer >= 1'],
