@@ -250,6 +250,10 @@ describe('backup-level hooks and hook policies (issue #22)', () => {
     expect(canceled.length).toBeGreaterThanOrEqual(1);
     for (const b of started) expect(execs(h, 'apps', (b.plan as BlockPlan).pods[0]?.name ?? '', THAW)).toHaveLength(1);
     for (const b of canceled) expect(h.sim.execLog({ namespace: 'apps', pod: (b.plan as BlockPlan).pods[0]?.name ?? '' })).toEqual([]);
+    // The cancel is reported: which blocks ran their post hooks, and the backup post hooks.
+    expect(finished.logs.map((l) => l.msg)).toContain(
+      `backup canceled: ${started.length} of ${finished.blocks.length} planned block(s) had started and ran their post hooks once their PVBs stopped; the others never started; the backup post hooks ran (2 run, 0 failed)`,
+    );
   });
 
   it('a backup pre hook failing with onError: Fail fails the backup before any pod hook or PVB; backup post still runs', async () => {

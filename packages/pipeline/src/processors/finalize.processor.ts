@@ -128,6 +128,15 @@ export async function processFinalize(rt: PipelineRuntime, job: Job, _token: str
         : decideBackupPhase({ counters, planFailed: planFailure !== undefined, canceled: latest.cancelRequestedAt !== undefined });
   const phase = decision.phase;
   if (decision.reasons.length > 0) await state.log(backupName, { level: 'info', msg: `phase ${phase}: ${decision.reasons.join('; ')}` });
+  if (phase === 'Canceled') {
+    // What the cancel kept of the hook contract, in one line the user can read.
+    const started = counters.blocksStarted ?? 0;
+    const post = (latest.backupHooks as BackupHooksRecord | undefined)?.post;
+    await state.log(backupName, {
+      level: 'info',
+      msg: `backup canceled: ${started} of ${counters.blocksPlanned ?? started} planned block(s) had started and ran their post hooks once their PVBs stopped; the others never started${post ? `; the backup post hooks ran (${post.hooksRun} run, ${post.hooksFailed} failed)` : ''}`,
+    });
+  }
   const completedAt = clock.now();
 
   await writeResourceListSidecar(storage, backupName, assembled.resourceList);
