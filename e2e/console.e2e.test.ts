@@ -23,6 +23,21 @@ const HOOKS_SPEC = {
         post: [{ exec: { command: ['/bin/echo', 'resumed'] } }],
       },
     ],
+    // Backup-level hooks: once before the first block, once after every block (in one postgres pod).
+    backup: {
+      pre: [
+        { name: 'pause-shop', namespace: 'shop', labelSelector: { matchLabels: { app: 'postgres' } }, mode: 'one', command: ['/bin/sync'] },
+      ],
+      post: [
+        {
+          name: 'resume-shop',
+          namespace: 'shop',
+          labelSelector: { matchLabels: { app: 'postgres' } },
+          mode: 'one',
+          command: ['/bin/echo', 'resumed'],
+        },
+      ],
+    },
   },
 };
 
@@ -194,6 +209,11 @@ describe('the console in Chromium', () => {
       expect(seen.phases[0]).not.toBe('Completed');
       expect(seen.phases).toContain('InProgress');
       expect(seen.phases.at(-1)).toBe('Completed');
+
+      // The backup-level hooks, each with its run.
+      const backupHooks = await page.locator('#backup-hooks').textContent();
+      expect(backupHooks).toMatch(/Before the first block.*pause-shop shop\/postgres-0 \(postgres\) exit 0/s);
+      expect(backupHooks).toMatch(/After every block.*resume-shop shop\/postgres-0 \(postgres\) exit 0/s);
 
       // The spec, with durations as a Velero user writes them.
       await page.getByText('Spec', { exact: true }).click();

@@ -66,7 +66,9 @@ async function waitAllEnded(names: string[], timeoutMs: number) {
     `${names.length} backups to end`,
     async () => {
       const recs = await Promise.all(names.map((n) => stack.state.getBackup(n)));
-      return recs.every((r) => r && ENDED.has(r.phase)) ? recs.map((r) => r!) : undefined;
+      // Ended and archived: finalize records the phase first and drops the in-flight state (item
+      // manifests included) only after the archive is written, so a phase alone is not the end.
+      return recs.every((r) => r && ENDED.has(r.phase) && r.archivedAt !== undefined) ? recs.map((r) => r!) : undefined;
     },
     timeoutMs,
     1_000,

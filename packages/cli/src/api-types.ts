@@ -40,6 +40,8 @@ export interface Backup {
   cancelRequestedAt?: string;
   /** When the backup is deleted (created + ttl). */
   expiration?: string;
+  /** What the backup-level hooks did (pre before the first block, post after every block). */
+  backupHooks?: { pre?: BackupHookPhase; post?: BackupHookPhase };
 }
 
 export interface BackupSummary {
@@ -70,6 +72,21 @@ export interface HookRun {
   /** The last bytes of the hook's output (the API sends them; older servers may not). */
   stdoutTail?: string;
   stderrTail?: string;
+  /** The spec hook set or backup hook the run comes from. */
+  hookName?: string;
+  /** A hook with retries: this run's try (1-based) of `tries`. */
+  try?: number;
+  tries?: number;
+}
+
+/** What one phase of the backup-level hooks (spec.hooks.backup) did. */
+export interface BackupHookPhase {
+  doneAt: string;
+  /** A hook with onError: Fail failed. */
+  failed?: string;
+  hooksRun: number;
+  hooksFailed: number;
+  runs: HookRun[];
 }
 
 export interface BlockPvb {
@@ -92,6 +109,8 @@ export interface Block {
   itemCount: number;
   itemsWritten?: number;
   failedPods?: string[];
+  /** Why the whole block was skipped (a pre hook with onError: FailBlock failed). */
+  skipped?: string;
   error?: string;
   startedAt?: string;
   completedAt?: string;

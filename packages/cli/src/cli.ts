@@ -321,7 +321,7 @@ export function formatDescribe(b: Backup, blocks: readonly Block[]): string[] {
       ['BLOCK', 'STATE', 'ITEMS', 'PVBS', 'HOOKS', 'PODS'],
       blocks.map((blk) => [
         blk.id,
-        blk.state,
+        blk.skipped !== undefined ? `${blk.state} (skipped)` : blk.state,
         blk.itemsWritten !== undefined ? `${blk.itemsWritten}/${blk.itemCount}` : String(blk.itemCount),
         String(blk.podVolumeBackups.length),
         String(blk.hookRuns.length),
@@ -329,6 +329,16 @@ export function formatDescribe(b: Backup, blocks: readonly Block[]): string[] {
       ]),
     ).map((l) => `  ${l}`),
   );
+  const skipped = blocks.filter((blk) => blk.skipped !== undefined);
+  if (skipped.length > 0) {
+    lines.push('', `Skipped blocks (${skipped.length}):`);
+    for (const blk of skipped) lines.push(`  ${blk.id}: ${blk.skipped}`);
+  }
+  const backupHooks = (['pre', 'post'] as const).flatMap((phase) => {
+    const done = b.backupHooks?.[phase];
+    return done ? [`  ${phase}: ${done.hooksRun} run, ${done.hooksFailed} failed${done.failed ? ` (${done.failed})` : ''}`] : [];
+  });
+  if (backupHooks.length > 0) lines.push('', 'Backup hooks:', ...backupHooks);
   const pvbs = blocks.flatMap((blk) => blk.podVolumeBackups.map((p) => ({ blk, p })));
   lines.push('', `Pod volume backups (${pvbs.length}):`);
   if (pvbs.length > 0)
@@ -348,19 +358,23 @@ export function formatDescribe(b: Backup, blocks: readonly Block[]): string[] {
         ]),
       ).map((l) => `  ${l}`),
     );
-  const runs = blocks.flatMap((blk) => blk.hookRuns.map((r) => ({ blk, r })));
+  // Every run in order: the backup pre hooks, each block's, then the backup post hooks.
+  const backupRuns = (phase: 'pre' | 'post') => (b.backupHooks?.[phase]?.runs ?? []).map((r) => ({ blk: { id: '(backup)' }, r }));
+  const runs = [...backupRuns('pre'), ...blocks.flatMap((blk) => blk.hookRuns.map((r) => ({ blk, r }))), ...backupRuns('post')];
   lines.push('', `Hook runs (${runs.length}):`);
   if (runs.length > 0)
     lines.push(
       ...formatTable(
-        ['BLOCK', 'POD', 'CONTAINER', 'PHASE', 'OUTCOME', 'EXIT', 'TOOK', 'STARTED'],
+        ['BLOCK', 'HOOK', 'POD', 'CONTAINER', 'PHASE', 'OUTCOME', 'EXIT', 'TRY', 'TOOK', 'STARTED'],
         runs.map(({ blk, r }) => [
           blk.id,
+          r.hookName || r.source,
           r.pod,
           r.container,
           r.phase,
           r.message && r.outcome !== 'exited' ? `${r.outcome} (${r.message})` : r.outcome,
           r.exitCode === undefined ? '-' : String(r.exitCode),
+          r.try !== undefined && r.tries !== undefined ? `${r.try}/${r.tries}` : '-',
           formatDuration(msBetween(r.startedAt, r.endedAt)),
           orDash(r.startedAt),
         ]),

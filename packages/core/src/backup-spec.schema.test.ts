@@ -111,7 +111,7 @@ describe('validateBackupRequest: problems', () => {
       'a bad onError',
       { spec: { hooks: { resources: [{ name: 'h', pre: [{ exec: { command: ['x'], onError: 'Maybe' } }] }] } } },
       'spec.hooks.resources[0].pre[0].exec.onError',
-      /must be "Continue" or "Fail" \(got "Maybe"\)/,
+      /must be "Continue", "Fail" or "FailBlock" \(got "Maybe"\)/,
     ],
     [
       'a hook timeout over 4h',

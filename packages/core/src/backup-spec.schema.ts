@@ -10,7 +10,16 @@ import { explainDns1123Label } from './names.js';
 import { canonicalResourceEntry } from './resource-selection.js';
 import { parseCapacityRange, VOLUME_POLICY_ACTIONS, VOLUME_TYPES, type VolumePolicy } from './volume-policy.js';
 
-export type HookOnError = 'Continue' | 'Fail';
+/** `FailBlock` (pre hooks only): the whole ItemBlock is skipped when the hook fails. */
+export type HookOnError = 'Continue' | 'Fail' | 'FailBlock';
+/** When a post hook runs, from its block's PVBs: always, only if all completed, only if one did not. */
+export type HookExecutionPolicy = 'Always' | 'OnSuccess' | 'OnFailure';
+
+/** A failed hook is run again up to `max` more times, `backoffMs` apart (every try recorded). */
+export interface HookRetries {
+  max: number;
+  backoffMs: number;
+}
 
 export interface BackupHookExec {
   /** null = the pod's first container. */
@@ -18,6 +27,28 @@ export interface BackupHookExec {
   command: string[];
   onError: HookOnError;
   timeoutMs: number;
+  /** Absent = no retry (specs stored before retries existed read the same). */
+  retries?: HookRetries;
+  /** Post hooks only; absent = Always. */
+  executionPolicy?: HookExecutionPolicy;
+}
+
+/**
+ * A backup-level hook (`spec.hooks.backup.pre[]`/`.post[]`): one exec in the Running pods of
+ * `namespace` matching `labelSelector` (all of them, or the first by name with `mode: one`), run
+ * once before the first block starts (pre) or once after every block ended (post).
+ */
+export interface BackupLevelHook {
+  name: string;
+  namespace: string;
+  labelSelector: LabelSelector | null;
+  /** null = each pod's first container. */
+  container: string | null;
+  mode: 'all' | 'one';
+  command: string[];
+  onError: 'Continue' | 'Fail';
+  timeoutMs: number;
+  retries?: HookRetries;
 }
 
 export interface BackupResourceHookSpec {
@@ -49,7 +80,8 @@ export interface BackupSpec {
   labelSelector: LabelSelector | null;
   orLabelSelectors: LabelSelector[];
   defaultVolumesToFsBackup: boolean;
-  hooks: { resources: BackupResourceHookSpec[] };
+  /** `backup` is optional so specs stored before backup-level hooks still read. */
+  hooks: { resources: BackupResourceHookSpec[]; backup?: { pre: BackupLevelHook[]; post: BackupLevelHook[] } };
   resourcePolicy: ResourcePolicyRef | null;
   /**
    * Velero's scoped resource filters (its "new" filters; see resource-selection.ts). Absent or
@@ -87,6 +119,10 @@ export const DEFAULT_STORAGE_LOCATION = 'default';
 export const DEFAULT_HOOK_TIMEOUT_MS = 30_000;
 /** Velero (main, #10125) caps a hook's timeout at 4 h. */
 export const MAX_HOOK_TIMEOUT_MS = 4 * 3_600_000;
+/** Retries of one hook: a few, not a loop that outlives the backup. */
+export const MAX_HOOK_RETRIES = 10;
+export const MAX_HOOK_RETRY_BACKOFF_MS = 10 * 60_000;
+export const DEFAULT_HOOK_RETRY_BACKOFF_MS = 1_000;
 
 /** Velero spec fields Stowage knows but does not support, so the user hears why, not just "unknown". */
 const UNSUPPORTED_VELERO_FIELDS: Record<string, string> = {
@@ -156,30 +192,72 @@ const labelMap = z.record(z.string(), z.string()).superRefine((labels, ctx) => {
   }
 });
 
+const containerName = z.string().superRefine((value, ctx) => {
+  const problems = explainDns1123Label(value);
+  if (problems.length > 0) ctx.addIssue({ code: 'custom', message: `container name ${JSON.stringify(value)} ${problems.join('; ')}` });
+});
+
+const hookCommand = z.array(z.string(), { error: 'must be a non-empty array of strings' }).superRefine((command, ctx) => {
+  if (command.length === 0) ctx.addIssue({ code: 'custom', message: 'must be a non-empty array of strings' });
+  else if (command[0] === '')
+    ctx.addIssue({ code: 'custom', message: 'the first element (the program to run) must not be empty', path: [0] });
+});
+
+const hookRetriesInput = strictObject(
+  {
+    max: z
+      .number({ error: `must be a whole number from 0 to ${MAX_HOOK_RETRIES}` })
+      .int(`must be a whole number from 0 to ${MAX_HOOK_RETRIES}`)
+      .min(0, `must be a whole number from 0 to ${MAX_HOOK_RETRIES}`)
+      .max(MAX_HOOK_RETRIES, `must be at most ${MAX_HOOK_RETRIES} (retries of one hook)`),
+    backoff: durationString('a retry backoff', { min: 0, max: MAX_HOOK_RETRY_BACKOFF_MS }).optional(),
+  },
+  'retries: {max, backoff}',
+);
+
 const hookExecInput = strictObject(
   {
-    container: z
-      .string()
-      .superRefine((value, ctx) => {
-        const problems = explainDns1123Label(value);
-        if (problems.length > 0)
-          ctx.addIssue({ code: 'custom', message: `container name ${JSON.stringify(value)} ${problems.join('; ')}` });
+    container: containerName.optional(),
+    command: hookCommand,
+    onError: z
+      .enum(['Continue', 'Fail', 'FailBlock'], {
+        error: (issue) => `must be "Continue", "Fail" or "FailBlock" (got ${JSON.stringify(issue.input)})`,
       })
       .optional(),
-    command: z.array(z.string(), { error: 'must be a non-empty array of strings' }).superRefine((command, ctx) => {
-      if (command.length === 0) ctx.addIssue({ code: 'custom', message: 'must be a non-empty array of strings' });
-      else if (command[0] === '')
-        ctx.addIssue({ code: 'custom', message: 'the first element (the program to run) must not be empty', path: [0] });
-    }),
-    onError: z
-      .enum(['Continue', 'Fail'], { error: (issue) => `must be "Continue" or "Fail" (got ${JSON.stringify(issue.input)})` })
-      .optional(),
     timeout: durationString('a hook timeout', { min: 0, max: MAX_HOOK_TIMEOUT_MS }).optional(),
+    retries: hookRetriesInput.optional(),
+    executionPolicy: z
+      .enum(['Always', 'OnSuccess', 'OnFailure'], {
+        error: (issue) => `must be "Always", "OnSuccess" or "OnFailure" (got ${JSON.stringify(issue.input)})`,
+      })
+      .optional(),
   },
-  'exec: {container, command, onError, timeout}',
+  'exec: {container, command, onError, timeout, retries, executionPolicy}',
 );
 
 const hookInput = strictObject({ exec: hookExecInput }, 'a hook: {exec: {...}}');
+
+const backupLevelHookInput = strictObject(
+  {
+    name: z.string().min(1, 'must not be empty').optional(),
+    namespace: z.string({ error: 'is required: the namespace of the pods the hook runs in' }).superRefine((value, ctx) => {
+      const problems = explainDns1123Label(value);
+      if (problems.length > 0) ctx.addIssue({ code: 'custom', message: `namespace ${JSON.stringify(value)} ${problems.join('; ')}` });
+    }),
+    labelSelector: labelSelectorInput.optional(),
+    container: containerName.optional(),
+    mode: z.enum(['all', 'one'], { error: (issue) => `must be "all" or "one" (got ${JSON.stringify(issue.input)})` }).optional(),
+    command: hookCommand,
+    onError: z
+      .enum(['Continue', 'Fail'], {
+        error: (issue) => `must be "Continue" or "Fail" (got ${JSON.stringify(issue.input)}; FailBlock applies to pod pre hooks only)`,
+      })
+      .optional(),
+    timeout: durationString('a hook timeout', { min: 0, max: MAX_HOOK_TIMEOUT_MS }).optional(),
+    retries: hookRetriesInput.optional(),
+  },
+  'a backup hook: {name, namespace, labelSelector, container, mode, command, onError, timeout, retries}',
+);
 
 const resourceHookInput = strictObject(
   {
@@ -271,7 +349,16 @@ const backupSpecInput = strictObject(
     labelSelector: labelSelectorInput.nullable().optional(),
     orLabelSelectors: z.array(labelSelectorInput).optional(),
     defaultVolumesToFsBackup: z.boolean().optional(),
-    hooks: strictObject({ resources: z.array(resourceHookInput).optional() }, 'hooks: {resources: [...]}').optional(),
+    hooks: strictObject(
+      {
+        resources: z.array(resourceHookInput).optional(),
+        backup: strictObject(
+          { pre: z.array(backupLevelHookInput).optional(), post: z.array(backupLevelHookInput).optional() },
+          'backup: {pre: [...], post: [...]}',
+        ).optional(),
+      },
+      'hooks: {resources: [...], backup: {pre, post}}',
+    ).optional(),
     resourcePolicy: resourcePolicyInput.nullable().optional(),
     includedClusterScopedResources: z.array(resourceName).optional(),
     excludedClusterScopedResources: z.array(resourceName).optional(),
@@ -438,6 +525,7 @@ function crossFieldProblems(request: unknown): ValidationProblem[] {
       const path = `spec.hooks.resources[${index}]`;
       problems.push(...checkIncludesExcludes(hookSpec.includedNamespaces, hookSpec.excludedNamespaces, path, 'Namespaces'));
       problems.push(...checkIncludesExcludes(hookSpec.includedResources, hookSpec.excludedResources, path, 'Resources'));
+      problems.push(...phaseOnlyHookFields(hookSpec, path));
     });
   }
   const policy = spec.resourcePolicy;
@@ -457,6 +545,30 @@ function crossFieldProblems(request: unknown): ValidationProblem[] {
     if (Array.isArray(policy.volumePolicies))
       problems.push(...csiConditionProblems(policy.volumePolicies, 'spec.resourcePolicy.volumePolicies'));
   }
+  return problems;
+}
+
+/** FailBlock is for pre hooks (a post hook runs after the block), executionPolicy for post hooks. */
+function phaseOnlyHookFields(hookSpec: Record<string, unknown>, path: string): ValidationProblem[] {
+  const problems: ValidationProblem[] = [];
+  const execsOf = (phase: string) =>
+    (Array.isArray(hookSpec[phase]) ? (hookSpec[phase] as unknown[]) : []).map((h) => (isRecord(h) && isRecord(h.exec) ? h.exec : {}));
+  execsOf('pre').forEach((exec, i) => {
+    if (exec.executionPolicy !== undefined) {
+      problems.push({
+        path: `${path}.pre[${i}].exec.executionPolicy`,
+        message: 'applies to post hooks only (a pre hook runs before its block has any PVB)',
+      });
+    }
+  });
+  execsOf('post').forEach((exec, i) => {
+    if (exec.onError === 'FailBlock') {
+      problems.push({
+        path: `${path}.post[${i}].exec.onError`,
+        message: 'FailBlock applies to pre hooks only (a post hook runs after its block is backed up); use Continue or Fail',
+      });
+    }
+  });
   return problems;
 }
 
@@ -533,24 +645,50 @@ function csiConditionProblems(policies: unknown[], path: string): ValidationProb
   return problems;
 }
 
+function hookTimeoutMs(timeout: string | undefined): number {
+  const ms = timeout !== undefined ? (parseDuration(timeout) as { ok: true; ms: number }).ms : 0;
+  // 0 means "use the default", as in Velero
+  return ms > 0 ? ms : DEFAULT_HOOK_TIMEOUT_MS;
+}
+
+function toRetries(input: z.infer<typeof hookRetriesInput> | undefined): { retries: HookRetries } | Record<string, never> {
+  if (input === undefined || input.max === 0) return {};
+  return { retries: { max: input.max, backoffMs: durationOr(input.backoff, DEFAULT_HOOK_RETRY_BACKOFF_MS, true) } };
+}
+
 function toHookExec(input: z.infer<typeof hookInput>): { exec: BackupHookExec } {
   const exec = input.exec;
-  const timeoutMs = exec.timeout !== undefined ? (parseDuration(exec.timeout) as { ok: true; ms: number }).ms : 0;
   return {
     exec: {
       container: exec.container ?? null,
       command: [...exec.command],
       onError: exec.onError ?? 'Fail',
-      // 0 means "use the default", as in Velero
-      timeoutMs: timeoutMs > 0 ? timeoutMs : DEFAULT_HOOK_TIMEOUT_MS,
+      timeoutMs: hookTimeoutMs(exec.timeout),
+      ...toRetries(exec.retries),
+      ...(exec.executionPolicy !== undefined ? { executionPolicy: exec.executionPolicy } : {}),
     },
   };
 }
 
-function durationOr(text: string | undefined, fallbackMs: number): number {
+function toBackupLevelHook(input: z.infer<typeof backupLevelHookInput>, phase: 'pre' | 'post', index: number): BackupLevelHook {
+  return {
+    name: input.name ?? `backup-${phase}-${index}`,
+    namespace: input.namespace,
+    labelSelector: (input.labelSelector as LabelSelector | undefined) ?? null,
+    container: input.container ?? null,
+    mode: input.mode ?? 'all',
+    command: [...input.command],
+    onError: input.onError ?? 'Fail',
+    timeoutMs: hookTimeoutMs(input.timeout),
+    ...toRetries(input.retries),
+  };
+}
+
+function durationOr(text: string | undefined, fallbackMs: number, zeroAllowed = false): number {
   if (text === undefined) return fallbackMs;
   const parsed = parseDuration(text);
-  // 0 means "use the default" (Velero does the same for ttl)
+  // 0 means "use the default" (Velero does the same for ttl), unless 0 is a value of its own
+  if (parsed.ok && zeroAllowed && parsed.ms === 0) return 0;
   return parsed.ok && parsed.ms > 0 ? parsed.ms : fallbackMs;
 }
 
@@ -581,6 +719,14 @@ function toBackupSpec(spec: BackupSpecInput, defaults: BackupSpecDefaults): Back
         pre: (hookSpec.pre ?? []).map(toHookExec),
         post: (hookSpec.post ?? []).map(toHookExec),
       })),
+      ...(spec.hooks?.backup
+        ? {
+            backup: {
+              pre: (spec.hooks.backup.pre ?? []).map((h, i) => toBackupLevelHook(h, 'pre', i)),
+              post: (spec.hooks.backup.post ?? []).map((h, i) => toBackupLevelHook(h, 'post', i)),
+            },
+          }
+        : {}),
     },
     resourcePolicy,
     ...Object.fromEntries(

@@ -17,7 +17,9 @@ import {
   type BackupResourceHookSpec,
   type BackupSpec,
   DEFAULT_HOOK_TIMEOUT_MS,
+  type HookExecutionPolicy,
   type HookOnError,
+  type HookRetries,
   MAX_HOOK_TIMEOUT_MS,
 } from './backup-spec.schema.js';
 import { formatDuration, parseDuration } from './duration.js';
@@ -48,6 +50,9 @@ export interface ResolvedHook {
   timeoutMs: number;
   /** Set when the hook cannot run (missing container): record it as attempted and failed. */
   invalid: HookInvalidReason | null;
+  /** Spec hooks only (annotations have no such keys): absent = no retry, Always. */
+  retries?: HookRetries;
+  executionPolicy?: HookExecutionPolicy;
 }
 
 export interface HookWarning {
@@ -84,6 +89,11 @@ function containerNames(pod: Pod): string[] {
   // native sidecars (init containers that keep running) may run hooks too (Velero main, #9403)
   for (const init of pod.spec.initContainers ?? []) if (init.restartPolicy === 'Always') names.push(init.name);
   return names;
+}
+
+/** The container a hook runs in: the requested one, or the pod's first; `invalid` when the pod lacks it. */
+export function resolveHookContainer(pod: Pod, requested: string | null): { container: string; invalid: HookInvalidReason | null } {
+  return resolveContainer(pod, requested);
 }
 
 function resolveContainer(pod: Pod, requested: string | null): { container: string; invalid: HookInvalidReason | null } {
@@ -204,6 +214,8 @@ export function resolvePodHooks(pod: Pod, spec: Pick<BackupSpec, 'hooks'>, phase
         onError: exec.onError,
         timeoutMs: exec.timeoutMs,
         invalid,
+        ...(exec.retries ? { retries: exec.retries } : {}),
+        ...(phase === 'post' && exec.executionPolicy ? { executionPolicy: exec.executionPolicy } : {}),
       });
     });
   }

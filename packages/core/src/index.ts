@@ -1,4 +1,5 @@
 export * from './backup-estimate.js';
+export * from './backup-hooks.js';
 export * from './backup-spec.schema.js';
 export * from './dispatch-order.js';
 export * from './duration.js';

@@ -595,7 +595,12 @@ export class KubeApi {
         refuse(`cannot exec into a container in a completed pod; current phase is ${String(phase)}`);
       if (phase !== 'Running') refuse(`unable to upgrade connection: pod ${target.name} is not running (phase ${String(phase)})`);
       const wants = (param: string) => ['1', 'true'].includes(url.searchParams.get(param) ?? '');
-      const outcome = resolveExecOutcome(this.behaviourFor(pod, namespace, target.name, container), command);
+      const outcome = resolveExecOutcome(
+        this.behaviourFor(pod, namespace, target.name, container),
+        command,
+        this.execRuleUses,
+        `${namespace}/${target.name}/${container}`,
+      );
       this.execServer.handleUpgrade(req, socket, head, (ws) => {
         this.runExec(ws, { namespace, pod: target.name!, container, command, outcome, stdout: wants('stdout'), stderr: wants('stderr') });
       });
@@ -604,6 +609,9 @@ export class KubeApi {
       else reject(failureStatus('InternalError', `internal error: ${(error as Error)?.message ?? String(error)}`));
     }
   }
+
+  /** How often each exec rule with `times` answered, per container (see resolveExecOutcome). */
+  private readonly execRuleUses = new Map<string, number>();
 
   private behaviourFor(pod: KubeObject, namespace: string, name: string, container: string) {
     const { behaviour, invalidAnnotation } = containerBehaviour(

@@ -18,6 +18,11 @@ export interface ExecRule extends ExecOutcome {
   commandPrefix?: string[];
   /** Matches when argv joined by spaces contains this text (handy for `sh -c "..."`). */
   commandContains?: string;
+  /**
+   * The rule applies to its first `times` matching execs in the container only (e.g. a hook that
+   * fails twice, then a later rule or the default answers); absent = always.
+   */
+  times?: number;
 }
 
 export interface ContainerExecBehaviour {
@@ -62,8 +67,23 @@ export interface ResolvedOutcome {
   durationMs: number;
 }
 
-export function resolveExecOutcome(behaviour: ContainerExecBehaviour | undefined, command: string[]): ResolvedOutcome {
-  const rule = behaviour?.rules?.find((candidate) => ruleMatches(candidate, command));
+/**
+ * The outcome of one exec. `uses` counts, per `usesKey` (the container) and rule, how often a rule
+ * with `times` answered; it is updated here.
+ */
+export function resolveExecOutcome(
+  behaviour: ContainerExecBehaviour | undefined,
+  command: string[],
+  uses?: Map<string, number>,
+  usesKey = '',
+): ResolvedOutcome {
+  const rules = behaviour?.rules ?? [];
+  const index = rules.findIndex(
+    (candidate, i) =>
+      ruleMatches(candidate, command) && (candidate.times === undefined || (uses?.get(`${usesKey}#${i}`) ?? 0) < candidate.times),
+  );
+  const rule = index >= 0 ? rules[index] : undefined;
+  if (rule?.times !== undefined && uses) uses.set(`${usesKey}#${index}`, (uses.get(`${usesKey}#${index}`) ?? 0) + 1);
   const outcome: ExecOutcome = rule ?? behaviour?.default ?? {};
   return {
     exitCode: outcome.exitCode ?? 0,
@@ -110,6 +130,9 @@ export function checkPodExecBehaviour(value: unknown): { ok: true; behaviour: Po
       else
         behaviour.rules.forEach((rule, i) => {
           checkOutcome(rule, `${container}.rules[${i}]`, problems);
+          const times = isPlainObject(rule) ? rule.times : undefined;
+          if (times !== undefined && (!Number.isInteger(times) || (times as number) < 1))
+            problems.push(`${container}.rules[${i}].times must be an integer >= 1`);
         });
     }
     if (behaviour.default !== undefined) checkOutcome(behaviour.default, `${container}.default`, problems);

@@ -61,6 +61,37 @@ export const pvbCountsSchema = z.object({
   Canceled: z.number().int(),
 });
 
+export const hookRunSchema = z.object({
+  pod: z.string().describe('namespace/name'),
+  container: z.string(),
+  phase: z.enum(['pre', 'post']),
+  source: z.string(),
+  command: z.array(z.string()),
+  outcome: z
+    .string()
+    .describe(
+      'exited, timeout, error, skipped, invalid; running while in flight; interrupted when its job was cut off (the hook ran again)',
+    ),
+  exitCode: z.number().int().optional(),
+  startedAt: isoTime.optional(),
+  endedAt: isoTime.optional(),
+  durationMs: z.number().optional().describe('endedAt - startedAt'),
+  stdoutTail: z.string().optional().describe("The last bytes of the hook's stdout"),
+  stderrTail: z.string().optional().describe("The last bytes of the hook's stderr"),
+  message: z.string().optional(),
+  hookName: z.string().optional().describe('The spec hook set or backup hook it comes from'),
+  try: z.number().int().optional().describe('A hook with retries: which try this run was (1-based)'),
+  tries: z.number().int().optional().describe('A hook with retries: how many tries it may take (1 + retries.max)'),
+});
+
+const backupHookPhaseSchema = z.object({
+  doneAt: isoTime,
+  failed: z.string().optional().describe('A hook with onError: Fail failed (pre: the backup failed before any block ran)'),
+  hooksRun: z.number().int(),
+  hooksFailed: z.number().int(),
+  runs: z.array(hookRunSchema).describe('Every run, each try of each hook in each pod'),
+});
+
 export const backupSchema = z
   .object({
     name: z.string(),
@@ -79,6 +110,10 @@ export const backupSchema = z
     completedAt: isoTime.optional(),
     cancelRequestedAt: isoTime.optional(),
     expiration: isoTime.optional().describe('When the backup is deleted (created + spec.ttl); absent when it never expires'),
+    backupHooks: z
+      .object({ pre: backupHookPhaseSchema.optional(), post: backupHookPhaseSchema.optional() })
+      .optional()
+      .describe('What the backup-level hooks (spec.hooks.backup) did: pre before the first block, post after every block'),
   })
   .describe('Backup');
 
@@ -107,26 +142,6 @@ export const listBackupsQuery = z.object({
 
 export const pageQuery = z.object({ limit: limit.default(100), cursor: cursor.optional() });
 
-export const hookRunSchema = z.object({
-  pod: z.string().describe('namespace/name'),
-  container: z.string(),
-  phase: z.enum(['pre', 'post']),
-  source: z.string(),
-  command: z.array(z.string()),
-  outcome: z
-    .string()
-    .describe(
-      'exited, timeout, error, skipped, invalid; running while in flight; interrupted when its job was cut off (the hook ran again)',
-    ),
-  exitCode: z.number().int().optional(),
-  startedAt: isoTime.optional(),
-  endedAt: isoTime.optional(),
-  durationMs: z.number().optional().describe('endedAt - startedAt'),
-  stdoutTail: z.string().optional().describe("The last bytes of the hook's stdout"),
-  stderrTail: z.string().optional().describe("The last bytes of the hook's stderr"),
-  message: z.string().optional(),
-});
-
 export const blockPvbSchema = z.object({
   name: z.string(),
   pod: z.string().describe('namespace/name'),
@@ -147,6 +162,7 @@ export const blockSchema = z.object({
   itemCount: z.number().int(),
   itemsWritten: z.number().int().optional(),
   failedPods: z.array(z.string()).optional(),
+  skipped: z.string().optional().describe('Why the whole block was skipped (a pre hook with onError: FailBlock failed): no item, no PVB'),
   error: z.string().optional(),
   startedAt: isoTime.optional(),
   itemsDoneAt: isoTime.optional().describe("When the block's items were written (after its pre hooks)"),
@@ -180,7 +196,14 @@ export const deletingSchema = z
 export const createBackupBodySchema = z
   .object({
     name: z.string().optional().describe('DNS-1123 label; generated when absent'),
-    spec: z.record(z.string(), z.unknown()).describe('Velero-style backup spec (includedNamespaces, labelSelector, hooks, ...)'),
+    spec: z
+      .record(z.string(), z.unknown())
+      .describe(
+        'Velero-style backup spec (includedNamespaces, labelSelector, hooks, ...). Beyond Velero: hooks.backup.pre[]/post[] ' +
+          '({name, namespace, labelSelector, container, mode: all|one, command, timeout, onError: Continue|Fail, retries}) run once ' +
+          'before the first block / after every block; each pod hook exec takes retries {max, backoff}, post hooks executionPolicy ' +
+          'Always|OnSuccess|OnFailure, pre hooks onError FailBlock (the whole block is skipped)',
+      ),
   })
   .describe('CreateBackupRequest');
 

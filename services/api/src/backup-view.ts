@@ -8,6 +8,7 @@ import {
   type BackupState,
   type BlockPlan,
   countLivePvbPhases,
+  type HookRunRecord,
   interruptedRun,
   type LogLine,
   type PvbStateRecord,
@@ -92,6 +93,7 @@ export class BackupReads {
       failureReason: rec.failureReason,
       cancelRequestedAt: iso(rec.cancelRequestedAt),
       expiration: iso(expirationOf(rec)),
+      backupHooks: backupHooksView(rec.backupHooks),
     };
   }
 
@@ -210,6 +212,7 @@ function toBlockView(entry: ArchivedBlock): BlockView {
     itemCount: entry.itemCount,
     itemsWritten: numberOrUndefined(block?.itemsWritten),
     failedPods: block?.failedPods,
+    skipped: typeof block?.skipped === 'string' ? block.skipped : undefined,
     error: typeof block?.error === 'string' ? block.error : undefined,
     startedAt: iso(numberOrUndefined(block?.startedAt)),
     itemsDoneAt: iso(numberOrUndefined(block?.itemsDoneAt)),
@@ -227,26 +230,49 @@ function toBlockView(entry: ArchivedBlock): BlockView {
       completionTimestamp: typeof p.completionTimestamp === 'string' ? p.completionTimestamp : undefined,
     })),
     volumes: isBlockPlan(entry.plan) ? volumeOutcomes(entry.plan, block) : [],
-    hookRuns: runs.map((r) => {
-      const startedAt = numberOrUndefined(r.startedAt);
-      const endedAt = numberOrUndefined(r.endedAt);
-      return {
-        pod: `${r.podNamespace}/${r.podName}`,
-        container: r.container,
-        phase: r.phase,
-        source: r.source,
-        command: r.command,
-        outcome: r.outcome,
-        exitCode: numberOrUndefined(r.exitCode),
-        startedAt: iso(startedAt),
-        endedAt: iso(endedAt),
-        durationMs: startedAt !== undefined && endedAt !== undefined ? endedAt - startedAt : undefined,
-        stdoutTail: typeof r.stdoutTail === 'string' && r.stdoutTail !== '' ? r.stdoutTail : undefined,
-        stderrTail: typeof r.stderrTail === 'string' && r.stderrTail !== '' ? r.stderrTail : undefined,
-        message: r.message,
-      };
-    }),
+    hookRuns: runs.map(toHookRunView),
   };
+}
+
+function toHookRunView(r: HookRunRecord): BlockView['hookRuns'][number] {
+  const startedAt = numberOrUndefined(r.startedAt);
+  const endedAt = numberOrUndefined(r.endedAt);
+  return {
+    pod: `${r.podNamespace}/${r.podName}`,
+    container: r.container,
+    phase: r.phase,
+    source: r.source,
+    command: r.command,
+    outcome: r.outcome,
+    exitCode: numberOrUndefined(r.exitCode),
+    startedAt: iso(startedAt),
+    endedAt: iso(endedAt),
+    durationMs: startedAt !== undefined && endedAt !== undefined ? endedAt - startedAt : undefined,
+    stdoutTail: typeof r.stdoutTail === 'string' && r.stdoutTail !== '' ? r.stdoutTail : undefined,
+    stderrTail: typeof r.stderrTail === 'string' && r.stderrTail !== '' ? r.stderrTail : undefined,
+    message: r.message,
+    hookName: typeof r.hookName === 'string' && r.hookName !== '' ? r.hookName : undefined,
+    try: numberOrUndefined(r.try),
+    tries: numberOrUndefined(r.tries),
+  };
+}
+
+/** The backup-level hooks' record (pipeline's BackupHooksRecord) as the API shows it. */
+function backupHooksView(raw: unknown): BackupView['backupHooks'] {
+  if (typeof raw !== 'object' || raw === null) return undefined;
+  const phase = (p: unknown) => {
+    if (typeof p !== 'object' || p === null) return undefined;
+    const r = p as { doneAt?: unknown; failed?: unknown; hooksRun?: unknown; hooksFailed?: unknown; runs?: unknown };
+    return {
+      doneAt: iso(numberOrUndefined(r.doneAt)) ?? new Date(0).toISOString(),
+      failed: typeof r.failed === 'string' ? r.failed : undefined,
+      hooksRun: numberOrUndefined(r.hooksRun) ?? 0,
+      hooksFailed: numberOrUndefined(r.hooksFailed) ?? 0,
+      runs: Array.isArray(r.runs) ? (r.runs as HookRunRecord[]).map(toHookRunView) : [],
+    };
+  };
+  const { pre, post } = raw as { pre?: unknown; post?: unknown };
+  return { pre: phase(pre), post: phase(post) };
 }
 
 const isBlockPlan = (plan: unknown): plan is { pods: BlockPlan['pods'] } =>

@@ -288,4 +288,59 @@ describe('a backup through the API against the simulator (api hosts backups; ite
       hold = false;
     }
   }, 60_000);
+
+  it('backup-level hooks and hook retries: validated field by field, every run and try shown in the backup and its blocks', async () => {
+    const bad = await call('POST', '/v1/backups', {
+      name: 'e2e-hooks-bad',
+      spec: {
+        hooks: {
+          backup: { pre: [{ command: ['/bin/pause'], mode: 'some' }] },
+          resources: [{ name: 'x', post: [{ exec: { command: ['x'], onError: 'FailBlock' } }] }],
+        },
+      },
+    });
+    expect(bad.status).toBe(400);
+    expect(bad.json().error.problems.map((d: { path: string }) => d.path)).toEqual([
+      'spec.hooks.backup.pre[0].mode',
+      'spec.hooks.backup.pre[0].namespace',
+      'spec.hooks.resources[0].post[0].exec.onError',
+    ]);
+
+    const web = { namespace: 'shop', labelSelector: { matchLabels: { app: 'web-0' } } };
+    const spec = {
+      includedNamespaces: ['shop'],
+      hooks: {
+        backup: { pre: [{ ...web, name: 'pause', command: ['/bin/pause'] }], post: [{ ...web, name: 'resume', command: ['/bin/resume'] }] },
+        resources: [
+          {
+            name: 'web',
+            labelSelector: { matchLabels: { app: 'web-0' } },
+            pre: [{ exec: { command: ['/bin/warm'], retries: { max: 1, backoff: '10ms' } } }],
+          },
+        ],
+      },
+    };
+    expect((await call('POST', '/v1/backups', { name: 'e2e-hooks', spec })).status).toBe(201);
+    const backup = await waitFor('the backup to end', async () => {
+      const b = (await call('GET', '/v1/backups/e2e-hooks')).json();
+      return ['Completed', 'PartiallyFailed', 'Failed', 'Canceled'].includes(b.phase) ? b : undefined;
+    });
+    expect(backup.phase).toBe('Completed');
+    expect(backup.spec.hooks.backup.pre[0]).toMatchObject({ name: 'pause', mode: 'all', timeout: '30s' });
+    expect(backup.backupHooks.pre).toMatchObject({ hooksRun: 1, hooksFailed: 0 });
+    expect(backup.backupHooks.pre.runs).toEqual([
+      expect.objectContaining({ pod: 'shop/web-0', container: 'main', phase: 'pre', source: 'backup', hookName: 'pause', exitCode: 0 }),
+    ]);
+    expect(backup.backupHooks.post.runs).toEqual([
+      expect.objectContaining({ pod: 'shop/web-0', phase: 'post', hookName: 'resume', exitCode: 0 }),
+    ]);
+    // The pod's spec hook ran once (it passed on its first try) and says it could have taken two.
+    const blocks = (await call('GET', '/v1/backups/e2e-hooks/blocks')).json();
+    const webBlock = blocks.items.find((b: { pods: string[] }) => b.pods.includes('shop/web-0'));
+    expect(webBlock.hookRuns).toEqual([
+      expect.objectContaining({ command: ['/bin/warm'], hookName: 'web', try: 1, tries: 2, exitCode: 0 }),
+    ]);
+    const execs = sim.execLog({ namespace: 'shop', pod: 'web-0' }).map((e) => e.command.join(' '));
+    expect(execs).toEqual(['/bin/pause', '/bin/warm', '/bin/resume']);
+  }, 60_000);
 });

@@ -4,7 +4,7 @@
 
 import { api, clearToken, getToken, onUnauthorized, setToken, UnauthorizedError } from './api.js';
 import { BlocksStore } from './blocks-store.js';
-import { createBlocksTable } from './blocks-table.js';
+import { createBlocksTable, hookCell } from './blocks-table.js';
 import { renderDryRunPlan } from './dry-run-plan.js';
 import { durationOf, formatDuration, formatTime, h, phaseBadge, TERMINAL_PHASES } from './format.js';
 import { showRestore, showRestoreList } from './restore-page.js';
@@ -389,6 +389,8 @@ function showBackup(name) {
   const cancel = h('button', { type: 'button', class: 'danger', hidden: true }, 'Cancel backup');
   const stats = h('dl', { class: 'stats' });
   const problems = h('section', { class: 'card problems', 'aria-labelledby': 'problems-title' });
+  // Backup-level hooks (spec.hooks.backup): shown once a phase of them has run.
+  const backupHooks = h('section', { class: 'card', id: 'backup-hooks', 'aria-labelledby': 'backup-hooks-title', hidden: true });
   const timelineBox = h('div', { class: 'timeline-box' });
   const tableBox = h('div', { class: 'blocks-box' });
   // The spec as a Velero user writes it (the API shows durations as `4h0m0s`, not milliseconds).
@@ -413,6 +415,7 @@ function showBackup(name) {
     ),
     h('section', { class: 'card', 'aria-label': 'Progress' }, stats),
     problems,
+    backupHooks,
     h(
       'section',
       { class: 'card', 'aria-labelledby': 'timeline-title' },
@@ -456,12 +459,36 @@ function showBackup(name) {
       stat('Errors', h('span', { class: backup.errors ? 'bad' : '' }, String(backup.errors))),
       stat('Warnings', h('span', { class: backup.warnings ? 'warn' : '' }, String(backup.warnings))),
     );
+    renderBackupHooks();
     timeline.update(backup, store.blocks);
     const key = `${backup.errors}/${backup.warnings}/${backup.phase}`;
     if (key !== lastProblemsKey) {
       lastProblemsKey = key;
       loadProblems();
     }
+  }
+
+  function renderBackupHooks() {
+    const phases = ['pre', 'post'].filter((p) => backup.backupHooks?.[p]);
+    backupHooks.hidden = phases.length === 0;
+    if (phases.length === 0) return;
+    backupHooks.replaceChildren(
+      h('h2', { id: 'backup-hooks-title' }, 'Backup hooks'),
+      ...phases.map((p) => {
+        const done = backup.backupHooks[p];
+        return h(
+          'div',
+          {},
+          h('h3', {}, p === 'pre' ? 'Before the first block' : 'After every block'),
+          done.failed ? h('p', { class: 'bad small' }, done.failed) : null,
+          h(
+            'ul',
+            { class: 'cell-list' },
+            done.runs.map((r, k) => hookCell(r, `backup-${p}/${k}`, new Set())),
+          ),
+        );
+      }),
+    );
   }
 
   async function loadProblems() {

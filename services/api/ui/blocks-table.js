@@ -35,7 +35,8 @@ function pvbCell(p) {
   );
 }
 
-function hookCell(r, key, openKeys) {
+/** One hook run (also used for the backup-level hooks): phase, where, result, try n of m, command, output. */
+export function hookCell(r, key, openKeys) {
   const ok = r.outcome === 'exited' && r.exitCode === 0;
   const result = r.outcome === 'exited' ? `exit ${r.exitCode}` : r.outcome;
   const tail = [
@@ -53,9 +54,11 @@ function hookCell(r, key, openKeys) {
     {},
     h('span', { class: `hook-phase hook-${r.phase}` }, r.phase),
     ' ',
+    r.hookName ? h('strong', {}, `${r.hookName} `) : null,
     `${r.pod} (${r.container}) `,
     // A hook still running is neither good nor bad yet.
     h('span', { class: ok ? 'ok' : r.outcome === 'running' ? 'muted' : 'bad' }, result),
+    r.try !== undefined && r.tries !== undefined ? ` · try ${r.try} of ${r.tries}` : '',
     ` · ${formatDuration(r.durationMs)}`,
     h('div', { class: 'muted small mono' }, r.command.join(' ')),
     details,
@@ -137,7 +140,13 @@ export function createBlocksTable(container) {
           { id: `block-row-${i}`, class: b.id === highlight ? 'highlight' : undefined, tabindex: b.id === highlight ? '-1' : undefined },
           h('td', { class: 'num' }, String(i + 1)),
           h('th', { scope: 'row', class: 'mono' }, b.id, h('div', { class: 'muted small' }, b.pods.join(', ') || 'no pods')),
-          h('td', {}, phaseBadge(b.state), b.error ? h('div', { class: 'bad small' }, b.error) : null),
+          h(
+            'td',
+            {},
+            phaseBadge(b.state),
+            b.skipped ? h('div', { class: 'bad small' }, `skipped: ${b.skipped}`) : null,
+            b.error ? h('div', { class: 'bad small' }, b.error) : null,
+          ),
           h('td', { class: 'num' }, `${b.itemsWritten ?? 0} / ${b.itemCount}`),
           h(
             'td',

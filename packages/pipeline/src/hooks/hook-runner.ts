@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { execInPod } from '@stowage/kube';
 import type { PipelineDeps } from '../deps.js';
 import { type HookPhase, type PlannedHook, podKey } from '../plan/block-plan.js';
-import type { RunRecord, RunState } from '../state/run-state.js';
+import type { HookRunRecord, RunRecord, RunState } from '../state/run-state.js';
 
 /** The pod whose hooks run, and the hooks of the phase, in order. */
 export interface HookTargetPod {
@@ -20,13 +20,28 @@ export interface RunPodHooksInput {
   hooks: readonly PlannedHook[];
   /** The job attempt, recorded with each run (a retry re-runs hooks: at-least-once). */
   attempt: number;
+  /**
+   * Post hooks of a backup block: whether every PVB of the block completed. A hook whose
+   * `executionPolicy` does not match is recorded as skipped (not attempted); absent = run all.
+   */
+  pvbsAllCompleted?: boolean;
 }
 
 export interface RunPodHooksResult {
-  /** A hook with `onError: Fail` failed: the pod is not backed up (pre) and later hooks were skipped. */
+  /** A hook with `onError: Fail` (or FailBlock) failed: the pod is not backed up (pre) and later hooks were skipped. */
   failedWithFail: boolean;
+  /** A pre hook with `onError: FailBlock` failed: its whole block is skipped. */
+  failedBlock: { reason: string } | undefined;
   ran: number;
   failed: number;
+}
+
+/** Why a post hook is not run under its executionPolicy, or undefined when it runs. */
+function policySkip(hook: PlannedHook, pvbsAllCompleted: boolean | undefined): string | undefined {
+  if (pvbsAllCompleted === undefined || hook.executionPolicy === undefined || hook.executionPolicy === 'Always') return undefined;
+  if (hook.executionPolicy === 'OnSuccess' && !pvbsAllCompleted) return 'executionPolicy OnSuccess: a PVB of the block did not complete';
+  if (hook.executionPolicy === 'OnFailure' && pvbsAllCompleted) return 'executionPolicy OnFailure: every PVB of the block completed';
+  return undefined;
 }
 
 /**
@@ -42,11 +57,10 @@ export async function runPodHooks(
 ): Promise<RunPodHooksResult> {
   const { state } = deps;
   const { runName: backupName, scope: blockId, pod, phase, hooks } = input;
-  const result: RunPodHooksResult = { failedWithFail: false, ran: 0, failed: 0 };
+  const result: RunPodHooksResult = { failedWithFail: false, failedBlock: undefined, ran: 0, failed: 0 };
   const pk = podKey(pod);
   for (const hook of hooks) {
     const onceKey = `hook:${blockId}:${pk}:${phase}:${hook.index}`;
-    const attempted = state.countOnce(backupName, onceKey, 'hooksAttempted');
     const base = {
       blockId,
       podNamespace: pod.namespace,
@@ -59,15 +73,27 @@ export async function runPodHooks(
       command: hook.command,
       attempt: input.attempt,
     };
+    const skippedByPolicy = policySkip(hook, input.pvbsAllCompleted);
+    if (skippedByPolicy !== undefined) {
+      // Not attempted: its policy chose not to run it (recorded, so the user sees why).
+      await state.recordHookRun(backupName, { ...base, outcome: 'skipped', message: skippedByPolicy });
+      continue;
+    }
+    const attempted = state.countOnce(backupName, onceKey, 'hooksAttempted');
     if (result.failedWithFail) {
       await attempted;
       await state.recordHookRun(backupName, {
         ...base,
         outcome: 'skipped',
-        message: `an earlier ${phase} hook of this pod failed with onError: Fail`,
+        message: `an earlier ${phase} hook of this pod failed with onError: ${result.failedBlock ? 'FailBlock' : 'Fail'}`,
       });
       continue;
     }
+    const failWith = (message: string) => {
+      if (hook.onError === 'Fail' || hook.onError === 'FailBlock') result.failedWithFail = true;
+      if (hook.onError === 'FailBlock')
+        result.failedBlock = { reason: `${phase} hook ${hook.hookName || hook.source} #${hook.index} in ${pk} failed: ${message}` };
+    };
     if (hook.invalid !== undefined) {
       await attempted;
       result.failed++;
@@ -81,76 +107,122 @@ export async function runPodHooks(
         blockId,
         pod: pk,
       });
-      if (hook.onError === 'Fail') result.failedWithFail = true;
+      failWith(hook.invalid);
       continue;
     }
-    const startedAt = deps.clock.now();
-    // Recorded before the exec, so a run cut off by a crash still shows in the backup's hook log.
-    // The three writes before the exec are independent: one round trip's wait, not three (the
-    // post-hook lag is a chain of such waits).
-    const runId = randomUUID();
-    await Promise.all([
-      attempted,
-      state.recordHookRun(backupName, { ...base, runId, outcome: 'running', startedAt }),
-      state.appendEvent(backupName, 'hook.started', { blockId, pod: pk, container: hook.container, phase, index: hook.index }),
-    ]);
-    const res = await execInPod(deps.kube, {
-      namespace: pod.namespace,
-      pod: pod.name,
-      container: hook.container,
-      command: hook.command,
-      timeoutMs: hook.timeoutMs,
-      tailBytes: deps.config.hookOutputTailBytes,
-    });
-    const endedAt = deps.clock.now();
-    result.ran++;
-    const ok = res.outcome === 'exited' && res.exitCode === 0;
-    const exitCode = res.outcome === 'exited' ? res.exitCode : undefined;
-    const message =
-      res.outcome === 'exited'
-        ? ok
-          ? undefined
-          : `exited with code ${res.exitCode}`
-        : res.outcome === 'timeout'
-          ? res.message
-          : `${res.reason}: ${res.message}`;
-    // The run's record and its event are independent: one round trip's wait.
-    await Promise.all([
-      state.recordHookRun(backupName, {
-        ...base,
-        runId,
-        outcome: res.outcome,
-        exitCode,
-        startedAt,
-        endedAt,
-        stdoutTail: res.stdoutTail,
-        stderrTail: res.stderrTail,
-        message,
-      }),
-      state.appendEvent(backupName, 'hook.done', {
-        blockId,
-        pod: pk,
-        container: hook.container,
-        phase,
-        index: hook.index,
-        ok,
-        exitCode: exitCode ?? null,
-      }),
-    ]);
+    // A hook with retries runs up to 1 + max times until it succeeds; every try is its own run
+    // record (try n of tries), and only the last failure is the hook's error.
+    const tries = 1 + (hook.retries?.max ?? 0);
+    let message: string | undefined;
+    let ok = false;
+    for (let attemptNo = 1; attemptNo <= tries; attemptNo++) {
+      const run = await runOnce(
+        deps,
+        backupName,
+        { ...base, ...(tries > 1 ? { try: attemptNo, tries } : {}) },
+        hook,
+        pod,
+        attemptNo === 1 ? attempted : undefined,
+      );
+      result.ran++;
+      ok = run.ok;
+      message = run.message;
+      if (ok) break;
+      if (attemptNo < tries) {
+        const backoffMs = hook.retries?.backoffMs ?? 0;
+        await state.log(backupName, {
+          level: 'info',
+          msg: `${phase} hook ${hook.hookName || hook.source} #${hook.index} in ${pk}/${hook.container} failed (try ${attemptNo} of ${tries}: ${message}); trying again in ${backoffMs} ms`,
+          blockId,
+          pod: pk,
+        });
+        if (backoffMs > 0) await new Promise((resolve) => setTimeout(resolve, backoffMs));
+      }
+    }
     if (ok) continue;
     result.failed++;
+    const triesNote = tries > 1 ? ` (after ${tries} tries)` : '';
     await state.countOnce(backupName, `hook-failed:${blockId}:${pk}:${phase}:${hook.index}`, 'hooksFailed');
     await state.recordProblem(backupName, {
       level: 'error',
       onceKey: `hook:${blockId}:${pk}:${phase}:${hook.index}`,
-      msg: `error executing ${phase} hook ${hook.hookName || hook.source} #${hook.index} in ${pk}/${hook.container}: ${message}`,
+      msg: `error executing ${phase} hook ${hook.hookName || hook.source} #${hook.index} in ${pk}/${hook.container}: ${message}${triesNote}`,
       namespace: pod.namespace,
       blockId,
       pod: pk,
       container: hook.container,
       onError: hook.onError,
     });
-    if (hook.onError === 'Fail') result.failedWithFail = true;
+    failWith(`${message}${triesNote}`);
   }
   return result;
+}
+
+type HookRunBase = Omit<HookRunRecord, 'outcome'>;
+
+/**
+ * One exec of a hook, recorded before (so a run cut off by a crash still shows in the hook log)
+ * and after. The writes before the exec are independent: one round trip's wait, not three (the
+ * post-hook lag is a chain of such waits).
+ */
+async function runOnce(
+  deps: Pick<PipelineDeps, 'kube' | 'clock' | 'config'> & { state: RunState<RunRecord> },
+  runName: string,
+  base: HookRunBase,
+  hook: PlannedHook,
+  pod: HookTargetPod,
+  attempted: Promise<unknown> | undefined,
+): Promise<{ ok: boolean; message: string | undefined }> {
+  const { state } = deps;
+  const pk = podKey(pod);
+  const startedAt = deps.clock.now();
+  const runId = randomUUID();
+  const eventData = {
+    blockId: base.blockId,
+    pod: pk,
+    container: hook.container,
+    phase: base.phase,
+    index: hook.index,
+    ...(base.try ? { try: base.try } : {}),
+  };
+  await Promise.all([
+    attempted,
+    state.recordHookRun(runName, { ...base, runId, outcome: 'running', startedAt }),
+    state.appendEvent(runName, 'hook.started', eventData),
+  ]);
+  const res = await execInPod(deps.kube, {
+    namespace: pod.namespace,
+    pod: pod.name,
+    container: hook.container,
+    command: hook.command,
+    timeoutMs: hook.timeoutMs,
+    tailBytes: deps.config.hookOutputTailBytes,
+  });
+  const endedAt = deps.clock.now();
+  const ok = res.outcome === 'exited' && res.exitCode === 0;
+  const exitCode = res.outcome === 'exited' ? res.exitCode : undefined;
+  const message =
+    res.outcome === 'exited'
+      ? ok
+        ? undefined
+        : `exited with code ${res.exitCode}`
+      : res.outcome === 'timeout'
+        ? res.message
+        : `${res.reason}: ${res.message}`;
+  // The run's record and its event are independent: one round trip's wait.
+  await Promise.all([
+    state.recordHookRun(runName, {
+      ...base,
+      runId,
+      outcome: res.outcome,
+      exitCode,
+      startedAt,
+      endedAt,
+      stdoutTail: res.stdoutTail,
+      stderrTail: res.stderrTail,
+      message,
+    }),
+    state.appendEvent(runName, 'hook.done', { ...eventData, ok, exitCode: exitCode ?? null }),
+  ]);
+  return { ok, message };
 }

@@ -9,8 +9,13 @@ export interface PlannedHook {
   container: string;
   /** argv, never run through a shell. */
   command: string[];
-  onError: 'Fail' | 'Continue';
+  /** `FailBlock` (pre hooks): the whole block is skipped when the hook fails. */
+  onError: 'Fail' | 'Continue' | 'FailBlock';
   timeoutMs: number;
+  /** A failed hook runs again up to `max` more times, `backoffMs` apart; absent = once. */
+  retries?: { max: number; backoffMs: number } | undefined;
+  /** Post hooks: Always (absent), OnSuccess (every PVB of the block completed), OnFailure (one did not). */
+  executionPolicy?: 'Always' | 'OnSuccess' | 'OnFailure' | undefined;
   /** `annotation` or `spec`. */
   source: string;
   /** The spec hook's name ('' for annotations). */

@@ -42,6 +42,8 @@ export function resolvePodHooks(pod: Pod, spec: BackupSpec): HookDecision {
         hookName: hook.specName ?? '',
         index: position,
         ...(hook.invalid ? { invalid: hook.invalid.message } : {}),
+        ...(hook.retries ? { retries: hook.retries } : {}),
+        ...(hook.executionPolicy ? { executionPolicy: hook.executionPolicy } : {}),
       });
     });
   }

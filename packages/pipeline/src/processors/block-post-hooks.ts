@@ -89,12 +89,20 @@ export async function finishBlock(deps: PipelineDeps, input: FinishBlockInput, r
 
   const failedPods = new Set(block?.failedPods ?? []);
   const prePhaseDone = new Set(block?.prePhaseDonePods ?? []);
+  const skipped = typeof block?.skipped === 'string' ? block.skipped : undefined;
   const pods = plan.pods.filter((pod) => {
     const key = podKey(pod);
     if (failedPods.has(key)) return false;
+    // A block skipped by a FailBlock pre hook: the pods whose pre hooks ran and passed are owed
+    // their post hooks (to undo what the pre hooks did); the others never ran a hook.
+    if (skipped !== undefined) return pod.hooks.pre.length > 0 && prePhaseDone.has(key);
     // A dead item-block job: only pods whose pre hooks ran through are owed their post hooks.
     return input.blockJobFailed === undefined || prePhaseDone.has(key);
   });
+  // For post hooks' executionPolicy: the block succeeded when it was not skipped, its job did not
+  // fail, and every PVB it created completed (a block without PVBs and without trouble counts).
+  const pvbsAllCompleted =
+    skipped === undefined && input.blockJobFailed === undefined && records.every((r) => r?.phase === 'Completed' && !r.timedOut);
   let hooksFailed = 0;
   // Sent, not awaited: the hook's own writes follow it on the same connection, and its exec waits
   // for those (one round trip less before the post hook).
@@ -111,6 +119,7 @@ export async function finishBlock(deps: PipelineDeps, input: FinishBlockInput, r
       phase: 'post',
       hooks: pod.hooks.post,
       attempt: input.attempt,
+      pvbsAllCompleted,
     });
     hooksFailed += res.failed;
   }
@@ -118,7 +127,8 @@ export async function finishBlock(deps: PipelineDeps, input: FinishBlockInput, r
 
   const pvbTrouble = records.some((r) => r && (r.phase !== 'Completed' || r.timedOut));
   const itemErrors = typeof block?.itemErrors === 'number' ? block.itemErrors : 0;
-  const partially = hooksFailed > 0 || failedPods.size > 0 || pvbTrouble || input.blockJobFailed !== undefined || itemErrors > 0;
+  const partially =
+    skipped !== undefined || hooksFailed > 0 || failedPods.size > 0 || pvbTrouble || input.blockJobFailed !== undefined || itemErrors > 0;
   const finalState = partially ? 'PartiallyFailed' : 'Completed';
   // Final state, the once-counted block-done and its event in one step (the hooks slot frees sooner).
   await state.blockStep(backupName, blockId, {

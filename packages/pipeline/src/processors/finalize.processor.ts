@@ -1,4 +1,4 @@
-import { blockJobId, planJobId } from '@stowage/core';
+import { type BackupSpec, blockJobId, planJobId } from '@stowage/core';
 import { pvbLabels } from '@stowage/kube';
 import { parseFinalizeJobData, QueueName, qualifiedQueueName } from '@stowage/queue';
 import {
@@ -14,6 +14,7 @@ import {
 } from '@stowage/storage';
 import { type Job, WaitingChildrenError } from 'bullmq';
 import { PipelineError, PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
+import { type BackupHooksRecord, runBackupHooks } from '../hooks/backup-hooks.js';
 import { decideBackupPhase } from '../phase.js';
 import { type BlockPlan, podKey } from '../plan/block-plan.js';
 import type { PipelineRuntime } from '../runtime.js';
@@ -95,6 +96,12 @@ export async function processFinalize(rt: PipelineRuntime, job: Job, token: stri
   if (record.phase !== 'FailedValidation') {
     await state.transitionPhase(backupName, ['New', 'InProgress', 'Finalizing'], 'Finalizing');
   }
+  // Backup-level post hooks (e.g. resume a paused GitOps controller): this job runs after every
+  // block's post hooks, whatever happened to them (failed, deadline, cancel). Only for a backup
+  // that started (its pre hooks may have run); their failures count in hookStatus.
+  if (record.phase !== 'FailedValidation' && record.startedAt !== undefined && record.spec) {
+    await runBackupHooks(deps, backupName, record.spec as BackupSpec, 'post');
+  }
 
   // The tarball and the PVB list are independent; so are the sidecars written from them (each a
   // durable write: running them side by side overlaps their fsyncs).
@@ -121,12 +128,24 @@ export async function processFinalize(rt: PipelineRuntime, job: Job, token: stri
 
   const counters = await state.counters(backupName);
   const latest = (await state.getBackup(backupName)) ?? record;
+  const backupPreFailed = (latest.backupHooks as BackupHooksRecord | undefined)?.pre?.failed;
   const decision =
     record.phase === 'FailedValidation'
       ? { phase: 'FailedValidation', reasons: [record.failureReason ?? 'the backup spec is invalid'] }
-      : decideBackupPhase({ counters, planFailed: planFailure !== undefined, canceled: latest.cancelRequestedAt !== undefined });
+      : backupPreFailed !== undefined && latest.cancelRequestedAt === undefined
+        ? { phase: 'Failed', reasons: [`${backupPreFailed} (onError: Fail): no block was run`] }
+        : decideBackupPhase({ counters, planFailed: planFailure !== undefined, canceled: latest.cancelRequestedAt !== undefined });
   const phase = decision.phase;
   if (decision.reasons.length > 0) await state.log(backupName, { level: 'info', msg: `phase ${phase}: ${decision.reasons.join('; ')}` });
+  if (phase === 'Canceled') {
+    // What the cancel kept of the hook contract, in one line the user can read.
+    const started = counters.blocksStarted ?? 0;
+    const post = (latest.backupHooks as BackupHooksRecord | undefined)?.post;
+    await state.log(backupName, {
+      level: 'info',
+      msg: `backup canceled: ${started} of ${counters.blocksPlanned ?? started} planned block(s) had started and ran their post hooks once their PVBs stopped; the others never started${post ? `; the backup post hooks ran (${post.hooksRun} run, ${post.hooksFailed} failed)` : ''}`,
+    });
+  }
   const completedAt = clock.now();
 
   await writeResourceListSidecar(storage, backupName, assembled.resourceList);

@@ -43,7 +43,7 @@ function volumesLeftOut(pod: { volumes: readonly PlannedVolume[] }): string {
 /** What an item-block job returns to its post-hooks parent (small: it lives in the parent's hash). */
 export type ItemBlockResult =
   | { canceled: true }
-  | { canceled?: false; failedPods: string[]; pvbs: string[]; itemsWritten: number; inline?: boolean };
+  | { canceled?: false; failedPods: string[]; pvbs: string[]; itemsWritten: number; inline?: boolean; skipped?: string };
 
 /**
  * item-block: pre hooks per pod, then the PVBs — each recorded as pending first, then created
@@ -95,6 +95,9 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
   // start, in the same round trip).
   const failedPods = new Set(block?.failedPods ?? []);
   const prePhaseDone = new Set(block?.prePhaseDonePods ?? []);
+  // A pre hook with onError: FailBlock failed (now or in an earlier attempt of this job): the
+  // whole block is skipped — no further pre hook, no item, no PVB (its PVCs and PVs too).
+  let skipped = typeof block?.skipped === 'string' ? block.skipped : undefined;
   for (const pod of plan.pods) if (pod.hooks.pre.length === 0 && !failedPods.has(podKey(pod))) prePhaseDone.add(podKey(pod));
   const startedAt = clock.now();
   const startFields = {
@@ -124,6 +127,7 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
   if (preHooksRan) await started;
   for (const pod of plan.pods) {
     const key = podKey(pod);
+    if (skipped !== undefined) break;
     if (failedPods.has(key) || pod.hooks.pre.length === 0) continue;
     const res = await runPodHooks(deps, {
       runName: backupName,
@@ -133,6 +137,21 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
       hooks: pod.hooks.pre,
       attempt: job.attemptsMade + 1,
     });
+    if (res.failedBlock) {
+      failedPods.add(key);
+      prePhaseDone.delete(key);
+      skipped = res.failedBlock.reason;
+      await state.recordProblem(backupName, {
+        level: 'error',
+        onceKey: `block-skipped:${blockId}`,
+        msg: `block ${blockId} skipped, onError: FailBlock: ${skipped}; none of its ${plan.items.length} items (its pods, PVCs and PVs included) is backed up and no PVB is created`,
+        namespace: pod.namespace,
+        blockId,
+        pod: key,
+      });
+      await state.updateBlock(backupName, blockId, { failedPods: [...failedPods], prePhaseDonePods: [...prePhaseDone], skipped });
+      break;
+    }
     if (res.failedWithFail) {
       failedPods.add(key);
       prePhaseDone.delete(key);
@@ -154,7 +173,7 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
   // 2. PVBs (only after every pre hook) and items, at once.
   const wanted: { pod: (typeof plan.pods)[number]; volume: PlannedVolume & { pvbName: string } }[] = [];
   for (const pod of plan.pods) {
-    if (failedPods.has(podKey(pod))) continue;
+    if (skipped !== undefined || failedPods.has(podKey(pod))) continue;
     for (const volume of pod.volumes) {
       if (volume.action !== 'fs-backup') continue;
       if (volume.pvbName && pod.node) wanted.push({ pod, volume: { ...volume, pvbName: volume.pvbName } });
@@ -172,7 +191,7 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
   }
   // A PVC taken at plan time by a pod that is not backed up passes to a surviving pod that mounts
   // it; one that nobody can take is an error naming it (never a volume silently left out).
-  if (failedPods.size > 0) {
+  if (failedPods.size > 0 && skipped === undefined) {
     const { handovers, lost } = handOverClaims(plan.pods, failedPods);
     for (const handover of handovers) {
       wanted.push({ pod: handover.to, volume: handover.volume });
@@ -311,20 +330,22 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
   // create's answer usually longer: one wait less before the slot frees); items written are
   // counted even when a PVB step fails. Both run to the end before a failure is rethrown, so a
   // retry never overlaps with this attempt's writes.
-  const itemsStep = stageBlockItems(deps, backupName, blockId, blockPlan, failedPods, ctx.items ?? []).then(async (written) => {
-    const fields = {
-      itemsWritten: written.itemsWritten,
-      itemsDoneAt: clock.now(),
-      ...(written.itemErrors > 0 ? { itemErrors: written.itemErrors } : {}),
-    };
-    if (!solo) {
-      await state.blockStep(backupName, blockId, {
-        set: { ...fields, ...(pvbNames.length === 0 ? { state: 'ItemsDone' } : {}) },
-        once: written.counted,
-      });
-    }
-    return { ...written, fields };
-  });
+  const itemsStep = stageBlockItems(deps, backupName, blockId, blockPlan, failedPods, ctx.items ?? [], skipped !== undefined).then(
+    async (written) => {
+      const fields = {
+        itemsWritten: written.itemsWritten,
+        itemsDoneAt: clock.now(),
+        ...(written.itemErrors > 0 ? { itemErrors: written.itemErrors } : {}),
+      };
+      if (!solo) {
+        await state.blockStep(backupName, blockId, {
+          set: { ...fields, ...(pvbNames.length === 0 ? { state: 'ItemsDone' } : {}) },
+          once: written.counted,
+        });
+      }
+      return { ...written, fields };
+    },
+  );
   const [pvbsDone, itemsDone] = await Promise.allSettled([
     runBounded(
       toCreate.map((w) => () => createAndWatch(w)),
@@ -349,7 +370,7 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
     });
   }
 
-  const result = { failedPods: [...failedPods].sort(), pvbs: pvbNames, itemsWritten };
+  const result = { failedPods: [...failedPods].sort(), pvbs: pvbNames, itemsWritten, ...(skipped !== undefined ? { skipped } : {}) };
   if (deps.config.waitMode !== 'inline' || solo) return result;
 
   // Inline mode (Velero 1.16 behaviour, benchmark only): hold the slot until the PVBs are done,
@@ -390,8 +411,11 @@ async function stageBlockItems(
   plan: BlockPlan,
   failedPods: ReadonlySet<string>,
   manifests: ReadonlyArray<Record<string, unknown> | undefined>,
+  blockSkipped = false,
 ): Promise<{ itemsWritten: number; itemErrors: number; counted: { onceKey: string; field: string }[] }> {
   const { state } = deps;
+  // A block skipped by a FailBlock pre hook writes nothing (its error names how many items).
+  if (blockSkipped) return { itemsWritten: 0, itemErrors: 0, counted: [] };
   const skippedItems = new Set(plan.pods.filter((p) => failedPods.has(podKey(p))).map((p) => p.itemKey));
   let itemErrors = 0;
   const counted: { onceKey: string; field: string }[] = [];

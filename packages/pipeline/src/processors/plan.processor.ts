@@ -2,6 +2,7 @@ import type { BackupSpec } from '@stowage/core';
 import { addBlockFlows, parsePlanJobData } from '@stowage/queue';
 import type { Job } from 'bullmq';
 import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
+import { runBackupHooks } from '../hooks/backup-hooks.js';
 import { needsPostHooksJob } from '../plan/block-plan.js';
 import { type PlannedBlock, planCluster, resolveResourcePolicies } from '../plan/cluster-plan.js';
 import type { PipelineRuntime } from '../runtime.js';
@@ -51,6 +52,14 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
     return { skipped: 'resource policy invalid' };
   }
   const { policies, spec } = loaded;
+  // Backup-level pre hooks (e.g. pause a GitOps controller) run before anything is listed or any
+  // block is added: no pod hook and no PVB can start before them. One that fails with onError:
+  // Fail fails the backup here; finalize (which still runs) runs the backup post hooks.
+  const backupPre = await runBackupHooks(deps, backupName, spec, 'pre');
+  if (backupPre.failed !== undefined) {
+    await state.log(backupName, { level: 'error', msg: `backup not run: ${backupPre.failed} (onError: Fail)` });
+    return { skipped: 'a backup pre hook failed' };
+  }
 
   const totals = { blocks: 0, items: 0, batches: 0 };
   // Fairness between backups: at most this many of this backup's blocks in the queues at once.

@@ -107,6 +107,8 @@ export interface BackupRecord extends RunRecord {
   archivedAt?: number;
   /** PVBs by phase at the end (kept with the catalogue entry, since the PVB records are dropped). */
   pvbPhases?: Record<string, number>;
+  /** What the backup-level hooks did, per phase, with every run (hooks/backup-hooks.ts). */
+  backupHooks?: unknown;
 }
 
 export interface BlockStateRecord {
@@ -150,7 +152,7 @@ const BACKUP_RUN_KIND = {
   index: 'backups',
   eventPrefix: 'backup',
   endedPhases: ENDED_BACKUP_PHASES,
-  jsonFields: new Set(['spec', 'planSummary', 'pvbPhases']),
+  jsonFields: new Set(['spec', 'planSummary', 'pvbPhases', 'backupHooks']),
   numberFields: new Set(['createdAt', 'startedAt', 'completedAt', 'fsDeadlineAt', 'cancelRequestedAt', 'planCompletedAt', 'archivedAt']),
 };
 

@@ -91,6 +91,11 @@ export interface HookRunRecord {
   stderrTail?: string;
   message?: string;
   attempt?: number;
+  /** A hook with retries: which try this run was (1-based) of how many it may take. */
+  try?: number;
+  tries?: number;
+  /** The spec hook's name (backup-level hooks: their name). */
+  hookName?: string;
 }
 
 /** What kind of run a RunState keeps: its key tag, index, event prefix and record encoding. */

@@ -1,0 +1,144 @@
+/*
+ * Backup-level hooks (spec.hooks.backup.pre[]/.post[]; DESIGN §3): each runs once per backup in the
+ * pods core's backupHookTargets picks, through the same runPodHooks as pod hooks (timeouts, retries,
+ * every run recorded, counted in hookStatus). `pre` runs in the plan job before the first block
+ * is added, so no pod hook and no PVB can start before it; `post` runs in the finalize job, which
+ * BullMQ releases only after every block's post hooks (and after a failed block, the deadline or
+ * a cancel alike). What each phase did is kept on the backup record (`backupHooks`), which also
+ * makes the phase run once when its job is delivered again.
+ */
+import { type BackupLevelHook, type BackupSpec, backupHookTargets, describeBackupHookSelection, type Pod } from '@stowage/core';
+import type { PipelineDeps } from '../deps.js';
+import type { HookPhase, PlannedHook } from '../plan/block-plan.js';
+import type { HookRunRecord } from '../state/run-state.js';
+import { runPodHooks } from './hook-runner.js';
+
+/** The scope (blockId) of backup-level hook runs and once-keys: not a block id (those are hashes). */
+export const BACKUP_HOOK_SCOPE = 'backup-hooks';
+
+export interface BackupHookPhaseRecord {
+  doneAt: number;
+  /** A hook with onError: Fail failed (pre: the backup fails, no block runs). */
+  failed?: string;
+  hooksRun: number;
+  hooksFailed: number;
+  /** Every run of the phase (each try of each hook in each pod), as the hook log has them. */
+  runs: HookRunRecord[];
+}
+
+export type BackupHooksRecord = Partial<Record<HookPhase, BackupHookPhaseRecord>>;
+
+export interface BackupHooksOutcome {
+  /** Why a hook with onError: Fail failed; undefined when none did (or the phase has no hooks). */
+  failed: string | undefined;
+}
+
+type Deps = Pick<PipelineDeps, 'kube' | 'clock' | 'config' | 'logger' | 'state'>;
+
+/** Runs the backup's `phase` hooks once (a re-delivered job finds them done and returns what they did). */
+export async function runBackupHooks(deps: Deps, backupName: string, spec: BackupSpec, phase: HookPhase): Promise<BackupHooksOutcome> {
+  const hooks = spec.hooks.backup?.[phase] ?? [];
+  if (hooks.length === 0) return { failed: undefined };
+  const { state } = deps;
+  const record = await state.getBackup(backupName);
+  const done = (record?.backupHooks as BackupHooksRecord | undefined)?.[phase];
+  if (done) return { failed: done.failed };
+
+  await state.appendEvent(backupName, 'backup-hooks.started', { phase, hooks: hooks.length });
+  const podsByNamespace = new Map<string, Pod[] | Error>();
+  let failed: string | undefined;
+  let hooksRun = 0;
+  let hooksFailed = 0;
+  for (const [index, hook] of hooks.entries()) {
+    if (failed !== undefined) {
+      await state.log(backupName, {
+        level: 'info',
+        msg: `backup ${phase} hook ${hook.name} not run: an earlier one failed with onError: Fail`,
+      });
+      continue;
+    }
+    let pods = podsByNamespace.get(hook.namespace);
+    if (pods === undefined) {
+      pods = await listPods(deps, hook.namespace).catch((err: unknown) => (err instanceof Error ? err : new Error(String(err))));
+      podsByNamespace.set(hook.namespace, pods);
+    }
+    const targets = pods instanceof Error ? [] : backupHookTargets(hook, pods);
+    if (targets.length === 0) {
+      // Nothing to run it in: the hook failed (a pause that never ran must not pass silently).
+      const why =
+        pods instanceof Error ? `pods of namespace ${hook.namespace} cannot be listed: ${pods.message}` : describeBackupHookSelection(hook);
+      hooksFailed++;
+      await state.countOnce(backupName, `hook:${BACKUP_HOOK_SCOPE}:-:${phase}:${index}`, 'hooksAttempted');
+      await state.countOnce(backupName, `hook-failed:${BACKUP_HOOK_SCOPE}:-:${phase}:${index}`, 'hooksFailed');
+      await state.recordHookRun(backupName, {
+        blockId: BACKUP_HOOK_SCOPE,
+        podNamespace: hook.namespace,
+        podName: '',
+        container: hook.container ?? '',
+        phase,
+        source: 'backup',
+        hookName: hook.name,
+        index,
+        command: hook.command,
+        outcome: 'invalid',
+        message: why,
+      });
+      await state.recordProblem(backupName, {
+        level: 'error',
+        onceKey: `hook:${BACKUP_HOOK_SCOPE}:-:${phase}:${index}`,
+        msg: `backup ${phase} hook ${hook.name} cannot run: ${why}`,
+        namespace: hook.namespace,
+      });
+      if (hook.onError === 'Fail') failed = `backup ${phase} hook ${hook.name} failed: ${why}`;
+      continue;
+    }
+    for (const target of targets) {
+      const res = await runPodHooks(deps, {
+        runName: backupName,
+        scope: BACKUP_HOOK_SCOPE,
+        pod: target,
+        phase,
+        hooks: [plannedHook(hook, index, target)],
+        attempt: 1,
+      });
+      hooksRun += res.ran;
+      hooksFailed += res.failed;
+      if (res.failedWithFail) {
+        failed = `backup ${phase} hook ${hook.name} failed in ${target.namespace}/${target.name}`;
+        break;
+      }
+    }
+  }
+  const runs = (await state.hookRuns(backupName)).filter((r) => r.blockId === BACKUP_HOOK_SCOPE && r.phase === phase);
+  const phaseRecord: BackupHookPhaseRecord = { doneAt: deps.clock.now(), hooksRun, hooksFailed, runs, ...(failed ? { failed } : {}) };
+  const latest = ((await state.getBackup(backupName))?.backupHooks as BackupHooksRecord | undefined) ?? {};
+  await state.updateBackup(backupName, { backupHooks: { ...latest, [phase]: phaseRecord } });
+  await state.appendEvent(backupName, 'backup-hooks.done', { phase, hooksRun, hooksFailed, failed: failed ?? null });
+  return { failed };
+}
+
+function plannedHook(
+  hook: BackupLevelHook,
+  index: number,
+  target: { container: string; invalid: { message: string } | null },
+): PlannedHook {
+  return {
+    container: target.container,
+    command: hook.command,
+    onError: hook.onError,
+    timeoutMs: hook.timeoutMs,
+    source: 'backup',
+    hookName: hook.name,
+    index,
+    ...(target.invalid ? { invalid: target.invalid.message } : {}),
+    ...(hook.retries ? { retries: hook.retries } : {}),
+  };
+}
+
+async function listPods(deps: Deps, namespace: string): Promise<Pod[]> {
+  const list = await deps.kube.requestJson<{ items?: Pod[] }>({
+    path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods`,
+    description: `list pods of namespace ${namespace} for backup hooks`,
+  });
+  return list.items ?? [];
+}
