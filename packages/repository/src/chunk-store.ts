@@ -381,7 +381,7 @@ export class ChunkWriter {
   }
 
   /** Appends an already sealed blob (prune copying a live chunk out of a pack it retires); no existence check. */
-  putSealed(chunkId: string, blob: Buffer): Promise<void> {
+  appendSealed(chunkId: string, blob: Buffer): Promise<void> {
     return this.appendToPack(chunkId, blob);
   }
 

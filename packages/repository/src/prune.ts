@@ -213,7 +213,7 @@ export async function runPrune(ctx: PruneContext, options: PruneOptions = {}): P
         if (liveEntries.length > 0) {
           const pack = await backend.get(packKey(packId));
           for (const e of liveEntries) {
-            await writer.putSealed(e.id, pack.subarray(e.offset, e.offset + e.length));
+            await writer.appendSealed(e.id, pack.subarray(e.offset, e.offset + e.length));
             needRescue.delete(e.id);
             bytesWritten += e.length;
           }
@@ -243,7 +243,7 @@ export async function runPrune(ctx: PruneContext, options: PruneOptions = {}): P
           details: { chunkId },
         });
       }
-      await writer.putSealed(chunkId, blob);
+      await writer.appendSealed(chunkId, blob);
       bytesWritten += blob.length;
     }
     // New packs are complete and indexed before anything they replace is retired or deleted.

@@ -15,7 +15,7 @@ export const dryRunQuery = z.object({
 const hookSchema = z.object({
   container: z.string(),
   command: z.array(z.string()),
-  onError: z.enum(['Fail', 'Continue']),
+  onError: z.enum(['Fail', 'Continue', 'FailBlock']),
   timeoutMs: z.number().int(),
   source: z.string().describe("annotation (the pod's hook annotations) or spec (spec.hooks.resources)"),
   hookName: z.string().optional().describe("The spec hook's name (absent for annotation hooks)"),

@@ -30,7 +30,7 @@ export interface DryRunDeps {
 export interface DryRunHook {
   container: string;
   command: string[];
-  onError: 'Fail' | 'Continue';
+  onError: 'Fail' | 'Continue' | 'FailBlock';
   timeoutMs: number;
   /** `annotation` (the pod's hook annotations) or `spec` (spec.hooks.resources). */
   source: string;
