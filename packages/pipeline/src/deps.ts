@@ -91,12 +91,5 @@ export interface PipelineDeps {
   pvrs?: PvrClient | undefined;
 }
 
-/**
- * The backup state key prefix that goes with a queue prefix: `{stowage}` → `stowage`. State keys
- * carry their own per-backup hash tag (`stowage:bk:{<name>}:…`), so the prefix has no braces.
- * Every process (api, worker) must derive it the same way.
- */
-export function statePrefixFor(queuePrefix: string): string {
-  const bare = queuePrefix.replace(/[{}]/g, '');
-  return bare.length > 0 ? bare : 'stowage';
-}
+/** The state key prefix for a queue prefix; the one key module (`@stowage/queue` redis-keys) names every key. */
+export { statePrefixFor } from '@stowage/queue';

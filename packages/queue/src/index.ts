@@ -46,6 +46,15 @@ export {
   runScheduleJobSchema,
 } from './payloads.js';
 export {
+  nodeAgentsKey,
+  type RunKeyTag,
+  runIndexKey,
+  runKey,
+  scheduleIndexKey,
+  scheduleKey,
+  statePrefixFor,
+} from './redis-keys.js';
+export {
   addRestoreFlow,
   addRestoreHooksFlow,
   addRestoreTier,

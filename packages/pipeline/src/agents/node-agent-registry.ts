@@ -1,3 +1,4 @@
+import { nodeAgentsKey } from '@stowage/queue';
 import type { Redis } from 'ioredis';
 
 /**
@@ -22,7 +23,7 @@ export class NodeAgentRegistry {
 
   constructor(opts: NodeAgentRegistryOptions) {
     this.redis = opts.redis;
-    this.key = `${opts.prefix}:agents`;
+    this.key = nodeAgentsKey(opts.prefix);
     this.now = opts.now ?? Date.now;
   }
 

@@ -1,3 +1,4 @@
+import { scheduleIndexKey, scheduleKey } from '@stowage/queue';
 import type { Redis } from 'ioredis';
 
 /** A tick that started no backup, and why (the previous backup still ran, the spec became invalid, …). */
@@ -38,11 +39,11 @@ export class ScheduleStore {
   ) {}
 
   private key(name: string, suffix?: string): string {
-    return `${this.prefix}:sched:{${name}}${suffix ? `:${suffix}` : ''}`;
+    return scheduleKey(this.prefix, name, suffix);
   }
 
   private get indexKey(): string {
-    return `${this.prefix}:schedules`;
+    return scheduleIndexKey(this.prefix);
   }
 
   /** Records a new schedule; false when the name is taken (nothing changed). */

@@ -1,3 +1,4 @@
+import { runIndexKey, runKey } from '@stowage/queue';
 import type { Redis } from 'ioredis';
 import { BACKUP_STATE_SCRIPTS } from './scripts.js';
 
@@ -152,11 +153,11 @@ export class RunState<R extends RunRecord> {
   }
 
   key(name: string, suffix: string): string {
-    return `${this.prefix}:${this.runKind.tag}:{${name}}:${suffix}`;
+    return runKey(this.prefix, this.runKind.tag, name, suffix);
   }
 
   protected get indexKey(): string {
-    return `${this.prefix}:${this.runKind.index}`;
+    return runIndexKey(this.prefix, this.runKind.index);
   }
 
   // ---- the record ----------------------------------------------------------------------
