@@ -1,6 +1,6 @@
 import { type KubeClients, type PvbClient, type PvrClient, restoreWaitContainer } from '@stowage/kube';
+import type { RedisClient } from '@stowage/queue';
 import type { BackupStorage } from '@stowage/storage';
-import type { Redis } from 'ioredis';
 import type { NodeAgentRegistry } from './agents/node-agent-registry.js';
 import type { RestoreState } from './restore/restore-state.js';
 import type { BackupState } from './state/backup-state.js';
@@ -75,7 +75,7 @@ export interface Clock {
  */
 export interface PipelineDeps {
   /** BullMQ connection (maxRetriesPerRequest: null). Workers duplicate it for blocking reads. */
-  connection: Redis;
+  connection: RedisClient;
   /** Hash-tagged prefix shared by every queue, e.g. `{stowage}`. */
   queuePrefix: string;
   state: BackupState;

@@ -16,7 +16,7 @@ import {
 import type { StowageConfig } from '@stowage/platform';
 import { createWorkerConnection, QueueName } from '@stowage/queue';
 import { type ObjectStore, openObjectStore } from '@stowage/storage';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '@stowage/queue';
 
 export interface WorkerServiceOptions {
   config: StowageConfig;
@@ -32,7 +32,7 @@ export interface WorkerServiceOptions {
 }
 
 export interface WorkerService {
-  redis: Redis;
+  redis: RedisClient;
   workers: RunningWorkers;
   server: Server;
   /** The bound HTTP port. */
@@ -46,7 +46,7 @@ export interface WorkerService {
 }
 
 /**
- * Wires the worker: Redis, Kubernetes clients, storage, backup state, and the item-blocks,
+ * Wires the worker: RedisClient, Kubernetes clients, storage, backup state, and the item-blocks,
  * pvb-watch and hooks queues with their concurrency. Built apart from main.ts so a test can
  * start one in-process; main.ts adds config loading, the logger and signal handling.
  */

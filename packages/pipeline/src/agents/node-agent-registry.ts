@@ -1,5 +1,5 @@
+import type { RedisClient } from '@stowage/queue';
 import { nodeAgentsKey } from '@stowage/queue';
-import type { Redis } from 'ioredis';
 
 /**
  * Which nodes run a node agent. Each agent heartbeats `registerNodeAgent` (every ttl/3, say);
@@ -8,7 +8,7 @@ import type { Redis } from 'ioredis';
  * gives every member its own TTL in one key.
  */
 export interface NodeAgentRegistryOptions {
-  redis: Redis;
+  redis: RedisClient;
   /** The backup state prefix (not the queue prefix): the key is `<prefix>:agents`. */
   prefix: string;
   now?: () => number;
@@ -17,7 +17,7 @@ export interface NodeAgentRegistryOptions {
 export const DEFAULT_AGENT_TTL_MS = 30_000;
 
 export class NodeAgentRegistry {
-  private readonly redis: Redis;
+  private readonly redis: RedisClient;
   private readonly key: string;
   private readonly now: () => number;
 

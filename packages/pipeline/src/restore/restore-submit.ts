@@ -1,14 +1,14 @@
 import { randomUUID } from 'node:crypto';
+import type { RedisClient } from '@stowage/queue';
 import { addRestoreFlow, createFlowProducer } from '@stowage/queue';
 import type { FlowProducer } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { PipelineError, PipelineErrorCode } from '../errors.js';
 import { ENDED_RESTORE_PHASES, type RestoreRecord, type RestoreState } from './restore-state.js';
 
 export interface SubmitRestoreDeps {
   restores: RestoreState;
   flowProducer?: FlowProducer;
-  connection?: Redis;
+  connection?: RedisClient;
   queuePrefix: string;
   now?: () => number;
 }

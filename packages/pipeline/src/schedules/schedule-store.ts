@@ -1,5 +1,5 @@
+import type { RedisClient } from '@stowage/queue';
 import { scheduleIndexKey, scheduleKey } from '@stowage/queue';
-import type { Redis } from 'ioredis';
 
 /** A tick that started no backup, and why (the previous backup still ran, the spec became invalid, …). */
 export interface ScheduleSkip {
@@ -34,7 +34,7 @@ export interface ScheduleRecord {
  */
 export class ScheduleStore {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly prefix: string,
   ) {}
 
