@@ -14,9 +14,8 @@ import {
   type WorkerLockTiming,
 } from '@stowage/pipeline';
 import type { StowageConfig } from '@stowage/platform';
-import { createWorkerConnection, QueueName } from '@stowage/queue';
+import { createWorkerConnection, QueueName, type RedisClient } from '@stowage/queue';
 import { type ObjectStore, openObjectStore } from '@stowage/storage';
-import type { RedisClient } from '@stowage/queue';
 
 export interface WorkerServiceOptions {
   config: StowageConfig;
