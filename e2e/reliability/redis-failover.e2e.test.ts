@@ -51,6 +51,16 @@ describe('a Redis Cluster master SIGKILLed mid-backup', () => {
       body: JSON.stringify({ name: 'redis-failover', spec: { includedNamespaces: ['shop'] } }),
     });
     expect(res.status, await res.clone().text()).toBe(201);
+    // Live events (a blocking XREAD on the backup's stream, through the api's own cluster connection).
+    const sse = await fetch(`http://127.0.0.1:${api.port}/v1/backups/redis-failover/events`, {
+      headers: { authorization: `Bearer ${stack.token}` },
+      signal: AbortSignal.timeout(20_000),
+    });
+    expect(sse.status).toBe(200);
+    const reader = (sse.body as ReadableStream<Uint8Array>).getReader();
+    let firstEvents = '';
+    while (!/event: backup\./.test(firstEvents)) firstEvents += new TextDecoder().decode((await reader.read()).value);
+    await reader.cancel();
     // Mid-backup: some PVBs copying, more still to come (one copy per node at a time).
     await waitFor(
       'PVBs in progress',
