@@ -27,10 +27,12 @@ import { createWorkerConnection } from '../../../packages/queue/src/index.js';
 import { FileSystemStorage, type ObjectStore, openObjectStore } from '../../../packages/storage/src/index.js';
 import {
   getFreePort,
+  type RedisCluster,
   type RedisServer,
   type S3FaultPlan,
   type S3FaultProxy,
   type S3Server,
+  startRedisCluster,
   startRedisServer,
   startS3FaultProxy,
   startS3Server,
@@ -171,6 +173,11 @@ export async function spawnService(
 export interface StackOptions {
   /** The objects, or the path of a fixture file (e.g. the demo cluster). */
   fixture: Fixture | string;
+  /**
+   * A real Redis Cluster (3 masters + 3 replicas, cluster-node-timeout 1 s) instead of one
+   * redis-server; also chosen by STOWAGE_TEST_REDIS=cluster. `redisServer` is then not available.
+   */
+  redisCluster?: boolean;
   /** Redis with `appendonly yes` (restart tests). */
   appendOnly?: boolean;
   /** Its fsync policy (default `always`); k8s/ and docker-compose ship `everysec`. */
@@ -188,7 +195,10 @@ export interface StackOptions {
 }
 
 export interface Stack {
+  /** The single redis-server (throws on a cluster stack: use `redisCluster`). */
   redisServer: RedisServer;
+  /** The Redis Cluster, when the stack runs on one. */
+  redisCluster?: RedisCluster;
   redis: RedisClient;
   sim: Simulator;
   kube: KubeClients;
@@ -217,10 +227,15 @@ export interface Stack {
 }
 
 export async function startStack(opts: StackOptions): Promise<Stack> {
-  const redisServer = await startRedisServer({
-    appendOnly: opts.appendOnly ?? false,
-    ...(opts.appendFsync ? { appendFsync: opts.appendFsync } : {}),
-  });
+  const onCluster = opts.redisCluster ?? process.env.STOWAGE_TEST_REDIS === 'cluster';
+  const redisCluster = onCluster ? await startRedisCluster({ nodeTimeoutMs: 1_000 }) : undefined;
+  const single = onCluster
+    ? undefined
+    : await startRedisServer({
+        appendOnly: opts.appendOnly ?? false,
+        ...(opts.appendFsync ? { appendFsync: opts.appendFsync } : {}),
+      });
+  const redisUrl = redisCluster?.url ?? (single as RedisServer).url;
   const sim = await startSimulator({
     fixture: opts.fixture,
     port: 0,
@@ -247,12 +262,12 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
   }
   const queuePrefix = uniquePrefix();
   const statePrefix = statePrefixFor(queuePrefix);
-  const redis = createWorkerConnection(redisServer.url, { onError: () => undefined });
+  const redis = createWorkerConnection(redisUrl, { onError: () => undefined });
   const kube = createKubeClients({ kubeconfigPath: sim.kubeconfigPath });
   const token = randomBytes(24).toString('base64url');
   const repoKey = randomBytes(32).toString('base64');
   const env = {
-    REDIS_URL: redisServer.url,
+    REDIS_URL: redisUrl,
     KUBECONFIG: sim.kubeconfigPath,
     ...storageEnv,
     STOWAGE_QUEUE_PREFIX: queuePrefix,
@@ -263,7 +278,11 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
   };
   const processes: ServiceProcess[] = [];
   const stack: Stack = {
-    redisServer,
+    get redisServer(): RedisServer {
+      if (!single) throw new Error('this stack runs on a Redis Cluster: use stack.redisCluster');
+      return single;
+    },
+    ...(redisCluster ? { redisCluster } : {}),
     redis,
     sim,
     kube,
@@ -296,7 +315,8 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       await Promise.allSettled(processes.map((p) => p.killHard()));
       redis.disconnect();
       await sim.close().catch(() => undefined);
-      await redisServer.stop().catch(() => undefined);
+      await single?.stop().catch(() => undefined);
+      await redisCluster?.stop().catch(() => undefined);
       await s3FaultProxy?.close().catch(() => undefined);
       await s3?.stop().catch(() => undefined);
       await rm(storageDir, { recursive: true, force: true });

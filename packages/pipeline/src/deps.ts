@@ -1,6 +1,6 @@
 import { type KubeClients, type PvbClient, type PvrClient, restoreWaitContainer } from '@stowage/kube';
+import type { RedisClient } from '@stowage/queue';
 import type { BackupStorage } from '@stowage/storage';
-import type { Redis } from 'ioredis';
 import type { NodeAgentRegistry } from './agents/node-agent-registry.js';
 import type { RepositoryGc } from './deletion/repository-gc.js';
 import type { RestoreState } from './restore/restore-state.js';
@@ -82,7 +82,7 @@ export interface Clock {
  */
 export interface PipelineDeps {
   /** BullMQ connection (maxRetriesPerRequest: null). Workers duplicate it for blocking reads. */
-  connection: Redis;
+  connection: RedisClient;
   /** Hash-tagged prefix shared by every queue, e.g. `{stowage}`. */
   queuePrefix: string;
   state: BackupState;
@@ -100,12 +100,5 @@ export interface PipelineDeps {
   repository?: RepositoryGc | undefined;
 }
 
-/**
- * The backup state key prefix that goes with a queue prefix: `{stowage}` → `stowage`. State keys
- * carry their own per-backup hash tag (`stowage:bk:{<name>}:…`), so the prefix has no braces.
- * Every process (api, worker) must derive it the same way.
- */
-export function statePrefixFor(queuePrefix: string): string {
-  const bare = queuePrefix.replace(/[{}]/g, '');
-  return bare.length > 0 ? bare : 'stowage';
-}
+/** The state key prefix for a queue prefix; the one key module (`@stowage/queue` redis-keys) names every key. */
+export { statePrefixFor } from '@stowage/queue';

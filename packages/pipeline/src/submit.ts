@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import type { RedisClient } from '@stowage/queue';
 import { addBackupFlow, addDeleteBackupJob, createFlowProducer } from '@stowage/queue';
 import type { FlowProducer } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { PipelineError, PipelineErrorCode } from './errors.js';
 import { type BackupRecord, type BackupState, ENDED_BACKUP_PHASES } from './state/backup-state.js';
 
@@ -9,7 +9,7 @@ export interface SubmitBackupDeps {
   state: BackupState;
   /** Adds `finalize ← plan`; pass one (the API keeps it open) or a connection to make a short-lived one. */
   flowProducer?: FlowProducer;
-  connection?: Redis;
+  connection?: RedisClient;
   queuePrefix: string;
   now?: () => number;
 }

@@ -202,4 +202,21 @@ describe('loadConfigOrExit', () => {
     expect(bad.problems.map((p) => p.variable)).toEqual(['STOWAGE_BLOCKS_IN_FLIGHT_PER_BACKUP']);
     expect(bad.problems[0]?.message).toMatch(/^STOWAGE_BLOCKS_IN_FLIGHT_PER_BACKUP: .*whole number from 0/);
   });
+
+  it('names a Redis Cluster by REDIS_URL=redis+cluster://… or STOWAGE_REDIS_CLUSTER_NODES, not both', () => {
+    const byUrl = loadConfig({ REDIS_URL: 'redis+cluster://:pw@10.0.0.1:7000,redis-1:7001' });
+    expect(byUrl.ok && byUrl.config.redis.url).toBe('redis+cluster://:pw@10.0.0.1:7000,redis-1:7001');
+    const byNodes = loadConfig({ STOWAGE_REDIS_CLUSTER_NODES: 'redis-0:6379,redis-1:6379' }, { require: ['REDIS_URL'], service: 'worker' });
+    expect(byNodes.ok && byNodes.config.redis.url).toBe('redis+cluster://redis-0:6379,redis-1:6379');
+
+    const bad = loadConfig({ REDIS_URL: 'redis+cluster://redis-0,redis-1:x', STOWAGE_REDIS_CLUSTER_NODES: 'redis-0' });
+    expect(bad.ok).toBe(false);
+    const messages = bad.ok ? [] : bad.problems.map((p) => p.message);
+    expect(messages).toEqual([
+      expect.stringMatching(/^REDIS_URL: .*redis\+cluster:\/\/host:port,host:port/),
+      expect.stringMatching(/^STOWAGE_REDIS_CLUSTER_NODES: must be comma-separated host:port/),
+    ]);
+    const both = loadConfig({ REDIS_URL: 'redis://r:6379', STOWAGE_REDIS_CLUSTER_NODES: 'r:7000' });
+    expect(both.ok ? [] : both.problems.map((p) => p.message)).toEqual([expect.stringMatching(/set only one of them/)]);
+  });
 });

@@ -104,15 +104,43 @@ function parseStorage(value: string, ctx: z.RefinementCtx): StorageLocation | ty
   return { kind: 'filesystem', path: resolve(value) };
 }
 
+const CLUSTER_URL = /^rediss?\+cluster:\/\/(?:[^@/\s]*@)?[^/?#@\s]+\/?$/;
+/** `host:port` or `[v6]:port`, port 1-65535. */
+function isHostPort(value: string): boolean {
+  const m = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+):(\d{1,5})\/?$/.exec(value.trim());
+  return m !== null && Number(m[2]) >= 1 && Number(m[2]) <= 65_535;
+}
+
 /** The single schema of Stowage's environment. Output is flat; `loadConfig` nests it. */
 export const stowageEnvSchema = z.object({
   REDIS_URL: z.preprocess(
     blankToUndefined,
     z
       .string()
-      .refine((v) => /^rediss?:\/\/[^\s]+$/.test(v) && URL.canParse(v), {
-        error:
-          'must be a redis:// or rediss:// URL, e.g. redis://127.0.0.1:6379 (leave it unset for the demo to start a private redis-server)',
+      .refine(
+        (v) =>
+          /^rediss?\+cluster:\/\//.test(v)
+            ? CLUSTER_URL.test(v) &&
+              v
+                .replace(/^.*@/, '')
+                .replace(/^rediss?\+cluster:\/\//, '')
+                .split(',')
+                .every(isHostPort)
+            : /^rediss?:\/\/[^\s]+$/.test(v) && URL.canParse(v),
+        {
+          error:
+            'must be a redis:// or rediss:// URL, e.g. redis://127.0.0.1:6379, or a Redis Cluster as redis+cluster://host:port,host:port (leave it unset for the demo to start a private redis-server)',
+        },
+      )
+      .optional(),
+  ),
+  /** Seed nodes of a Redis Cluster, `host:port,host:port` (the same as REDIS_URL=redis+cluster://…). */
+  STOWAGE_REDIS_CLUSTER_NODES: z.preprocess(
+    blankToUndefined,
+    z
+      .string()
+      .refine((v) => v.split(',').every(isHostPort), {
+        error: 'must be comma-separated host:port seed nodes of a Redis Cluster, e.g. redis-0:6379,redis-1:6379',
       })
       .optional(),
   ),
@@ -296,6 +324,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, op
     if (variable === 'STOWAGE_API_TOKENS' && parsed.success) {
       if (parsed.data.STOWAGE_AUTH === 'disabled' || parsed.data.STOWAGE_API_TOKENS.length > 0) continue;
     } else if (value !== undefined) continue;
+    if (variable === 'REDIS_URL' && blankToUndefined(env.STOWAGE_REDIS_CLUSTER_NODES) !== undefined) continue;
     const hint = REQUIRED_HINTS[variable] ?? 'set it';
     problems.push({ variable, message: `${variable}: is required by ${who}; ${hint}` });
   }
@@ -308,6 +337,12 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, op
         });
       }
     }
+  }
+  if (parsed.success && parsed.data.REDIS_URL !== undefined && parsed.data.STOWAGE_REDIS_CLUSTER_NODES !== undefined) {
+    problems.push({
+      variable: 'STOWAGE_REDIS_CLUSTER_NODES',
+      message: 'STOWAGE_REDIS_CLUSTER_NODES: names the Redis Cluster, and so does REDIS_URL; set only one of them',
+    });
   }
   if (!parsed.success || problems.length > 0) return { ok: false, problems };
   const e = parsed.data;
@@ -322,7 +357,11 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, op
         }
       : e.STOWAGE_STORAGE;
   const config: StowageConfig = {
-    redis: { url: e.REDIS_URL, queuePrefix: e.STOWAGE_QUEUE_PREFIX },
+    redis: {
+      // One URL either way: the connection factory (@stowage/queue) reads the cluster form.
+      url: e.STOWAGE_REDIS_CLUSTER_NODES ? `redis+cluster://${e.STOWAGE_REDIS_CLUSTER_NODES.trim()}` : e.REDIS_URL,
+      queuePrefix: e.STOWAGE_QUEUE_PREFIX,
+    },
     kube: { kubeconfig: e.KUBECONFIG, namespace: e.STOWAGE_NAMESPACE },
     storage,
     api: { port: e.PORT, host: e.HOST, auth: e.STOWAGE_AUTH, tokens: e.STOWAGE_API_TOKENS },

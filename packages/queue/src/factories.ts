@@ -1,10 +1,10 @@
 import { FlowProducer, Queue, type QueueOptions } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './connections.js';
 import { QUEUE_PREFIX, type QueueName } from './constants.js';
 import { DEFAULT_JOB_OPTIONS } from './job-options.js';
 
 export interface QueueFactoryOptions {
-  connection: Redis;
+  connection: RedisClient;
   /** Hash-tagged prefix shared by every queue; default QUEUE_PREFIX. */
   prefix?: string;
 }

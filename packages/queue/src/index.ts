@@ -1,5 +1,18 @@
 export { type CappedBackoffOptions, cappedBackoffMs } from './backoff.js';
-export { createProducerConnection, createWorkerConnection, type RedisConnectionOptions, reconnectStrategy } from './connections.js';
+export {
+  CLUSTER_FAILOVER_OPTIONS,
+  clusterUrlOf,
+  createProducerConnection,
+  createRedisClient,
+  createWorkerConnection,
+  duplicateConnection,
+  isRedisClusterUrl,
+  parseRedisTarget,
+  type RedisClient,
+  type RedisConnectionOptions,
+  type RedisTarget,
+  reconnectStrategy,
+} from './connections.js';
 export { JobName, QUEUE_NAMES, QUEUE_OF_JOB, QUEUE_PREFIX, QueueName, qualifiedQueueName } from './constants.js';
 export { JobPayloadError, QueueError, QueueErrorCode } from './errors.js';
 export { createFlowProducer, createQueue, type QueueFactoryOptions } from './factories.js';
@@ -45,6 +58,15 @@ export {
   type RunScheduleJobData,
   runScheduleJobSchema,
 } from './payloads.js';
+export {
+  nodeAgentsKey,
+  type RunKeyTag,
+  runIndexKey,
+  runKey,
+  scheduleIndexKey,
+  scheduleKey,
+  statePrefixFor,
+} from './redis-keys.js';
 export {
   addRestoreFlow,
   addRestoreHooksFlow,

@@ -1,4 +1,5 @@
 import { getFreePort, uniquePrefix, useTestRedis } from '@stowage/testing';
+import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   addBlockFlows,
@@ -37,7 +38,7 @@ describe('connections', () => {
     const worker = createWorkerConnection(redis.url);
     try {
       await expect(worker.ping()).resolves.toBe('PONG');
-      expect(worker.options.maxRetriesPerRequest).toBeNull();
+      expect((worker as Redis).options.maxRetriesPerRequest).toBeNull();
     } finally {
       worker.disconnect();
     }

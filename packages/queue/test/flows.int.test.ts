@@ -1,8 +1,8 @@
 import { blockJobId, finalizeJobId, postHooksJobId, pvbWatchJobId } from '@stowage/core';
 import { uniquePrefix, useTestRedis } from '@stowage/testing';
 import { type FlowProducer, type Job, type Processor, type Queue, UnrecoverableError, Worker } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { RedisClient } from '../src/connections.js';
 import {
   addBackupFlow,
   addBlockFlows,
@@ -30,8 +30,8 @@ afterAll(async () => {
 /** Everything one test opens, closed in reverse order afterwards. */
 class Harness {
   readonly prefix = uniquePrefix();
-  readonly workerConnection: Redis;
-  readonly producerConnection: Redis;
+  readonly workerConnection: RedisClient;
+  readonly producerConnection: RedisClient;
   readonly flow: FlowProducer;
   private readonly workers: Worker[] = [];
   private readonly queues = new Map<QueueName, Queue>();

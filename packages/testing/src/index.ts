@@ -1,4 +1,5 @@
 export { getFreePort } from '@stowage/platform';
+export { type RedisCluster, type RedisClusterNode, type RedisClusterOptions, startRedisCluster } from './redis-cluster.js';
 export { type RedisServer, type RedisServerOptions, startRedisServer, uniquePrefix, useTestRedis } from './redis-server.js';
 export {
   type S3Fault,

@@ -1,4 +1,5 @@
 import { type EmbeddedRedis, type EmbeddedRedisOptions, startEmbeddedRedis } from '@stowage/platform';
+import { startRedisCluster } from './redis-cluster.js';
 
 export interface RedisServerOptions {
   /** Persist with AOF (for restart tests). Default false: nothing is written to disk. */
@@ -27,11 +28,17 @@ export async function startRedisServer(opts: RedisServerOptions = {}): Promise<R
 
 /**
  * The Redis a test file should use: `TEST_REDIS_URL` when set (shared, so tests must
- * use their own key prefix), otherwise a private server started for the file.
+ * use their own key prefix); with `STOWAGE_TEST_REDIS=cluster` a private Redis Cluster (3 masters,
+ * 3 replicas); otherwise a private server started for the file.
  */
 export async function useTestRedis(): Promise<{ url: string; stop: () => Promise<void> }> {
   const external = process.env.TEST_REDIS_URL;
   if (external) return { url: external, stop: async () => {} };
+  if (process.env.STOWAGE_TEST_REDIS === 'cluster') {
+    // The switch to run a suite on a real 3+3 Redis Cluster (its url is redis+cluster://…).
+    const cluster = await startRedisCluster();
+    return { url: cluster.url, stop: () => cluster.stop() };
+  }
   const server = await startRedisServer();
   return { url: server.url, stop: () => server.stop() };
 }

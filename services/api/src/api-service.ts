@@ -18,11 +18,11 @@ import {
   type WorkerLockTiming,
 } from '@stowage/pipeline';
 import type { StowageConfig } from '@stowage/platform';
+import type { RedisClient } from '@stowage/queue';
 import { createFlowProducer, createProducerConnection, createQueue, createWorkerConnection, QUEUE_NAMES, QueueName } from '@stowage/queue';
 import { type ObjectStore, openObjectStore } from '@stowage/storage';
 import type { FlowProducer, Queue } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
-import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { type ApiDeps, buildApp } from './app.js';
 import type { AuthMode } from './auth.js';
@@ -56,7 +56,7 @@ export interface ApiService {
   /** `http://host:port` the API listens on. */
   url: string;
   port: number;
-  producer: Redis;
+  producer: RedisClient;
   workers: RunningWorkers | undefined;
   markReady(): void;
   /** Shutdown steps, in order: HTTP intake → workers → queues → Redis. Each is safe to call twice. */
@@ -71,10 +71,10 @@ export function authModeOf(config: StowageConfig): AuthMode {
 }
 
 /** Waits for the first `ready`; a producer that cannot connect at start is a startup failure, not a retry loop. */
-async function connected(redis: Redis, what: string, timeoutMs = 10_000): Promise<void> {
+async function connected(redis: RedisClient, what: string, timeoutMs = 10_000): Promise<void> {
   if (redis.status === 'ready') return;
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => done(new Error(`${what}: Redis not reachable within ${timeoutMs} ms`)), timeoutMs);
+    const timer = setTimeout(() => done(new Error(`${what}: RedisClient not reachable within ${timeoutMs} ms`)), timeoutMs);
     const onReady = () => done();
     const onError = (err: Error) => lastError.push(err.message);
     const lastError: string[] = [];
@@ -112,7 +112,7 @@ export async function startApiService(opts: ApiServiceOptions): Promise<ApiServi
   flowProducer.on('error', (err) => logger.warn({ err: err.message }, 'flow producer error'));
   const storage = opts.storage ?? openObjectStore(config.storage);
 
-  let workerConnection: Redis | undefined;
+  let workerConnection: RedisClient | undefined;
   let workers: RunningWorkers | undefined;
   if (opts.hostBackupsQueue ?? true) {
     workerConnection = createWorkerConnection(config.redis.url, { connectionName: 'stowage-api-worker', onError: onError('worker') });

@@ -10,6 +10,7 @@ import type {
   SubmitBackupInput,
   SubmitBackupResult,
 } from '@stowage/pipeline';
+import type { RedisClient } from '@stowage/queue';
 import type { BackupStorage } from '@stowage/storage';
 import type { Queue } from 'bullmq';
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
@@ -19,7 +20,6 @@ import {
   serializerCompiler,
   validatorCompiler,
 } from 'fastify-type-provider-zod';
-import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { type AuthMode, redactUrl } from './auth.js';
 import { authPlugin } from './auth.plugin.js';
@@ -50,7 +50,7 @@ export interface ApiDeps {
   /** The process's root pino logger (its redact settings apply; the API never logs headers). */
   logger: Logger;
   /** Producer connection (fail fast: `enableOfflineQueue: false`). SSE streams duplicate it. */
-  redis: Redis;
+  redis: RedisClient;
   state: BackupState;
   /** Every Stowage queue (backups, item-blocks, pvb-watch, hooks): dashboard, metrics and DELETE. */
   queues: readonly Queue[];

@@ -1,6 +1,6 @@
 import type { BackupRecord, RunEvent, RunRecord, RunState } from '@stowage/pipeline';
+import { duplicateConnection, type RedisClient } from '@stowage/queue';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import { backupParams, standardErrors, TERMINAL_BACKUP_PHASES } from './api.schema.js';
 import type { BackupReads } from './backup-view.js';
@@ -13,7 +13,7 @@ export interface BackupEventsOptions {
   kind?: 'backup' | 'restore';
   /** Backups: the API's one read path, so a finished backup's events are replayed from storage. */
   reads?: BackupReads;
-  redis: Redis;
+  redis: RedisClient;
   heartbeatMs: number;
   /** Longest single blocking read; the stream re-checks the backup's phase in between. */
   blockMs?: number;
@@ -111,7 +111,7 @@ export const backupEventsRoutes: FastifyPluginAsyncZod<BackupEventsOptions> = as
         return;
       }
 
-      const conn = opts.redis.duplicate({
+      const conn = duplicateConnection(opts.redis, {
         lazyConnect: true,
         enableOfflineQueue: true,
         maxRetriesPerRequest: 1,

@@ -1,11 +1,11 @@
+import type { RedisClient } from '@stowage/queue';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import { errorResponseSchema } from './api.schema.js';
 import { ApiError, ApiErrorCode } from './errors.js';
 
 export interface HealthOptions {
-  redis: Redis;
+  redis: RedisClient;
   isClosing: () => boolean;
   isReady?: (() => boolean) | undefined;
   pingTimeoutMs?: number;
@@ -27,7 +27,7 @@ export const healthRoutes: FastifyPluginAsyncZod<HealthOptions> = async (app, op
       config: { public: true },
       schema: {
         tags: ['operations'],
-        summary: 'Readiness: Redis reachable and not shutting down',
+        summary: 'Readiness: RedisClient reachable and not shutting down',
         security: [],
         response: { 200: okSchema, 503: errorResponseSchema },
       },
@@ -44,7 +44,7 @@ export const healthRoutes: FastifyPluginAsyncZod<HealthOptions> = async (app, op
   );
 };
 
-async function pingWithin(redis: Redis, timeoutMs: number): Promise<boolean> {
+async function pingWithin(redis: RedisClient, timeoutMs: number): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<boolean>((resolve) => {
     timer = setTimeout(() => resolve(false), timeoutMs);

@@ -1,4 +1,5 @@
 import type { PruneStatusStore, RestoreState, ScheduleControl, ScheduleStore } from '@stowage/pipeline';
+import { runIndexKey } from '@stowage/queue';
 import type { Queue } from 'bullmq';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
@@ -99,7 +100,7 @@ export function createApiMetrics(opts: MetricsOptions): ApiMetrics {
   const refreshFromState = async (): Promise<void> => {
     const { state } = opts.reads;
     const redis = state.redis;
-    const names = await redis.zrange(`${state.prefix}:backups`, 0, -1);
+    const names = await redis.zrange(runIndexKey(state.prefix, 'backups'), 0, -1);
     const byPhase = new Map<string, number>();
     const present = new Set(names);
     for (const name of endedPhase.keys()) if (!present.has(name)) endedPhase.delete(name);
@@ -111,11 +112,10 @@ export function createApiMetrics(opts: MetricsOptions): ApiMetrics {
     }
     for (let i = 0; i < toRead.length; i += 500) {
       const slice = toRead.slice(i, i + 500);
-      const pipe = redis.pipeline();
-      for (const n of slice) pipe.hmget(state.key(n, 'rec'), 'phase', 'startedAt', 'completedAt');
-      const rows = (await pipe.exec()) ?? [];
+      // One command per backup, not one pipeline: on Redis Cluster backups live on different shards.
+      const rows = await Promise.all(slice.map((n) => redis.hmget(state.key(n, 'rec'), 'phase', 'startedAt', 'completedAt')));
       for (let j = 0; j < slice.length; j++) {
-        const [phase, startedAt, completedAt] = (rows[j]?.[1] as Array<string | null> | undefined) ?? [];
+        const [phase, startedAt, completedAt] = rows[j] ?? [];
         if (!phase) continue;
         byPhase.set(phase, (byPhase.get(phase) ?? 0) + 1);
         const name = slice[j] as string;

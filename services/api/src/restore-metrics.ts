@@ -1,4 +1,5 @@
 import type { RestoreState } from '@stowage/pipeline';
+import { runIndexKey } from '@stowage/queue';
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import { TERMINAL_BACKUP_PHASES } from './api.schema.js';
 
@@ -66,7 +67,7 @@ export function registerRestoreMetrics(registry: Registry, restores: RestoreStat
 
   return async () => {
     const redis = restores.redis;
-    const names = await redis.zrange(`${restores.prefix}:restores`, 0, -1);
+    const names = await redis.zrange(runIndexKey(restores.prefix, 'restores'), 0, -1);
     const present = new Set(names);
     for (const name of endedPhase.keys()) if (!present.has(name)) endedPhase.delete(name);
     const byPhase = new Map<string, number>();

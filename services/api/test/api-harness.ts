@@ -3,12 +3,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { BackupState, ScheduleControl, ScheduleStore } from '@stowage/pipeline';
+import type { RedisClient } from '@stowage/queue';
 import { createFlowProducer, createProducerConnection, createQueue, QUEUE_NAMES } from '@stowage/queue';
 import { FileSystemStorage } from '@stowage/storage';
 import { uniquePrefix } from '@stowage/testing';
 import type { FlowProducer, Queue } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
-import type { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { type ApiDeps, buildApp } from '../src/app.js';
 import type { AuthMode } from '../src/auth.js';
@@ -20,7 +20,7 @@ export const auth = { authorization: `Bearer ${TOKEN}` };
 
 export interface Harness {
   app: FastifyInstance;
-  redis: Redis;
+  redis: RedisClient;
   state: BackupState;
   queues: Queue[];
   flowProducer: FlowProducer;

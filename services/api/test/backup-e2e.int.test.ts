@@ -14,10 +14,10 @@ import {
   statePrefixFor,
 } from '@stowage/pipeline';
 import { loadConfig } from '@stowage/platform';
+import type { RedisClient } from '@stowage/queue';
 import { createWorkerConnection, QueueName } from '@stowage/queue';
 import { FileSystemStorage } from '@stowage/storage';
 import { uniquePrefix, useTestRedis } from '@stowage/testing';
-import type { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ApiService, startApiService } from '../src/api-service.js';
@@ -114,7 +114,7 @@ describe('a backup through the API against the simulator (api hosts backups; ite
   let redis: { url: string; stop: () => Promise<void> };
   let sim: Simulator;
   let api: ApiService;
-  let workerConnection: Redis;
+  let workerConnection: RedisClient;
   let workers: RunningWorkers;
   let storageDir: string;
   let pvbs: PvbClient;

@@ -23,10 +23,10 @@ import {
   statePrefixFor,
 } from '@stowage/pipeline';
 import { createLogger, loadConfig } from '@stowage/platform';
+import type { RedisClient } from '@stowage/queue';
 import { createWorkerConnection, QueueName } from '@stowage/queue';
 import { FileSystemStorage } from '@stowage/storage';
 import { uniquePrefix, useTestRedis } from '@stowage/testing';
-import type { Redis } from 'ioredis';
 import { type BrowserContext, chromium } from 'playwright-core';
 import { type ApiService, startApiService } from '../src/api-service.js';
 
@@ -104,7 +104,7 @@ export async function startConsoleStack(opts: ConsoleStackOptions = {}): Promise
 
     const kube = createKubeClients({ kubeconfigPath: sim.kubeconfigPath });
     const statePrefix = statePrefixFor(prefix);
-    const workerConnection: Redis = createWorkerConnection(redis.url);
+    const workerConnection: RedisClient = createWorkerConnection(redis.url);
     stops.push(['worker connection', () => workerConnection.quit()]);
     const agents = new NodeAgentRegistry({ redis: workerConnection, prefix: statePrefix });
     const workers: RunningWorkers = startWorkers({

@@ -1,5 +1,5 @@
 import { useTestRedis } from '@stowage/testing';
-import type { Redis } from 'ioredis';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { auth, type Harness, startHarness, validBody } from './api-harness.js';
 import { openSse } from './sse-client.js';
@@ -81,7 +81,7 @@ describe('GET /v1/backups/:name/events over a real connection', () => {
   });
 
   it('closes its Redis connection when the client disconnects', async () => {
-    const probe = h.redis.duplicate();
+    const probe = new Redis(redis.url);
     try {
       await create('leak');
       const before = await sseClients(probe);
@@ -97,7 +97,7 @@ describe('GET /v1/backups/:name/events over a real connection', () => {
 
   it('ends open streams and their Redis connections when the server shuts down', async () => {
     const other = await startHarness(redis.url, { heartbeatMs: 150 });
-    const probe = h.redis.duplicate();
+    const probe = new Redis(redis.url);
     try {
       const url = await other.app.listen({ port: 0, host: '127.0.0.1' });
       const res = await other.app.inject({ method: 'POST', url: '/v1/backups', headers: auth, payload: validBody('shutdown') });

@@ -2,8 +2,8 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createKubeClients } from '@stowage/kube';
 import type { Logger } from '@stowage/platform';
+import type { RedisClient } from '@stowage/queue';
 import { openObjectStore } from '@stowage/storage';
-import type { Redis } from 'ioredis';
 import { type NodeAgent, type NodeAgentOptions, startNodeAgent } from './agent.js';
 import type { NodeAgentConfig } from './agent-config.js';
 import { renderMetrics } from './metrics.js';
@@ -12,7 +12,7 @@ export interface NodeAgentService {
   agent: NodeAgent;
   server: Server;
   port: number;
-  redis: Redis | undefined;
+  redis: RedisClient | undefined;
   /** Shutdown steps, in the order main.ts runs them. */
   stopAgent(): Promise<void>;
   stopHttp(): Promise<void>;
@@ -50,20 +50,18 @@ export async function startNodeAgentService(
     ...tuning,
   });
 
-  let redis: Redis | undefined;
+  let redis: RedisClient | undefined;
   let heartbeat: NodeJS.Timeout | undefined;
   if (config.shared.redis.url) {
     // Loaded only when needed: @stowage/pipeline pulls in BullMQ, which an agent without Redis never uses.
-    const [{ DEFAULT_AGENT_TTL_MS, NodeAgentRegistry, statePrefixFor }, { Redis }] = await Promise.all([
+    const [{ DEFAULT_AGENT_TTL_MS, NodeAgentRegistry, statePrefixFor }, { createProducerConnection }] = await Promise.all([
       import('@stowage/pipeline'),
-      import('ioredis'),
+      import('@stowage/queue'),
     ]);
-    redis = new Redis(config.shared.redis.url, {
-      maxRetriesPerRequest: 1,
-      enableOfflineQueue: false,
+    redis = createProducerConnection(config.shared.redis.url, {
       connectionName: 'stowage-node-agent',
+      onError: (err) => logger.warn({ err: err.message }, 'redis connection error'),
     });
-    redis.on('error', (err) => logger.warn({ err: err.message }, 'redis connection error'));
     const registry = new NodeAgentRegistry({ redis, prefix: statePrefixFor(config.shared.redis.queuePrefix) });
     const beat = () =>
       registry

@@ -14,9 +14,8 @@ import {
   type WorkerLockTiming,
 } from '@stowage/pipeline';
 import type { StowageConfig } from '@stowage/platform';
-import { createWorkerConnection, QueueName } from '@stowage/queue';
+import { createWorkerConnection, QueueName, type RedisClient } from '@stowage/queue';
 import { type ObjectStore, openObjectStore } from '@stowage/storage';
-import type { Redis } from 'ioredis';
 
 export interface WorkerServiceOptions {
   config: StowageConfig;
@@ -32,7 +31,7 @@ export interface WorkerServiceOptions {
 }
 
 export interface WorkerService {
-  redis: Redis;
+  redis: RedisClient;
   workers: RunningWorkers;
   server: Server;
   /** The bound HTTP port. */
@@ -46,7 +45,7 @@ export interface WorkerService {
 }
 
 /**
- * Wires the worker: Redis, Kubernetes clients, storage, backup state, and the item-blocks,
+ * Wires the worker: RedisClient, Kubernetes clients, storage, backup state, and the item-blocks,
  * pvb-watch and hooks queues with their concurrency. Built apart from main.ts so a test can
  * start one in-process; main.ts adds config loading, the logger and signal handling.
  */

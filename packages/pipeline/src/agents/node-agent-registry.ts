@@ -1,4 +1,5 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '@stowage/queue';
+import { nodeAgentsKey } from '@stowage/queue';
 
 /**
  * Which nodes run a node agent. Each agent heartbeats `registerNodeAgent` (every ttl/3, say);
@@ -7,7 +8,7 @@ import type { Redis } from 'ioredis';
  * gives every member its own TTL in one key.
  */
 export interface NodeAgentRegistryOptions {
-  redis: Redis;
+  redis: RedisClient;
   /** The backup state prefix (not the queue prefix): the key is `<prefix>:agents`. */
   prefix: string;
   now?: () => number;
@@ -16,13 +17,13 @@ export interface NodeAgentRegistryOptions {
 export const DEFAULT_AGENT_TTL_MS = 30_000;
 
 export class NodeAgentRegistry {
-  private readonly redis: Redis;
+  private readonly redis: RedisClient;
   private readonly key: string;
   private readonly now: () => number;
 
   constructor(opts: NodeAgentRegistryOptions) {
     this.redis = opts.redis;
-    this.key = `${opts.prefix}:agents`;
+    this.key = nodeAgentsKey(opts.prefix);
     this.now = opts.now ?? Date.now;
   }
 

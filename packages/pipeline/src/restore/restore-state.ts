@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '@stowage/queue';
 import { encodeJsonHash, type RunEvent, type RunRecord, RunState, type RunStateOptions } from '../state/run-state.js';
 import type { PlannedRestoreItem, RestorePodPlan, RestoreTierPlan } from './restore-plan-types.js';
 
@@ -167,7 +167,7 @@ export class RestoreState extends RunState<RestoreRecord> {
       [`item:${key}`, ITEM_OUTCOME_COUNTERS[result.outcome], 1],
       ...(result.outcome === 'failed' ? [] : [[`item-restored:${key}`, 'itemsRestored', 1]]),
     ]);
-    const multi = this.redis.multi() as ReturnType<Redis['multi']> & {
+    const multi = this.redis.multi() as ReturnType<RedisClient['multi']> & {
       stowageCountOnceMany(onceKey: string, countersKey: string, entries: string): unknown;
     };
     for (const { key, result } of results) multi.hsetnx(this.key(name, 'results'), key, JSON.stringify(result));
@@ -216,4 +216,4 @@ export class RestoreState extends RunState<RestoreRecord> {
   }
 }
 
-export type { Redis, RunEvent as RestoreEvent };
+export type { RedisClient, RunEvent as RestoreEvent };

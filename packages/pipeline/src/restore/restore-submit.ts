@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import type { RedisClient } from '@stowage/queue';
 import { addRestoreFlow, createFlowProducer } from '@stowage/queue';
 import type { FlowProducer } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { PipelineError, PipelineErrorCode } from '../errors.js';
 import { applyRestoreApiCap } from './restore-api-cap.js';
 import { ENDED_RESTORE_PHASES, type RestoreRecord, type RestoreState } from './restore-state.js';
@@ -9,7 +9,7 @@ import { ENDED_RESTORE_PHASES, type RestoreRecord, type RestoreState } from './r
 export interface SubmitRestoreDeps {
   restores: RestoreState;
   flowProducer?: FlowProducer;
-  connection?: Redis;
+  connection?: RedisClient;
   queuePrefix: string;
   now?: () => number;
   /** The restore's API cap (restoreMaxInFlight): stored as restore-items' global concurrency before the flow is added. */

@@ -1,4 +1,5 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '@stowage/queue';
+import { scheduleIndexKey, scheduleKey } from '@stowage/queue';
 
 /** A tick that started no backup, and why (the previous backup still ran, the spec became invalid, …). */
 export interface ScheduleSkip {
@@ -33,16 +34,16 @@ export interface ScheduleRecord {
  */
 export class ScheduleStore {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly prefix: string,
   ) {}
 
   private key(name: string, suffix?: string): string {
-    return `${this.prefix}:sched:{${name}}${suffix ? `:${suffix}` : ''}`;
+    return scheduleKey(this.prefix, name, suffix);
   }
 
   private get indexKey(): string {
-    return `${this.prefix}:schedules`;
+    return scheduleIndexKey(this.prefix);
   }
 
   /** Records a new schedule; false when the name is taken (nothing changed). */

@@ -1,4 +1,5 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '@stowage/queue';
+import { runIndexKey, runKey } from '@stowage/queue';
 import { BACKUP_STATE_SCRIPTS } from './scripts.js';
 
 /**
@@ -114,7 +115,7 @@ export interface RunKind {
 }
 
 export interface RunStateOptions {
-  redis: Redis;
+  redis: RedisClient;
   /** Key prefix, e.g. `stowage` in production or a unique one per test. */
   prefix: string;
   now?: () => number;
@@ -127,7 +128,7 @@ const MAX_EVENTS = 200_000;
 const MAX_LOG_LINES = 100_000;
 
 export class RunState<R extends RunRecord> {
-  readonly redis: Redis;
+  readonly redis: RedisClient;
   readonly prefix: string;
   protected readonly now: () => number;
   protected readonly maxEvents: number;
@@ -157,11 +158,11 @@ export class RunState<R extends RunRecord> {
   }
 
   key(name: string, suffix: string): string {
-    return `${this.prefix}:${this.runKind.tag}:{${name}}:${suffix}`;
+    return runKey(this.prefix, this.runKind.tag, name, suffix);
   }
 
   protected get indexKey(): string {
-    return `${this.prefix}:${this.runKind.index}`;
+    return runIndexKey(this.prefix, this.runKind.index);
   }
 
   // ---- the record ----------------------------------------------------------------------
@@ -237,12 +238,11 @@ export class RunState<R extends RunRecord> {
     for (;;) {
       const names = await this.redis.zrevrange(this.indexKey, offset, offset + chunk - 1);
       if (names.length === 0) return { items };
-      const pipe = this.redis.pipeline();
-      for (const n of names) pipe.hgetall(this.key(n, 'rec'));
-      const rows = (await pipe.exec()) ?? [];
+      // One command per run, not one pipeline: on Redis Cluster runs live on different shards.
+      const rows = await Promise.all(names.map((n) => this.redis.hgetall(this.key(n, 'rec'))));
       for (let i = 0; i < names.length; i++) {
         offset++;
-        const raw = rows[i]?.[1] as Record<string, string> | undefined;
+        const raw = rows[i];
         if (!raw?.name) continue;
         const rec = this.decodeRecord(raw);
         if (opts.phase && rec.phase !== opts.phase) continue;
@@ -336,7 +336,11 @@ export class RunState<R extends RunRecord> {
   }
 
   /** Events after `afterId` (exclusive; `0` = from the start). With `blockMs`, waits for new ones. */
-  async readEvents(name: string, afterId: string, opts: { count?: number; blockMs?: number; client?: Redis } = {}): Promise<RunEvent[]> {
+  async readEvents(
+    name: string,
+    afterId: string,
+    opts: { count?: number; blockMs?: number; client?: RedisClient } = {},
+  ): Promise<RunEvent[]> {
     const client = opts.client ?? this.redis;
     const count = String(opts.count ?? 500);
     const key = this.key(name, 'events');
@@ -433,8 +437,8 @@ export class RunState<R extends RunRecord> {
   }
 
   // ioredis adds the commands defined with defineCommand at run time.
-  protected cmd<C = RunScriptCommands>(): Redis & C {
-    return this.redis as Redis & C;
+  protected cmd<C = RunScriptCommands>(): RedisClient & C {
+    return this.redis as RedisClient & C;
   }
 
   protected encodeRecord(rec: Partial<R>): string[] {

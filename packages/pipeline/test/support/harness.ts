@@ -14,9 +14,9 @@ import {
   RestoreState,
   statePrefixFor,
 } from '@stowage/pipeline';
+import { createWorkerConnection, type RedisClient } from '@stowage/queue';
 import { FileSystemStorage } from '@stowage/storage';
 import { uniquePrefix } from '@stowage/testing';
-import { Redis } from 'ioredis';
 
 export const CRD_PATH = fileURLToPath(new URL('../../../../k8s/base/crd-podvolumebackups.yaml', import.meta.url));
 export const PVR_CRD_PATH = fileURLToPath(new URL('../../../../k8s/base/crd-podvolumerestores.yaml', import.meta.url));
@@ -37,7 +37,7 @@ export interface Harness {
   sim: Simulator;
   kube: KubeClients;
   pvbs: PvbClient;
-  redis: Redis;
+  redis: RedisClient;
   deps: PipelineDeps;
   storageDir: string;
   queuePrefix: string;
@@ -63,7 +63,8 @@ export async function startHarness(opts: {
   });
   const kube = createKubeClients({ kubeconfigPath: sim.kubeconfigPath });
   const pvbs = createPvbClient(kube, { namespace: 'stowage' });
-  const redis = new Redis(opts.redisUrl, { maxRetriesPerRequest: null });
+  // The service's own factory: a redis:// URL or a Redis Cluster (STOWAGE_TEST_REDIS=cluster).
+  const redis = createWorkerConnection(opts.redisUrl);
   const queuePrefix = uniquePrefix();
   const statePrefix = statePrefixFor(queuePrefix);
   const storageDir = await mkdtemp(join(tmpdir(), 'stowage-pipeline-'));
