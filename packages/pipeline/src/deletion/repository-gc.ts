@@ -1,6 +1,6 @@
+import type { RedisClient } from '@stowage/queue';
 import { JobName } from '@stowage/queue';
 import type { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
 
 /**
  * The volume repository as backup deletion needs it. `@stowage/repository`'s `Repository` fits
@@ -86,7 +86,7 @@ export interface PruneStatus {
 export class PruneStatusStore {
   private readonly key: string;
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     prefix: string,
   ) {
     this.key = `${prefix}:repository:prune`;

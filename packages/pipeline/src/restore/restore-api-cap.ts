@@ -1,5 +1,5 @@
+import type { RedisClient } from '@stowage/queue';
 import { createQueue, QueueName } from '@stowage/queue';
-import type { Redis } from 'ioredis';
 
 /** Requests one restore-items job may have in flight at most (its share of the cap). */
 export const RESTORE_JOB_SHARE = 10;
@@ -22,7 +22,7 @@ export function restoreApiShares(cap: number): { jobsAtOnce: number; perJob: num
  * hosts restore-items or submits restores sets it (same value when their config agrees; the last
  * one wins otherwise), so it is in place before the first restore-items job is taken.
  */
-export async function applyRestoreApiCap(opts: { connection: Redis; queuePrefix: string; cap: number }): Promise<void> {
+export async function applyRestoreApiCap(opts: { connection: RedisClient; queuePrefix: string; cap: number }): Promise<void> {
   const queue = createQueue(QueueName.restoreItems, { connection: opts.connection, prefix: opts.queuePrefix });
   try {
     await queue.setGlobalConcurrency(restoreApiShares(opts.cap).jobsAtOnce);
