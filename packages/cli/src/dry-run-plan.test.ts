@@ -63,4 +63,26 @@ describe('formatDryRunPlan', () => {
     expect(lines).toContain('  n1: ~0 B in 1 volume(s), 1 of unknown size');
     expect(lines.slice(-2)).toEqual(['warning: w1', 'error: pods/ns/p1 volume data not backed up: the PVC has no PV']);
   });
+
+  it('lists backup-level hooks with the pods they would run in, or why they would run nowhere', () => {
+    const lines = formatDryRunPlan({
+      ...empty,
+      backupHooks: {
+        pre: [
+          {
+            name: 'pause',
+            namespace: 'gitops',
+            command: ['flux', 'suspend'],
+            onError: 'Fail',
+            targets: [{ pod: 'flux-0', container: 'manager' }],
+          },
+        ],
+        post: [
+          { name: 'resume', namespace: 'gitops', command: ['flux', 'resume'], onError: 'Continue', targets: [], failure: 'no Running pod' },
+        ],
+      },
+    });
+    expect(lines).toContain('backup pre hook pause: ["flux","suspend"] onError=Fail in gitops/flux-0:manager');
+    expect(lines).toContain('backup post hook resume: ["flux","resume"] onError=Continue runs nowhere: no Running pod');
+  });
 });

@@ -49,9 +49,19 @@ export interface DryRunPlan {
       estimateBasis?: string;
     }>;
   }>;
+  backupHooks?: Record<'pre' | 'post', BackupHookPreview[]>;
   warnings: string[];
   errors: string[];
   notes: string[];
+}
+
+interface BackupHookPreview {
+  name: string;
+  namespace: string;
+  command: string[];
+  onError: string;
+  targets: Array<{ pod: string; container: string; invalid?: string }>;
+  failure?: string;
 }
 
 /** Blocks with pods are shown in full; pod-free blocks (config, services, cluster items) as one line each. */
@@ -66,6 +76,14 @@ export function formatDryRunPlan(plan: DryRunPlan): string[] {
     `${s.blocks} ItemBlocks, ${s.items} items, ${s.pods} pods; hooks: ${s.preHooks} pre, ${s.postHooks} post; ` +
       `volumes: ${s.fsBackupVolumes} fs-backup, ${s.skippedVolumes} skipped, ${s.volumeErrors} errors`,
   );
+  for (const phase of ['pre', 'post'] as const) {
+    for (const hook of plan.backupHooks?.[phase] ?? []) {
+      const where = hook.failure
+        ? `runs nowhere: ${hook.failure}`
+        : `in ${hook.targets.map((t) => `${hook.namespace}/${t.pod}:${t.container}${t.invalid ? ` (cannot run: ${t.invalid})` : ''}`).join(', ')}`;
+      lines.push(`backup ${phase} hook ${hook.name}: ${JSON.stringify(hook.command)} onError=${hook.onError} ${where}`);
+    }
+  }
   for (const block of plan.blocks) {
     if (block.pods.length === 0) {
       const kinds = [...new Set(block.items.map((i) => i.kind || i.key.split('/')[0]))].join(', ');

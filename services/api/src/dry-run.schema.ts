@@ -50,6 +50,16 @@ const blockSchema = z.object({
   skips: z.array(z.object({ what: z.string(), reason: z.string() })),
 });
 
+const backupHookPreviewSchema = z.object({
+  name: z.string(),
+  namespace: z.string(),
+  command: z.array(z.string()),
+  onError: z.enum(['Continue', 'Fail']),
+  timeoutMs: z.number().int(),
+  targets: z.array(z.object({ pod: z.string(), container: z.string(), invalid: z.string().optional() })),
+  failure: z.string().optional().describe('Why it would fail without running anywhere'),
+});
+
 export const dryRunPlanSchema = z
   .object({
     name: z.string().describe('The name the backup would have (generated when not given)'),
@@ -80,6 +90,9 @@ export const dryRunPlanSchema = z
         ),
       })
       .describe('Estimated bytes of the fs-backup volumes per node (provisioned sizes, not measured)'),
+    backupHooks: z
+      .object({ pre: z.array(backupHookPreviewSchema), post: z.array(backupHookPreviewSchema) })
+      .describe('spec.hooks.backup per phase, each with the pods it would run in now (pre: before any block; post: after every block)'),
     blocks: z.array(blockSchema).describe('The ItemBlocks in dispatch order'),
     warnings: z.array(z.string()).describe('What a real run would record as warnings'),
     errors: z.array(z.string()).describe('What a real run would record as errors'),

@@ -34,6 +34,11 @@ const SPEC = {
         post: [{ exec: { command: ['/bin/echo', 'resumed'] } }],
       },
     ],
+    // Backup-level hooks: one that finds its pod, one that would find none.
+    backup: {
+      pre: [{ name: 'pause-cache', namespace: 'shop', labelSelector: { matchLabels: { app: 'cache' } }, command: ['/bin/echo', 'paused'] }],
+      post: [{ name: 'resume-nothing', namespace: 'shop', labelSelector: { matchLabels: { app: 'no-such-app' } }, command: ['/bin/true'] }],
+    },
   },
 };
 
@@ -47,6 +52,7 @@ interface DryRunHook {
 interface DryRunPlan {
   name: string;
   dryRun: true;
+  backupHooks: Record<'pre' | 'post', Array<{ name: string; targets: Array<{ pod: string; container: string }>; failure?: string }>>;
   summary: Record<string, number>;
   estimate: {
     isEstimate: true;
@@ -249,6 +255,18 @@ describe('POST /v1/backups?dryRun=true on the demo cluster', () => {
       expect.objectContaining({ source: 'spec', hookName: 'quiesce', command: ['/bin/echo', 'resumed'] }),
     ]);
     expect(blockOf('shop/cache').pods[0]?.hooks).toEqual({ pre: [], post: [] });
+    // Backup-level hooks with the pods they would run in, and the one that would run nowhere as an error.
+    expect(plan.backupHooks.pre).toEqual([
+      expect.objectContaining({ name: 'pause-cache', targets: [{ pod: 'cache', container: 'redis' }] }),
+    ]);
+    expect(plan.backupHooks.post).toEqual([
+      expect.objectContaining({
+        name: 'resume-nothing',
+        targets: [],
+        failure: expect.stringContaining('no Running pod in namespace shop'),
+      }),
+    ]);
+    expect(plan.errors).toContain(`backup post hook resume-nothing: ${plan.backupHooks.post[0]?.failure}; it would be recorded as failed`);
 
     // Every volume's decision with its reason.
     const volume = (pod: string, name: string) => plan.blocks.flatMap((b) => b.volumes).find((v) => v.pod === pod && v.volume === name);

@@ -110,6 +110,25 @@ export function renderDryRunPlan(plan) {
       ),
     ),
   );
+  const backupHooks = ['pre', 'post'].flatMap((phase) => (plan.backupHooks?.[phase] ?? []).map((hook) => [phase, hook]));
+  if (backupHooks.length)
+    card.append(
+      h('h4', {}, 'Backup hooks'),
+      h(
+        'ul',
+        { class: 'plan-backup-hooks' },
+        ...backupHooks.map(([phase, hook]) =>
+          h(
+            'li',
+            {},
+            `${phase} ${hook.name}: ${hook.command.join(' ')} (onError ${hook.onError}) — `,
+            hook.failure
+              ? h('span', { class: 'form-error' }, `runs nowhere: ${hook.failure}`)
+              : hook.targets.map((t) => `${hook.namespace}/${t.pod}:${t.container}`).join(', '),
+          ),
+        ),
+      ),
+    );
   const withPods = plan.blocks.filter((b) => b.pods.length > 0);
   const others = plan.blocks.filter((b) => b.pods.length === 0);
   card.append(h('h4', {}, 'ItemBlocks with pods'), ...withPods.map(blockSection));

@@ -135,7 +135,50 @@ function plannedHook(
   };
 }
 
-async function listPods(deps: Deps, namespace: string): Promise<Pod[]> {
+/** A backup-level hook as a dry run shows it: the pods (and container) it would run in now. */
+export interface BackupHookPreview {
+  name: string;
+  namespace: string;
+  command: string[];
+  onError: BackupLevelHook['onError'];
+  timeoutMs: number;
+  targets: Array<{ pod: string; container: string; invalid?: string }>;
+  /** Why it would fail without running anywhere (no pod matches, pods cannot be listed). */
+  failure?: string;
+}
+
+/**
+ * What `runBackupHooks` would do for each phase, read only: the same pod list and the same
+ * target choice, no exec and no record.
+ */
+export async function previewBackupHooks(
+  deps: Pick<PipelineDeps, 'kube'>,
+  spec: BackupSpec,
+): Promise<Record<HookPhase, BackupHookPreview[]>> {
+  const podsByNamespace = new Map<string, Pod[] | Error>();
+  const preview = async (hook: BackupLevelHook): Promise<BackupHookPreview> => {
+    let pods = podsByNamespace.get(hook.namespace);
+    if (pods === undefined) {
+      pods = await listPods(deps, hook.namespace).catch((err: unknown) => (err instanceof Error ? err : new Error(String(err))));
+      podsByNamespace.set(hook.namespace, pods);
+    }
+    const targets = pods instanceof Error ? [] : backupHookTargets(hook, pods);
+    const base = { name: hook.name, namespace: hook.namespace, command: hook.command, onError: hook.onError, timeoutMs: hook.timeoutMs };
+    const shown = targets.map((t) => ({ pod: t.name, container: t.container, ...(t.invalid ? { invalid: t.invalid.message } : {}) }));
+    if (targets.length > 0) return { ...base, targets: shown };
+    const failure =
+      pods instanceof Error ? `pods of namespace ${hook.namespace} cannot be listed: ${pods.message}` : describeBackupHookSelection(hook);
+    return { ...base, targets: [], failure };
+  };
+  const phase = async (p: HookPhase) => {
+    const out: BackupHookPreview[] = [];
+    for (const hook of spec.hooks.backup?.[p] ?? []) out.push(await preview(hook));
+    return out;
+  };
+  return { pre: await phase('pre'), post: await phase('post') };
+}
+
+async function listPods(deps: Pick<PipelineDeps, 'kube'>, namespace: string): Promise<Pod[]> {
   const list = await deps.kube.requestJson<{ items?: Pod[] }>({
     path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods`,
     description: `list pods of namespace ${namespace} for backup hooks`,

@@ -14,6 +14,7 @@ import {
   type VolumeSizeBasis,
 } from '@stowage/core';
 import type { KubeClients } from '@stowage/kube';
+import { type BackupHookPreview, previewBackupHooks } from '../hooks/backup-hooks.js';
 import type { PlannedHook, PlanSkip } from './block-plan.js';
 import { type ClusterPlanRead, type PlannedBlock, planCluster, resolveResourcePolicies } from './cluster-plan.js';
 import { volumeOutcomes } from './volume-outcomes.js';
@@ -85,6 +86,8 @@ export interface DryRunPlan {
     totalBytes: number;
     perNode: NodeByteEstimate[];
   };
+  /** spec.hooks.backup: per phase, each hook with the pods it would run in now (pre: before any block; post: after all). */
+  backupHooks: { pre: BackupHookPreview[]; post: BackupHookPreview[] };
   blocks: DryRunBlock[];
   /** What a real run would record as warnings. */
   warnings: string[];
@@ -104,6 +107,7 @@ export async function planDryRun(deps: DryRunDeps, request: { name: string; spec
     dryRun: true,
     summary: { blocks: 0, items: 0, pods: 0, preHooks: 0, postHooks: 0, fsBackupVolumes: 0, skippedVolumes: 0, volumeErrors: 0 },
     estimate: { isEstimate: true, basis: ESTIMATE_BASIS, totalBytes: 0, perNode: [] },
+    backupHooks: { pre: [], post: [] },
     blocks: [],
     warnings: [],
     errors: [],
@@ -111,6 +115,18 @@ export async function planDryRun(deps: DryRunDeps, request: { name: string; spec
   };
   const loaded = await resolveResourcePolicies(deps.kube, deps.namespace, request.spec);
   if (!loaded.ok) return { ...out, failedValidation: loaded.why };
+
+  // Backup-level hooks: a hook that would find no pod fails in a real run (an error, or the
+  // backup's failure with onError: Fail); the plan says so up front.
+  out.backupHooks = await previewBackupHooks(deps, loaded.spec);
+  for (const phase of ['pre', 'post'] as const) {
+    for (const hook of out.backupHooks[phase]) {
+      if (hook.failure === undefined) continue;
+      const consequence =
+        phase === 'pre' && hook.onError === 'Fail' ? 'the backup would fail before any block runs' : 'it would be recorded as failed';
+      out.errors.push(`backup ${phase} hook ${hook.name}: ${hook.failure}; ${consequence}`);
+    }
+  }
 
   // Only the pods' manifests are kept (for their volumes' sizes); a large cluster's others are dropped at once.
   const planned: Array<{ plan: PlannedBlock['plan']; pods: Map<string, Pod> }> = [];
