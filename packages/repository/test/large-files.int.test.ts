@@ -79,8 +79,12 @@ describe('large files on worker threads', () => {
     await handle.close();
     const second = await repo.backup(source);
     expect(second.stats.bytesRead).toBe(3 * 1024 * 1024 + 17);
-    // 100 kB of new bytes touch at most a few 64 KiB-average chunks; the rest of the file is found, not sealed again.
-    expect(second.stats.newChunks).toBeLessThanOrEqual(6);
+    // 100 kB of new bytes touch the chunks inside the region (each at least minBytes: at most 7),
+    // the two straddling its edges and, as the minimum-size skip can move the next cut, up to two
+    // more before the cuts fall where they fell before. The rest of the 11 MiB is found, not sealed again
+    // (random data: the count varies from run to run; 9 has been seen).
+    const bound = Math.ceil(100_000 / TEST_CHUNKER.minBytes) + 4;
+    expect(second.stats.newChunks).toBeLessThanOrEqual(bound);
     expect(second.stats.storedBytes).toBeLessThan(first.stats.storedBytes / 5);
     await repo.restore(second.snapshotId, join(work, 'restored'));
     expect(await describeTree(join(work, 'restored'))).toEqual(await describeTree(source));
