@@ -187,8 +187,9 @@ export async function againstRestic(): Promise<void> {
     console.error('restic is not on PATH: install it (Debian/Ubuntu: apt-get install restic; or https://restic.net) and run again');
     process.exit(2);
   }
-  // The step processes run the compiled package, so no TypeScript transform is timed.
-  execFileSync('pnpm', ['exec', 'tsc', '-p', 'tsconfig.build.json'], { cwd: PACKAGE_DIR, stdio: 'inherit' });
+  // The step processes run the compiled package, so no TypeScript transform is timed; its
+  // workspace dependencies (@stowage/storage) are compiled first, as `dist/` is what they import.
+  execFileSync('pnpm', ['--filter', '@stowage/repository...', 'run', 'build'], { cwd: PACKAGE_DIR, stdio: 'inherit' });
   const resticVersion = execFileSync('restic', ['version'], { encoding: 'utf8' }).trim();
   const work = await mkdtemp(join(process.env.BENCH_DIR ?? tmpdir(), 'stowage-vs-restic-'));
   const uptimeAtStart = execFileSync('uptime', { encoding: 'utf8' }).trim();
