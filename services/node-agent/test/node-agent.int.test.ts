@@ -259,7 +259,9 @@ describe('node agent on the simulator', () => {
   });
   it('a graceful stop leaves the running PVB InProgress, and the next agent resumes it to Completed', async () => {
     const dir = h.volumeDir('app', 'workers', 'v0');
-    await writeRandomFile(join(dir, 'graceful.bin'), 4 * 1024 * 1024);
+    // 16 MiB at 4 MiB/s: ~4 s of copying in ~16 chunks (1 MiB average). Progress moves per chunk, and
+    // a 4 MiB file could be one or two chunks (up to 8 MiB each), finishing before any progress was seen.
+    await writeRandomFile(join(dir, 'graceful.bin'), 16 * 1024 * 1024);
     const first = await startNodeAgent({
       nodeName: 'node-a',
       kube: h.kube,
@@ -268,7 +270,7 @@ describe('node agent on the simulator', () => {
       kubeletRoot: h.kubeletRoot('node-a'),
       loadConcurrency: {},
       logger: h.logger,
-      bandwidthBytesPerSec: 1024 * 1024,
+      bandwidthBytesPerSec: 4 * 1024 * 1024,
       progressIntervalMs: 300,
     });
     await h.createPvb('pvb-graceful', { node: 'node-a', namespace: 'app', pod: 'workers', volume: 'v0' });
