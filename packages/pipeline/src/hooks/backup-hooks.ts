@@ -7,7 +7,14 @@
  * a cancel alike). What each phase did is kept on the backup record (`backupHooks`), which also
  * makes the phase run once when its job is delivered again.
  */
-import { type BackupLevelHook, type BackupSpec, backupHookTargets, describeBackupHookSelection, type Pod } from '@stowage/core';
+import {
+  type BackupHookTarget,
+  type BackupLevelHook,
+  type BackupSpec,
+  backupHookTargets,
+  describeBackupHookSelection,
+  type Pod,
+} from '@stowage/core';
 import type { PipelineDeps } from '../deps.js';
 import type { HookPhase, PlannedHook } from '../plan/block-plan.js';
 import type { HookRunRecord } from '../state/run-state.js';
@@ -45,7 +52,7 @@ export async function runBackupHooks(deps: Deps, backupName: string, spec: Backu
   if (done) return { failed: done.failed };
 
   await state.appendEvent(backupName, 'backup-hooks.started', { phase, hooks: hooks.length });
-  const podsByNamespace = new Map<string, Pod[] | Error>();
+  const targetsOf = backupHookTargetReader(deps);
   let failed: string | undefined;
   let hooksRun = 0;
   let hooksFailed = 0;
@@ -57,16 +64,9 @@ export async function runBackupHooks(deps: Deps, backupName: string, spec: Backu
       });
       continue;
     }
-    let pods = podsByNamespace.get(hook.namespace);
-    if (pods === undefined) {
-      pods = await listPods(deps, hook.namespace).catch((err: unknown) => (err instanceof Error ? err : new Error(String(err))));
-      podsByNamespace.set(hook.namespace, pods);
-    }
-    const targets = pods instanceof Error ? [] : backupHookTargets(hook, pods);
-    if (targets.length === 0) {
+    const { targets, why } = await targetsOf(hook);
+    if (why !== undefined) {
       // Nothing to run it in: the hook failed (a pause that never ran must not pass silently).
-      const why =
-        pods instanceof Error ? `pods of namespace ${hook.namespace} cannot be listed: ${pods.message}` : describeBackupHookSelection(hook);
       hooksFailed++;
       await state.countOnce(backupName, `hook:${BACKUP_HOOK_SCOPE}:-:${phase}:${index}`, 'hooksAttempted');
       await state.countOnce(backupName, `hook-failed:${BACKUP_HOOK_SCOPE}:-:${phase}:${index}`, 'hooksFailed');
@@ -155,20 +155,12 @@ export async function previewBackupHooks(
   deps: Pick<PipelineDeps, 'kube'>,
   spec: BackupSpec,
 ): Promise<Record<HookPhase, BackupHookPreview[]>> {
-  const podsByNamespace = new Map<string, Pod[] | Error>();
+  const targetsOf = backupHookTargetReader(deps);
   const preview = async (hook: BackupLevelHook): Promise<BackupHookPreview> => {
-    let pods = podsByNamespace.get(hook.namespace);
-    if (pods === undefined) {
-      pods = await listPods(deps, hook.namespace).catch((err: unknown) => (err instanceof Error ? err : new Error(String(err))));
-      podsByNamespace.set(hook.namespace, pods);
-    }
-    const targets = pods instanceof Error ? [] : backupHookTargets(hook, pods);
+    const { targets, why } = await targetsOf(hook);
     const base = { name: hook.name, namespace: hook.namespace, command: hook.command, onError: hook.onError, timeoutMs: hook.timeoutMs };
     const shown = targets.map((t) => ({ pod: t.name, container: t.container, ...(t.invalid ? { invalid: t.invalid.message } : {}) }));
-    if (targets.length > 0) return { ...base, targets: shown };
-    const failure =
-      pods instanceof Error ? `pods of namespace ${hook.namespace} cannot be listed: ${pods.message}` : describeBackupHookSelection(hook);
-    return { ...base, targets: [], failure };
+    return why === undefined ? { ...base, targets: shown } : { ...base, targets: [], failure: why };
   };
   const phase = async (p: HookPhase) => {
     const out: BackupHookPreview[] = [];
@@ -176,6 +168,27 @@ export async function previewBackupHooks(
     return out;
   };
   return { pre: await phase('pre'), post: await phase('post') };
+}
+
+/**
+ * The pods each backup-level hook runs in (core's backupHookTargets over its namespace's pods,
+ * each namespace listed once per reader), or why there are none. One reader serves a real run and
+ * a dry run, so both pick the same pods.
+ */
+function backupHookTargetReader(
+  deps: Pick<PipelineDeps, 'kube'>,
+): (hook: BackupLevelHook) => Promise<{ targets: BackupHookTarget[]; why?: string }> {
+  const podsByNamespace = new Map<string, Pod[] | Error>();
+  return async (hook) => {
+    let pods = podsByNamespace.get(hook.namespace);
+    if (pods === undefined) {
+      pods = await listPods(deps, hook.namespace).catch((err: unknown) => (err instanceof Error ? err : new Error(String(err))));
+      podsByNamespace.set(hook.namespace, pods);
+    }
+    if (pods instanceof Error) return { targets: [], why: `pods of namespace ${hook.namespace} cannot be listed: ${pods.message}` };
+    const targets = backupHookTargets(hook, pods);
+    return targets.length > 0 ? { targets } : { targets, why: describeBackupHookSelection(hook) };
+  };
 }
 
 async function listPods(deps: Pick<PipelineDeps, 'kube'>, namespace: string): Promise<Pod[]> {
