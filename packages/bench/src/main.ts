@@ -4,8 +4,8 @@
  * the simulator's generated cluster; a fresh redis-server and simulator per mode. `--help` lists
  * the flags.
  */
-import { appendFile, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { REPO_ROOT } from './bench-env.js';
 import { parseBenchArgs, USAGE } from './bench-options.js';
@@ -13,7 +13,7 @@ import { type FsModeResult, runFsMode } from './fs-backup-run.js';
 import { renderHugeMarkdown } from './huge-report.js';
 import { runHuge } from './huge-run.js';
 import { type OrchestrationResult, runOrchestration } from './orchestration-run.js';
-import { type BenchReport, checkTargets, renderMarkdown } from './report.js';
+import { appendMarkdownSection, type BenchReport, checkTargets, machineInfo, renderMarkdown } from './report.js';
 import { renderTimelineSvg } from './timeline-svg.js';
 
 const say = (line: string) => process.stderr.write(`${line}\n`);
@@ -49,18 +49,10 @@ say(`Stowage bench (${opts.scenario}); load average ${loadStart.map((l) => l.toF
 if (opts.scenario === 'huge') {
   say('• huge scenario');
   const result = await runHuge(opts.huge, logDir, opts.keepLogs, say);
-  const cpuList = cpus();
   const markdown = renderHugeMarkdown({
     command: `pnpm bench${argv.length > 0 ? ` ${argv.join(' ')}` : ''}`,
     startedAt: startedAt.toISOString(),
-    machine: {
-      cpus: cpuList.length,
-      cpuModel: cpuList[0]?.model ?? 'unknown',
-      memoryGiB: totalmem() / 1024 ** 3,
-      node: process.versions.node,
-      loadAverageStart: loadStart,
-      loadAverageEnd: loadavg(),
-    },
+    machine: machineInfo(loadStart),
     result,
   });
   process.stdout.write(markdown);
@@ -69,8 +61,7 @@ if (opts.scenario === 'huge') {
     await writeFile(resolve(opts.json), `${JSON.stringify(result, null, 2)}\n`);
   }
   if (opts.markdown) {
-    const existing = await readFile(opts.markdown, 'utf8').catch(() => '');
-    await appendFile(opts.markdown, `${existing.endsWith('\n\n') || existing === '' ? '' : '\n'}${markdown}`);
+    await appendMarkdownSection(opts.markdown, markdown);
     say(`appended the results to ${opts.markdown}`);
   }
   if (opts.keepLogs) say(`logs kept in ${logDir}`);
@@ -112,19 +103,11 @@ const strip = (r: FsModeResult | undefined) => {
   const { timeline: _timeline, ...rest } = r;
   return rest;
 };
-const cpuList = cpus();
 const orchestrationMain = orchestrationRuns.find((o) => o.workers === 2) ?? orchestrationRuns.at(-1);
 const base: Omit<BenchReport, 'targets'> = {
   command: `pnpm bench${argv.length > 0 ? ` ${argv.join(' ')}` : ''}`,
   startedAt: startedAt.toISOString(),
-  machine: {
-    cpus: cpuList.length,
-    cpuModel: cpuList[0]?.model ?? 'unknown',
-    memoryGiB: totalmem() / 1024 ** 3,
-    node: process.versions.node,
-    loadAverageStart: loadStart,
-    loadAverageEnd: loadavg(),
-  },
+  machine: machineInfo(loadStart),
   scenario: opts.scenario,
   fs: opts.fs,
   lowerBoundMs: results.decoupled ? Math.round(results.decoupled.bound.boundMs) : null,
@@ -156,8 +139,7 @@ if (opts.svgDir) {
   if (svgs.length > 0) say(`wrote ${svgs.join(', ')}`);
 }
 if (opts.markdown) {
-  const existing = await readFile(opts.markdown, 'utf8').catch(() => '');
-  await appendFile(opts.markdown, `${existing.endsWith('\n\n') || existing === '' ? '' : '\n'}${markdown}`);
+  await appendMarkdownSection(opts.markdown, markdown);
   say(`appended the results to ${opts.markdown}`);
 }
 if (opts.keepLogs) say(`logs kept in ${logDir}`);

@@ -1,3 +1,5 @@
+import { appendFile, readFile } from 'node:fs/promises';
+import { cpus, loadavg, totalmem } from 'node:os';
 import type { BenchOptions } from './bench-options.js';
 import type { FsModeResult } from './fs-backup-run.js';
 import type { OrchestrationResult } from './orchestration-run.js';
@@ -10,6 +12,25 @@ export interface MachineInfo {
   node: string;
   loadAverageStart: number[];
   loadAverageEnd: number[];
+}
+
+/** The machine a run was measured on; `loadAverageStart` is taken by the caller before the run. */
+export function machineInfo(loadAverageStart: number[]): MachineInfo {
+  const cpuList = cpus();
+  return {
+    cpus: cpuList.length,
+    cpuModel: cpuList[0]?.model ?? 'unknown',
+    memoryGiB: totalmem() / 1024 ** 3,
+    node: process.versions.node,
+    loadAverageStart,
+    loadAverageEnd: loadavg(),
+  };
+}
+
+/** Appends a results section to a markdown file (BENCHMARKS.md), one blank line from what is there. */
+export async function appendMarkdownSection(path: string, markdown: string): Promise<void> {
+  const existing = await readFile(path, 'utf8').catch(() => '');
+  await appendFile(path, `${existing.endsWith('\n\n') || existing === '' ? '' : '\n'}${markdown}`);
 }
 
 export interface TargetCheck {

@@ -4,10 +4,11 @@
  * most requests the simulator ever had in flight. See restore-run.ts and the README.
  */
 import { execFileSync } from 'node:child_process';
-import { appendFile, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { REPO_ROOT } from './bench-env.js';
+import { appendMarkdownSection } from './report.js';
 import { parseRestoreBenchArgs, RESTORE_USAGE } from './restore-options.js';
 import { type RestoreBenchResult, type RestorePhaseResult, runRestoreBench } from './restore-run.js';
 
@@ -153,8 +154,7 @@ export async function runRestoreMain(argv: string[]): Promise<number> {
     say(`wrote ${resolve(opts.json)}`);
   }
   if (opts.markdown) {
-    const existing = await readFile(opts.markdown, 'utf8').catch(() => '');
-    await appendFile(opts.markdown, `${existing.endsWith('\n\n') || existing === '' ? '' : '\n'}${markdown}`);
+    await appendMarkdownSection(opts.markdown, markdown);
     say(`appended the results to ${opts.markdown}`);
   }
   if (opts.keepLogs) say(`logs kept in ${logDir}`);
