@@ -23,7 +23,7 @@ import { QueueName } from '@stowage/queue';
 import { FileSystemStorage } from '@stowage/storage';
 import { Redis } from 'ioredis';
 import { BenchChild } from './child-process.js';
-import { commandStatsDelta, parseCommandStats } from './stats.js';
+import { commandStatsDelta, type MonitoredCommand, parseCommandStats } from './stats.js';
 
 export const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const WORKER_MAIN = join(REPO_ROOT, 'services/worker/src/main.ts');
@@ -31,6 +31,18 @@ const AGENT_HOST_MAIN = fileURLToPath(new URL('./agent-host.main.ts', import.met
 const SIM_HOST_MAIN = fileURLToPath(new URL('./sim-host.main.ts', import.meta.url));
 const QUEUE_PREFIX = '{bench}';
 const ENDED = new Set(['Completed', 'PartiallyFailed', 'Failed', 'Canceled', 'FailedValidation']);
+
+/**
+ * The objects of a second generated cluster that can join a first one: all but its Nodes and its
+ * default StorageClass, which the first has already (the simulator refuses a fixture that names
+ * an object twice).
+ */
+export function objectsToMerge(objects: readonly unknown[]): unknown[] {
+  return objects.filter((o) => {
+    const kind = (o as { kind?: string }).kind;
+    return kind !== 'Node' && kind !== 'StorageClass';
+  });
+}
 
 /** Warnings and errors only; the driver hosts plan/finalize and must stay quiet. */
 function driverLogger(problems: string[]): PipelineLogger {
@@ -223,6 +235,28 @@ export class BenchEnv {
 
   async commandStats(): Promise<Record<string, number>> {
     return parseCommandStats(await this.redis.info('commandstats'));
+  }
+
+  /**
+   * Records every command redis-server runs (MONITOR: scripts' own commands included, as `lua`)
+   * until `stop`, which returns them with the names of the scripts this driver's connection
+   * defined (BullMQ's and ours; the workers run the same ones) by SHA1. Costs Redis and driver CPU:
+   * for attributing commands to code, not for timings.
+   */
+  async startMonitor(): Promise<{ stop(): Promise<{ lines: MonitoredCommand[]; scriptNames: Map<string, string> }> }> {
+    const monitor = await this.redis.monitor();
+    const lines: MonitoredCommand[] = [];
+    // Only the command and its first argument are kept (a script's SHA1): payloads can be large.
+    monitor.on('monitor', (_time: string, args: string[], source: string) => {
+      lines.push({ args: args.slice(0, 2), source });
+    });
+    return {
+      stop: async () => {
+        monitor.disconnect();
+        const scripts = (this.redis as unknown as { scriptsSet?: Record<string, { sha: string }> }).scriptsSet ?? {};
+        return { lines, scriptNames: new Map(Object.entries(scripts).map(([name, script]) => [script.sha, name])) };
+      },
+    };
   }
 
   /** redis-server's own CPU seconds (INFO cpu, user + sys). */

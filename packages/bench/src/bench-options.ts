@@ -46,6 +46,8 @@ export interface BenchOptions {
   waitForLoadMs: number;
   maxLoad: number;
   keepLogs: boolean;
+  /** Attribute the fs-backup modes' Redis commands to scripts and commands (MONITOR). */
+  redisMonitor: boolean;
 }
 
 export const SCENARIOS: Record<'default' | 'large', { fs: FsScenario; orchestration: OrchestrationScenario }> = {
@@ -122,6 +124,8 @@ export const USAGE = `pnpm bench [options]
   --wait-for-load SECONDS      wait up to this long for a quiet machine first (default 0)
   --max-load X                 the 1-minute load average that counts as quiet (default 1.5)
   --keep-logs                  keep the child processes' logs (printed path)
+  --redis-monitor              attribute the fs-backup modes' Redis commands per block to scripts
+                               and commands (MONITOR; costs Redis CPU: not for timings)
   -h, --help`;
 
 export type ParseResult = { ok: true; options: BenchOptions } | { ok: false; problems: string[] } | { ok: 'help' };
@@ -169,6 +173,7 @@ export function parseBenchArgs(argv: readonly string[], defaults: { markdown: st
     waitForLoadMs: 0,
     maxLoad: 1.5,
     keepLogs: false,
+    redisMonitor: false,
   };
   const positiveInt = (flag: string, v: string | undefined, min = 1): number | undefined => {
     const n = Number(v);
@@ -287,6 +292,9 @@ export function parseBenchArgs(argv: readonly string[], defaults: { markdown: st
       }
       case '--keep-logs':
         opts.keepLogs = true;
+        break;
+      case '--redis-monitor':
+        opts.redisMonitor = true;
         break;
       default:
         problems.push(`unknown option ${flag}`);

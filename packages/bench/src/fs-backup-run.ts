@@ -2,10 +2,10 @@ import { join } from 'node:path';
 import type { PodVolumeBackup } from '@stowage/kube';
 import { type ExecRecord, generateCluster, type RequestCounts } from '@stowage/kube-sim';
 import { createQueue, QueueName } from '@stowage/queue';
-import { BenchEnv } from './bench-env.js';
+import { BenchEnv, objectsToMerge } from './bench-env.js';
 import type { FsScenario, Mode } from './bench-options.js';
 import { startDriverProfile } from './driver-profile.js';
-import { type Distribution, distribution, earliestPerNode, type NodeAgentBound, nodeAgentBound, sum } from './stats.js';
+import { commandsByOrigin, type Distribution, distribution, earliestPerNode, type NodeAgentBound, nodeAgentBound, sum } from './stats.js';
 import type { TimelineBar, TimelineInput } from './timeline-svg.js';
 
 export interface FsModeResult {
@@ -43,6 +43,13 @@ export interface FsModeResult {
   redisCommandsPerBlock: number;
   redisCommands: number;
   redisTopCommands: Record<string, number>;
+  /** Every command's calls per block (INFO commandstats delta ÷ blocks), most first. */
+  redisCommandsPerBlockByCommand: Record<string, number>;
+  /**
+   * With --redis-monitor: commands per block by origin (a script by name, its own commands
+   * included, or a plain command), from MONITOR over the measured backup; most first.
+   */
+  redisCommandsPerBlockByOrigin?: Record<string, { calls: number; commands: number }>;
   workerPeakRssBytes: number[];
   workerCpuSeconds: number[];
   redisCpuSeconds: number;
@@ -99,6 +106,7 @@ export async function runFsMode(
   logDir: string,
   keepLogs: boolean,
   say: (line: string) => void,
+  opts: { redisMonitor?: boolean } = {},
 ): Promise<FsModeResult> {
   const { namespaces, podsPerNamespace } = fsNamespaces(scenario.blocks);
   const fixture = generateCluster({
@@ -122,7 +130,7 @@ export async function runFsMode(
     namespacePrefix: 'warmup',
     includeStowage: false,
   });
-  fixture.objects.push(...warmup.objects.filter((o) => (o as { kind?: string }).kind !== 'Node'));
+  fixture.objects.push(...objectsToMerge(warmup.objects));
   const env = await BenchEnv.start(fixture, 'all', join(logDir, mode));
   const onExit = () => env.killChildren();
   process.once('exit', onExit);
@@ -159,9 +167,11 @@ export async function runFsMode(
     const driverCpuBefore = process.cpuUsage();
     const simCpuBefore = (await env.sim.cpuSeconds()) ?? 0;
     const cpuBefore = await Promise.all(workers.map((w) => w.cpuSeconds()));
+    const monitor = opts.redisMonitor ? await env.startMonitor() : undefined;
     const profiler = await startDriverProfile();
     const wait = await env.runBackup(name, nsNames, 30 * 60_000);
     await profiler?.stop(`${scenario.blocks}-blocks-${mode}`);
+    const monitored = await monitor?.stop();
     const requests = await env.sim.requests();
     const redisDelta = await env.commandStatsSince(redisBefore);
     const redisCpu = (await env.redisCpuSeconds()) - redisCpuBefore;
@@ -237,6 +247,8 @@ export async function runFsMode(
         .sort((a, b) => b[1] - a[1])
         .slice(0, 8),
     );
+    const perBlock = (n: number) => Math.round((n / Math.max(1, blocks)) * 100) / 100;
+    const byOrigin = monitored ? commandsByOrigin(monitored.lines, monitored.scriptNames) : undefined;
 
     const byNode = new Map<string, TimelineBar[]>(nodes.map((n) => [n, []]));
     for (const c of copies)
@@ -295,6 +307,20 @@ export async function runFsMode(
       redisCommandsPerBlock: redisTotal / Math.max(1, blocks),
       redisCommands: redisTotal,
       redisTopCommands: top,
+      redisCommandsPerBlockByCommand: Object.fromEntries(
+        Object.entries(redisDelta)
+          .sort((a, b) => b[1] - a[1])
+          .map(([cmd, n]) => [cmd, perBlock(n)]),
+      ),
+      ...(byOrigin
+        ? {
+            redisCommandsPerBlockByOrigin: Object.fromEntries(
+              Object.entries(byOrigin)
+                .sort((a, b) => b[1].commands - a[1].commands)
+                .map(([origin, c]) => [origin, { calls: perBlock(c.calls), commands: perBlock(c.commands) }]),
+            ),
+          }
+        : {}),
       workerPeakRssBytes: rss.map((r) => r ?? 0),
       workerCpuSeconds: cpuAfter.map((a, i) => Math.max(0, (a ?? 0) - (cpuBefore[i] ?? 0))),
       redisCpuSeconds: redisCpu,

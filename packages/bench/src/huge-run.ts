@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { generateCluster } from '@stowage/kube-sim';
 import { QueueName } from '@stowage/queue';
 import { Queue } from 'bullmq';
-import { BenchEnv } from './bench-env.js';
+import { BenchEnv, objectsToMerge } from './bench-env.js';
 import { sum } from './stats.js';
 
 /** The `huge` scenario: a generated fleet-sized cluster, backed up whole by 4 workers on one Redis. */
@@ -143,8 +143,7 @@ export async function runHuge(s: HugeScenario, logDir: string, keepLogs: boolean
     namespacePrefix: 'small',
     includeStowage: false,
   });
-  const notNode = (o: unknown) => (o as { kind?: string }).kind !== 'Node' && (o as { kind?: string }).kind !== 'StorageClass';
-  big.objects.push(...tiny.objects.filter(notNode), ...small.objects.filter(notNode));
+  big.objects.push(...objectsToMerge(tiny.objects), ...objectsToMerge(small.objects));
   big.objects.push({
     apiVersion: 'storage.k8s.io/v1',
     kind: 'StorageClass',

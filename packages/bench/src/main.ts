@@ -72,7 +72,7 @@ if (opts.scenario === 'huge') {
 const results: Partial<Record<'decoupled' | 'inline', FsModeResult>> = {};
 for (const mode of opts.modes) {
   say(`• fs-backup scenario, ${mode} mode`);
-  const r = await runFsMode(opts.fs, mode, logDir, opts.keepLogs, say);
+  const r = await runFsMode(opts.fs, mode, logDir, opts.keepLogs, say, { redisMonitor: opts.redisMonitor });
   results[mode] = r;
   say(
     `  ${mode}: ${r.phase}, makespan ${r.makespanMs} ms, bound ${Math.round(r.bound.boundMs)} ms (×${r.makespanOverBound.toFixed(3)}), post-hook lag p99 ${r.postHookLagMs.p99} ms, API req/PVB ${r.apiRequestsPerPvb.toFixed(2)}, Redis cmds/block ${r.redisCommandsPerBlock.toFixed(1)}`,

@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import { generateCluster } from '@stowage/kube-sim';
-import { BenchEnv } from './bench-env.js';
+import { BenchEnv, objectsToMerge } from './bench-env.js';
 import { startDriverProfile } from './driver-profile.js';
 import { fsNamespaces, splitRequests } from './fs-backup-run.js';
 import { sum } from './stats.js';
@@ -56,7 +56,7 @@ export async function runOrchestration(
     namespacePrefix: 'warmup',
     includeStowage: false,
   });
-  fixture.objects.push(...warmup.objects.filter((o) => (o as { kind?: string }).kind !== 'Node'));
+  fixture.objects.push(...objectsToMerge(warmup.objects));
   const env = await BenchEnv.start(fixture, 'none', join(logDir, `orchestration-w${opts.workers}`));
   const onExit = () => env.killChildren();
   process.once('exit', onExit);

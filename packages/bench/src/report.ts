@@ -152,6 +152,18 @@ export function renderMarkdown(r: BenchReport): string {
     (x) => `${x.workerCpuSeconds.map(f1).join(' + ')} / ${f1(x.redisCpuSeconds)} / ${f1(x.driverCpuSeconds)} / ${f1(x.simCpuSeconds)}`,
   );
   lines.push('');
+  for (const x of [r.decoupled, r.inline]) {
+    if (!x) continue;
+    const byCommand = Object.entries(x.redisCommandsPerBlockByCommand ?? {}).filter(([, n]) => n >= 0.5);
+    lines.push(`Redis commands per block (${x.mode}), by command: ${byCommand.map(([k, n]) => `${k} ${f1(n)}`).join(', ')}.`, '');
+    if (x.redisCommandsPerBlockByOrigin) {
+      const byOrigin = Object.entries(x.redisCommandsPerBlockByOrigin).filter(([, c]) => c.commands >= 0.5);
+      lines.push(
+        `… by origin (MONITOR; commands per block, a script's own included, and its calls per block): ${byOrigin.map(([k, c]) => `${k} ${f1(c.commands)} (${f1(c.calls)}×)`).join(', ')}.`,
+        '',
+      );
+    }
+  }
   if (r.inlineOverDecoupled !== null) lines.push(`Inline ÷ decoupled makespan: **${f2(r.inlineOverDecoupled)}×**.`, '');
   if (r.orchestration) {
     lines.push(

@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { commandStatsDelta, distribution, earliestPerNode, nodeAgentBound, parseCommandStats, percentile } from './stats.js';
+import {
+  commandStatsDelta,
+  commandsByOrigin,
+  distribution,
+  earliestPerNode,
+  nodeAgentBound,
+  parseCommandStats,
+  percentile,
+} from './stats.js';
 
 describe('percentile (nearest rank)', () => {
   it('takes the 99th of 100 values as p99 and the max as p100', () => {
@@ -72,5 +80,24 @@ describe('earliestPerNode', () => {
       ['a', 3],
       ['b', 2],
     ]);
+  });
+});
+
+describe('commandsByOrigin', () => {
+  it("gives a script's own commands to the script call before them, and names scripts by SHA1", () => {
+    const lines = [
+      { args: ['evalsha', 'AB12', '2', 'k1', 'k2'], source: '127.0.0.1:5000' },
+      { args: ['hset', 'k1', 'f', 'v'], source: 'lua' },
+      { args: ['xadd', 'k2', '*', 'a', 'b'], source: 'lua' },
+      { args: ['HGETALL', 'k3'], source: '127.0.0.1:5001' },
+      { args: ['evalsha', 'ffff0000ffff', '0'], source: '127.0.0.1:5000' },
+      { args: ['get', 'x'], source: 'lua' },
+      { args: ['evalsha', 'ab12', '2', 'k1', 'k2'], source: '127.0.0.1:5002' },
+    ];
+    expect(commandsByOrigin(lines, new Map([['ab12', 'moveToFinished']]))).toEqual({
+      moveToFinished: { calls: 2, commands: 4 },
+      hgetall: { calls: 1, commands: 1 },
+      'evalsha:ffff0000': { calls: 1, commands: 2 },
+    });
   });
 });

@@ -104,3 +104,39 @@ export function sum(values: Iterable<number>): number {
   for (const v of values) s += v;
   return s;
 }
+
+/** One line of Redis MONITOR: the command and its arguments, and who sent it (`lua` inside a script). */
+export interface MonitoredCommand {
+  args: readonly string[];
+  source: string;
+}
+
+/** Commands attributed to one origin: `calls` sent by clients, `commands` counted as INFO commandstats does (a script's own calls included). */
+export interface OriginCount {
+  calls: number;
+  commands: number;
+}
+
+/**
+ * Redis commands by origin, from MONITOR lines in order: a script call (`evalsha`, named by
+ * `scriptNames` from its SHA1, else `evalsha:<first 8 hex>`) owns the `lua` lines that follow it
+ * (MONITOR shows a script before the commands it runs); any other command is its own origin.
+ */
+export function commandsByOrigin(lines: Iterable<MonitoredCommand>, scriptNames: ReadonlyMap<string, string>): Record<string, OriginCount> {
+  const out: Record<string, OriginCount> = {};
+  let current: OriginCount | undefined;
+  for (const { args, source } of lines) {
+    if (source === 'lua') {
+      if (current) current.commands++;
+      continue;
+    }
+    const cmd = (args[0] ?? '').toLowerCase();
+    const sha = (args[1] ?? '').toLowerCase();
+    const origin =
+      cmd === 'evalsha' || cmd === 'evalsha_ro' ? (scriptNames.get(sha) ?? `evalsha:${sha.slice(0, 8)}`) : cmd === 'eval' ? 'eval' : cmd;
+    current = out[origin] ??= { calls: 0, commands: 0 };
+    current.calls++;
+    current.commands++;
+  }
+  return out;
+}
