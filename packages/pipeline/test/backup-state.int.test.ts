@@ -221,6 +221,28 @@ describe('BackupState', () => {
     ]);
   });
 
+  it("a block step counts each key once — a namespace block's thousands of items too — and writes its event only when its key counted now", async () => {
+    await state.createBackup(record('b1'));
+    const items = Array.from({ length: 2_500 }, (_, i) => ({ onceKey: `item:${i}`, field: 'itemsBackedUp' }));
+    const step = (once: ReadonlyArray<{ onceKey: string; field: string; by?: number }>) =>
+      state.blockStep('b1', 'blk', {
+        set: { state: 'Completed' },
+        once: [{ onceKey: 'block-done:blk', field: 'blocksDone' }, ...once],
+        event: { type: 'block.done', data: { blockId: 'blk' }, ifCounted: 0 },
+      });
+    expect(await step([...items, { onceKey: 'bytes:blk', field: 'bytes', by: 7 }])).toBe(2_502);
+    // Redelivered, with one item more: only the new key counts, and no second event.
+    expect(await step([...items, { onceKey: 'item:new', field: 'itemsBackedUp' }, { onceKey: 'bytes:blk', field: 'bytes', by: 7 }])).toBe(
+      1,
+    );
+    expect(await state.counters('b1')).toEqual({ blocksDone: 1, itemsBackedUp: 2_501, bytes: 7 });
+    const events = await state.readEvents('b1', '0');
+    expect(events.filter((e) => e.type === 'block.done')).toHaveLength(1);
+    // The event follows its own key, not the others: a step whose event key counted before writes none.
+    expect(await step([{ onceKey: 'item:newer', field: 'itemsBackedUp' }])).toBe(1);
+    expect((await state.readEvents('b1', '0')).filter((e) => e.type === 'block.done')).toHaveLength(1);
+  });
+
   it('hook runs: one entry per run; a run cut off by a crash and started again reads as interrupted, both shown', async () => {
     await state.createBackup(record('hooks-1'));
     const base = {

@@ -57,7 +57,8 @@ export async function recordPvbObservation(
   // The record, the event and the once-counter are independent writes: sent together, they cost
   // one round trip's wait on the way from a finished PVB to its post hooks, not three.
   const writes: Promise<unknown>[] = [];
-  if (changedPhase || changedBytes || previous?.message !== status.message) writes.push(deps.state.updatePvb(backupName, name, patch));
+  if (changedPhase || changedBytes || previous?.message !== status.message)
+    writes.push(deps.state.updatePvb(backupName, name, patch, { registered: previous !== undefined }));
   if (changedPhase) {
     writes.push(deps.state.appendEvent(backupName, 'pvb.phase', { ...where, from: previous?.phase ?? null, to: phase }));
   } else if (changedBytes) {

@@ -356,7 +356,9 @@ export class RunState<R extends RunRecord> {
   async log(name: string, line: Omit<LogLine, 'at'> & { at?: number }): Promise<void> {
     const key = this.key(name, 'logs');
     const full = { at: this.now(), ...line };
-    await this.redis.multi().rpush(key, JSON.stringify(full)).ltrim(key, -this.maxLogLines, -1).exec();
+    // Sent back to back on one connection, no MULTI: the trim only bounds the list, so a line
+    // pushed without its trim (a crash in between) is harmless; the next line's trim catches up.
+    await Promise.all([this.redis.rpush(key, JSON.stringify(full)), this.redis.ltrim(key, -this.maxLogLines, -1)]);
   }
 
   /** Appends several log lines in one round trip (the plan's skips, a batch at a time). */

@@ -2,6 +2,52 @@
  * Lua scripts of the backup state module. Each documents its KEYS and ARGV; each touches only
  * keys of one backup (same hash tag) so it runs on Redis Cluster.
  */
+/**
+ * Lua: `countOnce(onceKey, countersKey, entries, single)` counts each `[onceKey, field, increment]`
+ * entry once per key. Entries sharing a field and an increment go in one variadic SADD, and the
+ * keys it added now in one HINCRBY (two commands for a block's items, not two per item). The entry
+ * at index `single` (0 = none) is counted on its own, so the caller knows whether it counted now.
+ * Returns the number of keys counted now and whether the single entry counted.
+ */
+const COUNT_ONCE_LUA = `
+local function countOnce(onceKey, countersKey, entries, single)
+  local counted = 0
+  local singleCounted = false
+  local groups = {}
+  local order = {}
+  for i, e in ipairs(entries) do
+    if i == single then
+      if redis.call('SADD', onceKey, e[1]) == 1 then
+        redis.call('HINCRBY', countersKey, e[2], e[3])
+        counted = counted + 1
+        singleCounted = true
+      end
+    else
+      local g = e[2] .. '\0' .. tostring(e[3])
+      if not groups[g] then
+        groups[g] = { field = e[2], by = e[3], keys = {} }
+        order[#order + 1] = g
+      end
+      local keys = groups[g].keys
+      keys[#keys + 1] = e[1]
+    end
+  end
+  for _, g in ipairs(order) do
+    local group = groups[g]
+    local added = 0
+    -- unpack() takes a few thousand values at most: a namespace's block can hold more items.
+    for from = 1, #group.keys, 1000 do
+      added = added + redis.call('SADD', onceKey, unpack(group.keys, from, math.min(from + 999, #group.keys)))
+    end
+    if added > 0 then
+      redis.call('HINCRBY', countersKey, group.field, added * group.by)
+      counted = counted + added
+    end
+  end
+  return counted, singleCounted
+end
+`;
+
 export const BACKUP_STATE_SCRIPTS = {
   /**
    * Creates the backup record unless it exists.
@@ -118,15 +164,8 @@ return n`,
    */
   stowageCountOnceMany: {
     numberOfKeys: 2,
-    lua: `
-local entries = cjson.decode(ARGV[1])
-local counted = 0
-for _, e in ipairs(entries) do
-  if redis.call('SADD', KEYS[1], e[1]) == 1 then
-    redis.call('HINCRBY', KEYS[2], e[2], e[3])
-    counted = counted + 1
-  end
-end
+    lua: `${COUNT_ONCE_LUA}
+local counted = countOnce(KEYS[1], KEYS[2], cjson.decode(ARGV[1]), 0)
 return counted`,
   },
   /**
@@ -191,21 +230,13 @@ return { redis.call('HGET', KEYS[1], ARGV[1]) or '', block, pvbs }`,
   stowageBlockStep: {
     numberOfKeys: 4,
     lua: `
+${COUNT_ONCE_LUA}
 local step = cjson.decode(ARGV[1])
 if step.set and #step.set > 0 then redis.call('HSET', KEYS[1], unpack(step.set)) end
-local counted = 0
-local countedAt = {}
-if step.once then
-  for i, e in ipairs(step.once) do
-    if redis.call('SADD', KEYS[2], e[1]) == 1 then
-      redis.call('HINCRBY', KEYS[3], e[2], e[3])
-      counted = counted + 1
-      countedAt[i] = true
-    end
-  end
-end
 local ev = step.event
-if ev and (ev.ifCounted == 0 or countedAt[ev.ifCounted]) then
+local counted, eventKeyCounted = 0, false
+if step.once then counted, eventKeyCounted = countOnce(KEYS[2], KEYS[3], step.once, ev and ev.ifCounted or 0) end
+if ev and (ev.ifCounted == 0 or eventKeyCounted) then
   redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[2], '*', 'type', ev.type, 'at', tostring(ev.at), 'data', ev.data)
 end
 return counted`,
@@ -222,15 +253,19 @@ return counted`,
 local req = cjson.decode(ARGV[1])
 local records = {}
 if req.pvbs then
+  local names = {}
   for i, p in ipairs(req.pvbs) do
-    redis.call('SADD', KEYS[1], p[1])
+    names[i] = p[1]
     if redis.call('EXISTS', KEYS[i + 2]) == 0 then
       local fields = {}
       for j = 2, #p do fields[#fields + 1] = p[j] end
       redis.call('HSET', KEYS[i + 2], unpack(fields))
+      records[i] = fields -- what was just written: no read back
+    else
+      records[i] = redis.call('HGETALL', KEYS[i + 2])
     end
-    records[i] = redis.call('HGETALL', KEYS[i + 2])
   end
+  for from = 1, #names, 1000 do redis.call('SADD', KEYS[1], unpack(names, from, math.min(from + 999, #names))) end
 end
 if req.block and #req.block > 0 then redis.call('HSET', KEYS[2], unpack(req.block)) end
 return records`,
