@@ -79,15 +79,8 @@ export function nodeAgentBound(
   return { totalPvbWorkMs: total, copySlots, lowerBoundMs, busiestNodeBoundMs, boundMs: Math.max(lowerBoundMs, busiestNodeBoundMs) };
 }
 
-/** `INFO commandstats` → calls per command (`cmdstat_evalsha:calls=12,...` → `{ evalsha: 12 }`). */
-export function parseCommandStats(info: string): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const line of info.split(/\r?\n/)) {
-    const m = /^cmdstat_([^:]+):calls=(\d+)/.exec(line.trim());
-    if (m?.[1] && m[2]) out[m[1]] = Number(m[2]);
-  }
-  return out;
-}
+/** `INFO commandstats` → calls per command: the platform's parser (the pipeline's Redis-commands test counts with it too). */
+export { parseCommandStats } from '@stowage/platform';
 
 /** Calls per command made between two `parseCommandStats` snapshots (commands with no calls left out). */
 export function commandStatsDelta(before: Record<string, number>, after: Record<string, number>): Record<string, number> {

@@ -1,5 +1,6 @@
 import { generateCluster } from '@stowage/kube-sim';
 import { BackupState, type RunningWorkers, startWorkers, submitBackup } from '@stowage/pipeline';
+import { parseCommandStats } from '@stowage/platform';
 import { createWorkerConnection, QueueName, type RedisClient, statePrefixFor } from '@stowage/queue';
 import { type RedisServer, startRedisServer } from '@stowage/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -26,15 +27,6 @@ const PODS = 12;
 const NODES = ['node-0', 'node-1', 'node-2', 'node-3'];
 const BUDGET_PER_BLOCK = 350;
 const ENDED = new Set(['Completed', 'PartiallyFailed', 'Failed', 'FailedValidation', 'Canceled']);
-
-function parseCommandStats(info: string): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const line of info.split(/\r?\n/)) {
-    const m = /^cmdstat_([^:]+):calls=(\d+)/.exec(line.trim());
-    if (m?.[1] && m[2]) out[m[1]] = Number(m[2]);
-  }
-  return out;
-}
 
 describe('Redis commands per fs-backup block', () => {
   let server: RedisServer;

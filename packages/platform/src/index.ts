@@ -37,3 +37,4 @@ export {
   REDACT_PATHS,
   REDACTED,
 } from './logger.js';
+export { parseCommandStats } from './redis-info.js';
