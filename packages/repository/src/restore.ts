@@ -41,6 +41,8 @@ export async function runRestore(
   manifest: SnapshotManifest,
   targetDir: string,
   options: RestoreOptions = {},
+  /** Worker threads that decrypt and check large chunks (STOWAGE_REPO_THREADS); 0 = all on this thread. */
+  threads = 0,
 ): Promise<RestoreResult> {
   const started = performance.now();
   const inPlace = await prepareTarget(targetDir);
@@ -63,7 +65,8 @@ export async function runRestore(
   const totalBytes = files.reduce((sum, f) => sum + f.size, 0);
   let bytesDone = 0;
   let filesDone = 0;
-  const reader = store.reader();
+  const reader = store.reader({ threads });
+  const lookahead = new Lookahead(Math.max(2, 2 * threads));
   try {
     let next = 0;
     let firstError: unknown;
@@ -77,8 +80,8 @@ export async function runRestore(
           options.onProgress?.({ totalBytes, bytesDone, files: filesDone });
           await options.throttle?.take(n, options.signal);
         };
-        if (inPlace) await restoreFileInPlace(reader, entry, abs(entry), asRoot, onBytes);
-        else await restoreFile(reader, entry, abs(entry), asRoot, onBytes);
+        if (inPlace) await restoreFileInPlace(reader, lookahead, entry, abs(entry), asRoot, onBytes);
+        else await restoreFile(reader, lookahead, entry, abs(entry), asRoot, onBytes);
         filesDone++;
         options.onProgress?.({ totalBytes, bytesDone, files: filesDone });
       }
@@ -157,6 +160,7 @@ const fchownFd = promisify(fchown);
 
 async function restoreFile(
   reader: ChunkReader,
+  lookahead: Lookahead,
   entry: TreeEntry,
   path: string,
   asRoot: boolean,
@@ -165,19 +169,7 @@ async function restoreFile(
   const tmp = join(dirname(path), `.stowage-restore-${randomBytes(6).toString('hex')}`);
   let fd: number | undefined = await openFd(tmp, 'wx', 0o600);
   try {
-    const chunks = entry.chunks ?? [];
-    let position = 0;
-    // Read the next chunk while the current one is written.
-    let pending = chunks.length > 0 ? readChunk(reader, chunks[0]!, entry) : undefined;
-    for (let i = 0; i < chunks.length; i++) {
-      const data = await pending!;
-      pending = i + 1 < chunks.length ? readChunk(reader, chunks[i + 1]!, entry) : undefined;
-      pending?.catch(() => {});
-      for (let off = 0; off < data.length; ) off += (await writeFd(fd, data, off, data.length - off, position + off)).bytesWritten;
-      position += data.length;
-      await onBytes(data.length);
-    }
-    checkSize(entry, position);
+    checkSize(entry, await writeChunks(reader, entry, fd, lookahead, onBytes));
     if (asRoot) await fchownFd(fd, entry.uid, entry.gid).catch(() => {});
     await fchmodFd(fd, entry.mode);
     await futimesFd(fd, entry.mtimeMs / 1000, entry.mtimeMs / 1000);
@@ -205,6 +197,7 @@ function createdWithMode(mode: number): boolean {
  */
 async function restoreFileInPlace(
   reader: ChunkReader,
+  lookahead: Lookahead,
   entry: TreeEntry,
   path: string,
   asRoot: boolean,
@@ -236,17 +229,7 @@ async function restoreFileInPlace(
   }
   let fd: number | undefined = await openFd(path, 'wx', entry.mode & 0o777);
   try {
-    let position = 0;
-    let pending = chunks.length > 0 ? readChunk(reader, chunks[0]!, entry) : undefined;
-    for (let i = 0; i < chunks.length; i++) {
-      const data = await pending!;
-      pending = i + 1 < chunks.length ? readChunk(reader, chunks[i + 1]!, entry) : undefined;
-      pending?.catch(() => {});
-      for (let off = 0; off < data.length; ) off += (await writeFd(fd, data, off, data.length - off, position + off)).bytesWritten;
-      position += data.length;
-      await onBytes(data.length);
-    }
-    checkSize(entry, position);
+    checkSize(entry, await writeChunks(reader, entry, fd, lookahead, onBytes));
     if (asRoot && !ownedAlready(entry)) await fchownFd(fd, entry.uid, entry.gid).catch(() => {});
     if (!modeIsSet) await fchmodFd(fd, entry.mode);
     await futimesFd(fd, seconds, seconds);
@@ -263,6 +246,62 @@ async function restoreFileInPlace(
 /** A file this process creates is owned by its uid and gid already; chown only when the snapshot says otherwise. */
 function ownedAlready(entry: TreeEntry): boolean {
   return entry.uid === process.getuid?.() && entry.gid === process.getgid?.();
+}
+
+/**
+ * Chunks read ahead of the one being written, shared by the files in flight: each file always
+ * reads its next chunk, and takes a token for every further one, so a single large file keeps
+ * every opener thread busy while the memory held stays bounded however many files run.
+ */
+class Lookahead {
+  constructor(private free: number) {}
+  tryTake(): boolean {
+    if (this.free === 0) return false;
+    this.free--;
+    return true;
+  }
+  give(): void {
+    this.free++;
+  }
+}
+
+/**
+ * Writes `entry`'s chunks into `fd` in order, at their offsets, while the following chunks are
+ * read and checked; returns the bytes written. Nothing is written before its chunk checked out.
+ */
+async function writeChunks(
+  reader: ChunkReader,
+  entry: TreeEntry,
+  fd: number,
+  lookahead: Lookahead,
+  onBytes: (n: number) => Promise<void>,
+): Promise<number> {
+  const chunks = entry.chunks ?? [];
+  const queue: { readonly data: Promise<Buffer>; readonly token: boolean }[] = [];
+  let next = 0;
+  const readAhead = () => {
+    while (next < chunks.length && (queue.length === 0 || lookahead.tryTake())) {
+      const data = readChunk(reader, chunks[next++]!, entry);
+      data.catch(() => {});
+      queue.push({ data, token: queue.length > 0 });
+    }
+  };
+  let position = 0;
+  try {
+    readAhead();
+    while (queue.length > 0) {
+      const head = queue.shift()!;
+      if (head.token) lookahead.give();
+      readAhead();
+      const data = await head.data;
+      for (let off = 0; off < data.length; ) off += (await writeFd(fd, data, off, data.length - off, position + off)).bytesWritten;
+      position += data.length;
+      await onBytes(data.length);
+    }
+  } finally {
+    for (const rest of queue.splice(0)) if (rest.token) lookahead.give();
+  }
+  return position;
 }
 
 function checkSize(entry: TreeEntry, restored: number): void {
