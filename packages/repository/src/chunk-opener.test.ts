@@ -26,7 +26,7 @@ describe('ChunkOpener', () => {
     );
     const sealed = await Promise.all(plaintexts.map(sealedChunk));
     const opened = await Promise.all(sealed.map(({ chunkId, blob }) => opener!.open(chunkId, blob)));
-    opened.forEach((plaintext, i) => expect(plaintext.equals(plaintexts[i]!)).toBe(true));
+    expect(opened.map((plaintext, i) => plaintext.equals(plaintexts[i]!))).toEqual(plaintexts.map(() => true));
   });
 
   it('a damaged blob, or one under another id, is a ChunkReadError naming the chunk', async () => {
