@@ -1,7 +1,11 @@
 /**
  * Worker thread body of ChunkOpener (chunk-opener.ts): decrypts, decompresses and re-hashes
- * large sealed chunks for a restore, off the main thread, and sends each plaintext back.
+ * large sealed chunks for a restore, off the main thread, and keeps each checked plaintext until
+ * the main thread knows its place in the file and asks for it to be written (an fd is shared by
+ * the process's threads). Plaintext never crosses threads: no copy, no transfer, and its memory
+ * is freed where it was allocated.
  */
+import { writeSync } from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
 import { ChunkReadError, openChunk } from './chunk-store.js';
 
@@ -11,37 +15,51 @@ export interface ChunkOpenWorkerData {
 }
 
 /** Main thread → worker; `blob` is transferred. */
-export interface ToChunkOpenWorker {
-  readonly id: number;
-  readonly chunkId: string;
-  readonly blob: Uint8Array;
-}
+export type ToChunkOpenWorker =
+  | { readonly type: 'open'; readonly id: number; readonly chunkId: string; readonly blob: Uint8Array }
+  | { readonly type: 'write'; readonly id: number; readonly fd: number; readonly position: number }
+  | { readonly type: 'drop'; readonly id: number };
 
-/** Worker → main thread: the checked plaintext, or why the chunk is damaged (or what else failed). */
+/** Worker → main thread: opened (its length), written, damaged, or what else failed. */
 export type FromChunkOpenWorker =
-  | { readonly id: number; readonly plaintext: Uint8Array }
+  | { readonly id: number; readonly opened: number }
+  | { readonly id: number; readonly written: true }
   | { readonly id: number; readonly corrupt: string }
-  | { readonly id: number; readonly failed: string };
+  | { readonly id: number; readonly failed: string; readonly code?: string };
 
 const data = workerData as ChunkOpenWorkerData;
 const keys = { chunkIdKey: Buffer.from(data.chunkIdKey), encryptionKey: Buffer.from(data.encryptionKey) };
 const port = parentPort!;
+/** Checked plaintexts waiting for their write, by request id. */
+const held = new Map<number, Buffer>();
+const reply = (message: FromChunkOpenWorker) => port.postMessage(message);
 
-port.on('message', ({ id, chunkId, blob }: ToChunkOpenWorker) => {
-  let plaintext: Buffer;
-  try {
-    plaintext = openChunk(keys, chunkId, blob);
-  } catch (error) {
-    const message = error instanceof Error ? error.message : String(error);
-    port.postMessage(error instanceof ChunkReadError ? { id, corrupt: message } : { id, failed: message });
-    return;
-  }
-  // A plaintext that owns its memory moves without a copy. zstd's output buffer cannot be
-  // detached: Node 20 copies it, newer versions refuse, hence the copying fallback.
-  const reply: FromChunkOpenWorker = { id, plaintext };
-  try {
-    port.postMessage(reply, plaintext.byteLength > 4096 ? [plaintext.buffer as ArrayBuffer] : undefined);
-  } catch {
-    port.postMessage(reply);
+port.on('message', (message: ToChunkOpenWorker) => {
+  const { id } = message;
+  if (message.type === 'open') {
+    try {
+      const plaintext = openChunk(keys, message.chunkId, message.blob);
+      held.set(id, plaintext);
+      reply({ id, opened: plaintext.length });
+    } catch (error) {
+      const text = error instanceof Error ? error.message : String(error);
+      reply(error instanceof ChunkReadError ? { id, corrupt: text } : { id, failed: text });
+    }
+  } else if (message.type === 'write') {
+    const plaintext = held.get(id);
+    held.delete(id);
+    if (!plaintext) {
+      reply({ id, failed: `chunk request ${id} is not held` });
+      return;
+    }
+    try {
+      for (let off = 0; off < plaintext.length; )
+        off += writeSync(message.fd, plaintext, off, plaintext.length - off, message.position + off);
+      reply({ id, written: true });
+    } catch (error) {
+      reply({ id, failed: error instanceof Error ? error.message : String(error), code: (error as NodeJS.ErrnoException).code });
+    }
+  } else {
+    held.delete(id);
   }
 });

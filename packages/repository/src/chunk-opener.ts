@@ -1,20 +1,28 @@
 import type { Worker } from 'node:worker_threads';
 import type { FromChunkOpenWorker, ToChunkOpenWorker } from './chunk-open-worker.js';
-import { ChunkReadError } from './chunk-store.js';
+import { ChunkReadError, type OpenedChunk } from './chunk-store.js';
 import type { RepoKeys } from './keys.js';
 import { spawnRepoWorker } from './worker-threads.js';
 
+interface Waiter {
+  readonly chunkId: string;
+  readonly resolve: (reply: FromChunkOpenWorker) => void;
+  readonly reject: (error: unknown) => void;
+}
+
 interface OpenThread {
   readonly worker: Worker;
-  /** Requests sent to this thread and not yet answered. */
-  readonly pending: Map<number, { chunkId: string; resolve: (plaintext: Buffer) => void; reject: (error: unknown) => void }>;
+  /** Requests sent to this thread and not yet answered, by id. */
+  readonly pending: Map<number, Waiter>;
+  crashed?: Error;
 }
 
 /**
- * Worker threads that decrypt, decompress and re-hash large chunks for a restore (issue #20):
- * on the main thread these were ~90 % of a large restore's CPU (AES-GCM, zstd, HMAC-SHA256, and
- * the garbage of their buffers), so one core capped it. Threads start with the first chunk;
- * each request goes to the thread with the fewest in flight. The blob's memory is transferred.
+ * Worker threads that decrypt, decompress, re-hash and write large chunks for a restore (issue
+ * #20): on the main thread these were ~90 % of a large restore's CPU (AES-GCM, zstd,
+ * HMAC-SHA256, and the garbage of their buffers), so one core capped it. Threads start with the
+ * first chunk; each chunk goes to the thread with the fewest requests in flight, and stays there
+ * (checked) until the restore writes it at its offset. The blob's memory is transferred.
  */
 export class ChunkOpener {
   private readonly threads: OpenThread[] = [];
@@ -27,17 +35,31 @@ export class ChunkOpener {
   ) {}
 
   /**
-   * The chunk's checked plaintext; ChunkReadError ('corrupt') if it does not decrypt or hash to
-   * `chunkId`. `blob` must own its memory (it is moved to the thread and unusable afterwards).
+   * Opens the chunk on a thread; ChunkReadError ('corrupt') if it does not decrypt or hash to
+   * `chunkId`. `blob` must own its memory (it moves to the thread and is unusable afterwards).
    */
-  open(chunkId: string, blob: Buffer): Promise<Buffer> {
-    if (this.closed) return Promise.reject(new Error('the chunk opener is closed'));
+  async open(chunkId: string, blob: Buffer): Promise<OpenedChunk> {
+    if (this.closed) throw new Error('the chunk opener is closed');
     const thread = this.pickThread();
     const id = this.nextId++;
-    return new Promise<Buffer>((resolve, reject) => {
-      thread.pending.set(id, { chunkId, resolve, reject });
-      const message: ToChunkOpenWorker = { id, chunkId, blob };
-      thread.worker.postMessage(message, [blob.buffer as ArrayBuffer]);
+    const opened = await this.request(thread, chunkId, { type: 'open', id, chunkId, blob }, [blob.buffer as ArrayBuffer]);
+    if (!('opened' in opened)) throw new Error(`unexpected reply to opening chunk ${chunkId}`);
+    return {
+      length: opened.opened,
+      writeAt: async (fd, position) => {
+        await this.request(thread, chunkId, { type: 'write', id, fd, position });
+      },
+      drop: () => {
+        if (!thread.crashed) thread.worker.postMessage({ type: 'drop', id } satisfies ToChunkOpenWorker);
+      },
+    };
+  }
+
+  private request(thread: OpenThread, chunkId: string, message: ToChunkOpenWorker, transfer?: ArrayBuffer[]): Promise<FromChunkOpenWorker> {
+    if (thread.crashed) return Promise.reject(thread.crashed);
+    return new Promise((resolve, reject) => {
+      thread.pending.set(message.id, { chunkId, resolve, reject });
+      thread.worker.postMessage(message, transfer);
     });
   }
 
@@ -55,13 +77,13 @@ export class ChunkOpener {
       const waiter = thread.pending.get(reply.id);
       thread.pending.delete(reply.id);
       if (!waiter) return;
-      if ('plaintext' in reply) waiter.resolve(Buffer.from(reply.plaintext.buffer, reply.plaintext.byteOffset, reply.plaintext.byteLength));
-      else if ('corrupt' in reply) waiter.reject(new ChunkReadError(waiter.chunkId, 'corrupt', reply.corrupt));
-      else waiter.reject(new Error(`opening a chunk on a worker thread failed: ${reply.failed}`));
+      if ('corrupt' in reply) waiter.reject(new ChunkReadError(waiter.chunkId, 'corrupt', reply.corrupt));
+      else if ('failed' in reply) waiter.reject(Object.assign(new Error(reply.failed), { code: reply.code }));
+      else waiter.resolve(reply);
     });
     const crashed = (cause: unknown) => {
-      const error = cause instanceof Error ? cause : new Error(`a chunk-open worker thread stopped (exit code ${cause})`);
-      for (const waiter of thread.pending.values()) waiter.reject(error);
+      thread.crashed = cause instanceof Error ? cause : new Error(`a chunk-open worker thread stopped (exit code ${cause})`);
+      for (const waiter of thread.pending.values()) waiter.reject(thread.crashed);
       thread.pending.clear();
       const at = this.threads.indexOf(thread);
       if (at >= 0) this.threads.splice(at, 1);

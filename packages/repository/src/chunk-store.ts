@@ -1,3 +1,5 @@
+import { write } from 'node:fs';
+import { promisify } from 'node:util';
 import { ObjectNotFoundError, type ObjectUpload, type RepoBackend } from './backend.js';
 import { BlobAuthError, sealCompressed, sealJson, unseal, unsealJson } from './blob.js';
 import { ChunkOpener } from './chunk-opener.js';
@@ -225,6 +227,19 @@ export function openChunk(keys: Pick<RepoKeys, 'encryptionKey' | 'chunkIdKey'>, 
   return plaintext;
 }
 
+const writeFd = promisify(write);
+
+function inMemoryChunk(plaintext: Buffer): OpenedChunk {
+  return {
+    length: plaintext.length,
+    async writeAt(fd, position) {
+      for (let off = 0; off < plaintext.length; )
+        off += (await writeFd(fd, plaintext, off, plaintext.length - off, position + off)).bytesWritten;
+    },
+    drop() {},
+  };
+}
+
 function addLocation(map: Map<string, ChunkLocation[]>, chunkId: string, location: ChunkLocation): void {
   const list = map.get(chunkId);
   if (list) list.push(location);
@@ -258,9 +273,18 @@ interface ReadWindow {
 /** Chunks at least this big are opened on the reader's worker threads; a thread hop costs more than opening a smaller one here. */
 const THREAD_OPEN_MIN_BYTES = 64 * 1024;
 
+/** A chunk that checked out (decrypted, hashed to its id), ready to be written; its bytes are here or on an opener thread. */
+export interface OpenedChunk {
+  readonly length: number;
+  /** Writes all of it at `position` of `fd` (positional: the fd's offset is not used). */
+  writeAt(fd: number, position: number): Promise<void>;
+  /** Frees it unwritten (the restore failed elsewhere). */
+  drop(): void;
+}
+
 /**
  * Reads chunks for a restore; small packed chunks come from a few cached pack windows (one read
- * for many files). With an opener, large chunks are decrypted and checked on its threads.
+ * for many files). With an opener, large chunks are decrypted, checked and written by its threads.
  */
 export class ChunkReader {
   private readonly windows: ReadWindow[] = [];
@@ -270,7 +294,23 @@ export class ChunkReader {
     private readonly opener?: ChunkOpener,
   ) {}
 
-  async read(chunkId: string): Promise<Buffer> {
+  /** The chunk's checked plaintext, opened on this thread. */
+  read(chunkId: string): Promise<Buffer> {
+    return this.fromAnyCopy(chunkId, (blob) => this.store.openBlob(chunkId, blob));
+  }
+
+  /** The chunk, checked, to be written where the caller says: large ones stay on an opener thread. */
+  open(chunkId: string): Promise<OpenedChunk> {
+    return this.fromAnyCopy(chunkId, (blob) => {
+      if (!this.opener || blob.length < THREAD_OPEN_MIN_BYTES) return inMemoryChunk(this.store.openBlob(chunkId, blob));
+      // The blob's memory moves to the thread: a view into a larger buffer (a pack window) is copied first.
+      const owned = blob.byteOffset === 0 && blob.byteLength === blob.buffer.byteLength ? blob : Buffer.from(blob);
+      return this.opener.open(chunkId, owned);
+    });
+  }
+
+  /** Tries each known copy of the chunk in turn until one reads and opens; the last problem otherwise. */
+  private async fromAnyCopy<T>(chunkId: string, open: (blob: Buffer) => T | Promise<T>): Promise<T> {
     let lastError: ChunkReadError | undefined;
     for (const location of this.store.locationsOf(chunkId)) {
       try {
@@ -278,10 +318,7 @@ export class ChunkReader {
           location.kind === 'loose'
             ? await this.readLoose(chunkId)
             : await this.readPacked(chunkId, location.packId, location.offset, location.length);
-        if (!this.opener || blob.length < THREAD_OPEN_MIN_BYTES) return this.store.openBlob(chunkId, blob);
-        // The blob's memory moves to the thread: a view into a larger buffer (a pack window) is copied first.
-        const owned = blob.byteOffset === 0 && blob.byteLength === blob.buffer.byteLength ? blob : Buffer.from(blob);
-        return await this.opener.open(chunkId, owned);
+        return await open(blob);
       } catch (error) {
         if (!(error instanceof ChunkReadError)) throw error;
         lastError = error;
