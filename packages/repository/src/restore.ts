@@ -26,6 +26,9 @@ export interface RestoreResult {
 
 const FILE_CONCURRENCY = 8;
 
+/** Chunk writes of one file sent to the threads before the oldest must finish (bounds the checked chunks held, paces progress and throttle). */
+const WRITES_IN_FLIGHT_PER_FILE = 3;
+
 /** Files up to this size, in one chunk, are written with synchronous calls: a thread-pool hop costs more than the write to the page cache. */
 const SYNC_WRITE_MAX_BYTES = 64 * 1024;
 
@@ -265,8 +268,9 @@ class Lookahead {
 }
 
 /**
- * Writes `entry`'s chunks into `fd` in order, at their offsets, while the following chunks are
- * read and checked; returns the bytes written. Nothing is written before its chunk checked out.
+ * Writes `entry`'s chunks into `fd` at their offsets, while the following chunks are read and
+ * checked; returns the bytes written. Nothing is written before its chunk checked out, and
+ * nothing is still being written when this returns or throws.
  */
 async function writeChunks(
   reader: ChunkReader,
@@ -286,6 +290,10 @@ async function writeChunks(
     }
   };
   let position = 0;
+  // Writes go to fixed offsets, so several can run at once (on different threads); each settles
+  // before the fd is handed back, as a thread writing to a closed (and reused) fd number would
+  // write into another file.
+  const writing: Promise<void>[] = [];
   try {
     readAhead();
     while (queue.length > 0) {
@@ -293,11 +301,15 @@ async function writeChunks(
       if (head.token) lookahead.give();
       readAhead();
       const chunk = await head.chunk;
-      await chunk.writeAt(fd, position);
+      const written = chunk.writeAt(fd, position).then(() => onBytes(chunk.length));
+      written.catch(() => {});
+      writing.push(written);
       position += chunk.length;
-      await onBytes(chunk.length);
+      if (writing.length >= WRITES_IN_FLIGHT_PER_FILE) await writing.shift();
     }
+    while (writing.length > 0) await writing.shift();
   } finally {
+    await Promise.allSettled(writing);
     for (const rest of queue.splice(0)) {
       if (rest.token) lookahead.give();
       rest.chunk.then(
