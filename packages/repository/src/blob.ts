@@ -130,7 +130,9 @@ export function unseal(key: Buffer, associatedData: string, blob: Uint8Array): B
   decipher.setAuthTag(tag);
   let plain: Buffer;
   try {
-    plain = Buffer.concat([decipher.update(blob.subarray(1 + NONCE_BYTES, blob.length - TAG_BYTES)), decipher.final()]);
+    const head = decipher.update(blob.subarray(1 + NONCE_BYTES, blob.length - TAG_BYTES));
+    const tail = decipher.final(); // empty for GCM: skip copying the whole chunk into a new buffer
+    plain = tail.length === 0 ? head : Buffer.concat([head, tail]);
   } catch (cause) {
     throw new BlobAuthError('authentication failed (altered, truncated, or sealed under another key or name)', { cause });
   }

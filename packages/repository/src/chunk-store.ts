@@ -1,5 +1,8 @@
+import { write } from 'node:fs';
+import { promisify } from 'node:util';
 import { ObjectNotFoundError, type ObjectUpload, type RepoBackend } from './backend.js';
 import { BlobAuthError, sealCompressed, sealJson, unseal, unsealJson } from './blob.js';
+import { ChunkOpener } from './chunk-opener.js';
 import { chunkIdOf, type RepoKeys } from './keys.js';
 import {
   baseName,
@@ -186,25 +189,16 @@ export class ChunkStore {
 
   /** Decrypts a sealed chunk and checks that it hashes to its id. */
   openBlob(chunkId: string, blob: Uint8Array): Buffer {
-    let plaintext: Buffer;
-    try {
-      plaintext = unseal(this.keys.encryptionKey, `chunk:${chunkId}`, blob);
-    } catch (cause) {
-      const why = cause instanceof BlobAuthError ? cause.message : 'does not decompress';
-      throw new ChunkReadError(chunkId, 'corrupt', `chunk ${chunkId} is damaged: ${why}`, { cause });
-    }
-    if (chunkIdOf(this.keys, plaintext) !== chunkId) {
-      throw new ChunkReadError(chunkId, 'corrupt', `chunk ${chunkId} is damaged: its content does not hash to its id`);
-    }
-    return plaintext;
+    return openChunk(this.keys, chunkId, blob);
   }
 
   writer(): ChunkWriter {
     return new ChunkWriter(this);
   }
 
-  reader(): ChunkReader {
-    return new ChunkReader(this);
+  /** A reader for a restore; `threads` > 0 opens large chunks on that many worker threads. */
+  reader(options: { readonly threads?: number } = {}): ChunkReader {
+    return new ChunkReader(this, options.threads ? new ChunkOpener(options.threads, this.keys) : undefined);
   }
 
   locationsOf(chunkId: string): ChunkLocation[] {
@@ -213,6 +207,37 @@ export class ChunkStore {
     list.push(...(this.retired.get(chunkId) ?? []));
     return list;
   }
+}
+
+/**
+ * Decrypts a sealed chunk and checks that its plaintext hashes to its id; ChunkReadError
+ * ('corrupt') otherwise. Used on the calling thread and on the chunk-open worker threads.
+ */
+export function openChunk(keys: Pick<RepoKeys, 'encryptionKey' | 'chunkIdKey'>, chunkId: string, blob: Uint8Array): Buffer {
+  let plaintext: Buffer;
+  try {
+    plaintext = unseal(keys.encryptionKey, `chunk:${chunkId}`, blob);
+  } catch (cause) {
+    const why = cause instanceof BlobAuthError ? cause.message : 'does not decompress';
+    throw new ChunkReadError(chunkId, 'corrupt', `chunk ${chunkId} is damaged: ${why}`, { cause });
+  }
+  if (chunkIdOf(keys, plaintext) !== chunkId) {
+    throw new ChunkReadError(chunkId, 'corrupt', `chunk ${chunkId} is damaged: its content does not hash to its id`);
+  }
+  return plaintext;
+}
+
+const writeFd = promisify(write);
+
+function inMemoryChunk(plaintext: Buffer): OpenedChunk {
+  return {
+    length: plaintext.length,
+    async writeAt(fd, position) {
+      for (let off = 0; off < plaintext.length; )
+        off += (await writeFd(fd, plaintext, off, plaintext.length - off, position + off)).bytesWritten;
+    },
+    drop() {},
+  };
 }
 
 function addLocation(map: Map<string, ChunkLocation[]>, chunkId: string, location: ChunkLocation): void {
@@ -245,13 +270,47 @@ interface ReadWindow {
   readonly bytes: Promise<Buffer>;
 }
 
-/** Reads chunks for a restore; small packed chunks come from a few cached pack windows (one read for many files). */
+/** Chunks at least this big are opened on the reader's worker threads; a thread hop costs more than opening a smaller one here. */
+const THREAD_OPEN_MIN_BYTES = 64 * 1024;
+
+/** A chunk that checked out (decrypted, hashed to its id), ready to be written; its bytes are here or on an opener thread. */
+export interface OpenedChunk {
+  readonly length: number;
+  /** Writes all of it at `position` of `fd` (positional: the fd's offset is not used). */
+  writeAt(fd: number, position: number): Promise<void>;
+  /** Frees it unwritten (the restore failed elsewhere). */
+  drop(): void;
+}
+
+/**
+ * Reads chunks for a restore; small packed chunks come from a few cached pack windows (one read
+ * for many files). With an opener, large chunks are decrypted, checked and written by its threads.
+ */
 export class ChunkReader {
   private readonly windows: ReadWindow[] = [];
 
-  constructor(private readonly store: ChunkStore) {}
+  constructor(
+    private readonly store: ChunkStore,
+    private readonly opener?: ChunkOpener,
+  ) {}
 
-  async read(chunkId: string): Promise<Buffer> {
+  /** The chunk's checked plaintext, opened on this thread. */
+  read(chunkId: string): Promise<Buffer> {
+    return this.fromAnyCopy(chunkId, (blob) => this.store.openBlob(chunkId, blob));
+  }
+
+  /** The chunk, checked, to be written where the caller says: large ones stay on an opener thread. */
+  open(chunkId: string): Promise<OpenedChunk> {
+    return this.fromAnyCopy(chunkId, (blob) => {
+      if (!this.opener || blob.length < THREAD_OPEN_MIN_BYTES) return inMemoryChunk(this.store.openBlob(chunkId, blob));
+      // The blob's memory moves to the thread: a view into a larger buffer (a pack window) is copied first.
+      const owned = blob.byteOffset === 0 && blob.byteLength === blob.buffer.byteLength ? blob : Buffer.from(blob);
+      return this.opener.open(chunkId, owned);
+    });
+  }
+
+  /** Tries each known copy of the chunk in turn until one reads and opens; the last problem otherwise. */
+  private async fromAnyCopy<T>(chunkId: string, open: (blob: Buffer) => T | Promise<T>): Promise<T> {
     let lastError: ChunkReadError | undefined;
     for (const location of this.store.locationsOf(chunkId)) {
       try {
@@ -259,7 +318,7 @@ export class ChunkReader {
           location.kind === 'loose'
             ? await this.readLoose(chunkId)
             : await this.readPacked(chunkId, location.packId, location.offset, location.length);
-        return this.store.openBlob(chunkId, blob);
+        return await open(blob);
       } catch (error) {
         if (!(error instanceof ChunkReadError)) throw error;
         lastError = error;
@@ -312,6 +371,7 @@ export class ChunkReader {
 
   async close(): Promise<void> {
     this.windows.length = 0;
+    await this.opener?.close();
   }
 }
 

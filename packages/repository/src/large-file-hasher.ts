@@ -1,7 +1,6 @@
-import { createRequire } from 'node:module';
-import { pathToFileURL } from 'node:url';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import type { FromLargeFileWorker, LargeFileWorkerData, ToLargeFileWorker } from './large-file-worker.js';
+import { spawnRepoWorker } from './worker-threads.js';
 
 /** One chunk of a large file, cut and identified on a worker thread, which still holds its bytes. */
 export interface HashedChunk {
@@ -122,7 +121,7 @@ export class LargeFileHasher {
     const free = this.idle.pop();
     if (free) return Promise.resolve(free);
     if (this.workers.length < this.threads) {
-      const worker = spawnWorker(this.data);
+      const worker = spawnRepoWorker('large-file-worker', this.data);
       this.workers.push(worker);
       return Promise.resolve(worker);
     }
@@ -140,30 +139,4 @@ export class LargeFileHasher {
     this.closed = true;
     await Promise.all(this.workers.map((w) => w.terminate()));
   }
-}
-
-/**
- * The compiled package runs `large-file-worker.js` beside this file. From TypeScript sources
- * (tests, `tsx`) the worker is the `.ts` file, and a worker thread does not get the parent's
- * TypeScript loader (nor does `--import tsx` in its execArgv apply to its entry module on Node
- * 20), so a two-line bootstrap registers tsx's loader in the thread and then imports it.
- */
-function spawnWorker(workerData: LargeFileWorkerData): Worker {
-  let worker: Worker;
-  if (import.meta.url.endsWith('.ts')) {
-    // `require.resolve` picks tsx's CommonJS entry; the loader's register() is its ES module twin.
-    const tsxApi = pathToFileURL(
-      createRequire(import.meta.url)
-        .resolve('tsx/esm/api')
-        .replace(/\.cjs$/, '.mjs'),
-    ).href;
-    const entry = new URL('./large-file-worker.ts', import.meta.url).href;
-    const bootstrap = `import(${JSON.stringify(tsxApi)}).then((tsx) => tsx.register()).then(() => import(${JSON.stringify(entry)}))`;
-    worker = new Worker(bootstrap, { eval: true, workerData });
-  } else {
-    worker = new Worker(new URL('./large-file-worker.js', import.meta.url), { workerData });
-  }
-  // A crash is reported to the job in progress; between jobs it must not take the process down.
-  worker.on('error', () => {});
-  return worker;
 }

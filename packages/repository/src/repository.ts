@@ -172,7 +172,7 @@ export class Repository {
   /** Rebuilds a snapshot under `targetDir`; REPO_CHUNK_CORRUPT names the chunk and file if any chunk is bad. */
   async restore(snapshotId: string, targetDir: string, options: RestoreOptions = {}): Promise<RestoreResult> {
     const manifest = await this.getSnapshot(snapshotId);
-    return runRestore(this.store, manifest, targetDir, options);
+    return runRestore(this.store, manifest, targetDir, options, defaultReadThreads());
   }
 
   verify(options: VerifyOptions = {}): Promise<VerifyReport> {

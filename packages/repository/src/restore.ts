@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import { close, closeSync, fchmod, fchmodSync, fchown, fchownSync, futimes, futimesSync, open, openSync, write, writeSync } from 'node:fs';
+import { close, closeSync, fchmod, fchmodSync, fchown, fchownSync, futimes, futimesSync, open, openSync, writeSync } from 'node:fs';
 import { chmod, lchown, lstat, lutimes, mkdir, readdir, rename, rm, symlink, unlink, utimes } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
-import { ChunkReadError, type ChunkReader, type ChunkStore } from './chunk-store.js';
+import { ChunkReadError, type ChunkReader, type ChunkStore, type OpenedChunk } from './chunk-store.js';
 import { errnoCode, isRepoError, RepoError, RepoErrorCode } from './errors.js';
 import { isSafeRelativePath, type SnapshotManifest, type TreeEntry } from './snapshot.js';
 import type { TokenBucket } from './token-bucket.js';
@@ -26,6 +26,9 @@ export interface RestoreResult {
 
 const FILE_CONCURRENCY = 8;
 
+/** Chunk writes of one file sent to the threads before the oldest must finish (bounds the checked chunks held, paces progress and throttle). */
+const WRITES_IN_FLIGHT_PER_FILE = 3;
+
 /** Files up to this size, in one chunk, are written with synchronous calls: a thread-pool hop costs more than the write to the page cache. */
 const SYNC_WRITE_MAX_BYTES = 64 * 1024;
 
@@ -41,6 +44,8 @@ export async function runRestore(
   manifest: SnapshotManifest,
   targetDir: string,
   options: RestoreOptions = {},
+  /** Worker threads that decrypt and check large chunks (STOWAGE_REPO_THREADS); 0 = all on this thread. */
+  threads = 0,
 ): Promise<RestoreResult> {
   const started = performance.now();
   const inPlace = await prepareTarget(targetDir);
@@ -63,7 +68,8 @@ export async function runRestore(
   const totalBytes = files.reduce((sum, f) => sum + f.size, 0);
   let bytesDone = 0;
   let filesDone = 0;
-  const reader = store.reader();
+  const reader = store.reader({ threads });
+  const lookahead = new Lookahead(Math.max(2, 2 * threads));
   try {
     let next = 0;
     let firstError: unknown;
@@ -77,8 +83,8 @@ export async function runRestore(
           options.onProgress?.({ totalBytes, bytesDone, files: filesDone });
           await options.throttle?.take(n, options.signal);
         };
-        if (inPlace) await restoreFileInPlace(reader, entry, abs(entry), asRoot, onBytes);
-        else await restoreFile(reader, entry, abs(entry), asRoot, onBytes);
+        if (inPlace) await restoreFileInPlace(reader, lookahead, entry, abs(entry), asRoot, onBytes);
+        else await restoreFile(reader, lookahead, entry, abs(entry), asRoot, onBytes);
         filesDone++;
         options.onProgress?.({ totalBytes, bytesDone, files: filesDone });
       }
@@ -149,7 +155,6 @@ async function prepareTarget(targetDir: string): Promise<boolean> {
 
 // Plain fds and the callback API: about half the CPU of FileHandle per small file (measured in backup).
 const openFd = promisify(open);
-const writeFd = promisify(write);
 const closeFd = promisify(close);
 const fchmodFd = promisify(fchmod);
 const futimesFd = promisify(futimes);
@@ -157,6 +162,7 @@ const fchownFd = promisify(fchown);
 
 async function restoreFile(
   reader: ChunkReader,
+  lookahead: Lookahead,
   entry: TreeEntry,
   path: string,
   asRoot: boolean,
@@ -165,19 +171,7 @@ async function restoreFile(
   const tmp = join(dirname(path), `.stowage-restore-${randomBytes(6).toString('hex')}`);
   let fd: number | undefined = await openFd(tmp, 'wx', 0o600);
   try {
-    const chunks = entry.chunks ?? [];
-    let position = 0;
-    // Read the next chunk while the current one is written.
-    let pending = chunks.length > 0 ? readChunk(reader, chunks[0]!, entry) : undefined;
-    for (let i = 0; i < chunks.length; i++) {
-      const data = await pending!;
-      pending = i + 1 < chunks.length ? readChunk(reader, chunks[i + 1]!, entry) : undefined;
-      pending?.catch(() => {});
-      for (let off = 0; off < data.length; ) off += (await writeFd(fd, data, off, data.length - off, position + off)).bytesWritten;
-      position += data.length;
-      await onBytes(data.length);
-    }
-    checkSize(entry, position);
+    checkSize(entry, await writeChunks(reader, entry, fd, lookahead, onBytes));
     if (asRoot) await fchownFd(fd, entry.uid, entry.gid).catch(() => {});
     await fchmodFd(fd, entry.mode);
     await futimesFd(fd, entry.mtimeMs / 1000, entry.mtimeMs / 1000);
@@ -205,6 +199,7 @@ function createdWithMode(mode: number): boolean {
  */
 async function restoreFileInPlace(
   reader: ChunkReader,
+  lookahead: Lookahead,
   entry: TreeEntry,
   path: string,
   asRoot: boolean,
@@ -236,17 +231,7 @@ async function restoreFileInPlace(
   }
   let fd: number | undefined = await openFd(path, 'wx', entry.mode & 0o777);
   try {
-    let position = 0;
-    let pending = chunks.length > 0 ? readChunk(reader, chunks[0]!, entry) : undefined;
-    for (let i = 0; i < chunks.length; i++) {
-      const data = await pending!;
-      pending = i + 1 < chunks.length ? readChunk(reader, chunks[i + 1]!, entry) : undefined;
-      pending?.catch(() => {});
-      for (let off = 0; off < data.length; ) off += (await writeFd(fd, data, off, data.length - off, position + off)).bytesWritten;
-      position += data.length;
-      await onBytes(data.length);
-    }
-    checkSize(entry, position);
+    checkSize(entry, await writeChunks(reader, entry, fd, lookahead, onBytes));
     if (asRoot && !ownedAlready(entry)) await fchownFd(fd, entry.uid, entry.gid).catch(() => {});
     if (!modeIsSet) await fchmodFd(fd, entry.mode);
     await futimesFd(fd, seconds, seconds);
@@ -265,6 +250,77 @@ function ownedAlready(entry: TreeEntry): boolean {
   return entry.uid === process.getuid?.() && entry.gid === process.getgid?.();
 }
 
+/**
+ * Chunks read ahead of the one being written, shared by the files in flight: each file always
+ * reads its next chunk, and takes a token for every further one, so a single large file keeps
+ * every opener thread busy while the memory held stays bounded however many files run.
+ */
+class Lookahead {
+  constructor(private free: number) {}
+  tryTake(): boolean {
+    if (this.free === 0) return false;
+    this.free--;
+    return true;
+  }
+  give(): void {
+    this.free++;
+  }
+}
+
+/**
+ * Writes `entry`'s chunks into `fd` at their offsets, while the following chunks are read and
+ * checked; returns the bytes written. Nothing is written before its chunk checked out, and
+ * nothing is still being written when this returns or throws.
+ */
+async function writeChunks(
+  reader: ChunkReader,
+  entry: TreeEntry,
+  fd: number,
+  lookahead: Lookahead,
+  onBytes: (n: number) => Promise<void>,
+): Promise<number> {
+  const chunks = entry.chunks ?? [];
+  const queue: { readonly chunk: Promise<OpenedChunk>; readonly token: boolean }[] = [];
+  let next = 0;
+  const readAhead = () => {
+    while (next < chunks.length && (queue.length === 0 || lookahead.tryTake())) {
+      const chunk = openChunk(reader, chunks[next++]!, entry);
+      chunk.catch(() => {});
+      queue.push({ chunk, token: queue.length > 0 });
+    }
+  };
+  let position = 0;
+  // Writes go to fixed offsets, so several can run at once (on different threads); each settles
+  // before the fd is handed back, as a thread writing to a closed (and reused) fd number would
+  // write into another file.
+  const writing: Promise<void>[] = [];
+  try {
+    readAhead();
+    while (queue.length > 0) {
+      const head = queue.shift()!;
+      if (head.token) lookahead.give();
+      readAhead();
+      const chunk = await head.chunk;
+      const written = chunk.writeAt(fd, position).then(() => onBytes(chunk.length));
+      written.catch(() => {});
+      writing.push(written);
+      position += chunk.length;
+      if (writing.length >= WRITES_IN_FLIGHT_PER_FILE) await writing.shift();
+    }
+    while (writing.length > 0) await writing.shift();
+  } finally {
+    await Promise.allSettled(writing);
+    for (const rest of queue.splice(0)) {
+      if (rest.token) lookahead.give();
+      rest.chunk.then(
+        (chunk) => chunk.drop(),
+        () => {},
+      );
+    }
+  }
+  return position;
+}
+
 function checkSize(entry: TreeEntry, restored: number): void {
   if (restored !== entry.size) {
     throw new RepoError(
@@ -278,8 +334,17 @@ function checkSize(entry: TreeEntry, restored: number): void {
 }
 
 async function readChunk(reader: ChunkReader, chunkId: string, entry: TreeEntry): Promise<Buffer> {
+  return nameTheFile(reader.read(chunkId), chunkId, entry);
+}
+
+function openChunk(reader: ChunkReader, chunkId: string, entry: TreeEntry): Promise<OpenedChunk> {
+  return nameTheFile(reader.open(chunkId), chunkId, entry);
+}
+
+/** A chunk that cannot be read fails the restore naming the file and the chunk. */
+async function nameTheFile<T>(reading: Promise<T>, chunkId: string, entry: TreeEntry): Promise<T> {
   try {
-    return await reader.read(chunkId);
+    return await reading;
   } catch (cause) {
     if (cause instanceof ChunkReadError) {
       throw new RepoError(

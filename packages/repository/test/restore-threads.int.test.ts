@@ -1,0 +1,113 @@
+import { randomBytes } from 'node:crypto';
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describeTree } from '@stowage/testing';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { Repository } from '../src/index.js';
+
+// Chunks of 64 KiB and more are decrypted, decompressed and re-hashed on STOWAGE_REPO_THREADS
+// worker threads, several per file at once; the main thread writes them in file order.
+const KEY = 'restore threads test key';
+/** Every chunk at least 64 KiB, so every one goes through the threads. */
+const CHUNKER = { minBytes: 64 * 1024, avgBytes: 256 * 1024, maxBytes: 1024 * 1024 };
+let work: string;
+let source: string;
+const savedThreads = process.env.STOWAGE_REPO_THREADS;
+
+function text(bytes: number, seed: number): Buffer {
+  const lines: string[] = [];
+  for (let n = 0, size = 0; size < bytes; n++) {
+    const line = `2026-12-04T12:${n % 60} WARN pod ${seed}.${n} restarted after ${(n * 31) % 977} ms\n`;
+    lines.push(line);
+    size += line.length;
+  }
+  return Buffer.from(lines.join('')).subarray(0, bytes);
+}
+
+beforeEach(async () => {
+  work = await mkdtemp(join(tmpdir(), 'stowage-restore-threads-'));
+  source = join(work, 'volume');
+  await mkdir(source);
+});
+
+afterEach(async () => {
+  if (savedThreads === undefined) delete process.env.STOWAGE_REPO_THREADS;
+  else process.env.STOWAGE_REPO_THREADS = savedThreads;
+  await rm(work, { recursive: true, force: true });
+});
+
+async function openWithThreads(threads: number) {
+  process.env.STOWAGE_REPO_THREADS = String(threads);
+  return Repository.open({ dir: join(work, 'repo'), key: KEY, durable: false });
+}
+
+/** The pack files of the repository, largest first. */
+async function packFiles(): Promise<string[]> {
+  const entries = await readdir(join(work, 'repo', 'packs'), { recursive: true, withFileTypes: true });
+  const files = entries.filter((e) => e.isFile()).map((e) => join(e.parentPath, e.name));
+  const sizes = new Map(await Promise.all(files.map(async (f) => [f, (await stat(f)).size] as const)));
+  return files.sort((a, b) => sizes.get(b)! - sizes.get(a)!);
+}
+
+describe('restore on worker threads', () => {
+  it('a large file whose chunks are opened in parallel comes out byte-identical with one thread or four, in an empty or a non-empty target', async () => {
+    // Random and text interleaved: raw and zstd chunks of different sizes finish out of order.
+    const mixed = Buffer.concat([
+      randomBytes(1024 * 1024 + 3),
+      text(3 * 1024 * 1024, 1),
+      randomBytes(2 * 1024 * 1024),
+      text(1024 * 1024 + 11, 2),
+    ]);
+    await writeFile(join(source, 'mixed.bin'), mixed);
+    await writeFile(join(source, 'second.log'), text(2 * 1024 * 1024 + 7, 3));
+    await Repository.init({ dir: join(work, 'repo'), key: KEY, chunker: CHUNKER, durable: false });
+    const { snapshotId, stats } = await (await openWithThreads(2)).backup(source);
+    expect(stats.newChunks).toBeGreaterThan(20);
+    const original = await describeTree(source);
+
+    for (const threads of [1, 4]) {
+      const repo = await openWithThreads(threads);
+      const empty = join(work, `empty-${threads}`);
+      await repo.restore(snapshotId, empty);
+      expect(await describeTree(empty)).toEqual(original);
+      const busy = join(work, `busy-${threads}`);
+      await mkdir(busy);
+      await writeFile(join(busy, 'mixed.bin'), 'older, shorter bytes');
+      await repo.restore(snapshotId, busy);
+      expect(await describeTree(busy)).toEqual(original);
+    }
+  });
+
+  it('a damaged chunk in the middle of a large file fails the restore naming the file and chunk, and never leaves wrong bytes', async () => {
+    await writeFile(join(source, 'big.bin'), randomBytes(6 * 1024 * 1024));
+    await Repository.init({ dir: join(work, 'repo'), key: KEY, chunker: CHUNKER, durable: false });
+    const repo = await openWithThreads(4);
+    const { snapshotId } = await repo.backup(source);
+    const chunks = (await repo.getSnapshot(snapshotId)).entries.find((e) => e.path === 'big.bin')!.chunks!;
+    // One flipped byte in the middle of the pack damages exactly one chunk, with good ones before and after it.
+    const [pack] = await packFiles();
+    const bytes = await readFile(pack!);
+    bytes[bytes.length >> 1]! ^= 0x01;
+    await writeFile(pack!, bytes);
+
+    const busy = join(work, 'busy');
+    await mkdir(busy);
+    await writeFile(join(busy, 'big.bin'), 'the bytes that were here before');
+    const failure = await repo.restore(snapshotId, busy).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(failure).toMatchObject({ code: 'REPO_CHUNK_CORRUPT', details: { path: 'big.bin', problem: 'corrupt' } });
+    expect((failure as Error).message).toContain('big.bin');
+    expect(chunks).toContain((failure as { details: { chunkId: string } }).details.chunkId);
+    expect(chunks.indexOf((failure as { details: { chunkId: string } }).details.chunkId)).toBeGreaterThan(0);
+    // The file under its name keeps its old bytes; no temp file is left.
+    expect(await readFile(join(busy, 'big.bin'), 'utf8')).toBe('the bytes that were here before');
+    expect(await readdir(busy)).toEqual(['big.bin']);
+
+    const fresh = join(work, 'fresh');
+    await expect(repo.restore(snapshotId, fresh)).rejects.toMatchObject({ code: 'REPO_CHUNK_CORRUPT', details: { path: 'big.bin' } });
+    expect(await readdir(fresh)).toEqual([]);
+  });
+});
