@@ -254,6 +254,38 @@ describe('prune killed half-way', () => {
   });
 });
 
+describe('verify while a prune is cut short in its delete phase', () => {
+  it('a retired pack whose file is already deleted is not damage; a live snapshot that needs a deleted chunk still is', async () => {
+    const repoDir = join(work, 'repo');
+    const repo = await Repository.init({ dir: repoDir, key: KEY, chunker: TEST_CHUNKER, packTargetBytes: 64 * 1024 });
+    const kept = join(work, 'kept');
+    await writeVolumeTree(kept);
+    await repo.backup(kept, { tags: { backup: 'kept' } });
+    const doomed = join(work, 'doomed');
+    await mkdir(doomed, { recursive: true });
+    await writeFile(join(doomed, 'only-here.bin'), randomBytes(1024 * 1024));
+    const doomedSnap = await repo.backup(doomed, { tags: { backup: 'doomed' } });
+    const manifestPath = join(repoDir, 'snapshots', doomedSnap.snapshotId);
+    await cp(manifestPath, join(work, 'doomed-manifest'));
+    await repo.forget({ backup: 'doomed' });
+    expect((await repo.prune({ graceMs: 0 })).packsRetired).toBeGreaterThan(0);
+
+    // What a prune killed between deleting a retired pack and deleting its retired index leaves
+    // (it deletes in that order, and the next run finishes the job).
+    const retired = await readdir(join(repoDir, 'prune', 'retired-index'));
+    expect(retired.length).toBeGreaterThan(0);
+    await rm(join(repoDir, 'packs', retired[0]!.slice(0, 2), retired[0]!));
+    const cut = await Repository.open({ dir: repoDir, key: KEY });
+    expect(await cut.verify()).toMatchObject({ ok: true, damaged: [], missingRefs: [] });
+
+    // The same missing pack is reported when a snapshot needs it: the forgotten backup's manifest put back.
+    await cp(join(work, 'doomed-manifest'), manifestPath);
+    const needed = await (await Repository.open({ dir: repoDir, key: KEY })).verify();
+    expect(needed.ok).toBe(false);
+    expect(needed.missingRefs.map((ref) => ref.path)).toContain('only-here.bin');
+  });
+});
+
 describe('repo forget and repo prune on the command line', () => {
   function capture() {
     const out: string[] = [];
