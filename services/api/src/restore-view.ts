@@ -7,13 +7,13 @@ import {
   type RestoreRecord,
   type RestoreState,
   type RestoreTierPlan,
-  type RunLogLine,
-  restoreLayout,
   type RunEvent,
+  type RunLogLine,
   readRestoreArchive,
   readRestoreArchiveEvents,
   readRestoreArchiveItems,
   readRestoreArchiveLogs,
+  restoreLayout,
 } from '@stowage/pipeline';
 import type { BackupStorage } from '@stowage/storage';
 import type { z } from 'zod';

@@ -279,7 +279,9 @@ describe('restores through the API: the api service hosts restores, a worker pro
   it('a finished restore is archived: after its Redis state is dropped, and after Redis forgets it (then sync), list, get, items, logs and events answer from storage as before', async () => {
     // bk1 is the round trip's backup.
     expect((await call('GET', '/v1/backups/bk1')).json().phase).toBe('Completed');
-    expect((await call('POST', '/v1/restores', { name: 'rs-arch', spec: { backupName: 'bk1', includedNamespaces: ['shop'] } })).status).toBe(201);
+    expect(
+      (await call('POST', '/v1/restores', { name: 'rs-arch', spec: { backupName: 'bk1', includedNamespaces: ['shop'] } })).status,
+    ).toBe(201);
     await restoreEnded('rs-arch');
     const restores = new RestoreState({ redis: api.producer, prefix: statePrefixFor(prefix) });
     await waitFor('rs-arch archived', async () => ((await restores.getRestore('rs-arch'))?.archivedAt !== undefined ? true : undefined));

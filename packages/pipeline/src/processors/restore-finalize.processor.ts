@@ -2,8 +2,8 @@ import { JobName, parseRestoreRunJobData, QueueName, qualifiedQueueName, restore
 import type { Job } from 'bullmq';
 import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
 import { restoreDepsOf } from '../restore/restore-runtime.js';
-import { ENDED_RESTORE_PHASES } from '../restore/restore-state.js';
 import type { RestoreRecord } from '../restore/restore-state.js';
+import { ENDED_RESTORE_PHASES } from '../restore/restore-state.js';
 import { type RestoreResultSet, writeRestoreArchive, writeRestoreSidecars } from '../restore/restore-storage.js';
 import type { PipelineRuntime } from '../runtime.js';
 

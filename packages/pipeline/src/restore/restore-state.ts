@@ -61,7 +61,16 @@ const RESTORE_RUN_KIND = {
   eventPrefix: 'restore',
   endedPhases: ENDED_RESTORE_PHASES,
   jsonFields: new Set(['spec', 'planSummary']),
-  numberFields: new Set(['createdAt', 'startedAt', 'completedAt', 'cancelRequestedAt', 'planCompletedAt', 'deadlineAt', 'tiers', 'archivedAt']),
+  numberFields: new Set([
+    'createdAt',
+    'startedAt',
+    'completedAt',
+    'cancelRequestedAt',
+    'planCompletedAt',
+    'deadlineAt',
+    'tiers',
+    'archivedAt',
+  ]),
 };
 
 /** Counter of each item outcome (`progress.itemsRestored` counts all but failed). */
