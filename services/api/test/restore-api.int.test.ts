@@ -16,6 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ApiService, startApiService } from '../src/api-service.js';
 import { syncBackupCatalogue } from '../src/backup-sync.js';
 import { restoreItemListSchema, restoreListSchema, restoreSchema } from '../src/restore.schema.js';
+import { readRestoreItems, readRestoreView } from '../src/restore-view.js';
 import { openSse } from './sse-client.js';
 
 const PVB_CRD = fileURLToPath(new URL('../../../k8s/base/crd-podvolumebackups.yaml', import.meta.url));
@@ -308,6 +309,19 @@ describe('restores through the API: the api service hosts restores, a worker pro
     expect(live.events.map((m) => m.event)).toContain('plan.done');
     expect(live.events.at(-1)?.event).toBe('restore.phase');
     expect(live.names.filter((n) => n === 'rs-arch')).toHaveLength(1);
+
+    // What storage serves equals what the live state in Redis gives.
+    const json = (v: unknown) => JSON.parse(JSON.stringify(v));
+    const rec = await restores.getRestore('rs-arch');
+    expect(live.view).toEqual(json(await readRestoreView(restores, rec!)));
+    expect(live.items).toEqual(json(await readRestoreItems(restores, 'rs-arch', { limit: 2 })));
+    expect(
+      live.logs
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l)),
+    ).toEqual(json(await restores.readLogs('rs-arch')));
+    expect(live.events.map((m) => m.id)).toEqual((await restores.readEvents('rs-arch', '0', { count: 10_000 })).map((e) => e.id));
 
     // As the product drops a finished backup's state: only the record and counters stay in Redis.
     await restores.dropInFlightState('rs-arch');
