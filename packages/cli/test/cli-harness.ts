@@ -46,6 +46,9 @@ export interface Stack {
   apiUrl: string;
   sim: Simulator;
   storageDir: string;
+  /** The private redis-server and the queue prefix (tests that drop a run's state in Redis). */
+  redisUrl: string;
+  queuePrefix: string;
   env: { STOWAGE_API_URL: string; STOWAGE_API_TOKEN: string };
   close(): Promise<void>;
 }
@@ -86,6 +89,8 @@ export async function startStack(): Promise<Stack> {
     apiUrl: api.url,
     sim,
     storageDir,
+    redisUrl: redis.url,
+    queuePrefix: env.STOWAGE_QUEUE_PREFIX,
     env: { STOWAGE_API_URL: api.url, STOWAGE_API_TOKEN: TOKEN },
     async close() {
       await api.stopHttp();

@@ -1,3 +1,5 @@
+import { RestoreState, statePrefixFor } from '@stowage/pipeline';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runStowage, type Stack, startStack } from './cli-harness.js';
 
@@ -55,6 +57,32 @@ describe('stowage restore', () => {
     const cancel = await runStowage(['restore', 'cancel', 'rs-media'], stack.env);
     expect(cancel.code).toBe(1);
     expect(cancel.stderr).toMatch(/already ended/);
+
+    // Its state in Redis dropped (all but the record and counters): the CLI shows the same from storage.
+    const redis = new Redis(stack.redisUrl);
+    try {
+      const restores = new RestoreState({ redis, prefix: statePrefixFor(stack.queuePrefix) });
+      // Archived just after the phase moved (finalize's last step).
+      for (let i = 0; (await restores.getRestore('rs-media'))?.archivedAt === undefined; i++) {
+        if (i > 300) throw new Error('rs-media was not archived');
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      const shown = async () =>
+        Promise.all(
+          [
+            ['restore', 'describe', 'rs-media'],
+            ['restore', 'get', 'rs-media'],
+            ['restore', 'list'],
+            ['restore', 'logs', 'rs-media', '--json'],
+          ].map(async (args) => (await runStowage(args, stack.env)).stdout),
+        );
+      const before = await shown();
+      await restores.dropInFlightState('rs-media');
+      expect(await restores.itemResults('rs-media')).toEqual({});
+      expect(await shown()).toEqual(before);
+    } finally {
+      await redis.quit();
+    }
   }, 300_000);
 
   it('the errors a user meets: no backup named, an unknown backup, a bad field', async () => {

@@ -60,9 +60,11 @@ export {
   RESTORE_ARCHIVE_FORMAT_VERSION,
   type RestoreArchive,
   readRestoreArchive,
+  readRestoreArchiveEvents,
   readRestoreArchiveItems,
   readRestoreArchiveLogs,
   restoreLayout,
+  writeRestoreArchive,
 } from './restore/restore-storage.js';
 export {
   type CancelRestoreResult,

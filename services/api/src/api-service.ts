@@ -154,12 +154,20 @@ export async function startApiService(opts: ApiServiceOptions): Promise<ApiServi
 
   // Backup sync: the catalogue follows storage — at start (before the first request is answered)
   // and every STOWAGE_BACKUP_SYNC_INTERVAL_MS. A failed first pass is logged, not fatal: the
-  // backups Redis knows are served meanwhile and the next pass tries again.
-  const syncOptions = { state, storage, logger: logger.child({ component: 'backup-sync' }) };
+  // backups Redis knows are served meanwhile and the next pass tries again. Finished restores in
+  // storage are catalogued in the same passes.
+  const syncOptions = { state, restores, storage, logger: logger.child({ component: 'backup-sync' }) };
   try {
     const synced = await syncBackupCatalogue(syncOptions);
     logger.info(
-      { added: synced.added.length, lost: synced.lost.length, removed: synced.removed.length, skipped: synced.skipped.length },
+      {
+        added: synced.added.length,
+        lost: synced.lost.length,
+        removed: synced.removed.length,
+        skipped: synced.skipped.length,
+        restoresAdded: synced.restores?.added.length,
+        restoresRemoved: synced.restores?.removed.length,
+      },
       'backup sync at start',
     );
   } catch (err) {

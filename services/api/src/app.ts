@@ -32,6 +32,7 @@ import { ApiError, ApiErrorCode, type ApiProblem, errorBody, HTTP_STATUS_OF } fr
 import { healthRoutes } from './health.routes.js';
 import { metricsPlugin } from './metrics.plugin.js';
 import { queuesDashboardPlugin } from './queues-dashboard.plugin.js';
+import { RestoreReads } from './restore-view.js';
 import { type RestoreRoutesDeps, restoresRoutes } from './restores.routes.js';
 import { type ScheduleRoutesDeps, schedulesRoutes } from './schedules.routes.js';
 import { sessionRoutes } from './session.routes.js';
@@ -208,6 +209,7 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
     await app.register(backupEventsRoutes, {
       state: deps.restores.restores,
       kind: 'restore',
+      reads: new RestoreReads(deps.restores.restores, deps.storage),
       redis: deps.redis,
       heartbeatMs: deps.heartbeatMs ?? 15_000,
     });

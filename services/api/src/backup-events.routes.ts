@@ -1,18 +1,23 @@
-import type { BackupRecord, RunEvent, RunRecord, RunState } from '@stowage/pipeline';
+import type { RunEvent, RunRecord, RunState } from '@stowage/pipeline';
 import { duplicateConnection, type RedisClient } from '@stowage/queue';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { backupParams, standardErrors, TERMINAL_BACKUP_PHASES } from './api.schema.js';
-import type { BackupReads } from './backup-view.js';
 import { ApiError, ApiErrorCode } from './errors.js';
+
+/** The API's read path of a run (BackupReads, RestoreReads): its record, and its events from storage once archived. */
+export interface ArchivedRunReads {
+  record(name: string): Promise<RunRecord | undefined>;
+  archivedEvents(rec: RunRecord, afterId: string): AsyncGenerator<RunEvent[]>;
+}
 
 export interface BackupEventsOptions {
   /** The run state whose event stream is served (backups or restores: one implementation). */
   state: RunState<RunRecord>;
   /** `backup` serves `/v1/backups/:name/events`, `restore` `/v1/restores/:name/events`. Default `backup`. */
   kind?: 'backup' | 'restore';
-  /** Backups: the API's one read path, so a finished backup's events are replayed from storage. */
-  reads?: BackupReads;
+  /** The API's one read path of the run, so a finished run's events are replayed from storage. */
+  reads?: ArchivedRunReads;
   redis: RedisClient;
   heartbeatMs: number;
   /** Longest single blocking read; the stream re-checks the backup's phase in between. */
@@ -66,7 +71,7 @@ export const backupEventsRoutes: FastifyPluginAsyncZod<BackupEventsOptions> = as
     },
     async (req, reply) => {
       const name = req.params.name;
-      const rec: (RunRecord & Pick<BackupRecord, 'archivedAt'>) | undefined = reads ? await reads.record(name) : await state.getRun(name);
+      const rec: RunRecord | undefined = reads ? await reads.record(name) : await state.getRun(name);
       if (!rec) throw new ApiError(ApiErrorCode.notFound, `${kind} "${name}" does not exist`);
       let lastId = req.headers['last-event-id'] ?? '0';
 
@@ -92,8 +97,8 @@ export const backupEventsRoutes: FastifyPluginAsyncZod<BackupEventsOptions> = as
           }
           return false;
         };
-      /** Replays a finished backup's events after lastId from storage; true when its terminal event was sent. */
-      const replayArchived = async (deliver: (events: RunEvent[]) => boolean, archived: BackupRecord): Promise<boolean> => {
+      /** Replays a finished run's events after lastId from storage; true when its terminal event was sent. */
+      const replayArchived = async (deliver: (events: RunEvent[]) => boolean, archived: RunRecord): Promise<boolean> => {
         if (!reads) return false;
         for await (const events of reads.archivedEvents(archived, lastId)) if (deliver(events)) return true;
         return false;
@@ -102,9 +107,9 @@ export const backupEventsRoutes: FastifyPluginAsyncZod<BackupEventsOptions> = as
       if (reads && rec.archivedAt !== undefined) {
         const res = startStream();
         try {
-          await replayArchived(deliverTo(res), rec as BackupRecord);
+          await replayArchived(deliverTo(res), rec);
         } catch (err) {
-          req.log.warn({ err: (err as Error).message, [kind]: name }, "replaying a finished backup's events failed");
+          req.log.warn({ err: (err as Error).message, [kind]: name }, `replaying a finished ${kind}'s events failed`);
         } finally {
           if (!res.writableEnded) res.end();
         }
@@ -156,9 +161,9 @@ export const backupEventsRoutes: FastifyPluginAsyncZod<BackupEventsOptions> = as
           // Nothing new for a while: has the backup ended (its terminal event already read by an
           // earlier connection) or gone? Then drain what is left and end — from storage once the
           // backup is archived (its stream in Redis is dropped then).
-          const now: (RunRecord & Pick<BackupRecord, 'archivedAt'>) | undefined = await state.getRun(name);
+          const now: RunRecord | undefined = await state.getRun(name);
           if (reads && now?.archivedAt !== undefined) {
-            await replayArchived(deliver, now as BackupRecord);
+            await replayArchived(deliver, now);
             return;
           }
           if (!now || TERMINAL_BACKUP_PHASES.has(now.phase)) {

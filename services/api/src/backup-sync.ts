@@ -1,6 +1,7 @@
-import { BackupArchiveReader, type BackupRecord, type BackupState, ENDED_BACKUP_PHASES } from '@stowage/pipeline';
+import { BackupArchiveReader, type BackupRecord, type BackupState, ENDED_BACKUP_PHASES, type RestoreState } from '@stowage/pipeline';
 import { BACKUPS_ROOT, type BackupStorage, backupLayout, stowageSidecarLayout } from '@stowage/storage';
 import type { Logger } from 'pino';
+import { type RestoreSyncResult, syncRestoreCatalogue } from './restore-sync.js';
 
 /*
  * Backup sync (Velero's, DESIGN §10): the catalogue in Redis follows the backups in storage. A
@@ -15,6 +16,8 @@ import type { Logger } from 'pino';
 
 export interface BackupSyncOptions {
   state: BackupState;
+  /** When given, the same pass syncs the restore catalogue too (restore-sync.ts). */
+  restores?: RestoreState | undefined;
   storage: Pick<BackupStorage, 'list' | 'getObject' | 'exists'>;
   logger: Pick<Logger, 'info' | 'warn'>;
   now?: () => number;
@@ -29,6 +32,8 @@ export interface BackupSyncResult {
   removed: string[];
   /** Backups in storage that could not be catalogued, with the reason (also logged). */
   skipped: Array<{ name: string; reason: string }>;
+  /** The restores' pass, when `restores` was given. */
+  restores?: RestoreSyncResult;
 }
 
 /** failureReason of a backup whose state in Redis was lost while it ran (exported for tests). */
@@ -84,6 +89,7 @@ export async function syncBackupCatalogue(opts: BackupSyncOptions): Promise<Back
     result.removed.push(name);
     logger.info({ backup: name }, 'backup sync: removed a backup deleted from storage');
   }
+  if (opts.restores) result.restores = await syncRestoreCatalogue({ ...opts, restores: opts.restores });
   return result;
 
   async function addFinished(name: string): Promise<void> {

@@ -7,10 +7,13 @@ import {
   type RestoreRecord,
   type RestoreState,
   type RestoreTierPlan,
+  type RunEvent,
   type RunLogLine,
   readRestoreArchive,
+  readRestoreArchiveEvents,
   readRestoreArchiveItems,
   readRestoreArchiveLogs,
+  restoreLayout,
 } from '@stowage/pipeline';
 import type { BackupStorage } from '@stowage/storage';
 import type { z } from 'zod';
@@ -163,12 +166,32 @@ export class RestoreReads {
     private readonly storage: Pick<BackupStorage, 'getObject'>,
   ) {}
 
-  /** Redis's record, else the archive in storage, else undefined. */
+  /**
+   * Redis's record while the restore is live; the archive in storage once finalize archived it
+   * (`archivedAt`), or when Redis does not know the restore (state dropped, fresh install) — then
+   * the record carries `archivedAt` too, so every reader treats it as finished. Else undefined.
+   */
   async find(name: string): Promise<FoundRestore | undefined> {
     const rec = await this.state.getRestore(name);
-    if (rec) return { rec };
+    if (rec && rec.archivedAt === undefined) return { rec };
     const archive = await readRestoreArchive(this.storage, name);
-    return archive ? { rec: archive.record, archive } : undefined;
+    if (!archive) {
+      if (rec) throw new Error(`restore "${name}" is archived but ${restoreLayout(name).record} is missing from storage`);
+      return undefined;
+    }
+    const archivedAt = rec?.archivedAt ?? archive.record.completedAt ?? archive.record.createdAt;
+    return { rec: { ...archive.record, archivedAt }, archive };
+  }
+
+  /** The record (for the events route): live, or archived with `archivedAt` set. */
+  async record(name: string): Promise<RestoreRecord | undefined> {
+    return (await this.find(name))?.rec;
+  }
+
+  /** An archived restore's events after `afterId` (exclusive), from storage. */
+  async *archivedEvents(rec: RestoreRecord, afterId: string): AsyncGenerator<RunEvent[]> {
+    const archive = await readRestoreArchive(this.storage, rec.name);
+    if (archive) yield* readRestoreArchiveEvents(this.storage, archive, afterId);
   }
 
   async view(found: FoundRestore): Promise<RestoreView> {

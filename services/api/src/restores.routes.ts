@@ -260,18 +260,14 @@ export const restoresRoutes: FastifyPluginAsyncZod<RestoreRoutesDeps> = async (a
       },
     },
     async (req) => {
-      const { rec, archive } = await mustFind(req.params.name);
-      if (archive) {
-        // Known to storage alone: its archive is all there is to delete.
-        await deps.storage.deletePrefix(restoreLayout(rec.name).dir);
-        return { name: rec.name, deleted: true as const };
-      }
+      const { rec } = await mustFind(req.params.name);
       if (!TERMINAL_BACKUP_PHASES.has(rec.phase)) {
         throw new ApiError(
           ApiErrorCode.conflict,
           `restore "${rec.name}" is ${rec.phase}; only an ended restore can be deleted (cancel it first)`,
         );
       }
+      // Storage first: restore sync would bring back a catalogue entry whose restore.json remained.
       await deps.storage.deletePrefix(restoreLayout(rec.name).dir);
       const queue = deps.queues.find((q) => q.name === QueueName.restores);
       if (queue) await queue.remove(restoreJobIds.finalize(rec.name), { removeChildren: true });

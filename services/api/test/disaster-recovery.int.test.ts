@@ -193,6 +193,16 @@ describe('disaster recovery: a fresh api on the same storage, with Redis’s dat
     await Promise.race([sse.ended, new Promise((_, reject) => setTimeout(() => reject(new Error('event replay did not end')), 30_000))]);
     return { view, blocks, logs, events: sse.messages };
   };
+  /** Everything a user sees of a restore: its list entry, describe, every item, logs, the event stream replayed. */
+  const everythingOfRestore = async (name: string) => {
+    const listed = ((await call('/v1/restores?limit=100')).json().items as Array<{ name: string }>).filter((r) => r.name === name);
+    const view = (await call(`/v1/restores/${name}`)).json();
+    const items = (await call(`/v1/restores/${name}/items?limit=1000`)).json();
+    const logs = (await call(`/v1/restores/${name}/logs`)).text;
+    const sse = openSse(`${apiUrl}/v1/restores/${name}/events`, { authorization: `Bearer ${TOKEN}` });
+    await Promise.race([sse.ended, new Promise((_, reject) => setTimeout(() => reject(new Error('event replay did not end')), 30_000))]);
+    return { listed, view, items, logs, events: sse.messages };
+  };
 
   beforeAll(async () => {
     redis = await startRedisServer({ appendOnly: true });
@@ -209,7 +219,7 @@ describe('disaster recovery: a fresh api on the same storage, with Redis’s dat
     if (storageDir) await rm(storageDir, { recursive: true, force: true });
   });
 
-  it('lists, describes, replays and restores from a finished backup known to storage alone; a backup cut off mid-way is Failed, never finished; a backup deleted from storage leaves the catalogue', async () => {
+  it('lists, describes, replays and restores from a finished backup known to storage alone, and lists, describes and replays a restore of the first install; a backup cut off mid-way is Failed, never finished; a backup deleted from storage leaves the catalogue', async () => {
     // ---- the first install: a backup runs to Completed, another is cut off mid-way ----
     await startApi();
     const workerPort = await getFreePort();
@@ -253,6 +263,19 @@ describe('disaster recovery: a fresh api on the same storage, with Redis’s dat
     const keysOfDr1 = (await control.keys(`${statePrefixFor(prefix)}:bk:{dr-1}:*`)).map((k) => k.split(':').at(-1)).sort();
     expect(keysOfDr1).toEqual(['cnt', 'rec']);
 
+    // A restore on the first install (the shop ConfigMaps exist: left alone), to be found again after.
+    const rsBody = { name: 'dr-rs-1', spec: { backupName: 'dr-1', includedNamespaces: ['shop'], includedResources: ['configmaps'] } };
+    expect((await call('/v1/restores', { method: 'POST', body: rsBody })).status).toBe(201);
+    await waitFor('dr-rs-1 to be archived', async () => {
+      const rec = await control.hget(`${statePrefixFor(prefix)}:rs:{dr-rs-1}:rec`, 'archivedAt');
+      return rec ? true : undefined;
+    });
+    const restoreBefore = await everythingOfRestore('dr-rs-1');
+    expect(restoreBefore.listed).toHaveLength(1);
+    expect(restoreBefore.view.phase).toBe('Completed');
+    expect(restoreBefore.items.total).toBeGreaterThan(0);
+    expect(restoreBefore.events.at(-1)).toMatchObject({ event: 'restore.phase' });
+
     // dr-cut: its PVB is held, so it is still running (items staged in storage) when everything stops.
     expect((await call('/v1/backups', { method: 'POST', body: { name: 'dr-cut', spec: { includedNamespaces: ['slow'] } } })).status).toBe(
       201,
@@ -291,6 +314,9 @@ describe('disaster recovery: a fresh api on the same storage, with Redis’s dat
       const resumed = openSse(`${apiUrl}/v1/backups/dr-1/events`, { authorization: `Bearer ${TOKEN}`, 'last-event-id': middle.id ?? '' });
       await resumed.ended;
       expect(resumed.messages).toEqual(before.events.slice(Math.floor(before.events.length / 2) + 1));
+
+      // The restore of the first install is listed, described and replayed from storage alone.
+      expect(await everythingOfRestore('dr-rs-1')).toEqual(restoreBefore);
 
       // Cut off mid-way (its state lost with Redis) and cut before its final write: Failed, saying why.
       for (const name of ['dr-cut', 'dr-nomarker']) {

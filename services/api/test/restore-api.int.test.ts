@@ -6,7 +6,7 @@ import { gunzipSync } from 'node:zlib';
 import { type RestoreObject, restoreDiff, validateRestoreRequest } from '@stowage/core';
 import { createKubeClients, type KubeClients } from '@stowage/kube';
 import { type Simulator, startSimulator } from '@stowage/kube-sim';
-import { BackupState, restoreLayout, statePrefixFor } from '@stowage/pipeline';
+import { BackupState, RestoreState, restoreLayout, statePrefixFor } from '@stowage/pipeline';
 import { loadConfig } from '@stowage/platform';
 import { FileSystemStorage, readBackupTarball } from '@stowage/storage';
 import { spawnWorker, uniquePrefix, useTestRedis, type WorkerProcess } from '@stowage/testing';
@@ -14,6 +14,9 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { type ApiService, startApiService } from '../src/api-service.js';
+import { syncBackupCatalogue } from '../src/backup-sync.js';
+import { restoreItemListSchema, restoreListSchema, restoreSchema } from '../src/restore.schema.js';
+import { readRestoreItems, readRestoreView } from '../src/restore-view.js';
 import { openSse } from './sse-client.js';
 
 const PVB_CRD = fileURLToPath(new URL('../../../k8s/base/crd-podvolumebackups.yaml', import.meta.url));
@@ -272,5 +275,83 @@ describe('restores through the API: the api service hosts restores, a worker pro
     expect((await call('DELETE', '/v1/restores/rs1')).status).toBe(200);
     expect((await call('GET', '/v1/restores/rs1')).status).toBe(404);
     expect(await storage.exists(restoreLayout('rs1').results)).toBe(false);
+  });
+
+  it('a finished restore is archived: after its Redis state is dropped, and after Redis forgets it (then sync), list, get, items, logs and events answer from storage as before', async () => {
+    // bk1 is the round trip's backup.
+    expect((await call('GET', '/v1/backups/bk1')).json().phase).toBe('Completed');
+    expect(
+      (await call('POST', '/v1/restores', { name: 'rs-arch', spec: { backupName: 'bk1', includedNamespaces: ['shop'] } })).status,
+    ).toBe(201);
+    await restoreEnded('rs-arch');
+    const restores = new RestoreState({ redis: api.producer, prefix: statePrefixFor(prefix) });
+    await waitFor('rs-arch archived', async () => ((await restores.getRestore('rs-arch'))?.archivedAt !== undefined ? true : undefined));
+
+    const snapshot = async () => {
+      const get = await call('GET', '/v1/restores/rs-arch');
+      const items = await call('GET', '/v1/restores/rs-arch/items?limit=2');
+      const logs = await call('GET', '/v1/restores/rs-arch/logs');
+      const list = await call('GET', '/v1/restores');
+      expect([get.status, items.status, logs.status, list.status]).toEqual([200, 200, 200, 200]);
+      // The answers match the schemas their routes declare.
+      expect(restoreSchema.safeParse(get.json()).error).toBeUndefined();
+      expect(restoreItemListSchema.safeParse(items.json()).error).toBeUndefined();
+      expect(restoreListSchema.safeParse(list.json()).error).toBeUndefined();
+      const sse = openSse(`${api.url}/v1/restores/rs-arch/events`, { authorization: `Bearer ${TOKEN}` });
+      await sse.ended;
+      const names = (list.json().items as Array<{ name: string }>).map((r) => r.name);
+      return { view: get.json(), items: items.json(), logs: logs.text, events: sse.messages, names };
+    };
+    const live = await snapshot();
+    expect(live.view.progress.totalItems).toBeGreaterThan(0);
+    expect(live.items.items).toHaveLength(2);
+    expect(live.logs.length).toBeGreaterThan(0);
+    expect(live.events.map((m) => m.event)).toContain('plan.done');
+    expect(live.events.at(-1)?.event).toBe('restore.phase');
+    expect(live.names.filter((n) => n === 'rs-arch')).toHaveLength(1);
+
+    // What storage serves equals what the live state in Redis gives.
+    const json = (v: unknown) => JSON.parse(JSON.stringify(v));
+    const rec = await restores.getRestore('rs-arch');
+    expect(live.view).toEqual(json(await readRestoreView(restores, rec!)));
+    expect(live.items).toEqual(json(await readRestoreItems(restores, 'rs-arch', { limit: 2 })));
+    expect(
+      live.logs
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l)),
+    ).toEqual(json(await restores.readLogs('rs-arch')));
+    expect(live.events.map((m) => m.id)).toEqual((await restores.readEvents('rs-arch', '0', { count: 10_000 })).map((e) => e.id));
+
+    // As the product drops a finished backup's state: only the record and counters stay in Redis.
+    await restores.dropInFlightState('rs-arch');
+    expect(await restores.readEvents('rs-arch', '0')).toEqual([]);
+    expect(await restores.itemResults('rs-arch')).toEqual({});
+    expect(await snapshot()).toEqual(live);
+
+    // A resumed SSE client gets only what follows its Last-Event-ID, from storage.
+    const middle = live.events[Math.floor(live.events.length / 2)]?.id as string;
+    const resumed = openSse(`${api.url}/v1/restores/rs-arch/events`, { authorization: `Bearer ${TOKEN}`, 'last-event-id': middle });
+    await resumed.ended;
+    expect(resumed.messages).toEqual(live.events.slice(live.events.findIndex((m) => m.id === middle) + 1));
+
+    // Redis forgets it entirely (lost, or a fresh install on the same storage): not listed until sync,
+    // but found by name; after sync listed once, and everything answers as before.
+    await restores.deleteRestore('rs-arch');
+    expect((await call('GET', '/v1/restores')).json().items.map((r: { name: string }) => r.name)).not.toContain('rs-arch');
+    expect((await call('GET', '/v1/restores/rs-arch')).json()).toEqual(live.view);
+    const storage = new FileSystemStorage(storageDir);
+    const state = new BackupState({ redis: api.producer, prefix: statePrefixFor(prefix) });
+    const logger = pino({ level: 'silent' });
+    const synced = await syncBackupCatalogue({ state, restores, storage, logger });
+    expect(synced.restores?.added).toEqual(['rs-arch']);
+    expect((await syncBackupCatalogue({ state, restores, storage, logger })).restores?.added).toEqual([]);
+    expect(await snapshot()).toEqual(live);
+
+    // Deleted: storage and catalogue entry both go, and sync does not bring it back.
+    expect((await call('DELETE', '/v1/restores/rs-arch')).status).toBe(200);
+    expect((await syncBackupCatalogue({ state, restores, storage, logger })).restores?.added).toEqual([]);
+    expect((await call('GET', '/v1/restores/rs-arch')).status).toBe(404);
+    expect((await call('GET', '/v1/restores')).json().items.map((r: { name: string }) => r.name)).not.toContain('rs-arch');
   });
 });

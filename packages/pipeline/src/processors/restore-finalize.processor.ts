@@ -2,8 +2,9 @@ import { JobName, parseRestoreRunJobData, QueueName, qualifiedQueueName, restore
 import type { Job } from 'bullmq';
 import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
 import { restoreDepsOf } from '../restore/restore-runtime.js';
+import type { RestoreRecord } from '../restore/restore-state.js';
 import { ENDED_RESTORE_PHASES } from '../restore/restore-state.js';
-import { RESTORE_ARCHIVE_FORMAT_VERSION, type RestoreResultSet, writeRestoreSidecars } from '../restore/restore-storage.js';
+import { type RestoreResultSet, writeRestoreArchive, writeRestoreSidecars } from '../restore/restore-storage.js';
 import type { PipelineRuntime } from '../runtime.js';
 
 export type RestoreFinalizeResult = { phase: string; skipped?: 'ended' };
@@ -24,7 +25,9 @@ export function decideRestorePhase(input: { counters: Record<string, number>; pl
 /**
  * restore-finalize: runs last (after plan, every tier, every pod's hooks). → Finalizing; items
  * never attempted are an error; final phase by decideRestorePhase; `<restore>-results.gz`, the
- * log, per-item results and the record written to backup storage; batches dropped from Redis.
+ * log and per-item results written to backup storage; batches dropped from Redis; the final phase
+ * recorded; then the archive (events, `restore.json` last) written and the record marked archived.
+ * A run that finds the phase ended but the restore not archived (cut off in between) archives it.
  */
 export async function processRestoreFinalize(rt: PipelineRuntime, job: Job): Promise<RestoreFinalizeResult> {
   const { deps } = rt;
@@ -33,7 +36,10 @@ export async function processRestoreFinalize(rt: PipelineRuntime, job: Job): Pro
   const name = data.restoreName;
   const record = await restores.getRestore(name);
   if (!record) throw new UnrecoverablePipelineError(PipelineErrorCode.backupMissing, `restore ${name} has no record`);
-  if ((ENDED_RESTORE_PHASES as readonly string[]).includes(record.phase)) return { phase: record.phase, skipped: 'ended' };
+  if ((ENDED_RESTORE_PHASES as readonly string[]).includes(record.phase)) {
+    if (record.archivedAt === undefined) await archiveEndedRestore(rt, record);
+    return { phase: record.phase, skipped: 'ended' };
+  }
   const failures = await job.getIgnoredChildrenFailures();
   const planKey = `${qualifiedQueueName(deps.queuePrefix, QueueName.restores)}:${restoreJobIds.plan(name)}`;
   const planFailure = failures[planKey];
@@ -59,7 +65,7 @@ export async function processRestoreFinalize(rt: PipelineRuntime, job: Job): Pro
       msg: `${decision.unattempted} items of the plan were never attempted`,
     });
   }
-  const [counters, logLines, items] = await Promise.all([restores.counters(name), restores.readLogs(name), restores.itemResults(name)]);
+  const [logLines, items] = await Promise.all([restores.readLogs(name), restores.itemResults(name)]);
   const results = { errors: emptySet(), warnings: emptySet() };
   for (const line of logLines) {
     if (line.level !== 'error' && line.level !== 'warn') continue;
@@ -68,31 +74,20 @@ export async function processRestoreFinalize(rt: PipelineRuntime, job: Job): Pro
     if (ns) set.namespaces[ns] = [...(set.namespaces[ns] ?? []), line.msg];
     else set.velero.push(line.msg);
   }
-  const completedAt = deps.clock.now();
-  // Read again: the record now has what this run added (failureReason); PVRs and hook runs are final.
-  const [latest, tiers, pvrNames, hookRuns] = await Promise.all([
-    restores.getRestore(name),
-    restores.getTiers(name),
-    restores.allPvrNames(name),
-    restores.hookRuns(name),
-  ]);
-  const pvrs = (await restores.getPvrs(name, pvrNames)).filter((p) => p !== undefined);
-  await writeRestoreSidecars(deps.storage, name, {
-    record: {
-      formatVersion: RESTORE_ARCHIVE_FORMAT_VERSION,
-      record: { ...(latest ?? record), phase: decision.phase, completedAt },
-      counters,
-      tiers,
-      pvrs,
-      hookRuns,
-    },
-    results,
-    logLines,
-    items,
-  });
+  await writeRestoreSidecars(deps.storage, name, { results, logLines, items });
   await restores.dropBatches(name);
-  await restores.transitionPhase(name, ['Finalizing'], decision.phase, { completedAt });
-  return { phase: decision.phase };
+  await restores.transitionPhase(name, ['Finalizing'], decision.phase, { completedAt: deps.clock.now() });
+  const ended = await restores.getRestore(name);
+  if (ended && (ENDED_RESTORE_PHASES as readonly string[]).includes(ended.phase) && ended.archivedAt === undefined)
+    await archiveEndedRestore(rt, ended);
+  return { phase: ended?.phase ?? decision.phase };
+}
+
+/** Writes the ended restore's archive (its terminal phase event is in the stream by now), then marks the record archived. */
+async function archiveEndedRestore(rt: PipelineRuntime, record: RestoreRecord): Promise<void> {
+  const { restores } = restoreDepsOf(rt.deps);
+  await writeRestoreArchive(rt.deps.storage, restores, record);
+  await restores.updateRun(record.name, { archivedAt: rt.deps.clock.now() });
 }
 
 function emptySet(): RestoreResultSet {

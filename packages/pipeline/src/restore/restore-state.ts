@@ -61,7 +61,16 @@ const RESTORE_RUN_KIND = {
   eventPrefix: 'restore',
   endedPhases: ENDED_RESTORE_PHASES,
   jsonFields: new Set(['spec', 'planSummary']),
-  numberFields: new Set(['createdAt', 'startedAt', 'completedAt', 'cancelRequestedAt', 'planCompletedAt', 'deadlineAt', 'tiers']),
+  numberFields: new Set([
+    'createdAt',
+    'startedAt',
+    'completedAt',
+    'cancelRequestedAt',
+    'planCompletedAt',
+    'deadlineAt',
+    'tiers',
+    'archivedAt',
+  ]),
 };
 
 /** Counter of each item outcome (`progress.itemsRestored` counts all but failed). */
@@ -87,6 +96,25 @@ export class RestoreState extends RunState<RestoreRecord> {
 
   listRestores(opts: { limit: number; cursor?: string; phase?: string }): Promise<{ items: RestoreRecord[]; nextCursor?: string }> {
     return this.listRuns(opts);
+  }
+
+  /**
+   * Drops everything of an ended, archived restore but its record and counters (the catalogue
+   * entry), as backups' dropInFlightState does. Safe to repeat: the PVR set, which names the PVR
+   * keys, goes last.
+   */
+  async dropInFlightState(name: string): Promise<void> {
+    const pvrNames = await this.allPvrNames(name);
+    const keys = pvrNames.map((p) => this.key(name, `pvr:${p}`));
+    for (let i = 0; i < keys.length; i += 500) await this.redis.unlink(...keys.slice(i, i + 500));
+    await this.redis.unlink(
+      ...['once', 'events', 'logs', 'hooks', 'tiers', 'batches', 'pods', 'results', 'pvrset'].map((s) => this.key(name, s)),
+    );
+  }
+
+  /** Adds a finished restore found in storage (restore sync) with its counters: RunState.catalogueRun. */
+  catalogueRestore(record: RestoreRecord, counters: Readonly<Record<string, number>>): Promise<{ added: boolean; known?: 'other-record' }> {
+    return this.catalogueRun(record, counters);
   }
 
   async deleteRestore(name: string): Promise<void> {

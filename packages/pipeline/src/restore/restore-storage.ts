@@ -1,10 +1,18 @@
 import { type BackupStorage, readGzipJson, writeGzipJson } from '@stowage/storage';
-import type { HookRunRecord, LogLine } from '../state/run-state.js';
+import { type EventSegmentIndex, readEventSegments, writeEventSegments } from '../state/event-archive.js';
+import type { HookRunRecord, LogLine, RunEvent } from '../state/run-state.js';
 import type { RestoreTierPlan } from './restore-plan-types.js';
-import type { ItemResult, PvrStateRecord, RestoreRecord } from './restore-state.js';
+import type { ItemResult, PvrStateRecord, RestoreRecord, RestoreState } from './restore-state.js';
 
 /** Where a finished restore lives in backup storage (Velero keeps restores beside backups). */
-export function restoreLayout(restoreName: string): { dir: string; record: string; results: string; logs: string; items: string } {
+export function restoreLayout(restoreName: string): {
+  dir: string;
+  record: string;
+  results: string;
+  logs: string;
+  items: string;
+  eventsSegment(segment: number): string;
+} {
   if (!/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(restoreName))
     throw new Error(`restore name ${JSON.stringify(restoreName)} cannot be a storage path segment`);
   const dir = `restores/${restoreName}/`;
@@ -14,6 +22,7 @@ export function restoreLayout(restoreName: string): { dir: string; record: strin
     results: `${dir}${restoreName}-results.gz`,
     logs: `${dir}${restoreName}-logs.gz`,
     items: `${dir}${restoreName}-items.json.gz`,
+    eventsSegment: (segment) => `${dir}events-${String(segment).padStart(6, '0')}.json.gz`,
   };
 }
 
@@ -38,14 +47,15 @@ export interface RestoreArchive {
   tiers: RestoreTierPlan[];
   pvrs: PvrStateRecord[];
   hookRuns: HookRunRecord[];
+  /** The event stream's segments (`events-<n>.json.gz`); absent in archives written before events were archived. */
+  events?: EventSegmentIndex;
 }
 
-/** Writes `<restore>-results.gz` (Velero's shape: errors and warnings by namespace), the log, per-item results and `restore.json` last. */
+/** Writes `<restore>-results.gz` (Velero's shape: errors and warnings by namespace), the log and per-item results. */
 export async function writeRestoreSidecars(
   storage: BackupStorage,
   restoreName: string,
   input: {
-    record: RestoreArchive;
     results: { errors: RestoreResultSet; warnings: RestoreResultSet };
     logLines: readonly LogLine[];
     items: Record<string, ItemResult>;
@@ -55,7 +65,46 @@ export async function writeRestoreSidecars(
   await writeGzipJson(storage, layout.results, input.results);
   await writeGzipJson(storage, layout.logs, input.logLines);
   await writeGzipJson(storage, layout.items, input.items);
-  await storage.putObject(layout.record, JSON.stringify(input.record));
+}
+
+/**
+ * Writes what an ended restore's views show from its state in Redis: the event stream (its
+ * terminal phase event included, so `record` must have its final phase) and then `restore.json`,
+ * last — the archive counts as written once it is there. Safe to run again: the same state
+ * writes the same objects.
+ */
+export async function writeRestoreArchive(storage: BackupStorage, restores: RestoreState, record: RestoreRecord): Promise<RestoreArchive> {
+  const { name } = record;
+  const [counters, tiers, pvrNames, hookRuns] = await Promise.all([
+    restores.counters(name),
+    restores.getTiers(name),
+    restores.allPvrNames(name),
+    restores.hookRuns(name),
+  ]);
+  const pvrs = (await restores.getPvrs(name, pvrNames)).filter((p) => p !== undefined);
+  const events = await writeEventSegments(storage, restores, name, restoreLayout(name).eventsSegment);
+  const { archivedAt: _notArchivedYet, ...finalRecord } = record;
+  const archive: RestoreArchive = {
+    formatVersion: RESTORE_ARCHIVE_FORMAT_VERSION,
+    record: finalRecord,
+    counters,
+    tiers,
+    pvrs,
+    hookRuns,
+    events,
+  };
+  await storage.putObject(restoreLayout(name).record, JSON.stringify(archive));
+  return archive;
+}
+
+/** A finished restore's archived events after `afterId` (exclusive), a segment at a time. */
+export async function* readRestoreArchiveEvents(
+  storage: Pick<BackupStorage, 'getObject'>,
+  archive: RestoreArchive,
+  afterId: string,
+): AsyncGenerator<RunEvent[]> {
+  if (!archive.events) return;
+  yield* readEventSegments(storage, archive.events, afterId, restoreLayout(archive.record.name).eventsSegment);
 }
 
 /** A finished restore's `restore.json` from storage, or undefined when storage has none. */

@@ -11,6 +11,9 @@ import {
   writeResultsSidecar,
 } from '@stowage/storage';
 import type { BackupEvent, BackupRecord, BackupState, BlockStateRecord, HookRunRecord, LogLine, PvbStateRecord } from './backup-state.js';
+import { type EventSegmentIndex, readEventSegments, writeEventSegments } from './event-archive.js';
+
+export { ARCHIVE_EVENTS_PER_SEGMENT, compareStreamIds } from './event-archive.js';
 
 /*
  * A finished backup in storage: everything its views show, so Redis can drop all of it but a small
@@ -23,8 +26,6 @@ import type { BackupEvent, BackupRecord, BackupState, BlockStateRecord, HookRunR
 export const ARCHIVE_FORMAT_VERSION = 1;
 /** Blocks per `blocks-<page>.json.gz`: a page of a large backup is read without the rest. */
 export const ARCHIVE_BLOCKS_PER_PAGE = 200;
-/** Events per `events-<segment>.json.gz`. */
-export const ARCHIVE_EVENTS_PER_SEGMENT = 2_000;
 
 /** One block as its views show it: plan summary, live state at the end, its PVBs and hook runs. */
 export interface ArchivedBlock {
@@ -50,7 +51,7 @@ export interface BackupArchiveManifest {
   /** PVBs by their final phase (from the PVB records). */
   pvbPhases: Record<string, number>;
   blocks: { count: number; perPage: number; pages: number };
-  events: { count: number; segments: Array<{ count: number; firstId: string; lastId: string }> };
+  events: EventSegmentIndex;
   logLines: number;
 }
 
@@ -148,16 +149,7 @@ export async function writeBackupArchive(
     await writeGzipJson(storage, keys.blocksPage(generation, page), blocks);
   }
 
-  const segments: BackupArchiveManifest['events']['segments'] = [];
-  let eventCount = 0;
-  for (let after = '0'; ; ) {
-    const events = await state.readEvents(name, after, { count: ARCHIVE_EVENTS_PER_SEGMENT });
-    if (events.length === 0) break;
-    await writeGzipJson(storage, keys.eventsSegment(generation, segments.length), events);
-    segments.push({ count: events.length, firstId: events[0]!.id, lastId: events.at(-1)!.id });
-    eventCount += events.length;
-    after = events.at(-1)!.id;
-  }
+  const events = await writeEventSegments(storage, state, name, (segment) => keys.eventsSegment(generation, segment));
 
   const logs = await state.readLogs(name);
   const [counters, pvbPhases] = await Promise.all([state.counters(name), countLivePvbPhases(state, name)]);
@@ -178,7 +170,7 @@ export async function writeBackupArchive(
     counters,
     pvbPhases,
     blocks: { count, perPage: ARCHIVE_BLOCKS_PER_PAGE, pages },
-    events: { count: eventCount, segments },
+    events,
     logLines: logs.length,
   };
   await writeGzipJson(storage, keys.manifest, manifest);
@@ -210,15 +202,6 @@ export class BackupArchiveError extends Error {
     super(message);
     this.name = 'BackupArchiveError';
   }
-}
-
-/** Stream ids `ms-seq` compared as numbers (string order is wrong across digit counts). */
-export function compareStreamIds(a: string, b: string): number {
-  const [am, as] = a.split('-').map((x) => BigInt(x));
-  const [bm, bs] = b.split('-').map((x) => BigInt(x));
-  if (am !== bm) return (am ?? 0n) < (bm ?? 0n) ? -1 : 1;
-  if (as === bs) return 0;
-  return (as ?? 0n) < (bs ?? 0n) ? -1 : 1;
 }
 
 /** Reads finished backups back from storage, a page or a segment at a time. */
@@ -258,13 +241,10 @@ export class BackupArchiveReader {
 
   /** Events after `afterId` (exclusive; `0` from the start), a segment at a time. */
   async *events(manifest: BackupArchiveManifest, afterId: string): AsyncGenerator<BackupEvent[]> {
-    for (const [i, segment] of manifest.events.segments.entries()) {
-      if (compareStreamIds(segment.lastId, afterId) <= 0) continue;
-      const key = stowageSidecarLayout(manifest.record.name).eventsSegment(manifest.generation, i);
-      const events = (await readGzipJson(this.storage, key)) as BackupEvent[] | undefined;
-      if (!Array.isArray(events)) throw new BackupArchiveError(`${key} is missing: the finished backup's events cannot be read`);
-      yield events.filter((e) => compareStreamIds(e.id, afterId) > 0);
-    }
+    const { name } = manifest.record;
+    yield* readEventSegments(this.storage, manifest.events, afterId, (segment) =>
+      stowageSidecarLayout(name).eventsSegment(manifest.generation, segment),
+    );
   }
 
   /** Every log line (the `-logs.gz` sidecar); [] when the backup has none. */

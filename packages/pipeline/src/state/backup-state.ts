@@ -40,7 +40,6 @@ export { type HookRunRecord, interruptedRun, type LogLine };
 
 type ScriptArg = string | number;
 interface StateScriptCommands {
-  stowageCatalogueBackup(recordKey: string, countersKey: string, ...args: ScriptArg[]): Promise<number>;
   stowagePutPlans(planKey: string, itemsKey: string, orderKey: string, ...args: ScriptArg[]): Promise<number>;
   stowageRegisterPvb(pvbKey: string, setKey: string, ...args: ScriptArg[]): Promise<number>;
   stowageRegisterPvbs(numberOfKeys: number, ...keysAndArgs: string[]): Promise<string[][]>;
@@ -100,11 +99,6 @@ export interface BackupRecord extends RunRecord {
   /** Set by plan when every block was added (a re-run of plan after this changes nothing). */
   planCompletedAt?: number;
   planSummary?: unknown;
-  /**
-   * Set once everything the backup's views show is in storage (backup-archive.ts): the views read
-   * it from there, and Redis holds only this record and the counters.
-   */
-  archivedAt?: number;
   /** PVBs by phase at the end (kept with the catalogue entry, since the PVB records are dropped). */
   pvbPhases?: Record<string, number>;
   /** What the backup-level hooks did, per phase, with every run (hooks/backup-hooks.ts). */
@@ -180,33 +174,14 @@ export class BackupState extends RunState<BackupRecord> {
     return this.listRuns(opts);
   }
 
-  /**
-   * Adds a backup found in storage (backup sync) with its counters, unless a backup of that name
-   * is recorded already. `added`: whether it was added now; `known`: a record of that name exists
-   * that is not a catalogue entry (a running backup; nothing is changed then, and it is not indexed).
-   */
-  async catalogueBackup(
-    record: BackupRecord,
-    counters: Readonly<Record<string, number>>,
-  ): Promise<{ added: boolean; known?: 'other-record' }> {
-    const fields = this.encodeRecord(record);
-    const counterFields = Object.entries(counters).flatMap(([k, v]) => [k, String(v)]);
-    const added = await this.cmd<StateScriptCommands>().stowageCatalogueBackup(
-      this.key(record.name, 'rec'),
-      this.key(record.name, 'cnt'),
-      fields.length / 2,
-      ...fields,
-      ...counterFields,
-    );
-    if (added === 0) return { added: false, known: 'other-record' };
-    // Indexed also when the entry existed: a crash between the script and this ZADD must not leave it unlisted.
-    await this.redis.zadd(this.indexKey, 'NX', record.createdAt, record.name);
-    return { added: added === 1 };
+  /** Adds a finished backup found in storage (backup sync) with its counters: RunState.catalogueRun. */
+  catalogueBackup(record: BackupRecord, counters: Readonly<Record<string, number>>): Promise<{ added: boolean; known?: 'other-record' }> {
+    return this.catalogueRun(record, counters);
   }
 
   /** Every backup name in the catalogue (the index), oldest first. */
-  async allBackupNames(): Promise<string[]> {
-    return await this.redis.zrange(this.indexKey, 0, -1);
+  allBackupNames(): Promise<string[]> {
+    return this.allRunNames();
   }
 
   /**

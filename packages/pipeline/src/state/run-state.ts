@@ -28,6 +28,7 @@ export interface RunScriptCommands {
   stowageCountOnceAndLog(onceKey: string, countersKey: string, logsKey: string, ...args: ScriptArg[]): Promise<number>;
   stowageCountOnceMany(onceKey: string, countersKey: string, entries: string): Promise<number>;
   stowageRequestCancel(recordKey: string, at: string, endedPhases: string): Promise<[number, string | null]>;
+  stowageCatalogueRun(recordKey: string, countersKey: string, ...args: ScriptArg[]): Promise<number>;
 }
 
 /** Fields every run record has. */
@@ -42,6 +43,11 @@ export interface RunRecord {
   completedAt?: number;
   cancelRequestedAt?: number;
   failureReason?: string;
+  /**
+   * Set once everything the run's views show is in storage: the views read it from there, and
+   * Redis needs only this record and the counters (the catalogue entry).
+   */
+  archivedAt?: number;
 }
 
 /** A problem worth telling the user: counted once per key into `errors`/`warnings` and logged. */
@@ -253,6 +259,32 @@ export class RunState<R extends RunRecord> {
         }
       }
     }
+  }
+
+  /**
+   * Adds a finished run found in storage (sync) with its counters, unless a run of that name is
+   * recorded already. `added`: whether it was added now; `known`: a record of that name exists that
+   * is not a catalogue entry (a running one; nothing is changed then, and it is not indexed).
+   */
+  async catalogueRun(record: R, counters: Readonly<Record<string, number>>): Promise<{ added: boolean; known?: 'other-record' }> {
+    const fields = this.encodeRecord(record);
+    const counterFields = Object.entries(counters).flatMap(([k, v]) => [k, String(v)]);
+    const added = await this.cmd().stowageCatalogueRun(
+      this.key(record.name, 'rec'),
+      this.key(record.name, 'cnt'),
+      fields.length / 2,
+      ...fields,
+      ...counterFields,
+    );
+    if (added === 0) return { added: false, known: 'other-record' };
+    // Indexed also when the entry existed: a crash between the script and this ZADD must not leave it unlisted.
+    await this.redis.zadd(this.indexKey, 'NX', record.createdAt, record.name);
+    return { added: added === 1 };
+  }
+
+  /** Every run name in the index, oldest first. */
+  async allRunNames(): Promise<string[]> {
+    return await this.redis.zrange(this.indexKey, 0, -1);
   }
 
   /** Removes the run's keys (the generic ones plus `extraKeys` of the subclass) and its index entry. */

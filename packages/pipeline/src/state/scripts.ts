@@ -62,13 +62,13 @@ redis.call('HSET', KEYS[1], unpack(ARGV))
 return 1`,
   },
   /**
-   * Adds a finished backup found in storage to the catalogue unless a record of that name exists
-   * (backup sync: what Redis knows always wins). KEYS[1] record hash, KEYS[2] counters hash.
+   * Adds a finished run (backup or restore) found in storage to the catalogue unless a record of
+   * that name exists (sync: what Redis knows always wins). KEYS[1] record hash, KEYS[2] counters hash.
    * ARGV[1] number of record field/value pairs n, ARGV[2..2n+1] record pairs, then counter pairs.
    * Returns 1 when added; 2 when a catalogue entry of that name exists (archived); 0 when some
-   * other record of that name exists (a running backup, or a stray write after Redis was emptied).
+   * other record of that name exists (a running run, or a stray write after Redis was emptied).
    */
-  stowageCatalogueBackup: {
+  stowageCatalogueRun: {
     numberOfKeys: 2,
     lua: `
 if redis.call('EXISTS', KEYS[1]) == 1 then

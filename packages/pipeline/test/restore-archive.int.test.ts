@@ -1,0 +1,96 @@
+import { validateRestoreRequest } from '@stowage/core';
+import {
+  type PipelineDeps,
+  type RunningWorkers,
+  readRestoreArchive,
+  readRestoreArchiveEvents,
+  restoreLayout,
+  startWorkers,
+  submitBackup,
+  submitRestore,
+} from '@stowage/pipeline';
+import { QueueName } from '@stowage/queue';
+import type { BackupStorage } from '@stowage/storage';
+import { useTestRedis } from '@stowage/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { backupSpec, configMap, namespace, node } from './support/fixtures.js';
+import { type Harness, startHarness, waitFor, waitForBackupEnd } from './support/harness.js';
+
+const ALL_QUEUES = [
+  QueueName.backups,
+  QueueName.itemBlocks,
+  QueueName.pvbWatch,
+  QueueName.hooks,
+  QueueName.restores,
+  QueueName.restoreItems,
+];
+const objects: unknown[] = [node('node-a'), namespace('shop'), configMap('settings'), configMap('flags')];
+
+/** Storage whose restore.json writes fail the first `failures` times (finalize cut off after the final phase, before the archive). */
+function failingRestoreRecord(base: BackupStorage, failures: number): BackupStorage & { failed: () => number } {
+  let failed = 0;
+  return {
+    putObject: async (key, data, opts) => {
+      if (key.endsWith('/restore.json') && failed < failures) {
+        failed++;
+        throw new Error('injected: the process died before restore.json was written');
+      }
+      return base.putObject(key, data, opts);
+    },
+    putStream: (k, b) => base.putStream(k, b),
+    getObject: (k) => base.getObject(k),
+    exists: (k) => base.exists(k),
+    list: (p) => base.list(p),
+    deletePrefix: (p) => base.deletePrefix(p),
+    failed: () => failed,
+  };
+}
+
+describe('a finished restore in storage: finalize archives its events and record', () => {
+  let redisHandle: { url: string; stop: () => Promise<void> };
+  let h: Harness;
+  let workers: RunningWorkers | undefined;
+
+  beforeAll(async () => {
+    redisHandle = await useTestRedis();
+    h = await startHarness({ redisUrl: redisHandle.url, fixture: { objects }, agentNodes: ['node-a'] });
+  });
+  afterAll(async () => {
+    await workers?.close();
+    await h?.close();
+    await redisHandle?.stop();
+  });
+
+  it('finalize cut off after the final phase runs again and archives: restore.json last, every event with the terminal one once, then marked archived', async () => {
+    const storage = failingRestoreRecord(h.deps.storage, 1);
+    const deps: PipelineDeps = { ...h.deps, storage };
+    workers = startWorkers({ deps, queues: ALL_QUEUES });
+    await submitBackup({ state: h.deps.state, connection: h.redis, queuePrefix: h.queuePrefix }, { name: 'bk1', spec: backupSpec() });
+    expect(await waitForBackupEnd(h.deps.state, 'bk1')).toBe('Completed');
+
+    const validation = validateRestoreRequest({ name: 'rs-cut', spec: { backupName: 'bk1', includedNamespaces: ['shop'] } });
+    if (!validation.ok) throw new Error(JSON.stringify(validation.problems));
+    const restores = h.deps.restores!;
+    await submitRestore({ restores, connection: h.redis, queuePrefix: h.queuePrefix }, { name: 'rs-cut', spec: validation.value });
+    const rec = await waitFor(
+      'rs-cut archived',
+      async () => {
+        const r = await restores.getRestore('rs-cut');
+        return r?.archivedAt !== undefined ? r : undefined;
+      },
+      30_000,
+    );
+    expect(storage.failed()).toBe(1);
+
+    const archive = await readRestoreArchive(h.deps.storage, 'rs-cut');
+    expect(archive?.record).toMatchObject({ name: 'rs-cut', phase: rec.phase, completedAt: rec.completedAt });
+    expect(archive?.counters).toEqual(await restores.counters('rs-cut'));
+    const archived = [];
+    for await (const segment of readRestoreArchiveEvents(h.deps.storage, archive!, '0')) archived.push(...segment);
+    expect(archived).toEqual(await restores.readEvents('rs-cut', '0'));
+    const terminal = archived.filter((e) => e.type === 'restore.phase' && e.data.to === rec.phase);
+    expect(terminal).toHaveLength(1);
+    expect(archived.at(-1)).toEqual(terminal[0]);
+    expect(await h.deps.storage.exists(restoreLayout('rs-cut').eventsSegment(0))).toBe(true);
+  });
+});
