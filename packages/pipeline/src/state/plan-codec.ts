@@ -1,0 +1,104 @@
+import { createHash } from 'node:crypto';
+import { deflateRawSync, inflateRawSync } from 'node:zlib';
+
+/*
+ * How a block's plan and item manifests are stored: one value per block (field <blockId> of
+ * `K:plan`), the JSON `{"plan":…,"items":…}` compressed with deflate. Blocks of one backup are
+ * alike (the same kinds, labels, reasons, field names), so a backup's values are compressed
+ * against a dictionary learned from its own first blocks (stored once in `K:dict`): about 8% of
+ * the JSON, against about 30% for each value deflated alone (measured on the bench's pods).
+ *
+ * The first byte says the format, so a worker reads what any version wrote:
+ * - `{`    plain JSON of the plan alone, its manifests in `K:items` (before the codec; read only,
+ *          for backups planned before an upgrade and still running)
+ * - 0x01   deflate-raw of the JSON
+ * - 0x02   8 bytes of dictionary id, then deflate-raw of the JSON with that dictionary
+ * Anything else is refused with a clear error (written by a newer Stowage).
+ */
+
+export const PLAN_FORMAT_LEGACY_JSON = 0x7b; // '{'
+export const PLAN_FORMAT_DEFLATE = 0x01;
+export const PLAN_FORMAT_DICTIONARY = 0x02;
+const DICTIONARY_ID_BYTES = 8;
+/** Deflate looks back 32 KiB; a value of a few KiB still reaches the whole dictionary. */
+const DICTIONARY_MAX_BYTES = 24 * 1024;
+/** A batch with less JSON than this is deflated without a dictionary (storing one would cost more than it saves). */
+const LEARN_MIN_BYTES = 8 * 1024;
+/** A batch the current dictionary compresses worse than this (other kinds of items) learns a new one. */
+const RELEARN_RATIO = 0.2;
+
+export interface PlanDictionary {
+  /** Hex of the id bytes: the field in `K:dict`. */
+  id: string;
+  bytes: Buffer;
+}
+
+export class PlanFormatError extends Error {
+  override readonly name = 'PlanFormatError';
+}
+
+function dictionaryOf(bytes: Buffer): PlanDictionary {
+  return { id: createHash('sha256').update(bytes).digest().subarray(0, DICTIONARY_ID_BYTES).toString('hex'), bytes };
+}
+
+function encodeWith(json: Buffer, dictionary: PlanDictionary | undefined): Buffer {
+  if (!dictionary) return Buffer.concat([Buffer.of(PLAN_FORMAT_DEFLATE), deflateRawSync(json)]);
+  return Buffer.concat([
+    Buffer.of(PLAN_FORMAT_DICTIONARY),
+    Buffer.from(dictionary.id, 'hex'),
+    deflateRawSync(json, { dictionary: dictionary.bytes }),
+  ]);
+}
+
+/**
+ * Encodes the blocks of one plan run, batch by batch, keeping the dictionary it learned. A new
+ * dictionary is returned with the batch that first uses it, to be stored in the same write.
+ */
+export class BlockPlanEncoder {
+  private dictionary: PlanDictionary | undefined;
+
+  encodeBatch(blocks: ReadonlyArray<{ plan: unknown; items: unknown }>): { values: Buffer[]; dictionary?: PlanDictionary } {
+    const jsons = blocks.map((b) => Buffer.from(JSON.stringify({ plan: b.plan, items: b.items })));
+    const rawBytes = jsons.reduce((n, j) => n + j.length, 0);
+    const encodeAll = (d: PlanDictionary | undefined) => jsons.map((j) => encodeWith(j, d));
+    if (this.dictionary) {
+      const values = encodeAll(this.dictionary);
+      const encodedBytes = values.reduce((n, v) => n + v.length, 0);
+      if (rawBytes < LEARN_MIN_BYTES || encodedBytes <= rawBytes * RELEARN_RATIO) return { values };
+    } else if (rawBytes < LEARN_MIN_BYTES) {
+      return { values: encodeAll(undefined) };
+    }
+    this.dictionary = dictionaryOf(Buffer.concat(jsons).subarray(0, DICTIONARY_MAX_BYTES));
+    return { values: encodeAll(this.dictionary), dictionary: this.dictionary };
+  }
+}
+
+/** The dictionary id a stored value needs (undefined: none). */
+export function dictionaryIdOf(value: Buffer): string | undefined {
+  if (value[0] !== PLAN_FORMAT_DICTIONARY) return undefined;
+  if (value.length < 1 + DICTIONARY_ID_BYTES) throw new PlanFormatError('stored block plan is truncated (no dictionary id)');
+  return value.subarray(1, 1 + DICTIONARY_ID_BYTES).toString('hex');
+}
+
+/**
+ * Decodes a stored value. `legacy: true` when it is the old plain plan JSON (its manifests are in
+ * `K:items`). `dictionary` must be the one dictionaryIdOf(value) names, when it names one.
+ */
+export function decodeStoredBlock<P, I>(value: Buffer, dictionary?: Buffer): { plan: P; items: I | undefined; legacy: boolean } {
+  const format = value[0];
+  switch (format) {
+    case PLAN_FORMAT_LEGACY_JSON:
+      return { plan: JSON.parse(value.toString('utf8')) as P, items: undefined, legacy: true };
+    case PLAN_FORMAT_DEFLATE:
+      return { ...(JSON.parse(inflateRawSync(value.subarray(1)).toString('utf8')) as { plan: P; items: I }), legacy: false };
+    case PLAN_FORMAT_DICTIONARY: {
+      if (!dictionary) throw new PlanFormatError(`stored block plan needs dictionary ${dictionaryIdOf(value)}, which is missing`);
+      const json = inflateRawSync(value.subarray(1 + DICTIONARY_ID_BYTES), { dictionary });
+      return { ...(JSON.parse(json.toString('utf8')) as { plan: P; items: I }), legacy: false };
+    }
+    default:
+      throw new PlanFormatError(
+        `stored block plan has an unknown format (first byte 0x${(format ?? 0).toString(16).padStart(2, '0')}): written by a newer Stowage? Run workers of that version`,
+      );
+  }
+}
