@@ -27,8 +27,8 @@ const DICTIONARY_ID_BYTES = 8;
 const DICTIONARY_MAX_BYTES = 8 * 1024;
 /** A batch with less JSON than this is deflated without a dictionary (storing one would cost more than it saves). */
 const LEARN_MIN_BYTES = 8 * 1024;
-/** A batch the current dictionary compresses worse than this (other kinds of items) learns a new one. */
-const RELEARN_RATIO = 0.2;
+/** Blocks of a batch (beyond those a new dictionary is learned from) on which the two dictionaries are compared. */
+const COMPARE_SAMPLE_BLOCKS = 16;
 
 export interface PlanDictionary {
   /** Hex of the id bytes: the field in `K:dict`. */
@@ -110,17 +110,35 @@ export class BlockPlanEncoder {
   encodeBatch(blocks: ReadonlyArray<{ plan: unknown; items: unknown }>): { values: Buffer[]; dictionary?: PlanDictionary } {
     const jsons = blocks.map((b) => Buffer.from(JSON.stringify({ plan: packItems(b.plan, b.items), items: b.items })));
     const rawBytes = jsons.reduce((n, j) => n + j.length, 0);
-    const encodeAll = (d: PlanDictionary | undefined) => jsons.map((j) => encodeWith(j, d));
-    if (this.dictionary) {
-      const values = encodeAll(this.dictionary);
-      const encodedBytes = values.reduce((n, v) => n + v.length, 0);
-      if (rawBytes < LEARN_MIN_BYTES || encodedBytes <= rawBytes * RELEARN_RATIO) return { values };
-    } else if (rawBytes < LEARN_MIN_BYTES) {
-      return { values: encodeAll(undefined) };
+    const current = this.dictionary;
+    if (rawBytes >= LEARN_MIN_BYTES) {
+      const { candidate, learnedFrom } = learnDictionary(jsons);
+      // The first dictionary is learned at once; a later one (the blocks changed kind: the first
+      // blocks planned are those with volumes) only when it saves more than it costs to store.
+      if (!current || savesMoreThanItCosts(jsons, learnedFrom, current, candidate)) {
+        this.dictionary = candidate;
+        return { values: jsons.map((j) => encodeWith(j, candidate)), dictionary: candidate };
+      }
     }
-    this.dictionary = dictionaryOf(Buffer.concat(jsons).subarray(0, DICTIONARY_MAX_BYTES));
-    return { values: encodeAll(this.dictionary), dictionary: this.dictionary };
+    return { values: jsons.map((j) => encodeWith(j, current)) };
   }
+}
+
+/** A dictionary from the batch's first blocks, and how many blocks it took. */
+function learnDictionary(jsons: readonly Buffer[]): { candidate: PlanDictionary; learnedFrom: number } {
+  let bytes = 0;
+  let learnedFrom = 0;
+  while (learnedFrom < jsons.length && bytes < DICTIONARY_MAX_BYTES) bytes += jsons[learnedFrom++]?.length ?? 0;
+  return { candidate: dictionaryOf(Buffer.concat(jsons.slice(0, learnedFrom)).subarray(0, DICTIONARY_MAX_BYTES)), learnedFrom };
+}
+
+/** Compared on blocks the candidate was not learned from, extrapolated to the batch. */
+function savesMoreThanItCosts(jsons: readonly Buffer[], learnedFrom: number, current: PlanDictionary, candidate: PlanDictionary): boolean {
+  const sample = jsons.slice(Math.max(learnedFrom, jsons.length - COMPARE_SAMPLE_BLOCKS));
+  if (sample.length === 0) return false;
+  let saved = 0;
+  for (const j of sample) saved += encodeWith(j, current).length - encodeWith(j, candidate).length;
+  return (saved / sample.length) * jsons.length > candidate.bytes.length;
 }
 
 /** The dictionary id a stored value needs (undefined: none). */
