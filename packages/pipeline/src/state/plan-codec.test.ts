@@ -55,6 +55,32 @@ describe('plan codec', () => {
     expect(next.values[0]?.length).toBeLessThan(JSON.stringify(podBlock(99)).length / 4);
   });
 
+  it('learns a second dictionary only when the blocks change kind enough to pay for it', () => {
+    const encoder = new BlockPlanEncoder();
+    expect(encoder.encodeBatch(Array.from({ length: 16 }, (_, i) => podBlock(i))).dictionary).toBeDefined();
+    // More of the same kind: the first dictionary stays.
+    expect(encoder.encodeBatch(Array.from({ length: 64 }, (_, i) => podBlock(100 + i))).dictionary).toBeUndefined();
+    // Many blocks of another kind: a dictionary learned from them is worth storing.
+    const secret = (i: number) => ({
+      plan: { id: `blk-s${i}`, pods: [], items: [], skips: [] },
+      items: [
+        {
+          apiVersion: 'v1',
+          kind: 'Secret',
+          metadata: { name: `tls-${i}`, namespace: 'edge' },
+          type: 'kubernetes.io/tls',
+          data: { 'tls.crt': 'LS0tLS1CRUdJTi'.repeat(40), 'ca.crt': `Q0Ev${i}`.repeat(30) },
+        },
+      ],
+    });
+    const secrets = Array.from({ length: 200 }, (_, i) => secret(i));
+    const { values, dictionary } = encoder.encodeBatch(secrets);
+    expect(dictionary).toBeDefined();
+    expect(JSON.stringify(decodeStoredBlock(values[150] ?? Buffer.alloc(0), dictionary?.bytes))).toBe(
+      JSON.stringify({ ...secrets[150], legacy: false }),
+    );
+  });
+
   it('reads the plain JSON of older versions, and refuses an unknown format naming its first byte', () => {
     expect(decodeStoredBlock(Buffer.from('{"id":"blk-1"}'))).toEqual({ plan: { id: 'blk-1' }, items: undefined, legacy: true });
     expect(() => decodeStoredBlock(Buffer.from([0x7f, 1]))).toThrow(/unknown format \(first byte 0x7f\)/);
