@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateCluster } from '../../packages/kube-sim/src/index.js';
 import { createLogger } from '../../packages/platform/src/index.js';
-import { createQueue, DEFAULT_JOB_OPTIONS, JobName, QUEUE_NAMES } from '../../packages/queue/src/index.js';
+import { createQueue, DEFAULT_JOB_OPTIONS, JobName, KEEP_FINISHED_JOBS, QUEUE_NAMES } from '../../packages/queue/src/index.js';
 import { type NodeAgent, startNodeAgent } from '../../services/node-agent/src/index.js';
 import { recordRun } from './support/run-figures.js';
 import { type ServiceProcess, type Stack, startStack, waitFor } from './support/stack.js';
@@ -152,7 +152,8 @@ describe('soak', () => {
       const q = createQueue(queueName, { connection: stack.redis, prefix: stack.queuePrefix });
       try {
         const counts = await q.getJobCounts('completed', 'failed', 'active', 'waiting', 'delayed', 'waiting-children');
-        const cap = (DEFAULT_JOB_OPTIONS[queueName].removeOnComplete as { count: number }).count;
+        // The per-block queues' jobs leave it to the workers (KEEP_FINISHED_JOBS).
+        const cap = ((DEFAULT_JOB_OPTIONS[queueName].removeOnComplete ?? KEEP_FINISHED_JOBS.removeOnComplete) as { count: number }).count;
         // Each backup keeps one delayed job: its TTL expiry. Nothing else may be left parked.
         const parked = (await q.getDelayed()).filter((job) => job.name !== JobName.deleteBackup);
         expect(

@@ -14,6 +14,8 @@ export const PipelineErrorCode = {
   badArgument: 'PIPELINE_BAD_ARGUMENT',
   /** finalize found fewer staged items than were counted as backed up, even after staging them again. */
   itemsMissing: 'PIPELINE_ITEMS_MISSING',
+  /** A stored block plan cannot be read: a format this version does not know, or its dictionary is missing. */
+  planUnreadable: 'PIPELINE_PLAN_UNREADABLE',
   /** The backup spec failed validation. */
   specInvalid: 'PIPELINE_SPEC_INVALID',
 } as const;

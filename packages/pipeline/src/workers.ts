@@ -1,4 +1,4 @@
-import { createFlowProducer, createQueue, JobName, QueueName } from '@stowage/queue';
+import { createFlowProducer, createQueue, JobName, KEEP_FINISHED_JOBS, QueueName } from '@stowage/queue';
 import { type Job, type Processor, Worker } from 'bullmq';
 import type { PipelineDeps } from './deps.js';
 import { PipelineErrorCode, UnrecoverablePipelineError } from './errors.js';
@@ -217,6 +217,8 @@ export function startWorkers(opts: StartWorkersOptions): RunningWorkers {
       connection: deps.connection,
       prefix: deps.queuePrefix,
       concurrency: concurrencyOf[queue],
+      // Finished jobs kept (per-block jobs do not carry it: job-options.ts).
+      ...KEEP_FINISHED_JOBS,
       ...(opts.lock?.durationMs !== undefined ? { lockDuration: opts.lock.durationMs } : {}),
       ...(opts.lock?.stalledIntervalMs !== undefined ? { stalledInterval: opts.lock.stalledIntervalMs } : {}),
       // restore-items starts once the restore's API cap is in Redis (its global concurrency): never a job beyond it.

@@ -34,7 +34,7 @@ export {
   postHooksParentOf,
   repark,
 } from './flows.js';
-export { childJobOptions, DEFAULT_JOB_OPTIONS } from './job-options.js';
+export { childJobOptions, DEFAULT_JOB_OPTIONS, KEEP_FINISHED_JOBS } from './job-options.js';
 export {
   type DeleteBackupJobData,
   deleteBackupJobSchema,

@@ -7,6 +7,7 @@ import { type BlockPlan, needsPostHooksJob } from '../plan/block-plan.js';
 import { type PlannedBlock, planCluster, resolveResourcePolicies } from '../plan/cluster-plan.js';
 import type { PipelineRuntime } from '../runtime.js';
 import { ENDED_BACKUP_PHASES } from '../state/backup-state.js';
+import { BlockPlanEncoder } from '../state/plan-codec.js';
 import { addClaimedBlocks } from './window-refill.js';
 
 export type PlanResult = { skipped: string } | { blocks: number; items: number; batches: number };
@@ -67,6 +68,8 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
   if (windowed) await rt.window.open(backupName, config.blocksInFlightPerBackup);
   let claims = 0;
   let batchSize = Math.min(FIRST_BATCH_BLOCKS, config.blockBatchSize);
+  // One encoder for the run: the dictionary learned from the first blocks compresses the rest.
+  const encoder = new BlockPlanEncoder();
   const store = async (planned: PlannedBlock[]) => {
     for (let start = 0; start < planned.length; ) {
       const stored = planned.slice(start, start + batchSize);
@@ -78,6 +81,7 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
       await state.putBlockPlans(
         backupName,
         stored.map(({ plan, manifests }) => ({ id: plan.id, plan, items: manifests })),
+        encoder,
       );
       if (windowed) {
         // Windowed: the batch joins the backup's queue of blocks; only what fits the window is

@@ -1,3 +1,5 @@
+import { PipelineError, PipelineErrorCode } from '../errors.js';
+import { BlockPlanEncoder, decodeStoredBlock, dictionaryIdOf, PlanFormatError } from './plan-codec.js';
 import {
   decodeJsonHash,
   encodeJsonHash,
@@ -25,8 +27,10 @@ export { type HookRunRecord, interruptedRun, type LogLine };
  * - `K:events`  stream the append-only event stream (SSE ids are stream ids)
  * - `K:logs`    list   log lines as JSON (bounded)
  * - `K:border`  list   block ids in plan order
- * - `K:plan`    hash   blockId → block plan JSON (pods, items, hooks, volume decisions)
- * - `K:items`   hash   blockId → the block's item manifests JSON (dropped after finalize)
+ * - `K:plan`    hash   blockId → the block's plan (pods, items, hooks, volume decisions) and its
+ *                      item manifests, compressed (plan-codec.ts)
+ * - `K:dict`    hash   dictionary id → a dictionary the plan values are compressed with
+ * - `K:items`   hash   blockId → item manifests JSON, only of backups planned before plan-codec.ts
  * - `K:b:<id>`  hash   the block's live state (state, timestamps, failed pods, PVB names)
  * - `K:pvb:<n>` hash   one PVB's live state (block, pod, node, volume, phase, bytes, ...)
  * - `K:hooks`   list   every hook run as JSON, in order of completion
@@ -40,17 +44,22 @@ export { type HookRunRecord, interruptedRun, type LogLine };
 
 type ScriptArg = string | number;
 interface StateScriptCommands {
-  stowagePutPlans(planKey: string, itemsKey: string, orderKey: string, ...args: ScriptArg[]): Promise<number>;
+  stowagePutPlans(planKey: string, orderKey: string, dictKey: string, ...args: Array<ScriptArg | Buffer>): Promise<number>;
   stowageRegisterPvb(pvbKey: string, setKey: string, ...args: ScriptArg[]): Promise<number>;
   stowageRegisterPvbs(numberOfKeys: number, ...keysAndArgs: string[]): Promise<string[][]>;
-  stowageReadBlock(
+  stowageReadBlockBuffer(
     recordKey: string,
     planKey: string,
     blockKey: string,
     itemsKey: string,
     blockId: string,
-  ): Promise<[string[], string, string[], string]>;
-  stowageReadBlockTail(planKey: string, blockKey: string, blockId: string, pvbKeyPrefix: string): Promise<[string, string[], string[][]]>;
+  ): Promise<[Buffer[], Buffer, Buffer[], Buffer]>;
+  stowageReadBlockTailBuffer(
+    planKey: string,
+    blockKey: string,
+    blockId: string,
+    pvbKeyPrefix: string,
+  ): Promise<[Buffer, Buffer[], Buffer[][]]>;
   stowageBlockStep(
     blockKey: string,
     onceKey: string,
@@ -194,7 +203,7 @@ export class BackupState extends RunState<BackupRecord> {
     const keys = [...blockIds.map((id) => this.key(name, `b:${id}`)), ...pvbNames.map((p) => this.key(name, `pvb:${p}`))];
     for (let i = 0; i < keys.length; i += 500) await this.redis.unlink(...keys.slice(i, i + 500));
     await this.redis.unlink(
-      ...['once', 'events', 'logs', 'plan', 'items', 'hooks', 'border', 'pvbset', 'win', 'wclaim'].map((s) => this.key(name, s)),
+      ...['once', 'events', 'logs', 'plan', 'items', 'dict', 'hooks', 'border', 'pvbset', 'win', 'wclaim'].map((s) => this.key(name, s)),
     );
   }
 
@@ -202,7 +211,7 @@ export class BackupState extends RunState<BackupRecord> {
   async deleteBackup(name: string): Promise<void> {
     const [blockIds, pvbNames] = await Promise.all([this.redis.lrange(this.key(name, 'border'), 0, -1), this.allPvbNames(name)]);
     await this.deleteRunKeys(name, [
-      ...['border', 'plan', 'items', 'pvbset', 'win', 'wclaim'].map((s) => this.key(name, s)),
+      ...['border', 'plan', 'items', 'dict', 'pvbset', 'win', 'wclaim'].map((s) => this.key(name, s)),
       ...blockIds.map((id) => this.key(name, `b:${id}`)),
       ...pvbNames.map((p) => this.key(name, `pvb:${p}`)),
     ]);
@@ -210,47 +219,84 @@ export class BackupState extends RunState<BackupRecord> {
 
   // ---- plan ----------------------------------------------------------------------------
 
-  /** Stores a batch of block plans (and their item manifests) in plan order. Idempotent per block. */
-  async putBlockPlans(name: string, blocks: ReadonlyArray<{ id: string; plan: unknown; items: unknown }>): Promise<void> {
+  /**
+   * Stores a batch of block plans with their item manifests, in plan order, compressed
+   * (plan-codec.ts). Idempotent per block: a block stored before keeps its plan and manifests.
+   * One plan run passes one `encoder`, so its batches share what it learned.
+   */
+  async putBlockPlans(
+    name: string,
+    blocks: ReadonlyArray<{ id: string; plan: unknown; items: unknown }>,
+    encoder: BlockPlanEncoder = new BlockPlanEncoder(),
+  ): Promise<void> {
     if (blocks.length === 0) return;
-    const planArgs: string[] = [];
-    const itemArgs: string[] = [];
-    const ids: string[] = [];
-    for (const b of blocks) {
-      planArgs.push(b.id, JSON.stringify(b.plan));
-      itemArgs.push(b.id, JSON.stringify(b.items));
-      ids.push(b.id);
-    }
+    const { values, dictionary } = encoder.encodeBatch(blocks);
+    if (dictionary) rememberDictionary(dictionary.id, dictionary.bytes);
     await this.cmd<StateScriptCommands>().stowagePutPlans(
       this.key(name, 'plan'),
-      this.key(name, 'items'),
       this.key(name, 'border'),
-      JSON.stringify(ids),
-      ...planArgs,
-      ...itemArgs,
+      this.key(name, 'dict'),
+      JSON.stringify(blocks.map((b) => b.id)),
+      ...values,
+      ...(dictionary ? [dictionary.id, dictionary.bytes] : []),
     );
   }
 
   /** The plans of several blocks (one HMGET), in the order asked. */
   async getBlockPlans<T = unknown>(name: string, blockIds: readonly string[]): Promise<Array<T | undefined>> {
     if (blockIds.length === 0) return [];
-    const rows = await this.redis.hmget(this.key(name, 'plan'), ...blockIds);
-    return rows.map((raw) => (raw ? (JSON.parse(raw) as T) : undefined));
+    return await this.decodePlans<T>(name, await this.redis.hmgetBuffer(this.key(name, 'plan'), ...blockIds));
   }
 
   async getBlockPlan<T = unknown>(name: string, blockId: string): Promise<T | undefined> {
-    const raw = await this.redis.hget(this.key(name, 'plan'), blockId);
-    return raw ? (JSON.parse(raw) as T) : undefined;
+    return (await this.getBlockPlans<T>(name, [blockId]))[0];
   }
 
   async getBlockItems<T = unknown>(name: string, blockId: string): Promise<T | undefined> {
+    const stored = await this.decodeStored<unknown, T>(name, await this.redis.hgetBuffer(this.key(name, 'plan'), blockId));
+    if (!stored?.legacy) return stored?.items;
     const raw = await this.redis.hget(this.key(name, 'items'), blockId);
     return raw ? (JSON.parse(raw) as T) : undefined;
   }
 
-  /** Drops the stored item manifests once they are in storage (the plan and state stay). */
-  async dropItems(name: string): Promise<void> {
-    await this.redis.unlink(this.key(name, 'items'));
+  /** Plans from stored values (K:plan fields, as read by a script or HMGET), undefined where missing. */
+  async decodePlans<T = unknown>(name: string, values: ReadonlyArray<Buffer | null | undefined>): Promise<Array<T | undefined>> {
+    await this.loadDictionaries(name, values);
+    return await Promise.all(values.map(async (v) => (await this.decodeStored<T, unknown>(name, v))?.plan));
+  }
+
+  /** A stored K:plan value decoded (an empty or missing value is undefined). */
+  private async decodeStored<P, I>(
+    name: string,
+    value: Buffer | null | undefined,
+  ): Promise<{ plan: P; items: I | undefined; legacy: boolean } | undefined> {
+    if (!value || value.length === 0) return undefined;
+    const dictionaryId = dictionaryIdOf(value);
+    if (dictionaryId !== undefined && !knownDictionaries.has(dictionaryId)) await this.loadDictionaries(name, [value]);
+    try {
+      return decodeStoredBlock<P, I>(value, dictionaryId !== undefined ? knownDictionaries.get(dictionaryId) : undefined);
+    } catch (err) {
+      if (err instanceof PlanFormatError) {
+        throw new PipelineError(PipelineErrorCode.planUnreadable, `backup ${name}: ${err.message}`, { cause: err });
+      }
+      throw err;
+    }
+  }
+
+  /** Fetches (one HMGET) the dictionaries the values need that this process has not seen. */
+  private async loadDictionaries(name: string, values: ReadonlyArray<Buffer | null | undefined>): Promise<void> {
+    const missing = new Set<string>();
+    for (const v of values) {
+      const id = v && v.length > 0 ? dictionaryIdOf(v) : undefined;
+      if (id !== undefined && !knownDictionaries.has(id)) missing.add(id);
+    }
+    if (missing.size === 0) return;
+    const ids = [...missing];
+    const found = await this.redis.hmgetBuffer(this.key(name, 'dict'), ...ids);
+    ids.forEach((id, i) => {
+      const bytes = found[i];
+      if (bytes) rememberDictionary(id, bytes);
+    });
   }
 
   async blockCount(name: string): Promise<number> {
@@ -296,37 +342,38 @@ export class BackupState extends RunState<BackupRecord> {
 
   /** The backup record, a block's plan, its live state and its item manifests, in one round trip. */
   async readBlockContext<P = unknown, I = unknown>(name: string, blockId: string): Promise<BlockContext<P, I>> {
-    const [recFlat, plan, blockFlat, items] = await this.cmd<StateScriptCommands>().stowageReadBlock(
+    const [recFlat, planValue, blockFlat, legacyItems] = await this.cmd<StateScriptCommands>().stowageReadBlockBuffer(
       this.key(name, 'rec'),
       this.key(name, 'plan'),
       this.key(name, `b:${blockId}`),
       this.key(name, 'items'),
       blockId,
     );
-    const rec = flatToObject(recFlat);
-    const block = flatToObject(blockFlat);
+    const rec = flatToObject(recFlat.map(String));
+    const block = flatToObject(blockFlat.map(String));
+    const stored = await this.decodeStored<P, I>(name, planValue);
     return {
       record: rec?.name ? this.decodeRecord(rec) : undefined,
-      plan: plan ? (JSON.parse(plan) as P) : undefined,
+      plan: stored?.plan,
       block: block?.id ? decodeJsonHash<BlockStateRecord>(block) : undefined,
-      items: items ? (JSON.parse(items) as I) : undefined,
+      items: stored?.legacy ? (legacyItems.length > 0 ? (JSON.parse(legacyItems.toString('utf8')) as I) : undefined) : stored?.items,
     };
   }
 
   /** A block's plan, its live state and the state of every PVB it names, in one round trip. */
   async readBlockTail<P = unknown>(name: string, blockId: string): Promise<BlockTail<P>> {
-    const [plan, blockFlat, pvbFlats] = await this.cmd<StateScriptCommands>().stowageReadBlockTail(
+    const [planValue, blockFlat, pvbFlats] = await this.cmd<StateScriptCommands>().stowageReadBlockTailBuffer(
       this.key(name, 'plan'),
       this.key(name, `b:${blockId}`),
       blockId,
       this.key(name, 'pvb:'),
     );
-    const block = flatToObject(blockFlat);
+    const block = flatToObject(blockFlat.map(String));
     return {
-      plan: plan ? (JSON.parse(plan) as P) : undefined,
+      plan: (await this.decodeStored<P, unknown>(name, planValue))?.plan,
       block: block?.id ? decodeJsonHash<BlockStateRecord>(block) : undefined,
       pvbs: pvbFlats.map((flat) => {
-        const raw = flatToObject(flat);
+        const raw = flatToObject(flat.map(String));
         return raw?.name ? decodeJsonHash<PvbStateRecord>(raw) : undefined;
       }),
     };
@@ -426,5 +473,21 @@ export class BackupState extends RunState<BackupRecord> {
 
   allPvbNames(name: string): Promise<string[]> {
     return this.allVolumeOpNames(name, 'pvb');
+  }
+}
+
+/**
+ * Plan dictionaries this process has read or written, by id. An id is a hash of the bytes, so an
+ * entry is right for every backup; bounded (oldest out first), as each is up to 24 KiB.
+ */
+const knownDictionaries = new Map<string, Buffer>();
+const KNOWN_DICTIONARIES_MAX = 64;
+
+function rememberDictionary(id: string, bytes: Buffer): void {
+  knownDictionaries.delete(id);
+  knownDictionaries.set(id, bytes);
+  if (knownDictionaries.size > KNOWN_DICTIONARIES_MAX) {
+    const oldest = knownDictionaries.keys().next().value;
+    if (oldest !== undefined) knownDictionaries.delete(oldest);
   }
 }

@@ -24,7 +24,7 @@ export const DISPATCH_WINDOW_SCRIPTS = {
    * KEYS[1] K:win, KEYS[2] K:wclaim, KEYS[3] K:border, KEYS[4] K:plan.
    * ARGV[1] claimer key, ARGV[2] '1' when the claimer is a block that ends now (frees a place;
    * it claims only when a tenth of the cap is free, or all that is left fits).
-   * Returns {id1, plan1, id2, plan2, …} (plan JSON, '' when missing); the same list on a re-run.
+   * Returns {id1, plan1, id2, plan2, …} (stored plans, '' when missing); the same list on a re-run.
    */
   stowageWindowClaim: {
     numberOfKeys: 4,
@@ -111,8 +111,8 @@ return out`,
 } as const;
 
 interface WindowScriptCommands {
-  stowageWindowClaim(win: string, claims: string, order: string, plan: string, claimer: string, endsBlock: string): Promise<string[]>;
-  stowageWindowBackstop(win: string, claims: string, order: string, plan: string, blockPrefix: string): Promise<string[]>;
+  stowageWindowClaimBuffer(win: string, claims: string, order: string, plan: string, claimer: string, endsBlock: string): Promise<Buffer[]>;
+  stowageWindowBackstopBuffer(win: string, claims: string, order: string, plan: string, blockPrefix: string): Promise<Buffer[]>;
 }
 
 export interface ClaimedBlock<P = unknown> {
@@ -146,13 +146,13 @@ export class DispatchWindow {
    */
   async claim<P = unknown>(name: string, claimer: string, endsBlock: boolean): Promise<Array<ClaimedBlock<P>>> {
     const [win, claims, order, plan] = this.keys(name);
-    return pairs<P>(await this.redis.stowageWindowClaim(win, claims, order, plan, claimer, endsBlock ? '1' : '0'));
+    return await this.pairs<P>(name, await this.redis.stowageWindowClaimBuffer(win, claims, order, plan, claimer, endsBlock ? '1' : '0'));
   }
 
   /** finalize's backstop: the blocks nobody added (see DISPATCH_WINDOW_SCRIPTS.stowageWindowBackstop). */
   async backstop<P = unknown>(name: string): Promise<Array<ClaimedBlock<P>>> {
     const [win, claims, order, plan] = this.keys(name);
-    return pairs<P>(await this.redis.stowageWindowBackstop(win, claims, order, plan, this.state.key(name, 'b:')));
+    return await this.pairs<P>(name, await this.redis.stowageWindowBackstopBuffer(win, claims, order, plan, this.state.key(name, 'b:')));
   }
 
   /** `cap`, `cursor`, `inflight` (undefined when the backup has no window). */
@@ -167,16 +167,19 @@ export class DispatchWindow {
     };
   }
 
+  /** `{id1, stored plan 1, id2, …}` as the scripts return it (stored plans are binary: plan-codec.ts). */
+  private async pairs<P>(name: string, flat: Buffer[]): Promise<Array<ClaimedBlock<P>>> {
+    const ids: string[] = [];
+    const values: Buffer[] = [];
+    for (let i = 0; i < flat.length; i += 2) {
+      ids.push((flat[i] ?? Buffer.alloc(0)).toString('utf8'));
+      values.push(flat[i + 1] ?? Buffer.alloc(0));
+    }
+    const plans = await this.state.decodePlans<P>(name, values);
+    return ids.map((id, i) => ({ id, plan: plans[i] }));
+  }
+
   async drop(name: string): Promise<void> {
     await this.redis.unlink(this.state.key(name, 'win'), this.state.key(name, 'wclaim'));
   }
-}
-
-function pairs<P>(flat: string[]): Array<ClaimedBlock<P>> {
-  const out: Array<ClaimedBlock<P>> = [];
-  for (let i = 0; i < flat.length; i += 2) {
-    const raw = flat[i + 1];
-    out.push({ id: flat[i] ?? '', plan: raw ? (JSON.parse(raw) as P) : undefined });
-  }
-  return out;
 }

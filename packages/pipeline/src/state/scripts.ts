@@ -140,20 +140,20 @@ redis.call('LTRIM', KEYS[3], -tonumber(ARGV[5]), -1)
 return 1`,
   },
   /**
-   * Stores block plans and item manifests; appends to the order list only the ids not seen before.
-   * KEYS[1] plan hash, KEYS[2] items hash, KEYS[3] order list. ARGV[1] JSON array of ids (n),
-   * ARGV[2..2n+1] plan id/value pairs, ARGV[2n+2..4n+1] items id/value pairs.
+   * Stores block plans (each with its item manifests, encoded by plan-codec.ts) and the dictionary
+   * they need, in one step (a plan never names a dictionary that is not stored); appends to the
+   * order list only the ids not seen before. A block stored before keeps its value.
+   * KEYS[1] plan hash, KEYS[2] order list, KEYS[3] dictionary hash. ARGV[1] JSON array of ids (n),
+   * ARGV[2..n+1] the values, then optionally ARGV[n+2] a dictionary id and ARGV[n+3] its bytes.
    */
   stowagePutPlans: {
     numberOfKeys: 3,
     lua: `
 local ids = cjson.decode(ARGV[1])
 local n = #ids
+if #ARGV >= n + 3 then redis.call('HSET', KEYS[3], ARGV[n + 2], ARGV[n + 3]) end
 for i = 1, n do
-  local id = ids[i]
-  local isNew = redis.call('HSETNX', KEYS[1], id, ARGV[2 * i + 1])
-  redis.call('HSET', KEYS[2], id, ARGV[2 * n + 2 * i + 1])
-  if isNew == 1 then redis.call('RPUSH', KEYS[3], id) end
+  if redis.call('HSETNX', KEYS[1], ids[i], ARGV[i + 1]) == 1 then redis.call('RPUSH', KEYS[2], ids[i]) end
 end
 return n`,
   },
@@ -187,8 +187,9 @@ return 1`,
    * What an item-block job starts from, in one round trip (a script, not a pipeline: building an
    * ioredis pipeline copies every script BullMQ defined on the connection, which cost more CPU
    * than the round trips it saved).
-   * KEYS[1] record hash, KEYS[2] plan hash, KEYS[3] block hash, KEYS[4] items hash. ARGV[1] block id.
-   * Returns {record as a flat field/value list, plan JSON or '', block flat list, items JSON or ''}.
+   * KEYS[1] record hash, KEYS[2] plan hash, KEYS[3] block hash, KEYS[4] items hash (only backups
+   * planned before plan-codec.ts have one). ARGV[1] block id.
+   * Returns {record as a flat field/value list, stored plan or '', block flat list, items JSON or ''}.
    */
   stowageReadBlock: {
     numberOfKeys: 4,
@@ -205,7 +206,7 @@ return {
    * the state of every PVB the block names (the block's `pvbs` field, a JSON list).
    * KEYS[1] plan hash, KEYS[2] block hash (every PVB key shares their hash tag). ARGV[1] block id,
    * ARGV[2] the PVB key prefix (`<K>:pvb:`).
-   * Returns {plan JSON or '', block flat list, {PVB flat list, ...} in the block's order}.
+   * Returns {stored plan or '', block flat list, {PVB flat list, ...} in the block's order}.
    */
   stowageReadBlockTail: {
     numberOfKeys: 2,
