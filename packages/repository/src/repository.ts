@@ -239,21 +239,29 @@ export class Repository {
   private async findParent(source: string, tags: Readonly<Record<string, string>>): Promise<SnapshotManifest | undefined> {
     const host = hostname();
     let newest: SnapshotSummary | undefined;
+    // The newest candidate's manifest when it was read for its summary here: reading it again
+    // (decrypt, decompress, parse ~100 bytes per file) cost as much as the first time.
+    let newestManifest: SnapshotManifest | undefined;
     for (const id of await this.snapshotIds()) {
       let summary = this.summaries.get(id);
+      let manifest: SnapshotManifest | undefined;
       if (!summary) {
         try {
-          summary = summaryOf(await this.getSnapshot(id));
+          manifest = await this.getSnapshot(id);
         } catch {
           continue; // a damaged snapshot is verify's to report; it is just not a parent
         }
+        summary = summaryOf(manifest);
         this.summaries.set(id, summary);
       }
       if (!isSameVolume(summary, source, host, tags)) continue;
-      if (!newest || summary.time > newest.time || (summary.time === newest.time && summary.id > newest.id)) newest = summary;
+      if (!newest || summary.time > newest.time || (summary.time === newest.time && summary.id > newest.id)) {
+        newest = summary;
+        newestManifest = manifest;
+      }
     }
     if (!newest) return undefined;
-    return this.getSnapshot(newest.id).catch(() => undefined);
+    return newestManifest ?? this.getSnapshot(newest.id).catch(() => undefined);
   }
 
   /** Every snapshot's summary (no file list), oldest first. */
