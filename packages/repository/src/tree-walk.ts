@@ -82,7 +82,16 @@ function addWalked(result: WalkResult, reply: WalkReply, root: string): void {
     } else if (e.kind === 'dir') {
       result.entries.push({ path: e.rel, mode: e.mode, mtimeMs: e.mtimeMs, uid: e.uid, gid: e.gid, type: 'dir', size: 0 });
     } else {
-      result.entries.push({ path: e.rel, mode: e.mode, mtimeMs: e.mtimeMs, uid: e.uid, gid: e.gid, type: 'symlink', size: e.size, target: e.target! });
+      result.entries.push({
+        path: e.rel,
+        mode: e.mode,
+        mtimeMs: e.mtimeMs,
+        uid: e.uid,
+        gid: e.gid,
+        type: 'symlink',
+        size: e.size,
+        target: e.target!,
+      });
     }
   }
 }
