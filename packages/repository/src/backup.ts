@@ -150,7 +150,9 @@ export async function runBackup(ctx: BackupContext, sourceDir: string, options: 
     const toRead: TreeEntry[] = [];
     for (const entry of files) {
       const before = parentFiles.get(entry.path);
-      if (before && isUnchanged(entry, before) && (await allStored(ctx.store, before.chunks!))) {
+      // Known chunks are checked without an await: one per file (an async call and its microtask
+      // for each of 20,000 files) was ~0.15 s of the main thread; only unknown ids go to the store.
+      if (before && isUnchanged(entry, before) && (allKnown(ctx.store, before.chunks!) || (await allStored(ctx.store, before.chunks!)))) {
         entry.chunks = before.chunks;
         counters.unchangedFiles++;
         counters.reusedChunks += before.chunks!.length;
@@ -294,6 +296,11 @@ function isUnchanged(now: TreeEntry, before: TreeEntry): boolean {
     now.ctimeMs === before.ctimeMs &&
     now.ino === before.ino
   );
+}
+
+function allKnown(store: ChunkStore, chunks: readonly string[]): boolean {
+  for (const id of chunks) if (!store.existsPackedOrKnown(id)) return false;
+  return true;
 }
 
 /** The parent's chunks are all still stored (a damaged index or a missing loose chunk means: read the file again). */

@@ -34,6 +34,19 @@ describe('sealed blobs', () => {
     expect((await maybeCompress(small)).encoding).toBe(0);
   });
 
+  it('seals a payload of any length, encrypted in slices, into one blob that reads back whole', () => {
+    for (const length of [0, 1, 16 * 1024 - 1, 16 * 1024, 16 * 1024 + 1, 1024 * 1024 + 7]) {
+      const data = randomBytes(length);
+      const blob = seal(key, 'chunk:sliced', Encoding.Raw, data);
+      expect(blob.length).toBe(length + SEAL_OVERHEAD_BYTES);
+      expect(unseal(key, 'chunk:sliced', blob).equals(data)).toBe(true);
+      // A bit flipped in the last slice still fails the whole blob.
+      const flipped = Buffer.from(blob);
+      flipped[blob.length - 17] = flipped[blob.length - 17]! ^ 1;
+      expect(() => unseal(key, 'chunk:sliced', flipped)).toThrow(BlobAuthError);
+    }
+  });
+
   it('detects a flipped bit, a wrong name (swapped chunk) and a wrong key', () => {
     const data = randomBytes(1000);
     const blob = seal(key, 'chunk:a', 0, data);

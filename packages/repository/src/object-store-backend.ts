@@ -1,5 +1,12 @@
-import { type ObjectStore, StorageError, StorageErrorCode } from '@stowage/storage';
+import type { ObjectStore, StorageErrorCode } from '@stowage/storage';
 import { ObjectExistsError, ObjectNotFoundError, type ObjectUpload, type RepoBackend } from './backend.js';
+
+/**
+ * @stowage/storage's code for a create-only put that found an object. Only types are imported
+ * from that package: its index loads the AWS SDK (~0.2 CPU s), which a process using a directory
+ * repository never needs; the type keeps this literal in step with the catalogue.
+ */
+const STORAGE_EXISTS: StorageErrorCode = 'STORAGE_EXISTS';
 
 /**
  * A repository in an object store (@stowage/storage: a directory or an S3 bucket), under one
@@ -28,7 +35,7 @@ export class ObjectStoreBackend implements RepoBackend {
     try {
       await this.store.putObject(this.key(key), bytes, options.exclusive ? { ifAbsent: true } : {});
     } catch (cause) {
-      if (cause instanceof StorageError && cause.code === StorageErrorCode.exists) throw new ObjectExistsError(key, { cause });
+      if ((cause as { code?: unknown } | undefined)?.code === STORAGE_EXISTS) throw new ObjectExistsError(key, { cause });
       throw cause;
     }
   }

@@ -2,7 +2,7 @@ import { stat } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { DirectoryBackend, ObjectExistsError, ObjectNotFoundError, type RepoBackend } from './backend.js';
 import { type BackupOptions, type BackupResult, runBackup } from './backup.js';
-import { unsealJson } from './blob.js';
+import { unseal } from './blob.js';
 import { ChunkStore } from './chunk-store.js';
 import { Chunker, type ChunkerParams, DEFAULT_CHUNKER_PARAMS, validateChunkerParams } from './chunker.js';
 import { errnoCode, isRepoError, RepoError, RepoErrorCode } from './errors.js';
@@ -11,7 +11,7 @@ import { baseName, CONFIG_KEY, HEX_ID, randomId, SNAPSHOT_PREFIX, snapshotKey } 
 import { type PruneOptions, type PruneSummary, runPrune } from './prune.js';
 import { type RestoreOptions, type RestoreResult, runRestore } from './restore.js';
 import { defaultReadThreads } from './small-file-reader.js';
-import { isSameVolume, type SnapshotManifest, type SnapshotSummary, summaryOf } from './snapshot.js';
+import { isSameVolume, type SnapshotManifest, type SnapshotSummary, summaryOf, summaryOfManifestJson } from './snapshot.js';
 import { runVerify, type VerifyOptions, type VerifyReport } from './verify.js';
 
 /** `config.json`: plaintext, holds nothing secret (salt and key-check value only). */
@@ -213,7 +213,7 @@ export class Repository {
       let summary = this.summaries.get(id);
       if (!summary) {
         try {
-          summary = summaryOf(await this.getSnapshot(id));
+          summary = await this.readSummary(id);
         } catch (error) {
           if (isRepoError(error, RepoErrorCode.SnapshotNotFound)) continue; // forgotten by a concurrent call
           throw error;
@@ -243,7 +243,7 @@ export class Repository {
       let summary = this.summaries.get(id);
       if (!summary) {
         try {
-          summary = summaryOf(await this.getSnapshot(id));
+          summary = await this.readSummary(id);
         } catch {
           continue; // a damaged snapshot is verify's to report; it is just not a parent
         }
@@ -259,11 +259,21 @@ export class Repository {
   /** Every snapshot's summary (no file list), oldest first. */
   async listSnapshots(): Promise<SnapshotSummary[]> {
     const summaries: SnapshotSummary[] = [];
-    for (const id of await this.snapshotIds()) summaries.push(summaryOf(await this.getSnapshot(id)));
+    for (const id of await this.snapshotIds()) summaries.push(await this.readSummary(id));
     return summaries.sort((a, b) => a.time.localeCompare(b.time) || a.id.localeCompare(b.id));
   }
 
-  async getSnapshot(snapshotId: string): Promise<SnapshotManifest> {
+  getSnapshot(snapshotId: string): Promise<SnapshotManifest> {
+    return this.readSnapshot(snapshotId, (json) => parseManifest(json, snapshotId));
+  }
+
+  /** Decrypted and authenticated like the whole manifest, but without parsing its file list. */
+  private readSummary(snapshotId: string): Promise<SnapshotSummary> {
+    return this.readSnapshot(snapshotId, (json) => summaryOfManifestJson(json, snapshotId) ?? summaryOf(parseManifest(json, snapshotId)));
+  }
+
+  /** Reads, decrypts and authenticates `snapshots/<id>`, then `parse`s its JSON; a failure of either is REPO_SNAPSHOT_CORRUPT. */
+  private async readSnapshot<T>(snapshotId: string, parse: (json: Buffer) => T): Promise<T> {
     if (!HEX_ID.test(snapshotId)) {
       throw new RepoError(RepoErrorCode.SnapshotNotFound, `no snapshot ${JSON.stringify(snapshotId)}: snapshot ids are 32 hex characters`);
     }
@@ -280,9 +290,7 @@ export class Repository {
       throw unreachable(this.dir, cause);
     }
     try {
-      const manifest = unsealJson(this.keys.encryptionKey, `snapshot:${snapshotId}`, blob) as SnapshotManifest;
-      if (manifest.formatVersion !== 1 || manifest.id !== snapshotId) throw new Error(`unexpected format ${manifest.formatVersion}`);
-      return manifest;
+      return parse(unseal(this.keys.encryptionKey, `snapshot:${snapshotId}`, blob));
     } catch (cause) {
       throw new RepoError(RepoErrorCode.SnapshotCorrupt, `snapshot ${snapshotId} is damaged and cannot be read`, {
         cause,
@@ -298,6 +306,12 @@ export class Repository {
       throw unreachable(this.dir, cause);
     }
   }
+}
+
+function parseManifest(json: Buffer, snapshotId: string): SnapshotManifest {
+  const manifest = JSON.parse(json.toString('utf8')) as SnapshotManifest;
+  if (manifest.formatVersion !== 1 || manifest.id !== snapshotId) throw new Error(`unexpected format ${manifest.formatVersion}`);
+  return manifest;
 }
 
 function parseConfig(dir: string, raw: string): RepoConfig {

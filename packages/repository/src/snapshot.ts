@@ -47,6 +47,35 @@ export interface SnapshotManifest extends SnapshotSummary {
   readonly entries: readonly TreeEntry[];
 }
 
+/**
+ * A snapshot's summary from its manifest's JSON without parsing the file list (~100 bytes per
+ * file; parsing them was most of finding a parent, once per snapshot in every new process).
+ * The writer puts `entries` last, and `"entries":[` cannot occur before that key: a quote inside a
+ * JSON string is escaped, tag values are strings, totals are numbers. Undefined when the text is
+ * not laid out that way or the head is not a summary of `snapshotId`: then parse all of it.
+ */
+export function summaryOfManifestJson(json: Buffer, snapshotId: string): SnapshotSummary | undefined {
+  const at = json.indexOf('"entries":[');
+  if (at < 1 || json[at - 1] !== 0x2c /* , */) return undefined;
+  let head: Partial<SnapshotManifest>;
+  try {
+    head = JSON.parse(`${json.toString('utf8', 0, at - 1)}}`) as Partial<SnapshotManifest>;
+  } catch {
+    return undefined;
+  }
+  const isObject = (value: unknown) => typeof value === 'object' && value !== null;
+  if (
+    head.formatVersion !== 1 ||
+    head.id !== snapshotId ||
+    typeof head.time !== 'string' ||
+    !isObject(head.tags) ||
+    !isObject(head.totals)
+  ) {
+    return undefined;
+  }
+  return summaryOf(head as SnapshotManifest);
+}
+
 export function summaryOf(manifest: SnapshotManifest): SnapshotSummary {
   const { id, time, durationMs, source, hostname, tags, totals } = manifest;
   return { id, time, durationMs, source, hostname, tags, totals };

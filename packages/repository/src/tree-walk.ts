@@ -62,14 +62,36 @@ function addWalked(result: WalkResult, reply: WalkReply, root: string): void {
       result.skipped.push({ path: e.rel, reason: 'not a regular file, directory or symlink (socket, FIFO or device)' });
       continue;
     }
-    const common = { path: e.rel, mode: e.mode, mtimeMs: e.mtimeMs, uid: e.uid, gid: e.gid };
+    // Object literals, not `{ ...common, … }`: spreading a shared object into each entry took
+    // ~10 µs per entry in V8 (measured: 0.16–0.3 CPU s for 20,000 files, on the main thread,
+    // against under 0.03 s for literals). Same keys in the same order, so manifests are unchanged.
     if (e.kind === 'file') {
-      result.entries.push({ ...common, type: 'file', size: e.size, ctimeMs: e.ctimeMs, ino: e.ino, chunks: [] });
+      result.entries.push({
+        path: e.rel,
+        mode: e.mode,
+        mtimeMs: e.mtimeMs,
+        uid: e.uid,
+        gid: e.gid,
+        type: 'file',
+        size: e.size,
+        ctimeMs: e.ctimeMs,
+        ino: e.ino,
+        chunks: [],
+      });
       (result as { totalBytes: number }).totalBytes += e.size;
     } else if (e.kind === 'dir') {
-      result.entries.push({ ...common, type: 'dir', size: 0 });
+      result.entries.push({ path: e.rel, mode: e.mode, mtimeMs: e.mtimeMs, uid: e.uid, gid: e.gid, type: 'dir', size: 0 });
     } else {
-      result.entries.push({ ...common, type: 'symlink', size: e.size, target: e.target! });
+      result.entries.push({
+        path: e.rel,
+        mode: e.mode,
+        mtimeMs: e.mtimeMs,
+        uid: e.uid,
+        gid: e.gid,
+        type: 'symlink',
+        size: e.size,
+        target: e.target!,
+      });
     }
   }
 }
