@@ -114,7 +114,7 @@ export {
   type SubmitBackupResult,
   submitBackup,
 } from './submit.js';
-export { VolumeOpInformerHub, type VolumeOpSource } from './volume-ops/volume-op-informer-hub.js';
+export { PromotingInformerHub, type PromotingSource } from './informers/promoting-informer-hub.js';
 export {
   createPipeline,
   type HostedQueue,

@@ -101,10 +101,10 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
     processorFor: (queue) => processors[queue],
     startInformer() {
       if (runtime.hub) return;
-      runtime.hub = new PvbInformerHub({ pvbs: deps.pvbs, watchQueue, logger: deps.logger.child({ component: 'pvb-informer' }) });
+      runtime.hub = new PvbInformerHub({ pvbs: deps.pvbs, jobQueue: watchQueue, logger: deps.logger.child({ component: 'pvb-informer' }) });
       runtime.hub.start();
       if (deps.pvrs && !runtime.pvrHub) {
-        runtime.pvrHub = new PvrInformerHub({ pvrs: deps.pvrs, watchQueue, logger: deps.logger.child({ component: 'pvr-informer' }) });
+        runtime.pvrHub = new PvrInformerHub({ pvrs: deps.pvrs, jobQueue: watchQueue, logger: deps.logger.child({ component: 'pvr-informer' }) });
         runtime.pvrHub.start();
       }
     },

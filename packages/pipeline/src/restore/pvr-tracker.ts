@@ -3,7 +3,7 @@ import { JobName, restoreJobIds } from '@stowage/queue';
 import type { Queue } from 'bullmq';
 import type { PipelineDeps, PipelineLogger } from '../deps.js';
 import { PipelineError, PipelineErrorCode } from '../errors.js';
-import { VolumeOpInformerHub } from '../volume-ops/volume-op-informer-hub.js';
+import { PromotingInformerHub } from '../informers/promoting-informer-hub.js';
 import type { VolumeOpTracker } from '../volume-ops/volume-op-wait-step.js';
 import type { PvrStateRecord, RestoreState } from './restore-state.js';
 
@@ -95,8 +95,8 @@ export function pvrTracker(
 }
 
 /** The process's PVR informer: promotes pvr-watch jobs the moment their PVR ends. */
-export class PvrInformerHub extends VolumeOpInformerHub<PodVolumeRestore> {
-  constructor(opts: { pvrs: PvrClient; watchQueue?: Queue | undefined; logger: PipelineLogger }) {
+export class PvrInformerHub extends PromotingInformerHub<PodVolumeRestore> {
+  constructor(opts: { pvrs: PvrClient; jobQueue?: Queue | undefined; logger: PipelineLogger }) {
     const { pvrs, ...rest } = opts;
     super({
       ...rest,
@@ -105,12 +105,12 @@ export class PvrInformerHub extends VolumeOpInformerHub<PodVolumeRestore> {
         namespace: pvrs.namespace,
         watch: (options) => pvrs.watch(options),
         nameOf: (pvr) => pvr.metadata.name,
-        isTerminal: isVolumeOperationTerminal,
-        watchJobIdOf: (pvr) => {
+        shouldPromote: isVolumeOperationTerminal,
+        jobIdOf: (pvr) => {
           const restoreName = pvr.metadata.labels?.[pvrLabels.restoreName];
           return restoreName ? restoreJobIds.pvrWatch(restoreName, pvr.metadata.name) : undefined;
         },
-        watchJobName: JobName.watchPvr,
+        jobName: JobName.watchPvr,
       },
     });
   }
