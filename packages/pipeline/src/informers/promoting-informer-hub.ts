@@ -115,12 +115,13 @@ export class PromotingInformerHub<T> {
   }
 
   /**
-   * Promotes the object's job if the cache already shows the state it waits for. For a job just
-   * parked: a change that came while it was running (or before it existed) was promoted to nobody.
+   * Promotes the object's job if the cache already shows the state it waits for (`isDue`, by
+   * default the source's). For a job just parked: a change that came while it was running (or
+   * before it existed) was promoted to nobody.
    */
-  async promoteIfDue(name: string, namespace?: string): Promise<void> {
+  async promoteIfDue(name: string, namespace?: string, isDue: (object: T) => boolean = this.opts.source.shouldPromote): Promise<void> {
     const object = this.cached(name, namespace);
-    if (object && this.opts.source.shouldPromote(object)) await this.promote(object);
+    if (object && isDue(object)) await this.promote(object);
   }
 
   /**
