@@ -89,7 +89,14 @@ export interface RestorePhaseResult {
    * → the job's first run (pvr-watch promotion, the parent released, a hooks slot), and first run
    * → exec start (waiting for the container to run: `polls` re-parks, then the exec call).
    */
-  hookLagParts?: { toFirstRunMs: Distribution; firstRunToExecMs: Distribution; containerPolls: Distribution };
+  hookLagParts?: {
+    toFirstRunMs: Distribution;
+    /** toFirstRunMs in two: last PVR done → its pvr-watch job finished, and that → the hooks job's first run. */
+    toWatchDoneMs: Distribution;
+    watchDoneToFirstRunMs: Distribution;
+    firstRunToExecMs: Distribution;
+    containerPolls: Distribution;
+  };
   problems: string[];
 }
 
@@ -391,17 +398,28 @@ async function hookLagParts(
   execs: Array<{ namespace: string; pod: string; startedAt: string }>,
 ): Promise<RestorePhaseResult['hookLagParts']> {
   const queue = createQueue(QueueName.hooks, { connection: env.redis, prefix: env.queuePrefix });
+  const watchQueue = createQueue(QueueName.pvbWatch, { connection: env.redis, prefix: env.queuePrefix });
   try {
     const jobs = (await queue.getJobs(['completed'], 0, -1)).filter(
       (j) => j.name === JobName.runRestoreHooks && (j.data as { restoreName?: string }).restoreName === restoreName,
     );
+    const watchDone = new Map<string, number>();
+    for (const j of await watchQueue.getJobs(['completed'], 0, -1)) {
+      const data = j.data as { restoreName?: string; pvrName?: string };
+      if (j.name === JobName.watchPvr && data.restoreName === restoreName && data.pvrName && j.finishedOn)
+        watchDone.set(data.pvrName, j.finishedOn);
+    }
     const lastDone = new Map<string, number>();
+    const lastWatchDone = new Map<string, number>();
     for (const p of pvrs) {
       const key = `${p.spec.pod.namespace}/${p.spec.pod.name}`;
       lastDone.set(key, Math.max(lastDone.get(key) ?? 0, Date.parse(p.status?.completionTimestamp ?? '') || 0));
+      lastWatchDone.set(key, Math.max(lastWatchDone.get(key) ?? 0, watchDone.get(p.metadata.name) ?? 0));
     }
     const execAt = new Map(execs.map((e) => [`${e.namespace}/${e.pod}`, Date.parse(e.startedAt)]));
     const toFirstRun: number[] = [];
+    const toWatchDone: number[] = [];
+    const watchDoneToFirstRun: number[] = [];
     const firstRunToExec: number[] = [];
     const polls: number[] = [];
     for (const j of jobs) {
@@ -412,11 +430,22 @@ async function hookLagParts(
       const exec = execAt.get(key);
       if (firstRun === undefined || done === undefined || exec === undefined) continue;
       toFirstRun.push(firstRun - done);
+      const watched = lastWatchDone.get(key);
+      if (watched) {
+        toWatchDone.push(watched - done);
+        watchDoneToFirstRun.push(firstRun - watched);
+      }
       firstRunToExec.push(exec - firstRun);
       polls.push(data.wait?.polls ?? 0);
     }
-    return { toFirstRunMs: distribution(toFirstRun), firstRunToExecMs: distribution(firstRunToExec), containerPolls: distribution(polls) };
+    return {
+      toFirstRunMs: distribution(toFirstRun),
+      toWatchDoneMs: distribution(toWatchDone),
+      watchDoneToFirstRunMs: distribution(watchDoneToFirstRun),
+      firstRunToExecMs: distribution(firstRunToExec),
+      containerPolls: distribution(polls),
+    };
   } finally {
-    await queue.close();
+    await Promise.all([queue.close(), watchQueue.close()]);
   }
 }
