@@ -93,6 +93,8 @@ export interface RestorePhaseResult {
     toFirstRunMs: Distribution;
     /** toFirstRunMs in two: last PVR done → its pvr-watch job finished, and that → the hooks job's first run. */
     toWatchDoneMs: Distribution;
+    /** Of toWatchDoneMs, the last run of that pvr-watch job (its start → finish). */
+    watchRunMs: Distribution;
     watchDoneToFirstRunMs: Distribution;
     firstRunToExecMs: Distribution;
     containerPolls: Distribution;
@@ -403,22 +405,24 @@ async function hookLagParts(
     const jobs = (await queue.getJobs(['completed'], 0, -1)).filter(
       (j) => j.name === JobName.runRestoreHooks && (j.data as { restoreName?: string }).restoreName === restoreName,
     );
-    const watchDone = new Map<string, number>();
+    const watchDone = new Map<string, { at: number; ranMs: number }>();
     for (const j of await watchQueue.getJobs(['completed'], 0, -1)) {
       const data = j.data as { restoreName?: string; pvrName?: string };
       if (j.name === JobName.watchPvr && data.restoreName === restoreName && data.pvrName && j.finishedOn)
-        watchDone.set(data.pvrName, j.finishedOn);
+        watchDone.set(data.pvrName, { at: j.finishedOn, ranMs: j.finishedOn - (j.processedOn ?? j.finishedOn) });
     }
     const lastDone = new Map<string, number>();
-    const lastWatchDone = new Map<string, number>();
+    const lastWatchDone = new Map<string, { at: number; ranMs: number }>();
     for (const p of pvrs) {
       const key = `${p.spec.pod.namespace}/${p.spec.pod.name}`;
       lastDone.set(key, Math.max(lastDone.get(key) ?? 0, Date.parse(p.status?.completionTimestamp ?? '') || 0));
-      lastWatchDone.set(key, Math.max(lastWatchDone.get(key) ?? 0, watchDone.get(p.metadata.name) ?? 0));
+      const watched = watchDone.get(p.metadata.name);
+      if (watched && watched.at > (lastWatchDone.get(key)?.at ?? 0)) lastWatchDone.set(key, watched);
     }
     const execAt = new Map(execs.map((e) => [`${e.namespace}/${e.pod}`, Date.parse(e.startedAt)]));
     const toFirstRun: number[] = [];
     const toWatchDone: number[] = [];
+    const watchRun: number[] = [];
     const watchDoneToFirstRun: number[] = [];
     const firstRunToExec: number[] = [];
     const polls: number[] = [];
@@ -432,8 +436,9 @@ async function hookLagParts(
       toFirstRun.push(firstRun - done);
       const watched = lastWatchDone.get(key);
       if (watched) {
-        toWatchDone.push(watched - done);
-        watchDoneToFirstRun.push(firstRun - watched);
+        toWatchDone.push(watched.at - done);
+        watchRun.push(watched.ranMs);
+        watchDoneToFirstRun.push(firstRun - watched.at);
       }
       firstRunToExec.push(exec - firstRun);
       polls.push(data.wait?.polls ?? 0);
@@ -441,6 +446,7 @@ async function hookLagParts(
     return {
       toFirstRunMs: distribution(toFirstRun),
       toWatchDoneMs: distribution(toWatchDone),
+      watchRunMs: distribution(watchRun),
       watchDoneToFirstRunMs: distribution(watchDoneToFirstRun),
       firstRunToExecMs: distribution(firstRunToExec),
       containerPolls: distribution(polls),
