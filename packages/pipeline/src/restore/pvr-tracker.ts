@@ -63,11 +63,12 @@ export function pvrTracker(
       }
       if (changedPhase)
         writes.push(state.appendEvent(restoreName, 'pvr.phase', { ...where(name, previous), from: previous?.phase ?? null, to: phase }));
-      await Promise.all(writes);
       if (isVolumeOperationTerminal(pvr)) {
         const what = phase === 'Completed' ? 'completed' : phase === 'Failed' ? 'failed' : 'canceled';
-        await terminal(restoreName, name, previous, phase, `pod volume restore ${what}: ${status.message ?? 'no message'}`);
+        // Independent of the record's update: one round trip's wait (the hook lag is a chain of such waits).
+        writes.push(terminal(restoreName, name, previous, phase, `pod volume restore ${what}: ${status.message ?? 'no message'}`));
       }
+      await Promise.all(writes);
     },
     async recordMissing(restoreName, pvrName, previous, why) {
       await state.updatePvr(restoreName, pvrName, { phase: 'Failed', message: why });
