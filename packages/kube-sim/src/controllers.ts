@@ -10,7 +10,7 @@
  *   once; otherwise it starts Pending, and once its claims are bound its volume directories are
  *   created (the kubelet layout of volume-data.ts), its init containers run in order —
  *   `stowage-restore-wait` until the done marker `.stowage/<STOWAGE_RESTORE_UID>` is in every
- *   volume it mounts (then the markers, and `.stowage` when empty, are removed), any other one as
+ *   volume it mounts (looked for every RESTORE_WAIT_POLL_MS, as the real program polls) (then the markers, and `.stowage` when empty, are removed), any other one as
  *   its scripted exec behaviour says for its command (exit code, duration; default exit 0 at once)
  *   — and then it is Running and Ready. Every step is a status write, so watches see it;
  * - provisioner: a claim bound to nothing is bound to the PV that claims it (static binding), or
@@ -39,6 +39,8 @@ export const NODE_AGENT_POD_LABEL = 'app.kubernetes.io/name';
 export const NODE_AGENT_POD_LABEL_VALUE = 'stowage-node-agent';
 const DEFAULT_CLASS_ANNOTATIONS = ['storageclass.kubernetes.io/is-default-class', 'storageclass.beta.kubernetes.io/is-default-class'];
 const DEFAULT_RESTORE_WAIT_TIMEOUT_MS = 4 * 3_600_000;
+/** The real program's poll interval (`restoreWaitContainer.pollIntervalMs` in @stowage/kube): its delay counts in the hook lag. */
+export const RESTORE_WAIT_POLL_MS = 100;
 
 export interface ControllerOptions {
   state: ClusterState;
@@ -61,6 +63,8 @@ interface InitRun {
   /** When a scripted init container ends, and how. */
   endsAt?: number;
   exitCode?: number;
+  /** When `stowage-restore-wait` last looked for its markers. */
+  lastLookAt?: number;
 }
 
 interface PodWork {
@@ -416,6 +420,10 @@ export class SimControllers {
     const mounted = new Set(list(container.volumeMounts).map((mount) => String(record(mount).name)));
     const dirs = podVolumeDirs(this.state, this.options.dataRoot, pod).filter((dir) => mounted.has(dir.volume));
     if (dirs.length === 0) return { exitCode: 2, message: 'no restored volume is mounted' };
+    // Looks as often as the real init container does, not at every tick.
+    const now = Date.now();
+    if (run.lastLookAt !== undefined && now - run.lastLookAt < RESTORE_WAIT_POLL_MS) return 'waiting';
+    run.lastLookAt = now;
     const markers = dirs.map((dir) => join(dir.path, RESTORE_MARKER_DIR, restoreUid));
     const present = await Promise.all(
       markers.map((marker) =>
