@@ -19,8 +19,8 @@ import { processRunSchedule } from './processors/run-schedule.processor.js';
 import { endingBlock } from './processors/window-refill.js';
 import { PvbInformerHub } from './pvb/pvb-informer-hub.js';
 import { PvrInformerHub } from './restore/pvr-tracker.js';
-import { RestoredPodHub } from './restore/restored-pod-hub.js';
 import { applyRestoreApiCap } from './restore/restore-api-cap.js';
+import { RestoredPodHub } from './restore/restored-pod-hub.js';
 import type { PipelineRuntime } from './runtime.js';
 import { DispatchWindow } from './state/dispatch-window.js';
 

@@ -80,8 +80,9 @@ describe('post-restore hooks: a parked restore-hooks job is promoted when its co
     const hooksQueue = createQueue(QueueName.hooks, { connection: h.redis, prefix: h.queuePrefix });
     try {
       const job = await hooksQueue.getJob(restoreJobIds.hooks('rs1', 'shop', 'app-0'));
-      expect(await job?.getState()).toBe('completed');
-      expect((job?.data as { wait?: { polls?: number } }).wait?.polls).toBeGreaterThanOrEqual(1);
+      if (!job) throw new Error('the restore-hooks job is gone');
+      expect(await job.getState()).toBe('completed');
+      expect((job.data as { wait?: { polls?: number } }).wait?.polls).toBeGreaterThanOrEqual(1);
     } finally {
       await hooksQueue.close();
     }

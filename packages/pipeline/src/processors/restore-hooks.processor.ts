@@ -6,8 +6,8 @@ import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
 import { runPodHooks } from '../hooks/hook-runner.js';
 import { isPvrSettled, pvrTracker } from '../restore/pvr-tracker.js';
 import type { PlannedRestoreHook } from '../restore/restore-plan-types.js';
-import type { RestoredPod } from '../restore/restored-pod-hub.js';
 import { restoreDepsOf } from '../restore/restore-runtime.js';
+import type { RestoredPod } from '../restore/restored-pod-hub.js';
 import type { PipelineRuntime } from '../runtime.js';
 import { stepVolumeOpWait, watchProgressSchema } from '../volume-ops/volume-op-wait-step.js';
 
