@@ -21,6 +21,9 @@ describe('parseRestoreBenchArgs', () => {
     if (ok.ok !== true) throw new Error('expected ok');
     expect(ok.options.scenario).toMatchObject({ pods: 10, bytesPerVolume: 8192 });
     expect(ok.options.markdown).toBeUndefined();
+    expect(ok.options.part).toBe('all');
+    const pods = parseRestoreBenchArgs(['--scenario', 'restore', '--restore-part', 'pods'], defaults);
+    expect(pods.ok === true && pods.options.part).toBe('pods');
     const bad = parseRestoreBenchArgs(
       [
         '--scenario',
@@ -34,6 +37,8 @@ describe('parseRestoreBenchArgs', () => {
         '--serial-namespaces',
         '2',
         '--frobnicate',
+        '--restore-part',
+        'plain',
       ],
       defaults,
     );
@@ -42,6 +47,7 @@ describe('parseRestoreBenchArgs', () => {
       '--pods needs an integer >= 1, got 0',
       '--max-inflight needs an integer >= 1, got x',
       'unknown option --frobnicate (for --scenario restore)',
+      '--restore-part needs all or pods, got plain',
       '--serial-namespaces (2) must not exceed --plain-namespaces (1)',
     ]);
   });

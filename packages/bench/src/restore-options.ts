@@ -7,7 +7,11 @@ export interface RestoreBenchOptions {
   /** BENCHMARKS.md to append to; undefined = do not append. */
   markdown: string | undefined;
   keepLogs: boolean;
+  /** `all` (the issue's benchmark) or `pods`: only the parallel pods restore (hook lag), on a backup of the pod namespaces. */
+  part: RestorePart;
 }
+
+export type RestorePart = 'all' | 'pods';
 
 export const RESTORE_USAGE = `pnpm bench --scenario restore [options]
 
@@ -28,6 +32,8 @@ export const RESTORE_USAGE = `pnpm bench --scenario restore [options]
   --markdown FILE             append the results (default: BENCHMARKS.md at the repo root)
   --no-markdown               do not append
   --keep-logs                 keep the child processes' logs (printed path)
+  --restore-part all|pods     all (default) or only the parallel mode's pods restore (hook lag;
+                              backs up only the pod namespaces, warms up on one of them)
   -h, --help`;
 
 const INT_FLAGS: Record<string, { key: keyof RestoreScenario; min: number }> = {
@@ -53,7 +59,7 @@ export function parseRestoreBenchArgs(argv: readonly string[], defaults: { markd
   const at = args.indexOf('--scenario');
   if (at >= 0) args.splice(at, 2);
   const scenario: RestoreScenario = { ...RESTORE_SCENARIO };
-  const opts: RestoreBenchOptions = { scenario, json: undefined, markdown: defaults.markdown, keepLogs: false };
+  const opts: RestoreBenchOptions = { scenario, json: undefined, markdown: defaults.markdown, keepLogs: false, part: 'all' };
   for (let i = 0; i < args.length; i++) {
     const flag = args[i] ?? '';
     if (flag === '-h' || flag === '--help') return { ok: 'help' };
@@ -80,6 +86,12 @@ export function parseRestoreBenchArgs(argv: readonly string[], defaults: { markd
         if (!v || v.startsWith('--')) problems.push(`${flag} needs a file name`);
         else if (flag === '--json') opts.json = v;
         else opts.markdown = v;
+        break;
+      }
+      case '--restore-part': {
+        const v = args[++i];
+        if (v !== 'all' && v !== 'pods') problems.push(`--restore-part needs all or pods, got ${v ?? 'nothing'}`);
+        else opts.part = v;
         break;
       }
       case '--no-markdown':

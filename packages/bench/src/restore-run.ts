@@ -89,7 +89,16 @@ export interface RestorePhaseResult {
    * → the job's first run (pvr-watch promotion, the parent released, a hooks slot), and first run
    * → exec start (waiting for the container to run: `polls` re-parks, then the exec call).
    */
-  hookLagParts?: { toFirstRunMs: Distribution; firstRunToExecMs: Distribution; containerPolls: Distribution };
+  hookLagParts?: {
+    toFirstRunMs: Distribution;
+    /** toFirstRunMs in two: last PVR done → its pvr-watch job finished, and that → the hooks job's first run. */
+    toWatchDoneMs: Distribution;
+    /** Of toWatchDoneMs, the last run of that pvr-watch job (its start → finish). */
+    watchRunMs: Distribution;
+    watchDoneToFirstRunMs: Distribution;
+    firstRunToExecMs: Distribution;
+    containerPolls: Distribution;
+  };
   problems: string[];
 }
 
@@ -98,7 +107,8 @@ export interface RestoreModeResult {
   /** STOWAGE_RESTORE_MAX_INFLIGHT of this mode's workers, and how it is split (restore-items jobs at once × requests per job). */
   maxInFlight: number;
   shares: { jobsAtOnce: number; perJob: number };
-  plain: RestorePhaseResult;
+  /** Absent with `--restore-part pods`. */
+  plain?: RestorePhaseResult;
   pods: RestorePhaseResult;
 }
 
@@ -166,6 +176,7 @@ function restoreFixture(s: RestoreScenario) {
  */
 export async function runRestoreBench(
   s: RestoreScenario,
+  part: 'all' | 'pods',
   logDir: string,
   keepLogs: boolean,
   say: (line: string) => void,
@@ -207,7 +218,8 @@ export async function runRestoreBench(
     workers = await startRestoreWorkers(env, s, s.maxInFlight);
     say(`  ${s.nodes} node agents and ${s.workers} workers ready in ${((Date.now() - t0) / 1000).toFixed(1)} s; backing the cluster up`);
     const backupName = 'bench-source';
-    const backup = await env.runBackup(backupName, [...plainNamespaces, ...podNamespaces], 30 * 60_000);
+    const backedUp = part === 'pods' ? podNamespaces : [...plainNamespaces, ...podNamespaces];
+    const backup = await env.runBackup(backupName, backedUp, 30 * 60_000);
     const backupCounters = await env.state.counters(backupName);
     const backupResult = {
       name: backupName,
@@ -276,7 +288,7 @@ export async function runRestoreBench(
 
     const modes: RestoreModeResult[] = [];
     // One at a time first: the parallel restores then run against a simulator holding more objects (not flattering).
-    for (const mode of ['one-at-a-time', 'parallel'] as const) {
+    for (const mode of part === 'pods' ? (['parallel'] as const) : (['one-at-a-time', 'parallel'] as const)) {
       const cap = mode === 'parallel' ? s.maxInFlight : 1;
       // Fresh workers per mode, with the mode's cap (each stores it as restore-items' global concurrency).
       await stopWorkers(env, workers);
@@ -284,18 +296,23 @@ export async function runRestoreBench(
       const tag = mode === 'parallel' ? 'par' : 'one';
       const plainSubset = mode === 'parallel' ? plainNamespaces : plainNamespaces.slice(0, s.serialPlainNamespaces);
       if (mode === 'parallel') {
-        // Warm-up (not measured): module loading and JIT of the fresh workers on a small restore.
-        await runRestore('warmup-par', { includedNamespaces: ['plain-0'], namespaceMapping: { 'plain-0': 'warmup-plain-0' } }, cap);
+        // Warm-up (not measured): module loading and JIT of the fresh workers on a small restore
+        // (with --restore-part pods, of one pod namespace: the measured restore follows no plain one).
+        const warm = part === 'pods' ? (podNamespaces[0] ?? 'pods-0') : 'plain-0';
+        await runRestore('warmup-par', { includedNamespaces: [warm], namespaceMapping: { [warm]: `warmup-${warm}` } }, cap);
       }
-      say(`  ${mode} (STOWAGE_RESTORE_MAX_INFLIGHT=${cap}): restoring ${plainSubset.length} namespaces of plain objects`);
-      const plain = await runRestore(
-        `${tag}-plain`,
-        { includedNamespaces: plainSubset, namespaceMapping: Object.fromEntries(plainSubset.map((n) => [n, `${tag}-${n}`])) },
-        cap,
-      );
-      say(
-        `    ${plain.phase}: ${plain.itemsRestored} objects in ${plain.makespanMs} ms = ${Math.round(plain.objectsPerSecond)} objects/s; max in flight at the API server ${plain.maxInFlightAtApiServer}`,
-      );
+      let plain: RestorePhaseResult | undefined;
+      if (part === 'all') {
+        say(`  ${mode} (STOWAGE_RESTORE_MAX_INFLIGHT=${cap}): restoring ${plainSubset.length} namespaces of plain objects`);
+        plain = await runRestore(
+          `${tag}-plain`,
+          { includedNamespaces: plainSubset, namespaceMapping: Object.fromEntries(plainSubset.map((n) => [n, `${tag}-${n}`])) },
+          cap,
+        );
+        say(
+          `    ${plain.phase}: ${plain.itemsRestored} objects in ${plain.makespanMs} ms = ${Math.round(plain.objectsPerSecond)} objects/s; max in flight at the API server ${plain.maxInFlightAtApiServer}`,
+        );
+      }
       say(`  ${mode}: restoring ${s.pods} pods with volumes and a post-restore hook each`);
       const pods = await runRestore(
         `${tag}-pods`,
@@ -317,7 +334,7 @@ export async function runRestoreBench(
       say(
         `    ${pods.phase}: ${pods.itemsRestored} objects, ${pods.pvrs?.completed ?? 0}/${pods.pvrs?.total ?? 0} PVRs, ${pods.hookExecs ?? 0} hooks in ${pods.makespanMs} ms; hook lag p50 ${pods.hookLagMs?.p50} ms p99 ${pods.hookLagMs?.p99} ms; max in flight ${pods.maxInFlightAtApiServer}`,
       );
-      modes.push({ mode, maxInFlight: cap, shares: restoreApiShares(cap), plain, pods });
+      modes.push({ mode, maxInFlight: cap, shares: restoreApiShares(cap), ...(plain ? { plain } : {}), pods });
     }
     return { scenario: s, backup: backupResult, modes, problems };
   } finally {
@@ -383,17 +400,30 @@ async function hookLagParts(
   execs: Array<{ namespace: string; pod: string; startedAt: string }>,
 ): Promise<RestorePhaseResult['hookLagParts']> {
   const queue = createQueue(QueueName.hooks, { connection: env.redis, prefix: env.queuePrefix });
+  const watchQueue = createQueue(QueueName.pvbWatch, { connection: env.redis, prefix: env.queuePrefix });
   try {
     const jobs = (await queue.getJobs(['completed'], 0, -1)).filter(
       (j) => j.name === JobName.runRestoreHooks && (j.data as { restoreName?: string }).restoreName === restoreName,
     );
+    const watchDone = new Map<string, { at: number; ranMs: number }>();
+    for (const j of await watchQueue.getJobs(['completed'], 0, -1)) {
+      const data = j.data as { restoreName?: string; pvrName?: string };
+      if (j.name === JobName.watchPvr && data.restoreName === restoreName && data.pvrName && j.finishedOn)
+        watchDone.set(data.pvrName, { at: j.finishedOn, ranMs: j.finishedOn - (j.processedOn ?? j.finishedOn) });
+    }
     const lastDone = new Map<string, number>();
+    const lastWatchDone = new Map<string, { at: number; ranMs: number }>();
     for (const p of pvrs) {
       const key = `${p.spec.pod.namespace}/${p.spec.pod.name}`;
       lastDone.set(key, Math.max(lastDone.get(key) ?? 0, Date.parse(p.status?.completionTimestamp ?? '') || 0));
+      const watched = watchDone.get(p.metadata.name);
+      if (watched && watched.at > (lastWatchDone.get(key)?.at ?? 0)) lastWatchDone.set(key, watched);
     }
     const execAt = new Map(execs.map((e) => [`${e.namespace}/${e.pod}`, Date.parse(e.startedAt)]));
     const toFirstRun: number[] = [];
+    const toWatchDone: number[] = [];
+    const watchRun: number[] = [];
+    const watchDoneToFirstRun: number[] = [];
     const firstRunToExec: number[] = [];
     const polls: number[] = [];
     for (const j of jobs) {
@@ -404,11 +434,24 @@ async function hookLagParts(
       const exec = execAt.get(key);
       if (firstRun === undefined || done === undefined || exec === undefined) continue;
       toFirstRun.push(firstRun - done);
+      const watched = lastWatchDone.get(key);
+      if (watched) {
+        toWatchDone.push(watched.at - done);
+        watchRun.push(watched.ranMs);
+        watchDoneToFirstRun.push(firstRun - watched.at);
+      }
       firstRunToExec.push(exec - firstRun);
       polls.push(data.wait?.polls ?? 0);
     }
-    return { toFirstRunMs: distribution(toFirstRun), firstRunToExecMs: distribution(firstRunToExec), containerPolls: distribution(polls) };
+    return {
+      toFirstRunMs: distribution(toFirstRun),
+      toWatchDoneMs: distribution(toWatchDone),
+      watchRunMs: distribution(watchRun),
+      watchDoneToFirstRunMs: distribution(watchDoneToFirstRun),
+      firstRunToExecMs: distribution(firstRunToExec),
+      containerPolls: distribution(polls),
+    };
   } finally {
-    await queue.close();
+    await Promise.all([queue.close(), watchQueue.close()]);
   }
 }

@@ -10,7 +10,7 @@
  *   once; otherwise it starts Pending, and once its claims are bound its volume directories are
  *   created (the kubelet layout of volume-data.ts), its init containers run in order —
  *   `stowage-restore-wait` until the done marker `.stowage/<STOWAGE_RESTORE_UID>` is in every
- *   volume it mounts (then the markers, and `.stowage` when empty, are removed), any other one as
+ *   volume it mounts (looked for every RESTORE_WAIT_POLL_MS, as the real program polls) (then the markers, and `.stowage` when empty, are removed), any other one as
  *   its scripted exec behaviour says for its command (exit code, duration; default exit 0 at once)
  *   — and then it is Running and Ready. Every step is a status write, so watches see it;
  * - provisioner: a claim bound to nothing is bound to the PV that claims it (static binding), or
@@ -39,6 +39,8 @@ export const NODE_AGENT_POD_LABEL = 'app.kubernetes.io/name';
 export const NODE_AGENT_POD_LABEL_VALUE = 'stowage-node-agent';
 const DEFAULT_CLASS_ANNOTATIONS = ['storageclass.kubernetes.io/is-default-class', 'storageclass.beta.kubernetes.io/is-default-class'];
 const DEFAULT_RESTORE_WAIT_TIMEOUT_MS = 4 * 3_600_000;
+/** The real program's poll interval (`restoreWaitContainer.pollIntervalMs` in @stowage/kube): its delay counts in the hook lag. */
+export const RESTORE_WAIT_POLL_MS = 100;
 
 export interface ControllerOptions {
   state: ClusterState;
@@ -61,6 +63,8 @@ interface InitRun {
   /** When a scripted init container ends, and how. */
   endsAt?: number;
   exitCode?: number;
+  /** When `stowage-restore-wait` last looked for its markers. */
+  lastLookAt?: number;
 }
 
 interface PodWork {
@@ -416,6 +420,10 @@ export class SimControllers {
     const mounted = new Set(list(container.volumeMounts).map((mount) => String(record(mount).name)));
     const dirs = podVolumeDirs(this.state, this.options.dataRoot, pod).filter((dir) => mounted.has(dir.volume));
     if (dirs.length === 0) return { exitCode: 2, message: 'no restored volume is mounted' };
+    // Looks as often as the real init container does, not at every tick.
+    const now = Date.now();
+    if (run.lastLookAt !== undefined && now - run.lastLookAt < RESTORE_WAIT_POLL_MS) return 'waiting';
+    run.lastLookAt = now;
     const markers = dirs.map((dir) => join(dir.path, RESTORE_MARKER_DIR, restoreUid));
     const present = await Promise.all(
       markers.map((marker) =>
@@ -574,14 +582,19 @@ export class SimControllers {
           this.claims.delete(key);
         }
       }
-      for (const [key, work] of [...this.pods]) {
-        try {
-          if ((await this.stepPod(work)) === 'done') this.pods.delete(key);
-        } catch (error) {
-          this.giveUp('pod', key, error);
-          this.pods.delete(key);
-        }
-      }
+      // Every pod at once, as every kubelet works on its own: stepped one after another, a tick over
+      // hundreds of pods waiting for restore markers (a file stat each) would delay the last by the
+      // sum of the others' stats. Each pod is still stepped by one tick at a time.
+      await Promise.all(
+        [...this.pods].map(async ([key, work]) => {
+          try {
+            if ((await this.stepPod(work)) === 'done') this.pods.delete(key);
+          } catch (error) {
+            this.giveUp('pod', key, error);
+            this.pods.delete(key);
+          }
+        }),
+      );
     } finally {
       this.ticking = false;
       if (this.pods.size === 0 && this.claims.size === 0 && this.crds.size === 0 && this.timer) {

@@ -90,4 +90,9 @@ export const restoreWaitContainer = Object.freeze({
   timeoutEnv: 'STOWAGE_RESTORE_WAIT_TIMEOUT_MS',
   /** The node agent writes `<volume root>/<markerDir>/<restore uid>` when the volume is restored. */
   markerDir: '.stowage',
+  /**
+   * How often the init container looks for its markers: a stat per volume, cheap enough to do
+   * often, and the post-restore hook lag includes up to this much.
+   */
+  pollIntervalMs: 100,
 });

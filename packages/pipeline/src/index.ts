@@ -19,6 +19,7 @@ export {
   type WaitMode,
 } from './deps.js';
 export { PipelineError, PipelineErrorCode, UnrecoverablePipelineError } from './errors.js';
+export { PromotingInformerHub, type PromotingSource } from './informers/promoting-informer-hub.js';
 export type { BlockPlan, HookPhase, PlannedHook, PlannedItem, PlannedPod, PlannedVolume, PlanSkip } from './plan/block-plan.js';
 export {
   type DryRunBlock,
@@ -116,7 +117,6 @@ export {
   type SubmitBackupResult,
   submitBackup,
 } from './submit.js';
-export { VolumeOpInformerHub, type VolumeOpSource } from './volume-ops/volume-op-informer-hub.js';
 export {
   createPipeline,
   type HostedQueue,

@@ -2,6 +2,7 @@ import type { FlowProducer, Queue } from 'bullmq';
 import type { PipelineDeps } from './deps.js';
 import type { PvbInformerHub } from './pvb/pvb-informer-hub.js';
 import type { PvrInformerHub } from './restore/pvr-tracker.js';
+import type { RestoredPodHub } from './restore/restored-pod-hub.js';
 import type { DispatchWindow } from './state/dispatch-window.js';
 
 /** What processors share inside one process: the deps plus the queues they add to. */
@@ -21,4 +22,6 @@ export interface PipelineRuntime {
   hub?: PvbInformerHub | undefined;
   /** The process's PVR informer (present when this process hosts pvb-watch and restores are wired). */
   pvrHub?: PvrInformerHub | undefined;
+  /** The process's restored-pod informer (present when this process hosts hooks and restores are wired). */
+  podHub?: RestoredPodHub | undefined;
 }

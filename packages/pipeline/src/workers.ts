@@ -1,5 +1,5 @@
 import { createFlowProducer, createQueue, JobName, KEEP_FINISHED_JOBS, QueueName } from '@stowage/queue';
-import { type Job, type Processor, Worker } from 'bullmq';
+import { type Job, type Processor, type Queue, Worker } from 'bullmq';
 import type { PipelineDeps } from './deps.js';
 import { PipelineErrorCode, UnrecoverablePipelineError } from './errors.js';
 import { processDeleteBackup } from './processors/delete-backup.processor.js';
@@ -20,6 +20,7 @@ import { endingBlock } from './processors/window-refill.js';
 import { PvbInformerHub } from './pvb/pvb-informer-hub.js';
 import { PvrInformerHub } from './restore/pvr-tracker.js';
 import { applyRestoreApiCap } from './restore/restore-api-cap.js';
+import { RestoredPodHub } from './restore/restored-pod-hub.js';
 import type { PipelineRuntime } from './runtime.js';
 import { DispatchWindow } from './state/dispatch-window.js';
 
@@ -31,6 +32,8 @@ export interface Pipeline {
   processorFor(queue: HostedQueue): Processor;
   /** Starts the process's PVB (and, with restores wired, PVR) informer: promotes delayed watch jobs, feeds the cache. */
   startInformer(): void;
+  /** With restores wired: starts the process's restored-pod informer, which promotes parked restore-hooks jobs. */
+  startRestoredPodInformer(): void;
   close(): Promise<void>;
 }
 
@@ -96,23 +99,46 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
   };
 
   let closing: Promise<void> | undefined;
+  let hooksQueue: Queue | undefined;
   return {
     runtime,
     processorFor: (queue) => processors[queue],
     startInformer() {
       if (runtime.hub) return;
-      runtime.hub = new PvbInformerHub({ pvbs: deps.pvbs, watchQueue, logger: deps.logger.child({ component: 'pvb-informer' }) });
+      runtime.hub = new PvbInformerHub({ pvbs: deps.pvbs, jobQueue: watchQueue, logger: deps.logger.child({ component: 'pvb-informer' }) });
       runtime.hub.start();
       if (deps.pvrs && !runtime.pvrHub) {
-        runtime.pvrHub = new PvrInformerHub({ pvrs: deps.pvrs, watchQueue, logger: deps.logger.child({ component: 'pvr-informer' }) });
+        runtime.pvrHub = new PvrInformerHub({
+          pvrs: deps.pvrs,
+          jobQueue: watchQueue,
+          logger: deps.logger.child({ component: 'pvr-informer' }),
+        });
         runtime.pvrHub.start();
       }
+    },
+    startRestoredPodInformer() {
+      if (!deps.pvrs || runtime.podHub) return;
+      hooksQueue ??= createQueue(QueueName.hooks, { connection: deps.connection, prefix: deps.queuePrefix });
+      hooksQueue.on('error', (err) => deps.logger.warn({ err: err.message }, 'hooks queue error'));
+      runtime.podHub = new RestoredPodHub({
+        kube: deps.kube,
+        jobQueue: hooksQueue,
+        logger: deps.logger.child({ component: 'restored-pod-informer' }),
+      });
+      runtime.podHub.start();
     },
     close() {
       closing ??= (async () => {
         await runtime.hub?.stop().catch(() => undefined);
         await runtime.pvrHub?.stop().catch(() => undefined);
-        await Promise.allSettled([flowProducer.close(), watchQueue.close(), itemBlocksQueue.close(), backupsQueue.close()]);
+        await runtime.podHub?.stop().catch(() => undefined);
+        await Promise.allSettled([
+          flowProducer.close(),
+          watchQueue.close(),
+          itemBlocksQueue.close(),
+          backupsQueue.close(),
+          hooksQueue?.close(),
+        ]);
       })();
       return closing;
     },
@@ -212,6 +238,7 @@ export function startWorkers(opts: StartWorkersOptions): RunningWorkers {
   if (opts.queues.includes(QueueName.pvbWatch) || (deps.config.waitMode === 'inline' && opts.queues.includes(QueueName.itemBlocks))) {
     pipeline.startInformer();
   }
+  if (opts.queues.includes(QueueName.hooks)) pipeline.startRestoredPodInformer();
   const workers = [...new Set(opts.queues)].map((queue) => {
     const worker = new Worker(queue, pipeline.processorFor(queue), {
       connection: deps.connection,

@@ -18,7 +18,7 @@ const RESTORE_WAIT_CONTAINER_NAME = restoreWaitContainer.name;
 const RESTORE_WAIT_MOUNT_ROOT = restoreWaitContainer.mountRoot;
 const DONE_MARKER_DIR = restoreWaitContainer.markerDir;
 export const DEFAULT_RESTORE_WAIT_TIMEOUT_MS = 4 * 60 * 60 * 1000;
-const DEFAULT_POLL_INTERVAL_MS = 500;
+const DEFAULT_POLL_INTERVAL_MS = restoreWaitContainer.pollIntervalMs;
 
 /** `<volume dir>/.stowage/<restore uid>`. */
 export function doneMarkerPath(volumeDir: string, restoreUid: string): string {

@@ -321,7 +321,7 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
         : {},
     );
     // A PVB that ended before its parked job existed sent its event to nobody.
-    if (parked) await rt.hub?.promoteIfTerminal(pvbName);
+    if (parked) await rt.hub?.promoteIfDue(pvbName);
   }
 
   // PVBs of a block are independent: create and watch them at once (each is a few round trips),

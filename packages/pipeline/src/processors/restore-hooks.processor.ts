@@ -7,6 +7,7 @@ import { runPodHooks } from '../hooks/hook-runner.js';
 import { isPvrSettled, pvrTracker } from '../restore/pvr-tracker.js';
 import type { PlannedRestoreHook } from '../restore/restore-plan-types.js';
 import { restoreDepsOf } from '../restore/restore-runtime.js';
+import type { RestoredPod } from '../restore/restored-pod-hub.js';
 import type { PipelineRuntime } from '../runtime.js';
 import { stepVolumeOpWait, watchProgressSchema } from '../volume-ops/volume-op-wait-step.js';
 
@@ -16,21 +17,20 @@ const waitStateSchema = z.object({
   /** When this job first found its PVRs settled and began waiting for the containers. */
   containersSince: z.number().optional(),
   polls: z.number().int().nonnegative().default(0),
+  /** When the pod was last read from the API server (not the informer cache). */
+  lastGetAt: z.number().default(0),
   orphans: z.record(z.string(), watchProgressSchema).default({}),
 });
-
-interface ContainerStatus {
-  name?: string;
-  ready?: boolean;
-  state?: { running?: unknown };
-}
 
 /**
  * restore-hooks(pod): released when every pvr-watch child is done. PVRs left without a watcher
  * (their watch job failed for good) are settled first by the same step (asked to cancel, waited
  * for boundedly). Then the post-restore exec hooks run — each only once its container is
  * running (and ready, with waitForReady); until then the job re-parks without a slot, at most
- * the hook's waitTimeout (0 = until the restore's itemOperationTimeout). A hook whose container
+ * the hook's waitTimeout (0 = until the restore's itemOperationTimeout). The process's
+ * restored-pod informer promotes the parked job the moment the pod's containers change, and its
+ * cache stands in for GETs (a real GET at least every pvbRealReadEveryMs, and before giving up);
+ * without a healthy informer the job polls with a capped backoff. A hook whose container
  * never came up is recorded failed; `onError: Fail` skips the pod's later hooks. Every run is
  * recorded like a backup hook's.
  */
@@ -87,9 +87,26 @@ export async function processRestoreHooks(rt: PipelineRuntime, job: Job, token: 
   if (plan.hooks.length === 0) return { pvrs: plan.volumes.length, hooks: 0, hooksFailed: 0 };
   if (record.cancelRequestedAt !== undefined) return { pvrs: plan.volumes.length, hooks: 0, hooksFailed: 0, skipped: 'canceled' };
 
-  const pod = (await getPod(deps.kube, data.podNamespace, data.podName)) as unknown as
-    | { status?: { containerStatuses?: ContainerStatus[] } }
-    | undefined;
+  const podHub = rt.podHub;
+  const isUpIn = (pod: RestoredPod, hook: PlannedRestoreHook) => {
+    const status = pod.status?.containerStatuses?.find((s) => s.name === hook.container);
+    return status?.state?.running !== undefined && (!hook.waitForReady || status.ready === true);
+  };
+  const since = wait.containersSince ?? now;
+  const waitedMs = now - since;
+  const restoreLeftMs = (record.deadlineAt ?? now) - now;
+  const mayWait = (hook: PlannedRestoreHook) => (hook.waitTimeoutMs > 0 ? waitedMs < hook.waitTimeoutMs : restoreLeftMs > 0);
+  const waitingIn = (pod: RestoredPod) => plan.hooks.filter((hook) => hook.invalid === undefined && !isUpIn(pod, hook) && mayWait(hook));
+  const givingUpIn = (pod: RestoredPod) => plan.hooks.some((hook) => hook.invalid === undefined && !isUpIn(pod, hook) && !mayWait(hook));
+
+  let lastGetAt = wait.lastGetAt;
+  const readFromApiDue = now - (lastGetAt || since) >= deps.config.pvbRealReadEveryMs;
+  let pod = readFromApiDue ? undefined : podHub?.cached(data.podName, data.podNamespace);
+  // The cache may lag: never report a pod gone or a container not up from it alone.
+  if (!pod || givingUpIn(pod)) {
+    pod = (await getPod(deps.kube, data.podNamespace, data.podName)) as unknown as RestoredPod | undefined;
+    lastGetAt = now;
+  }
   if (!pod) {
     await restores.recordProblem(name, {
       level: 'error',
@@ -100,20 +117,21 @@ export async function processRestoreHooks(rt: PipelineRuntime, job: Job, token: 
     await restores.countOnce(name, `hooks-pod-gone:${data.podNamespace}/${data.podName}`, 'hooksFailed', plan.hooks.length);
     return { pvrs: plan.volumes.length, hooks: 0, hooksFailed: plan.hooks.length, skipped: 'pod-gone' };
   }
-  const statuses = new Map((pod.status?.containerStatuses ?? []).map((s) => [s.name, s]));
-  const isUp = (hook: PlannedRestoreHook) => {
-    const status = statuses.get(hook.container);
-    return status?.state?.running !== undefined && (!hook.waitForReady || status.ready === true);
-  };
-  const since = wait.containersSince ?? now;
-  const waitedMs = now - since;
-  const restoreLeftMs = (record.deadlineAt ?? now) - now;
-  const stillWaiting = plan.hooks.filter(
-    (hook) => hook.invalid === undefined && !isUp(hook) && (hook.waitTimeoutMs > 0 ? waitedMs < hook.waitTimeoutMs : restoreLeftMs > 0),
-  );
+  const seen = pod;
+  const isUp = (hook: PlannedRestoreHook) => isUpIn(seen, hook);
+  const stillWaiting = waitingIn(seen);
   if (stillWaiting.length > 0) {
-    await job.updateData({ ...(job.data as object), wait: { ...wait, containersSince: since, polls: wait.polls + 1 } });
-    return repark(job, token, cappedBackoffMs(wait.polls, { baseMs: 50, maxMs: 2_000 }));
+    // A healthy informer promotes this job when the pod changes: wait long (only to re-read now
+    // and then). Without one, poll with a capped backoff. Either way wake at the first timeout.
+    const informerWillPromote = podHub?.healthy() === true;
+    let delayMs = informerWillPromote ? deps.config.pvbPollMaxMs : cappedBackoffMs(wait.polls, { baseMs: 50, maxMs: 2_000 });
+    for (const hook of stillWaiting) delayMs = Math.min(delayMs, hook.waitTimeoutMs > 0 ? hook.waitTimeoutMs - waitedMs : restoreLeftMs);
+    await job.updateData({ ...(job.data as object), wait: { ...wait, containersSince: since, polls: wait.polls + 1, lastGetAt } });
+    // The pod may have changed while this look ran (the informer's promotion then found the job
+    // running, not parked): look at the cache again once parked.
+    return repark(job, token, Math.max(1, delayMs), async () => {
+      await podHub?.promoteIfDue(data.podName, data.podNamespace, (cached) => waitingIn(cached).length < stillWaiting.length);
+    });
   }
   const hooks = plan.hooks.map((hook) =>
     hook.invalid === undefined && !isUp(hook)

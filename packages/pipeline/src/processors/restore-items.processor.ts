@@ -148,7 +148,7 @@ async function startPodFollowUp(
     deadlineAt: deadlineAt ?? deps.clock.now() + 4 * 3_600_000,
     watchDelayMs,
   });
-  for (const pvr of names) await rt.pvrHub?.promoteIfTerminal(pvr);
+  for (const pvr of names) await rt.pvrHub?.promoteIfDue(pvr);
 }
 
 /** A pod that existed already (not this restore's) gets no volume data and no hooks (as in Velero): said once, not silently. */

@@ -3,20 +3,20 @@ import { isPvbTerminal, type PodVolumeBackup, type PvbClient, pvbLabels } from '
 import { JobName } from '@stowage/queue';
 import type { Queue } from 'bullmq';
 import type { PipelineLogger } from '../deps.js';
-import { VolumeOpInformerHub } from '../volume-ops/volume-op-informer-hub.js';
+import { PromotingInformerHub } from '../informers/promoting-informer-hub.js';
 
 export interface PvbInformerHubOptions {
   pvbs: PvbClient;
   /** The pvb-watch queue: delayed watch jobs are promoted here. Omit to only cache. */
-  watchQueue?: Queue | undefined;
+  jobQueue?: Queue | undefined;
   logger: PipelineLogger;
   /** The cache counts as healthy only if no watch error was reported for this long. Default 10 s. */
   quietAfterErrorMs?: number;
   now?: () => number;
 }
 
-/** The process's PVB informer: the volume-operation hub over PodVolumeBackups, promoting pvb-watch jobs. */
-export class PvbInformerHub extends VolumeOpInformerHub<PodVolumeBackup> {
+/** The process's PVB informer: the promoting hub over PodVolumeBackups, promoting pvb-watch jobs. */
+export class PvbInformerHub extends PromotingInformerHub<PodVolumeBackup> {
   constructor(opts: PvbInformerHubOptions) {
     const { pvbs, ...rest } = opts;
     super({
@@ -26,12 +26,12 @@ export class PvbInformerHub extends VolumeOpInformerHub<PodVolumeBackup> {
         namespace: pvbs.namespace,
         watch: (options) => pvbs.watchPvbs(options),
         nameOf: (pvb) => pvb.metadata.name,
-        isTerminal: isPvbTerminal,
-        watchJobIdOf: (pvb) => {
+        shouldPromote: isPvbTerminal,
+        jobIdOf: (pvb) => {
           const backupName = pvb.metadata.labels?.[pvbLabels.backupName] ?? pvb.spec.tags?.backup;
           return backupName ? pvbWatchJobId(backupName, pvb.metadata.name) : undefined;
         },
-        watchJobName: JobName.watchPvb,
+        jobName: JobName.watchPvb,
       },
     });
   }

@@ -3,7 +3,7 @@ import { JobName, restoreJobIds } from '@stowage/queue';
 import type { Queue } from 'bullmq';
 import type { PipelineDeps, PipelineLogger } from '../deps.js';
 import { PipelineError, PipelineErrorCode } from '../errors.js';
-import { VolumeOpInformerHub } from '../volume-ops/volume-op-informer-hub.js';
+import { PromotingInformerHub } from '../informers/promoting-informer-hub.js';
 import type { VolumeOpTracker } from '../volume-ops/volume-op-wait-step.js';
 import type { PvrStateRecord, RestoreState } from './restore-state.js';
 
@@ -63,11 +63,12 @@ export function pvrTracker(
       }
       if (changedPhase)
         writes.push(state.appendEvent(restoreName, 'pvr.phase', { ...where(name, previous), from: previous?.phase ?? null, to: phase }));
-      await Promise.all(writes);
       if (isVolumeOperationTerminal(pvr)) {
         const what = phase === 'Completed' ? 'completed' : phase === 'Failed' ? 'failed' : 'canceled';
-        await terminal(restoreName, name, previous, phase, `pod volume restore ${what}: ${status.message ?? 'no message'}`);
+        // Independent of the record's update: one round trip's wait (the hook lag is a chain of such waits).
+        writes.push(terminal(restoreName, name, previous, phase, `pod volume restore ${what}: ${status.message ?? 'no message'}`));
       }
+      await Promise.all(writes);
     },
     async recordMissing(restoreName, pvrName, previous, why) {
       await state.updatePvr(restoreName, pvrName, { phase: 'Failed', message: why });
@@ -95,8 +96,8 @@ export function pvrTracker(
 }
 
 /** The process's PVR informer: promotes pvr-watch jobs the moment their PVR ends. */
-export class PvrInformerHub extends VolumeOpInformerHub<PodVolumeRestore> {
-  constructor(opts: { pvrs: PvrClient; watchQueue?: Queue | undefined; logger: PipelineLogger }) {
+export class PvrInformerHub extends PromotingInformerHub<PodVolumeRestore> {
+  constructor(opts: { pvrs: PvrClient; jobQueue?: Queue | undefined; logger: PipelineLogger }) {
     const { pvrs, ...rest } = opts;
     super({
       ...rest,
@@ -105,12 +106,12 @@ export class PvrInformerHub extends VolumeOpInformerHub<PodVolumeRestore> {
         namespace: pvrs.namespace,
         watch: (options) => pvrs.watch(options),
         nameOf: (pvr) => pvr.metadata.name,
-        isTerminal: isVolumeOperationTerminal,
-        watchJobIdOf: (pvr) => {
+        shouldPromote: isVolumeOperationTerminal,
+        jobIdOf: (pvr) => {
           const restoreName = pvr.metadata.labels?.[pvrLabels.restoreName];
           return restoreName ? restoreJobIds.pvrWatch(restoreName, pvr.metadata.name) : undefined;
         },
-        watchJobName: JobName.watchPvr,
+        jobName: JobName.watchPvr,
       },
     });
   }

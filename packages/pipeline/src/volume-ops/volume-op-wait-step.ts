@@ -1,7 +1,7 @@
 import { cappedBackoffMs } from '@stowage/queue';
 import { z } from 'zod';
 import type { PipelineDeps } from '../deps.js';
-import type { VolumeOpInformerHub } from './volume-op-informer-hub.js';
+import type { PromotingInformerHub } from '../informers/promoting-informer-hub.js';
 
 /** Poll state kept between re-parks (in a watch job's data under `watch`). */
 export const watchProgressSchema = z.object({
@@ -84,7 +84,7 @@ export type VolumeOpWaitStep = { kind: 'done'; result: VolumeOpWatchResult } | {
 export async function stepVolumeOpWait<T, P extends VolumeOpPrevious>(
   deps: Pick<PipelineDeps, 'clock' | 'config'>,
   tracker: VolumeOpTracker<T, P>,
-  hub: VolumeOpInformerHub<T> | undefined,
+  hub: PromotingInformerHub<T> | undefined,
   input: VolumeOpWaitInput,
   progressIn: WatchProgress,
 ): Promise<VolumeOpWaitStep> {

@@ -1,7 +1,7 @@
 import { repark } from '@stowage/queue';
 import type { Job } from 'bullmq';
 import type { PipelineDeps } from '../deps.js';
-import type { VolumeOpInformerHub } from './volume-op-informer-hub.js';
+import type { PromotingInformerHub } from '../informers/promoting-informer-hub.js';
 import {
   stepVolumeOpWait,
   type VolumeOpPrevious,
@@ -25,7 +25,7 @@ import {
 export async function processVolumeOpWatch<T, P extends VolumeOpPrevious>(
   deps: Pick<PipelineDeps, 'clock' | 'config'>,
   tracker: VolumeOpTracker<T, P>,
-  hub: VolumeOpInformerHub<T> | undefined,
+  hub: PromotingInformerHub<T> | undefined,
   job: Job,
   token: string | undefined,
   input: VolumeOpWaitInput,
@@ -37,6 +37,6 @@ export async function processVolumeOpWatch<T, P extends VolumeOpPrevious>(
   // The look above may have read the cache just before the end arrived, and the informer's
   // promotion then found this job running, not parked: look at the cache again once parked.
   return repark(job, token, step.delayMs, async () => {
-    await hub?.promoteIfTerminal(input.opName);
+    await hub?.promoteIfDue(input.opName);
   });
 }

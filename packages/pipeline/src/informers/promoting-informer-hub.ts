@@ -2,25 +2,29 @@ import type { Informer, InformerOptions } from '@stowage/kube';
 import { Job, type Queue } from 'bullmq';
 import type { PipelineLogger } from '../deps.js';
 
-/** The kind of volume operation a hub watches (PodVolumeBackups, PodVolumeRestores). */
-export interface VolumeOpSource<T> {
-  /** For log lines: `PVB`, `PVR`. */
+/**
+ * What a hub watches, and which parked job each object's change may release: PodVolumeBackups
+ * (pvb-watch jobs), PodVolumeRestores (pvr-watch jobs), restored pods (restore-hooks jobs).
+ */
+export interface PromotingSource<T> {
+  /** For log lines: `PVB`, `PVR`, `restored pod`. */
   label: string;
-  /** Where the objects live (Stowage's namespace). */
-  namespace: string;
+  /** Where the objects live when they all live in one namespace (Stowage's, for PVBs and PVRs). */
+  namespace?: string | undefined;
   watch(options: Omit<InformerOptions<T>, 'path'>): Informer<T>;
   nameOf(object: T): string;
-  isTerminal(object: T): boolean;
-  /** The id of the watch job waiting for this object, or undefined when it carries no run label. */
-  watchJobIdOf(object: T): string | undefined;
-  /** The watch job's name (the id alone is enough to promote; the name is BullMQ's formality). */
-  watchJobName: string;
+  /** The object is in the state its parked job waits for (a volume operation ended, a container runs). */
+  shouldPromote(object: T): boolean;
+  /** The id of the job waiting for this object, or undefined when the object names none. */
+  jobIdOf(object: T): string | undefined;
+  /** The job's name (the id alone is enough to promote; the name is BullMQ's formality). */
+  jobName: string;
 }
 
-export interface VolumeOpInformerHubOptions<T> {
-  source: VolumeOpSource<T>;
-  /** The queue holding the watch jobs: delayed ones are promoted here. Omit to only cache. */
-  watchQueue?: Queue | undefined;
+export interface PromotingInformerHubOptions<T> {
+  source: PromotingSource<T>;
+  /** The queue holding the parked jobs: delayed ones are promoted here. Omit to only cache. */
+  jobQueue?: Queue | undefined;
   logger: PipelineLogger;
   /** The cache counts as healthy only if no watch error was reported for this long. Default 10 s. */
   quietAfterErrorMs?: number;
@@ -28,13 +32,13 @@ export interface VolumeOpInformerHubOptions<T> {
 }
 
 /**
- * One informer per worker process and kind of volume operation. It keeps a cache of the
- * namespace's objects (so watch jobs read O(1) from memory instead of the API server) and, the
- * moment one turns terminal, promotes its delayed watch job so what waits on it (post hooks,
- * restore hooks) follows within milliseconds. Polling stays the source of truth: the cache is
- * used only while healthy, and jobs still GET periodically.
+ * "Watch, park, promote": one informer per worker process and kind of object. It keeps a cache
+ * (so parked jobs read O(1) from memory instead of the API server) and, the moment an object
+ * reaches the state its job waits for, promotes that delayed job, so what waits on it (post
+ * hooks, restore hooks) follows within milliseconds. Polling stays the source of truth: the
+ * cache is used only while healthy, and jobs still GET now and then.
  */
-export class VolumeOpInformerHub<T> {
+export class PromotingInformerHub<T> {
   private informer: Informer<T> | undefined;
   private isSynced = false;
   private lastErrorAt = 0;
@@ -44,7 +48,7 @@ export class VolumeOpInformerHub<T> {
   /** Promotions that found a delayed job and moved it (for tests and metrics). */
   promotions = 0;
 
-  constructor(private readonly opts: VolumeOpInformerHubOptions<T>) {
+  constructor(private readonly opts: PromotingInformerHubOptions<T>) {
     this.quietAfterErrorMs = opts.quietAfterErrorMs ?? 10_000;
     this.now = opts.now ?? Date.now;
   }
@@ -57,11 +61,11 @@ export class VolumeOpInformerHub<T> {
         if (event.type === 'DELETED') return;
         this.notify(source.nameOf(event.object));
         // Objects of the first list are old news; the pollers pick those up themselves.
-        if (this.isSynced && source.isTerminal(event.object)) void this.promote(event.object);
+        if (this.isSynced && source.shouldPromote(event.object)) void this.promote(event.object);
       },
       onError: (err) => {
         this.lastErrorAt = this.now();
-        this.opts.logger.warn({ err: err.message, code: err.code }, `${source.label} informer error (watch jobs fall back to GET)`);
+        this.opts.logger.warn({ err: err.message, code: err.code }, `${source.label} informer error (parked jobs fall back to GET)`);
       },
       livenessTimeoutMs: 60_000,
     });
@@ -72,9 +76,9 @@ export class VolumeOpInformerHub<T> {
   }
 
   /** The cached object, or undefined when the cache cannot be trusted right now (not synced, recent error). */
-  cached(name: string): T | undefined {
+  cached(name: string, namespace: string | undefined = this.opts.source.namespace): T | undefined {
     if (!this.healthy()) return undefined;
-    return this.informer?.get(name, this.opts.source.namespace);
+    return this.informer?.get(name, namespace);
   }
 
   healthy(): boolean {
@@ -111,32 +115,33 @@ export class VolumeOpInformerHub<T> {
   }
 
   /**
-   * Promotes the object's watch job if the cache already shows it terminal. For a watch job
-   * added parked: an operation that ended before its job existed sent its event to nobody.
+   * Promotes the object's job if the cache already shows the state it waits for (`isDue`, by
+   * default the source's). For a job just parked: a change that came while it was running (or
+   * before it existed) was promoted to nobody.
    */
-  async promoteIfTerminal(name: string): Promise<void> {
-    const object = this.cached(name);
-    if (object && this.opts.source.isTerminal(object)) await this.promote(object);
+  async promoteIfDue(name: string, namespace?: string, isDue: (object: T) => boolean = this.opts.source.shouldPromote): Promise<void> {
+    const object = this.cached(name, namespace);
+    if (object && isDue(object)) await this.promote(object);
   }
 
   /**
    * One attempt: a job that is not parked right now was promoted by another worker's informer, is
-   * done, or is running a look — which promotes it itself once parked if it missed this end (see
-   * processVolumeOpWatch). So there is nothing to retry.
+   * done, is waiting for its children, or is running a look — which promotes it itself once
+   * parked if it missed this change (promoteIfDue). So there is nothing to retry.
    */
   private async promote(object: T): Promise<void> {
-    const queue = this.opts.watchQueue;
-    const jobId = this.opts.source.watchJobIdOf(object);
+    const queue = this.opts.jobQueue;
+    const jobId = this.opts.source.jobIdOf(object);
     if (!queue || !jobId) return;
     // Promote by id (the script checks the job is delayed): no read of the job before it.
     try {
-      await new Job(queue, this.opts.source.watchJobName, {}, {}, jobId).promote();
+      await new Job(queue, this.opts.source.jobName, {}, {}, jobId).promote();
       this.promotions++;
     } catch (err) {
       const message = String((err as Error)?.message);
       // "not in the delayed state" / "Missing key": waiting, running, done or not added yet.
       if (!/not in the delayed state|missing key/i.test(message)) {
-        this.opts.logger.warn({ err: message, jobId }, `could not promote ${this.opts.source.label} watch job`);
+        this.opts.logger.warn({ err: message, jobId }, `could not promote the job of a ${this.opts.source.label}`);
       }
     }
   }

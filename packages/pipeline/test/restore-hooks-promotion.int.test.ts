@@ -1,0 +1,102 @@
+import { validateRestoreRequest } from '@stowage/core';
+import { type RunningWorkers, startWorkers, submitBackup, submitRestore } from '@stowage/pipeline';
+import { createQueue, QueueName, restoreJobIds } from '@stowage/queue';
+import { useTestRedis } from '@stowage/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { backupSpec, namespace, node, pod } from './support/fixtures.js';
+import { type Harness, startHarness, waitFor, waitForBackupEnd } from './support/harness.js';
+
+const ALL_QUEUES = [
+  QueueName.backups,
+  QueueName.itemBlocks,
+  QueueName.pvbWatch,
+  QueueName.hooks,
+  QueueName.restores,
+  QueueName.restoreItems,
+];
+const SETTLE = ['/bin/settle'];
+const HOOK = ['/bin/mark-restored'];
+
+/** A pod whose init container takes 1.5 s in the simulator's kubelet: its app container runs only after that. */
+function slowStartingPod(): unknown {
+  const base = pod({ name: 'app-0', exec: { settle: { rules: [{ command: SETTLE, durationMs: 1_500 }] } } }) as {
+    spec: Record<string, unknown>;
+  };
+  base.spec.initContainers = [{ name: 'settle', image: 'busybox', command: SETTLE }];
+  return base;
+}
+
+describe('post-restore hooks: a parked restore-hooks job is promoted when its container starts running', () => {
+  let redisHandle: { url: string; stop: () => Promise<void> };
+  let h: Harness;
+  let workers: RunningWorkers | undefined;
+
+  beforeAll(async () => {
+    redisHandle = await useTestRedis();
+    // The poll cap far beyond the test's timeout: a job parked while the restored-pod informer
+    // is healthy can only come back through the informer's promotion.
+    h = await startHarness({
+      redisUrl: redisHandle.url,
+      fixture: { objects: [node('node-a'), namespace('shop'), slowStartingPod()] },
+      agentNodes: ['node-a'],
+      config: { pvbPollMaxMs: 600_000 },
+    });
+    workers = startWorkers({ deps: h.deps, queues: ALL_QUEUES });
+    await submitBackup({ state: h.deps.state, connection: h.redis, queuePrefix: h.queuePrefix }, { name: 'bk1', spec: backupSpec() });
+    expect(await waitForBackupEnd(h.deps.state, 'bk1')).toBe('Completed');
+    await h.kube.core.deleteNamespace({ name: 'shop' });
+    await waitFor('shop gone', async () => ((await h.kube.core.readNamespace({ name: 'shop' }).catch(() => undefined)) ? undefined : true));
+    const podHub = workers.pipeline.runtime.podHub;
+    await waitFor('the restored-pod informer to be healthy', async () => (podHub?.healthy() ? true : undefined));
+  });
+  afterAll(async () => {
+    await workers?.close();
+    await h?.close();
+    await redisHandle?.stop();
+  });
+
+  it('the job parks (container not running), the pod starting promotes it, and the hook runs after the container started', async () => {
+    const validation = validateRestoreRequest({
+      name: 'rs1',
+      spec: {
+        backupName: 'bk1',
+        hooks: { resources: [{ name: 'after', includedNamespaces: ['shop'], postHooks: [{ exec: { command: HOOK } }] }] },
+      },
+    });
+    if (!validation.ok) throw new Error(JSON.stringify(validation.problems));
+    await submitRestore(
+      { restores: h.deps.restores!, connection: h.redis, queuePrefix: h.queuePrefix },
+      { name: 'rs1', spec: validation.value },
+    );
+    const phase = await waitFor('restore rs1 to end', async () => {
+      const rec = await h.deps.restores!.getRestore('rs1');
+      return rec && ['Completed', 'PartiallyFailed', 'Failed', 'Canceled'].includes(rec.phase) ? rec.phase : undefined;
+    });
+    expect(phase).toBe('Completed');
+    const runs = await h.deps.restores!.hookRuns('rs1');
+    expect(runs.map((r) => [r.command.join(' '), r.outcome, r.exitCode])).toEqual([[HOOK.join(' '), 'exited', 0]]);
+
+    // The job looked while the container was not running yet and parked (for the 10-min cap)...
+    const hooksQueue = createQueue(QueueName.hooks, { connection: h.redis, prefix: h.queuePrefix });
+    try {
+      const job = await hooksQueue.getJob(restoreJobIds.hooks('rs1', 'shop', 'app-0'));
+      if (!job) throw new Error('the restore-hooks job is gone');
+      expect(await job.getState()).toBe('completed');
+      expect((job.data as { wait?: { polls?: number } }).wait?.polls).toBeGreaterThanOrEqual(1);
+    } finally {
+      await hooksQueue.close();
+    }
+    // ...and came back through the informer, not its next poll.
+    expect(workers?.pipeline.runtime.podHub?.promotions).toBeGreaterThanOrEqual(1);
+
+    // The hook ran in the running container, never before it started (the kubelet's startedAt has whole seconds).
+    const restored = (await h.kube.core.readNamespacedPod({ namespace: 'shop', name: 'app-0' })) as unknown as {
+      status: { containerStatuses: Array<{ name: string; state: { running?: { startedAt: string } } }> };
+    };
+    const runningSince = restored.status.containerStatuses.find((s) => s.name === 'app')?.state.running?.startedAt;
+    expect(runningSince).toBeDefined();
+    const execs = h.sim.execLog({ namespace: 'shop', pod: 'app-0' }).filter((e) => e.command.join(' ') === HOOK.join(' '));
+    expect(execs).toHaveLength(1);
+    expect(Date.parse(execs[0]!.startedAt)).toBeGreaterThanOrEqual(Date.parse(runningSince!));
+  });
+});
