@@ -4,11 +4,12 @@ import { join } from 'node:path';
 import type { PipelineDeps, RunningWorkers } from '@stowage/pipeline';
 import { BackupState, readLiveBlocks, startWorkers, submitBackup, writeBackupArchive } from '@stowage/pipeline';
 import { QueueName } from '@stowage/queue';
-import { type BackupStorage, backupLayout, FileSystemStorage } from '@stowage/storage';
+import { backupLayout, FileSystemStorage } from '@stowage/storage';
 import { uniquePrefix, useTestRedis } from '@stowage/testing';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BackupArchiveReader } from '../src/state/backup-archive.js';
+import { storageFailingWrites } from './support/failing-storage.js';
 import { readFinishedBackup } from './support/finished-backup.js';
 import { backupSpec, configMap, namespace, node, pod } from './support/fixtures.js';
 import { type Harness, startHarness, waitForBackupEnd } from './support/harness.js';
@@ -22,26 +23,6 @@ const objects: unknown[] = [
   pod({ name: 'hooked-0', annotations: { 'post.hook.backup.velero.io/command': JSON.stringify(POST) } }),
 ];
 const ALL_QUEUES = [QueueName.backups, QueueName.itemBlocks, QueueName.pvbWatch, QueueName.hooks];
-
-/** Storage whose velero-backup.json writes fail the first `failures` times (finalize cut off before its final write). */
-function failingMarker(base: BackupStorage, failures: number): BackupStorage & { failed: () => number } {
-  let failed = 0;
-  return {
-    putObject: async (key, data, opts) => {
-      if (key.endsWith('/velero-backup.json') && failed < failures) {
-        failed++;
-        throw new Error('injected: the process died before the final write');
-      }
-      return base.putObject(key, data, opts);
-    },
-    putStream: (k, b) => base.putStream(k, b),
-    getObject: (k) => base.getObject(k),
-    exists: (k) => base.exists(k),
-    list: (p) => base.list(p),
-    deletePrefix: (p) => base.deletePrefix(p),
-    failed: () => failed,
-  };
-}
 
 describe('a finished backup in storage (finalize writes it, then Redis drops all but the catalogue entry)', () => {
   let redisHandle: { url: string; stop: () => Promise<void> };
@@ -59,7 +40,7 @@ describe('a finished backup in storage (finalize writes it, then Redis drops all
   });
 
   it('finalize cut off before its final write runs again and finishes: marker last, nothing lost, the terminal event once, Redis keeps only rec and cnt', async () => {
-    const storage = failingMarker(h.deps.storage, 1);
+    const storage = storageFailingWrites(h.deps.storage, '/velero-backup.json', 1);
     const deps: PipelineDeps = { ...h.deps, storage };
     workers = startWorkers({ deps, queues: ALL_QUEUES });
     await submitBackup({ state: h.deps.state, connection: h.redis, queuePrefix: h.queuePrefix }, { name: 'cut-1', spec: backupSpec() });

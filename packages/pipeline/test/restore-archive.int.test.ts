@@ -9,42 +9,14 @@ import {
   submitBackup,
   submitRestore,
 } from '@stowage/pipeline';
-import { QueueName } from '@stowage/queue';
-import type { BackupStorage } from '@stowage/storage';
 import { useTestRedis } from '@stowage/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { storageFailingWrites } from './support/failing-storage.js';
 import { backupSpec, configMap, namespace, node } from './support/fixtures.js';
-import { type Harness, startHarness, waitFor, waitForBackupEnd } from './support/harness.js';
+import { BACKUP_AND_RESTORE_QUEUES, type Harness, startHarness, waitFor, waitForBackupEnd } from './support/harness.js';
 
-const ALL_QUEUES = [
-  QueueName.backups,
-  QueueName.itemBlocks,
-  QueueName.pvbWatch,
-  QueueName.hooks,
-  QueueName.restores,
-  QueueName.restoreItems,
-];
+const ALL_QUEUES = BACKUP_AND_RESTORE_QUEUES;
 const objects: unknown[] = [node('node-a'), namespace('shop'), configMap('settings'), configMap('flags')];
-
-/** Storage whose restore.json writes fail the first `failures` times (finalize cut off after the final phase, before the archive). */
-function failingRestoreRecord(base: BackupStorage, failures: number): BackupStorage & { failed: () => number } {
-  let failed = 0;
-  return {
-    putObject: async (key, data, opts) => {
-      if (key.endsWith('/restore.json') && failed < failures) {
-        failed++;
-        throw new Error('injected: the process died before restore.json was written');
-      }
-      return base.putObject(key, data, opts);
-    },
-    putStream: (k, b) => base.putStream(k, b),
-    getObject: (k) => base.getObject(k),
-    exists: (k) => base.exists(k),
-    list: (p) => base.list(p),
-    deletePrefix: (p) => base.deletePrefix(p),
-    failed: () => failed,
-  };
-}
 
 describe('a finished restore in storage: finalize archives its events and record', () => {
   let redisHandle: { url: string; stop: () => Promise<void> };
@@ -62,7 +34,7 @@ describe('a finished restore in storage: finalize archives its events and record
   });
 
   it('finalize cut off after the final phase runs again and archives: restore.json last, every event with the terminal one once, then marked archived', async () => {
-    const storage = failingRestoreRecord(h.deps.storage, 1);
+    const storage = storageFailingWrites(h.deps.storage, '/restore.json', 1);
     const deps: PipelineDeps = { ...h.deps, storage };
     workers = startWorkers({ deps, queues: ALL_QUEUES });
     await submitBackup({ state: h.deps.state, connection: h.redis, queuePrefix: h.queuePrefix }, { name: 'bk1', spec: backupSpec() });

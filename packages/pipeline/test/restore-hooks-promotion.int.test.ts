@@ -4,16 +4,9 @@ import { createQueue, QueueName, restoreJobIds } from '@stowage/queue';
 import { useTestRedis } from '@stowage/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backupSpec, namespace, node, pod } from './support/fixtures.js';
-import { type Harness, startHarness, waitFor, waitForBackupEnd } from './support/harness.js';
+import { BACKUP_AND_RESTORE_QUEUES, type Harness, startHarness, waitFor, waitForBackupEnd } from './support/harness.js';
 
-const ALL_QUEUES = [
-  QueueName.backups,
-  QueueName.itemBlocks,
-  QueueName.pvbWatch,
-  QueueName.hooks,
-  QueueName.restores,
-  QueueName.restoreItems,
-];
+const ALL_QUEUES = BACKUP_AND_RESTORE_QUEUES;
 const SETTLE = ['/bin/settle'];
 const HOOK = ['/bin/mark-restored'];
 

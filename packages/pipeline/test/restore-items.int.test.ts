@@ -1,21 +1,13 @@
 import { type RestoreObject, type RestoreSpec, type RestoreTransformContext, restoreDiff, validateRestoreRequest } from '@stowage/core';
 import type { KubeClients } from '@stowage/kube';
 import { InFlightLimit, type RunningWorkers, startWorkers, submitBackup, submitRestore } from '@stowage/pipeline';
-import { QueueName } from '@stowage/queue';
 import { readBackupTarball } from '@stowage/storage';
 import { useTestRedis } from '@stowage/testing';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { backupSpec, namespace, node, pod } from './support/fixtures.js';
-import { type Harness, startHarness, waitFor, waitForBackupEnd } from './support/harness.js';
+import { BACKUP_AND_RESTORE_QUEUES, type Harness, startHarness, waitFor, waitForBackupEnd } from './support/harness.js';
 
-const ALL_QUEUES = [
-  QueueName.backups,
-  QueueName.itemBlocks,
-  QueueName.pvbWatch,
-  QueueName.hooks,
-  QueueName.restores,
-  QueueName.restoreItems,
-];
+const ALL_QUEUES = BACKUP_AND_RESTORE_QUEUES;
 const ENDED = new Set(['Completed', 'PartiallyFailed', 'Failed', 'FailedValidation', 'Canceled']);
 
 const objects: unknown[] = [

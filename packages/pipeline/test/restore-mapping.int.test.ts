@@ -1,11 +1,10 @@
 import { type RestoreObject, type RestoreSpec, type RestoreTransformContext, restoreDiff, validateRestoreRequest } from '@stowage/core';
 import { type RunningWorkers, startWorkers, submitBackup, submitRestore } from '@stowage/pipeline';
-import { QueueName } from '@stowage/queue';
 import { readBackupTarball } from '@stowage/storage';
 import { useTestRedis } from '@stowage/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backupSpec, namespace, node } from './support/fixtures.js';
-import { type Harness, startHarness, waitFor, waitForBackupEnd } from './support/harness.js';
+import { BACKUP_AND_RESTORE_QUEUES, type Harness, startHarness, waitFor, waitForBackupEnd } from './support/harness.js';
 
 /*
  * What a restore does to namespaces (simulator over HTTP, the real job graph on redis-server): a
@@ -14,14 +13,7 @@ import { type Harness, startHarness, waitFor, waitForBackupEnd } from './support
  * preserveNodePorts — refused by the cluster when another Service holds the port).
  */
 
-const ALL_QUEUES = [
-  QueueName.backups,
-  QueueName.itemBlocks,
-  QueueName.pvbWatch,
-  QueueName.hooks,
-  QueueName.restores,
-  QueueName.restoreItems,
-];
+const ALL_QUEUES = BACKUP_AND_RESTORE_QUEUES;
 const ENDED = new Set(['Completed', 'PartiallyFailed', 'Failed', 'FailedValidation', 'Canceled']);
 const RBAC = 'rbac.authorization.k8s.io';
 const OLD_CLAIM_UID = '0b1d2c3e-0000-4000-8000-00000000da7a';

@@ -14,7 +14,7 @@ import {
   RestoreState,
   statePrefixFor,
 } from '@stowage/pipeline';
-import { createWorkerConnection, type RedisClient } from '@stowage/queue';
+import { createWorkerConnection, QueueName, type RedisClient } from '@stowage/queue';
 import { FileSystemStorage } from '@stowage/storage';
 import { uniquePrefix } from '@stowage/testing';
 
@@ -32,6 +32,16 @@ export function quietLogger(sink: string[] = []): PipelineLogger {
   });
   return make({});
 }
+
+/** Every queue a backup and then a restore of it go through (the restore tests start workers on all of them). */
+export const BACKUP_AND_RESTORE_QUEUES = [
+  QueueName.backups,
+  QueueName.itemBlocks,
+  QueueName.pvbWatch,
+  QueueName.hooks,
+  QueueName.restores,
+  QueueName.restoreItems,
+];
 
 export interface Harness {
   sim: Simulator;
