@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { describeTree } from '@stowage/testing';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isRepoError, RepoErrorCode, Repository, TokenBucket } from '../src/index.js';
+import { logText } from './generated-data.js';
 import { TEST_CHUNKER } from './test-settings.js';
 
 // Files over 1 MiB are read, cut, hashed, compressed and sealed on worker threads
@@ -15,24 +16,14 @@ let work: string;
 let source: string;
 const savedThreads = process.env.STOWAGE_REPO_THREADS;
 
-function text(bytes: number, seed: number): Buffer {
-  const lines: string[] = [];
-  for (let n = 0, size = 0; size < bytes; n++) {
-    const line = `2026-12-04T09:${n % 60} INFO request ${seed}.${n} served in ${(n * 13) % 997} ms\n`;
-    lines.push(line);
-    size += line.length;
-  }
-  return Buffer.from(lines.join('')).subarray(0, bytes);
-}
-
 beforeEach(async () => {
   work = await mkdtemp(join(tmpdir(), 'stowage-large-'));
   source = join(work, 'volume');
   await mkdir(join(source, 'logs'), { recursive: true });
   await writeFile(join(source, 'a-random.bin'), randomBytes(3 * 1024 * 1024 + 17));
   await writeFile(join(source, 'b-random.bin'), randomBytes(1024 * 1024 + 1));
-  await writeFile(join(source, 'logs', 'c.log'), text(2 * 1024 * 1024 + 5, 1));
-  await writeFile(join(source, 'logs', 'd.log'), text(5 * 1024 * 1024, 2));
+  await writeFile(join(source, 'logs', 'c.log'), logText(2 * 1024 * 1024 + 5, 1));
+  await writeFile(join(source, 'logs', 'd.log'), logText(5 * 1024 * 1024, 2));
   await writeFile(join(source, 'small.txt'), 'a small file beside them\n');
 });
 

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { describeTree } from '@stowage/testing';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Repository } from '../src/index.js';
+import { logText } from './generated-data.js';
 
 // Chunks of 64 KiB and more are decrypted, decompressed and re-hashed on STOWAGE_REPO_THREADS
 // worker threads, several per file at once; the main thread writes them in file order.
@@ -14,16 +15,6 @@ const CHUNKER = { minBytes: 64 * 1024, avgBytes: 256 * 1024, maxBytes: 1024 * 10
 let work: string;
 let source: string;
 const savedThreads = process.env.STOWAGE_REPO_THREADS;
-
-function text(bytes: number, seed: number): Buffer {
-  const lines: string[] = [];
-  for (let n = 0, size = 0; size < bytes; n++) {
-    const line = `2026-12-04T12:${n % 60} WARN pod ${seed}.${n} restarted after ${(n * 31) % 977} ms\n`;
-    lines.push(line);
-    size += line.length;
-  }
-  return Buffer.from(lines.join('')).subarray(0, bytes);
-}
 
 beforeEach(async () => {
   work = await mkdtemp(join(tmpdir(), 'stowage-restore-threads-'));
@@ -55,12 +46,12 @@ describe('restore on worker threads', () => {
     // Random and text interleaved: raw and zstd chunks of different sizes finish out of order.
     const mixed = Buffer.concat([
       randomBytes(1024 * 1024 + 3),
-      text(3 * 1024 * 1024, 1),
+      logText(3 * 1024 * 1024, 1),
       randomBytes(2 * 1024 * 1024),
-      text(1024 * 1024 + 11, 2),
+      logText(1024 * 1024 + 11, 2),
     ]);
     await writeFile(join(source, 'mixed.bin'), mixed);
-    await writeFile(join(source, 'second.log'), text(2 * 1024 * 1024 + 7, 3));
+    await writeFile(join(source, 'second.log'), logText(2 * 1024 * 1024 + 7, 3));
     await Repository.init({ dir: join(work, 'repo'), key: KEY, chunker: CHUNKER, durable: false });
     const { snapshotId, stats } = await (await openWithThreads(2)).backup(source);
     expect(stats.newChunks).toBeGreaterThan(20);
