@@ -61,7 +61,7 @@ describe.each(['directory', 's3'] as const)('restore archive and restore sync on
     await first.setCounter(name, 'totalItems', 7);
     await first.transitionPhase(name, ['InProgress'], 'Completed', { completedAt: 2_000 });
     const ended = await first.getRestore(name);
-    const archive = await writeRestoreArchive(storage, first, ended!);
+    const archive = (await writeRestoreArchive(storage, first, ended!))!;
     expect(archive.events?.segments.length).toBe(2);
 
     // A restore.json that is not an ended one is reported, not catalogued.

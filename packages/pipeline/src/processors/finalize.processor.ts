@@ -48,11 +48,7 @@ export async function processFinalize(rt: PipelineRuntime, job: Job, token: stri
   const { backupName } = data;
   const record = await state.getBackup(backupName);
   if (!record) throw new UnrecoverablePipelineError(PipelineErrorCode.backupMissing, `backup ${backupName} has no record`);
-  if (record.archivedAt !== undefined) {
-    await state.dropInFlightState(backupName);
-    return { phase: record.phase, items: 0, pvbs: 0 };
-  }
-  if ((ENDED_BACKUP_PHASES as readonly string[]).includes(record.phase)) {
+  if (record.archivedAt !== undefined || (ENDED_BACKUP_PHASES as readonly string[]).includes(record.phase)) {
     await archiveEnded(rt, record);
     return { phase: record.phase, items: 0, pvbs: 0 };
   }
@@ -167,13 +163,18 @@ export async function processFinalize(rt: PipelineRuntime, job: Job, token: stri
  * being written, never finished — and only then the record marked archived and the rest dropped.
  */
 async function archiveEnded(rt: PipelineRuntime, record: BackupRecord): Promise<void> {
-  const { state, storage } = rt.deps;
-  const manifest = await writeBackupArchive(storage, state, record);
-  // undefined: another run of this finalize archived it meanwhile (and wrote the marker before that).
-  if (!manifest) return;
-  await writeBackupMetadata(storage, record.name, veleroBackupJson(record, manifest.counters, rt.deps.config.namespace));
-  await state.updateBackup(record.name, { archivedAt: rt.deps.clock.now(), pvbPhases: manifest.pvbPhases });
-  await state.dropInFlightState(record.name);
+  const { state, storage, clock } = rt.deps;
+  await state.archiveAndDrop(
+    record,
+    async () => {
+      const manifest = await writeBackupArchive(storage, state, record);
+      // undefined: another run of this finalize archived it meanwhile (and wrote the marker before that).
+      if (!manifest) return undefined;
+      await writeBackupMetadata(storage, record.name, veleroBackupJson(record, manifest.counters, rt.deps.config.namespace));
+      return { pvbPhases: manifest.pvbPhases };
+    },
+    () => clock.now(),
+  );
 }
 
 /**

@@ -4,7 +4,7 @@ import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
 import { restoreDepsOf } from '../restore/restore-runtime.js';
 import type { RestoreRecord } from '../restore/restore-state.js';
 import { ENDED_RESTORE_PHASES } from '../restore/restore-state.js';
-import { type RestoreResultSet, writeRestoreArchive, writeRestoreSidecars } from '../restore/restore-storage.js';
+import { writeRestoreArchive } from '../restore/restore-storage.js';
 import type { PipelineRuntime } from '../runtime.js';
 
 export type RestoreFinalizeResult = { phase: string; skipped?: 'ended' };
@@ -24,10 +24,13 @@ export function decideRestorePhase(input: { counters: Record<string, number>; pl
 
 /**
  * restore-finalize: runs last (after plan, every tier, every pod's hooks). → Finalizing; items
- * never attempted are an error; final phase by decideRestorePhase; `<restore>-results.gz`, the
- * log and per-item results written to backup storage; batches dropped from Redis; the final phase
- * recorded; then the archive (events, `restore.json` last) written and the record marked archived.
- * A run that finds the phase ended but the restore not archived (cut off in between) archives it.
+ * never attempted are an error; final phase by decideRestorePhase; batches dropped from Redis; the
+ * final phase recorded; then the archive written to backup storage (events, `<restore>-results.gz`,
+ * the log, per-item results, `restore.json` last), the record marked archived, and everything but
+ * the catalogue entry (record and counters) dropped from Redis.
+ * Safe to run twice and to be cut off anywhere: a run that finds the phase ended but the restore
+ * not archived archives it from Redis (nothing is dropped before `archivedAt`); one that finds it
+ * archived only finishes the drop — it never archives again from the dropped state.
  */
 export async function processRestoreFinalize(rt: PipelineRuntime, job: Job): Promise<RestoreFinalizeResult> {
   const { deps } = rt;
@@ -36,8 +39,8 @@ export async function processRestoreFinalize(rt: PipelineRuntime, job: Job): Pro
   const name = data.restoreName;
   const record = await restores.getRestore(name);
   if (!record) throw new UnrecoverablePipelineError(PipelineErrorCode.backupMissing, `restore ${name} has no record`);
-  if ((ENDED_RESTORE_PHASES as readonly string[]).includes(record.phase)) {
-    if (record.archivedAt === undefined) await archiveEndedRestore(rt, record);
+  if (record.archivedAt !== undefined || (ENDED_RESTORE_PHASES as readonly string[]).includes(record.phase)) {
+    await archiveEndedRestore(rt, record);
     return { phase: record.phase, skipped: 'ended' };
   }
   const failures = await job.getIgnoredChildrenFailures();
@@ -65,31 +68,23 @@ export async function processRestoreFinalize(rt: PipelineRuntime, job: Job): Pro
       msg: `${decision.unattempted} items of the plan were never attempted`,
     });
   }
-  const [logLines, items] = await Promise.all([restores.readLogs(name), restores.itemResults(name)]);
-  const results = { errors: emptySet(), warnings: emptySet() };
-  for (const line of logLines) {
-    if (line.level !== 'error' && line.level !== 'warn') continue;
-    const set = line.level === 'error' ? results.errors : results.warnings;
-    const ns = typeof line.namespace === 'string' ? line.namespace : undefined;
-    if (ns) set.namespaces[ns] = [...(set.namespaces[ns] ?? []), line.msg];
-    else set.velero.push(line.msg);
-  }
-  await writeRestoreSidecars(deps.storage, name, { results, logLines, items });
   await restores.dropBatches(name);
   await restores.transitionPhase(name, ['Finalizing'], decision.phase, { completedAt: deps.clock.now() });
   const ended = await restores.getRestore(name);
-  if (ended && (ENDED_RESTORE_PHASES as readonly string[]).includes(ended.phase) && ended.archivedAt === undefined)
-    await archiveEndedRestore(rt, ended);
+  if (ended && (ENDED_RESTORE_PHASES as readonly string[]).includes(ended.phase)) await archiveEndedRestore(rt, ended);
   return { phase: ended?.phase ?? decision.phase };
 }
 
-/** Writes the ended restore's archive (its terminal phase event is in the stream by now), then marks the record archived. */
+/**
+ * The ended restore into storage, then out of Redis, as backups do (RunState.archiveAndDrop): the
+ * archive (its terminal phase event is in the stream by now), the record marked archived, then
+ * everything but the catalogue entry dropped. An archived record is only dropped again.
+ */
 async function archiveEndedRestore(rt: PipelineRuntime, record: RestoreRecord): Promise<void> {
   const { restores } = restoreDepsOf(rt.deps);
-  await writeRestoreArchive(rt.deps.storage, restores, record);
-  await restores.updateRun(record.name, { archivedAt: rt.deps.clock.now() });
-}
-
-function emptySet(): RestoreResultSet {
-  return { velero: [], cluster: [], namespaces: {} };
+  await restores.archiveAndDrop(
+    record,
+    async () => ((await writeRestoreArchive(rt.deps.storage, restores, record)) ? {} : undefined),
+    () => rt.deps.clock.now(),
+  );
 }

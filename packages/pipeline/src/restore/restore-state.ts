@@ -14,6 +14,10 @@ import type { PlannedRestoreItem, RestorePodPlan, RestoreTierPlan } from './rest
  * - `K:results`  hash  item key → `{outcome, reason?, at}` (the first final outcome of each item)
  * - `K:pvr:<n>`  hash  one PVR's live state; `K:pvrset` set of PVR names
  * - `<prefix>:restores` zset of restore names by creation time
+ *
+ * Once a restore has ended and restore-finalize has archived it to storage (restore-storage.ts),
+ * only `K:rec` (with `archivedAt`) and `K:cnt` stay — the catalogue entry the listing, the metrics
+ * and restore sync read — with the index entry; `dropInFlightState` removes the rest, as for backups.
  */
 
 export const ENDED_RESTORE_PHASES = ['Completed', 'PartiallyFailed', 'Failed', 'FailedValidation', 'Canceled'] as const;
@@ -98,18 +102,13 @@ export class RestoreState extends RunState<RestoreRecord> {
     return this.listRuns(opts);
   }
 
-  /**
-   * Drops everything of an ended, archived restore but its record and counters (the catalogue
-   * entry), as backups' dropInFlightState does. Safe to repeat: the PVR set, which names the PVR
-   * keys, goes last.
-   */
-  async dropInFlightState(name: string): Promise<void> {
+  /** The restore's own in-flight keys (RunState.dropInFlightState): PVRs, named by the PVR set. */
+  protected override async inFlightKeys(name: string): Promise<{ listed: string[]; suffixes: string[] }> {
     const pvrNames = await this.allPvrNames(name);
-    const keys = pvrNames.map((p) => this.key(name, `pvr:${p}`));
-    for (let i = 0; i < keys.length; i += 500) await this.redis.unlink(...keys.slice(i, i + 500));
-    await this.redis.unlink(
-      ...['once', 'events', 'logs', 'hooks', 'tiers', 'batches', 'pods', 'results', 'pvrset'].map((s) => this.key(name, s)),
-    );
+    return {
+      listed: pvrNames.map((p) => this.key(name, `pvr:${p}`)),
+      suffixes: ['tiers', 'batches', 'pods', 'results', 'pvrset'],
+    };
   }
 
   /** Adds a finished restore found in storage (restore sync) with its counters: RunState.catalogueRun. */
@@ -117,12 +116,9 @@ export class RestoreState extends RunState<RestoreRecord> {
     return this.catalogueRun(record, counters);
   }
 
-  async deleteRestore(name: string): Promise<void> {
-    const pvrNames = await this.allPvrNames(name);
-    await this.deleteRunKeys(name, [
-      ...['tiers', 'batches', 'pods', 'results', 'pvrset'].map((s) => this.key(name, s)),
-      ...pvrNames.map((p) => this.key(name, `pvr:${p}`)),
-    ]);
+  /** Removes every key of the restore and its index entry. */
+  deleteRestore(name: string): Promise<void> {
+    return this.deleteRun(name);
   }
 
   // ---- plan ----------------------------------------------------------------------------

@@ -52,37 +52,63 @@ export interface RestoreArchive {
 }
 
 /** Writes `<restore>-results.gz` (Velero's shape: errors and warnings by namespace), the log and per-item results. */
-export async function writeRestoreSidecars(
+async function writeRestoreSidecars(
   storage: BackupStorage,
   restoreName: string,
-  input: {
-    results: { errors: RestoreResultSet; warnings: RestoreResultSet };
-    logLines: readonly LogLine[];
-    items: Record<string, ItemResult>;
-  },
+  input: { logLines: readonly LogLine[]; items: Record<string, ItemResult> },
 ): Promise<void> {
   const layout = restoreLayout(restoreName);
-  await writeGzipJson(storage, layout.results, input.results);
+  await writeGzipJson(storage, layout.results, restoreResultsFromLogs(input.logLines));
   await writeGzipJson(storage, layout.logs, input.logLines);
   await writeGzipJson(storage, layout.items, input.items);
 }
 
+/** The results file's errors and warnings, from the log's error and warn lines (by namespace when a line names one). */
+export function restoreResultsFromLogs(logLines: readonly LogLine[]): { errors: RestoreResultSet; warnings: RestoreResultSet } {
+  const results = { errors: emptyResultSet(), warnings: emptyResultSet() };
+  for (const line of logLines) {
+    if (line.level !== 'error' && line.level !== 'warn') continue;
+    const set = line.level === 'error' ? results.errors : results.warnings;
+    const ns = typeof line.namespace === 'string' ? line.namespace : undefined;
+    if (ns) set.namespaces[ns] = [...(set.namespaces[ns] ?? []), line.msg];
+    else set.velero.push(line.msg);
+  }
+  return results;
+}
+
+function emptyResultSet(): RestoreResultSet {
+  return { velero: [], cluster: [], namespaces: {} };
+}
+
 /**
- * Writes what an ended restore's views show from its state in Redis: the event stream (its
- * terminal phase event included, so `record` must have its final phase) and then `restore.json`,
- * last — the archive counts as written once it is there. Safe to run again: the same state
- * writes the same objects.
+ * Writes everything an ended restore's views show, from its state in Redis: the event stream (its
+ * terminal phase event included, so `record` must have its final phase), the results, log and item
+ * sidecars, and then `restore.json`, last — the archive counts as written once it is there.
+ *
+ * Safe to run again and alongside another run (finalize re-delivered while a stalled first run goes
+ * on): the sidecars and `restore.json` are written only if, once every read is done, the restore is
+ * still not archived — else another run archived it and may have dropped the live state under this
+ * one's reads, so this one writes nothing more and returns undefined. Event segments it wrote before
+ * that check hold the same events as the other run's: the stream of an ended restore does not change.
  */
-export async function writeRestoreArchive(storage: BackupStorage, restores: RestoreState, record: RestoreRecord): Promise<RestoreArchive> {
+export async function writeRestoreArchive(
+  storage: BackupStorage,
+  restores: RestoreState,
+  record: RestoreRecord,
+): Promise<RestoreArchive | undefined> {
   const { name } = record;
-  const [counters, tiers, pvrNames, hookRuns] = await Promise.all([
+  const [counters, tiers, pvrNames, hookRuns, logLines, items] = await Promise.all([
     restores.counters(name),
     restores.getTiers(name),
     restores.allPvrNames(name),
     restores.hookRuns(name),
+    restores.readLogs(name),
+    restores.itemResults(name),
   ]);
   const pvrs = (await restores.getPvrs(name, pvrNames)).filter((p) => p !== undefined);
   const events = await writeEventSegments(storage, restores, name, restoreLayout(name).eventsSegment);
+  if ((await restores.getRestore(name))?.archivedAt !== undefined) return undefined;
+  await writeRestoreSidecars(storage, name, { logLines, items });
   const { archivedAt: _notArchivedYet, ...finalRecord } = record;
   const archive: RestoreArchive = {
     formatVersion: RESTORE_ARCHIVE_FORMAT_VERSION,

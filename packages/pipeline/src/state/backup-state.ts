@@ -193,28 +193,18 @@ export class BackupState extends RunState<BackupRecord> {
     return this.allRunNames();
   }
 
-  /**
-   * Drops everything of an ended backup but its record and counters (the catalogue entry), once
-   * storage holds what its views show. Safe to repeat, and after a crash midway: the block order
-   * and the PVB set, which name the other keys, go last.
-   */
-  async dropInFlightState(name: string): Promise<void> {
+  /** The backup's own in-flight keys (RunState.dropInFlightState): blocks and PVBs, named by the block order and the PVB set. */
+  protected override async inFlightKeys(name: string): Promise<{ listed: string[]; suffixes: string[] }> {
     const [blockIds, pvbNames] = await Promise.all([this.redis.lrange(this.key(name, 'border'), 0, -1), this.allPvbNames(name)]);
-    const keys = [...blockIds.map((id) => this.key(name, `b:${id}`)), ...pvbNames.map((p) => this.key(name, `pvb:${p}`))];
-    for (let i = 0; i < keys.length; i += 500) await this.redis.unlink(...keys.slice(i, i + 500));
-    await this.redis.unlink(
-      ...['once', 'events', 'logs', 'plan', 'items', 'dict', 'hooks', 'border', 'pvbset', 'win', 'wclaim'].map((s) => this.key(name, s)),
-    );
+    return {
+      listed: [...blockIds.map((id) => this.key(name, `b:${id}`)), ...pvbNames.map((p) => this.key(name, `pvb:${p}`))],
+      suffixes: ['plan', 'items', 'dict', 'border', 'pvbset', 'win', 'wclaim'],
+    };
   }
 
   /** Removes every key of the backup and its index entry. */
-  async deleteBackup(name: string): Promise<void> {
-    const [blockIds, pvbNames] = await Promise.all([this.redis.lrange(this.key(name, 'border'), 0, -1), this.allPvbNames(name)]);
-    await this.deleteRunKeys(name, [
-      ...['border', 'plan', 'items', 'dict', 'pvbset', 'win', 'wclaim'].map((s) => this.key(name, s)),
-      ...blockIds.map((id) => this.key(name, `b:${id}`)),
-      ...pvbNames.map((p) => this.key(name, `pvb:${p}`)),
-    ]);
+  deleteBackup(name: string): Promise<void> {
+    return this.deleteRun(name);
   }
 
   // ---- plan ----------------------------------------------------------------------------

@@ -131,6 +131,8 @@ export interface RunStateOptions {
 }
 
 const MAX_EVENTS = 200_000;
+/** Keys every run has that only a running run needs (the record `rec` and counters `cnt` stay). */
+const RUN_IN_FLIGHT_SUFFIXES = ['once', 'events', 'logs', 'hooks'] as const;
 const MAX_LOG_LINES = 100_000;
 
 export class RunState<R extends RunRecord> {
@@ -287,9 +289,46 @@ export class RunState<R extends RunRecord> {
     return await this.redis.zrange(this.indexKey, 0, -1);
   }
 
-  /** Removes the run's keys (the generic ones plus `extraKeys` of the subclass) and its index entry. */
-  protected async deleteRunKeys(name: string, extraKeys: readonly string[]): Promise<void> {
-    const keys = [...['rec', 'cnt', 'once', 'events', 'logs', 'hooks'].map((s) => this.key(name, s)), ...extraKeys];
+  /**
+   * The keys of the run's in-flight state beyond the ones every run has: `listed` keys, named by
+   * one of the run's own keys (a block's or a volume operation's), and fixed key `suffixes` —
+   * among them the keys that name the listed ones. None by default; BackupState and RestoreState say theirs.
+   */
+  protected async inFlightKeys(_name: string): Promise<{ listed: string[]; suffixes: string[] }> {
+    return { listed: [], suffixes: [] };
+  }
+
+  /**
+   * Drops everything of an ended run but its record and counters (the catalogue entry, with the
+   * index entry), once storage holds what its views show (finalize, after `archivedAt`). Safe to
+   * repeat, and after a crash midway: the listed keys go first, the keys that name them last.
+   */
+  async dropInFlightState(name: string): Promise<void> {
+    const { listed, suffixes } = await this.inFlightKeys(name);
+    for (let i = 0; i < listed.length; i += 500) await this.redis.unlink(...listed.slice(i, i + 500));
+    await this.redis.unlink(...[...RUN_IN_FLIGHT_SUFFIXES, ...suffixes].map((s) => this.key(name, s)));
+  }
+
+  /**
+   * The end of every run's finalize, backups and restores alike: `archive` writes what the ended
+   * run's views show to storage (its final marker last) and returns what the record gains besides
+   * `archivedAt` — or undefined when another run of the same finalize archived it meanwhile. Then
+   * the record is marked archived, and only then is the in-flight state dropped. A record marked
+   * archived already (a re-run, or one cut off before its drop) is not archived again: only dropped.
+   */
+  async archiveAndDrop(record: R, archive: () => Promise<Partial<R> | undefined>, now: () => number): Promise<void> {
+    if (record.archivedAt === undefined) {
+      const patch = await archive();
+      if (patch) await this.updateRun(record.name, { ...patch, archivedAt: now() });
+      // No patch: the other run set archivedAt before its drop, so the drop below is safe either way.
+    }
+    await this.dropInFlightState(record.name);
+  }
+
+  /** Removes every key of the run (in-flight state, record, counters) and its index entry. */
+  protected async deleteRun(name: string): Promise<void> {
+    const { listed, suffixes } = await this.inFlightKeys(name);
+    const keys = [...listed, ...['rec', 'cnt', ...RUN_IN_FLIGHT_SUFFIXES, ...suffixes].map((s) => this.key(name, s))];
     for (let i = 0; i < keys.length; i += 500) await this.redis.del(...keys.slice(i, i + 500));
     await this.redis.zrem(this.indexKey, name);
   }
