@@ -3,7 +3,7 @@ import { type RunningWorkers, startWorkers, submitBackup, submitRestore } from '
 import { useTestRedis } from '@stowage/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backupSpec, namespace, node, pod } from './support/fixtures.js';
-import { BACKUP_AND_RESTORE_QUEUES, type Harness, startHarness, waitFor, waitForBackupEnd } from './support/harness.js';
+import { BACKUP_AND_RESTORE_QUEUES, type Harness, startHarness, waitFor, waitForBackupEnd, waitForRestoreEnd } from './support/harness.js';
 
 const ALL_QUEUES = BACKUP_AND_RESTORE_QUEUES;
 const FAILS = ['/bin/migrate', '--check'];
@@ -52,11 +52,9 @@ describe('post-restore exec hooks: a failing hook with onError Fail vs Continue'
     });
     if (!validation.ok) throw new Error(JSON.stringify(validation.problems));
     await submitRestore({ restores: h.deps.restores!, connection: h.redis, queuePrefix: h.queuePrefix }, { name, spec: validation.value });
-    const phase = await waitFor(`restore ${name} to end`, async () => {
-      const rec = await h.deps.restores!.getRestore(name);
-      return rec && ['Completed', 'PartiallyFailed', 'Failed', 'Canceled'].includes(rec.phase) ? rec.phase : undefined;
-    });
-    return { phase, runs: await h.deps.restores!.hookRuns(name), counters: await h.deps.restores!.counters(name) };
+    // Read from storage: once archived, Redis keeps only the restore's record and counters.
+    const ended = await waitForRestoreEnd(h.deps.restores!, h.deps.storage, name);
+    return { phase: ended.phase, runs: ended.hookRuns, counters: ended.counters };
   };
 
   it('onError Fail: the failing hook is recorded with its exit code and stderr, the later hook is skipped; PartiallyFailed', async () => {

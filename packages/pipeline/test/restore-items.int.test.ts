@@ -5,7 +5,7 @@ import { readBackupTarball } from '@stowage/storage';
 import { useTestRedis } from '@stowage/testing';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { backupSpec, namespace, node, pod } from './support/fixtures.js';
-import { BACKUP_AND_RESTORE_QUEUES, type Harness, startHarness, waitFor, waitForBackupEnd } from './support/harness.js';
+import { BACKUP_AND_RESTORE_QUEUES, type Harness, startHarness, waitFor, waitForBackupEnd, waitForRestoreEnd } from './support/harness.js';
 
 const ALL_QUEUES = BACKUP_AND_RESTORE_QUEUES;
 const ENDED = new Set(['Completed', 'PartiallyFailed', 'Failed', 'FailedValidation', 'Canceled']);
@@ -128,7 +128,7 @@ describe('restore of items (no volumes) through the job graph', () => {
         `${original.kind} ${original.metadata.name}`,
       ).toEqual([]);
     }
-    const results = await h.deps.restores!.itemResults('rs-all');
+    const results = (await waitForRestoreEnd(h.deps.restores!, h.deps.storage, 'rs-all')).items;
     expect(Object.values(results).map((r) => r.outcome)).toEqual(Array(originals.length).fill('created'));
     const counters = await h.deps.restores!.counters('rs-all');
     expect(counters).toMatchObject({ totalItems: originals.length, itemsRestored: originals.length, itemsCreated: originals.length });
@@ -151,7 +151,7 @@ describe('restore of items (no volumes) through the job graph', () => {
     await restore('rs-none', {});
     // A differing object left alone is a warning, not an error (Velero): the restore is Completed.
     expect(await restoreEnd(h, 'rs-none')).toBe('Completed');
-    const none = await h.deps.restores!.itemResults('rs-none');
+    const none = (await waitForRestoreEnd(h.deps.restores!, h.deps.storage, 'rs-none')).items;
     expect(none['configmaps/shop/settings']?.outcome).toBe('exists-skipped');
     expect(none['configmaps/shop/settings']?.reason).toMatch(/settings/);
     expect(
@@ -161,7 +161,7 @@ describe('restore of items (no volumes) through the job graph', () => {
 
     await restore('rs-update', { existingResourcePolicy: 'update' });
     expect(await restoreEnd(h, 'rs-update')).toBe('Completed');
-    const updated = await h.deps.restores!.itemResults('rs-update');
+    const updated = (await waitForRestoreEnd(h.deps.restores!, h.deps.storage, 'rs-update')).items;
     expect(updated['configmaps/shop/settings']?.outcome).toBe('updated');
     expect(
       ((await readBack(h.kube, '/api/v1/namespaces/shop/configmaps/settings')) as unknown as { data: Record<string, string> }).data.mode,

@@ -4,7 +4,7 @@ import { readBackupTarball } from '@stowage/storage';
 import { useTestRedis } from '@stowage/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backupSpec, namespace, node } from './support/fixtures.js';
-import { BACKUP_AND_RESTORE_QUEUES, type Harness, startHarness, waitFor, waitForBackupEnd } from './support/harness.js';
+import { BACKUP_AND_RESTORE_QUEUES, type Harness, startHarness, waitFor, waitForBackupEnd, waitForRestoreEnd } from './support/harness.js';
 
 /*
  * What a restore does to namespaces (simulator over HTTP, the real job graph on redis-server): a
@@ -14,7 +14,6 @@ import { BACKUP_AND_RESTORE_QUEUES, type Harness, startHarness, waitFor, waitFor
  */
 
 const ALL_QUEUES = BACKUP_AND_RESTORE_QUEUES;
-const ENDED = new Set(['Completed', 'PartiallyFailed', 'Failed', 'FailedValidation', 'Canceled']);
 const RBAC = 'rbac.authorization.k8s.io';
 const OLD_CLAIM_UID = '0b1d2c3e-0000-4000-8000-00000000da7a';
 
@@ -128,16 +127,9 @@ describe('restore: a namespace subset, namespace mapping (PV claimRef, RoleBindi
     const validation = validateRestoreRequest({ name, spec: { backupName: 'bk1', ...spec } });
     if (!validation.ok) throw new Error(JSON.stringify(validation.problems));
     await submitRestore({ restores: h.deps.restores!, connection: h.redis, queuePrefix: h.queuePrefix }, { name, spec: validation.value });
-    const phase = await waitFor(
-      `restore ${name} to end`,
-      async () => {
-        const rec = await h.deps.restores!.getRestore(name);
-        return rec && ENDED.has(rec.phase) ? rec.phase : undefined;
-      },
-      30_000,
-    );
-    const rec = await h.deps.restores!.getRestore(name);
-    return { phase, spec: validation.value, uid: rec!.uid, results: await h.deps.restores!.itemResults(name) };
+    // Read from storage: once archived, Redis keeps only the restore's record and counters.
+    const ended = await waitForRestoreEnd(h.deps.restores!, h.deps.storage, name, 30_000);
+    return { phase: ended.phase, spec: validation.value, uid: ended.record.uid, results: ended.items };
   };
   const contextOf = (name: string, spec: RestoreSpec, uid: string): RestoreTransformContext => ({
     backupName: 'bk1',

@@ -7,15 +7,21 @@ import { type Fixture, type Simulator, startSimulator } from '@stowage/kube-sim'
 import {
   BackupState,
   DEFAULT_PIPELINE_CONFIG,
+  type ItemResult,
+  type RunLogLine as LogLine,
   NodeAgentRegistry,
   type PipelineConfig,
   type PipelineDeps,
   type PipelineLogger,
+  type RestoreArchive,
   RestoreState,
+  readRestoreArchive,
+  readRestoreArchiveItems,
+  readRestoreArchiveLogs,
   statePrefixFor,
 } from '@stowage/pipeline';
 import { createWorkerConnection, QueueName, type RedisClient } from '@stowage/queue';
-import { FileSystemStorage } from '@stowage/storage';
+import { type BackupStorage, FileSystemStorage } from '@stowage/storage';
 import { uniquePrefix } from '@stowage/testing';
 
 export const CRD_PATH = fileURLToPath(new URL('../../../../k8s/base/crd-podvolumebackups.yaml', import.meta.url));
@@ -135,4 +141,32 @@ export function waitForBackupEnd(state: BackupState, name: string, timeoutMs = 3
     },
     timeoutMs,
   );
+}
+
+/** A finished restore as storage holds it once restore-finalize archived it (Redis then keeps only its record and counters). */
+export interface ArchivedRestore extends RestoreArchive {
+  phase: string;
+  items: Record<string, ItemResult>;
+  logs: LogLine[];
+}
+
+/** Waits until the restore reaches a final phase and restore-finalize archived it; returns what storage holds of it. */
+export async function waitForRestoreEnd(
+  restores: RestoreState,
+  storage: Pick<BackupStorage, 'getObject'>,
+  name: string,
+  timeoutMs = 60_000,
+): Promise<ArchivedRestore> {
+  const phase = await waitFor(
+    `restore ${name} to end`,
+    async () => {
+      const rec = await restores.getRestore(name);
+      return rec && ENDED.has(rec.phase) && rec.archivedAt !== undefined ? rec.phase : undefined;
+    },
+    timeoutMs,
+  );
+  const archive = await readRestoreArchive(storage, name);
+  if (!archive) throw new Error(`restore ${name} is archived but storage has no restore.json`);
+  const [items, logs] = await Promise.all([readRestoreArchiveItems(storage, name), readRestoreArchiveLogs(storage, name)]);
+  return { ...archive, phase, items, logs };
 }
