@@ -1,6 +1,7 @@
 import { BackupArchiveReader, type BackupRecord, type BackupState, ENDED_BACKUP_PHASES, type RestoreState } from '@stowage/pipeline';
 import { BACKUPS_ROOT, type BackupStorage, backupLayout, stowageSidecarLayout } from '@stowage/storage';
 import type { Logger } from 'pino';
+import { STRAY_RECORD_REASON, syncCatalogue } from './catalogue-sync.js';
 import { type RestoreSyncResult, syncRestoreCatalogue } from './restore-sync.js';
 
 /*
@@ -47,52 +48,31 @@ export async function syncBackupCatalogue(opts: BackupSyncOptions): Promise<Back
   const { state, storage, logger } = opts;
   const now = opts.now ?? Date.now;
   const reader = new BackupArchiveReader(storage);
-  const result: BackupSyncResult = { added: [], lost: [], removed: [], skipped: [] };
+  const lost: string[] = [];
 
-  // Storage first, then Redis: a backup created in between has a record before its first object.
-  const inStorage = new Map<string, { marker: boolean }>();
-  for (const key of await storage.list(BACKUPS_ROOT)) {
-    const rest = key.slice(BACKUPS_ROOT.length);
-    const slash = rest.indexOf('/');
-    if (slash <= 0) continue;
-    const name = rest.slice(0, slash);
-    const entry = inStorage.get(name) ?? { marker: false };
-    if (rest.slice(slash + 1) === 'velero-backup.json') entry.marker = true;
-    inStorage.set(name, entry);
-  }
-  const known = new Set(await state.allBackupNames());
-
-  for (const [name, { marker }] of inStorage) {
-    if (known.has(name)) continue;
-    try {
-      if (marker) await addFinished(name);
-      else await addLost(name);
-    } catch (err) {
-      const reason = (err as Error).message;
-      result.skipped.push({ name, reason });
-      logger.warn({ backup: name, err: reason }, 'backup sync: could not catalogue a backup found in storage');
-    }
-  }
-
-  for (const name of known) {
-    if (inStorage.get(name)?.marker) continue;
-    const rec = await state.getBackup(name);
-    // Only entries that stand for storage (finished, or lost in flight) follow it; a running backup never.
-    if (rec?.archivedAt === undefined) continue;
-    // Re-checked now: the listing may predate the backup's final write.
-    const gone =
-      rec.failureReason === LOST_IN_FLIGHT_REASON
-        ? (await storage.list(backupLayout(name).dir)).length === 0
-        : !(await storage.exists(backupLayout(name).metadata));
-    if (!gone) continue;
-    await state.deleteBackup(name);
-    result.removed.push(name);
-    logger.info({ backup: name }, 'backup sync: removed a backup deleted from storage');
-  }
+  const { added, removed, skipped } = await syncCatalogue<{ marker: boolean }, BackupRecord>(
+    {
+      noun: 'backup',
+      root: BACKUPS_ROOT,
+      noteKey: (listed, rest) => ({ marker: (listed?.marker ?? false) || rest === 'velero-backup.json' }),
+      knownNames: () => state.allBackupNames(),
+      add: (name, { marker }) => (marker ? addFinished(name) : addLost(name)),
+      isWhole: (listed) => listed?.marker === true,
+      record: (name) => state.getBackup(name),
+      goneFromStorage: async (name, rec) =>
+        rec.failureReason === LOST_IN_FLIGHT_REASON
+          ? (await storage.list(backupLayout(name).dir)).length === 0
+          : !(await storage.exists(backupLayout(name).metadata)),
+      remove: (name) => state.deleteBackup(name),
+    },
+    storage,
+    logger,
+  );
+  const result: BackupSyncResult = { added, lost, removed, skipped };
   if (opts.restores) result.restores = await syncRestoreCatalogue({ ...opts, restores: opts.restores });
   return result;
 
-  async function addFinished(name: string): Promise<void> {
+  async function addFinished(name: string): Promise<{ phase: string } | undefined> {
     const manifest = await reader.manifest(name);
     if (!manifest)
       throw new Error(
@@ -105,15 +85,14 @@ export async function syncBackupCatalogue(opts: BackupSyncOptions): Promise<Back
       { ...record, archivedAt: now(), pvbPhases: manifest.pvbPhases },
       manifest.counters,
     );
-    if (known) throw new Error('Redis holds a record of that name that is not in the catalogue (a stray write after its data was lost?)');
-    if (!added) return;
-    result.added.push(name);
-    logger.info({ backup: name, phase: record.phase }, 'backup sync: added a finished backup found in storage');
+    if (known) throw new Error(STRAY_RECORD_REASON);
+    return added ? { phase: record.phase } : undefined;
   }
 
-  async function addLost(name: string): Promise<void> {
+  /** Backup-only: a directory without the final marker that Redis does not know was lost in flight. */
+  async function addLost(name: string): Promise<undefined> {
     // Still there? (A DELETE may have removed it, and then its record, since the listing.)
-    if ((await storage.list(backupLayout(name).dir)).length === 0) return;
+    if ((await storage.list(backupLayout(name).dir)).length === 0) return undefined;
     const at = now();
     const record: BackupRecord = {
       name,
@@ -127,10 +106,11 @@ export async function syncBackupCatalogue(opts: BackupSyncOptions): Promise<Back
       pvbPhases: {},
     };
     const { added, known } = await state.catalogueBackup(record, { errors: 1 });
-    if (known) throw new Error('Redis holds a record of that name that is not in the catalogue (a stray write after its data was lost?)');
-    if (!added) return;
-    result.lost.push(name);
+    if (known) throw new Error(STRAY_RECORD_REASON);
+    if (!added) return undefined;
+    lost.push(name);
     logger.warn({ backup: name }, `backup sync: ${LOST_IN_FLIGHT_REASON}`);
+    return undefined;
   }
 }
 

@@ -1,19 +1,18 @@
-import { ENDED_RESTORE_PHASES, type RestoreState, readRestoreArchive, restoreLayout } from '@stowage/pipeline';
+import { ENDED_RESTORE_PHASES, type RestoreRecord, type RestoreState, readRestoreArchive, restoreLayout } from '@stowage/pipeline';
 import type { BackupStorage } from '@stowage/storage';
 import type { Logger } from 'pino';
+import { type CatalogueSyncResult, STRAY_RECORD_REASON, syncCatalogue } from './catalogue-sync.js';
 
 /*
  * Restore sync, beside backup sync and in the same passes: the restore catalogue in Redis follows
  * the finished restores in storage (`restores/<name>/restore.json`, written last by finalize). One
  * in storage that Redis does not know is added (a fresh install, or its state dropped); a catalogued
  * archived restore whose restore.json is gone is removed. Running restores are never touched.
+ * The pass itself is the skeleton both kinds share (catalogue-sync.ts); this file says what a
+ * restore looks like in storage.
  */
 
-export interface RestoreSyncResult {
-  added: string[];
-  removed: string[];
-  skipped: Array<{ name: string; reason: string }>;
-}
+export type RestoreSyncResult = CatalogueSyncResult;
 
 const RESTORES_ROOT = 'restores/';
 const ENDED: ReadonlySet<string> = new Set(ENDED_RESTORE_PHASES);
@@ -26,46 +25,30 @@ export async function syncRestoreCatalogue(opts: {
 }): Promise<RestoreSyncResult> {
   const { restores, storage, logger } = opts;
   const now = opts.now ?? Date.now;
-  const result: RestoreSyncResult = { added: [], removed: [], skipped: [] };
-
-  // Storage first, then Redis: a restore created in between has a record before its first object.
-  const finished = new Set<string>();
-  for (const key of await storage.list(RESTORES_ROOT)) {
-    const [name, file, ...rest] = key.slice(RESTORES_ROOT.length).split('/');
-    if (name && file === 'restore.json' && rest.length === 0) finished.add(name);
-  }
-  const known = new Set(await restores.allRunNames());
-
-  for (const name of finished) {
-    if (known.has(name)) continue;
-    try {
-      const archive = await readRestoreArchive(storage, name);
-      if (!archive) continue; // deleted since the listing
-      const { record } = archive;
-      if (record.name !== name) throw new Error(`${restoreLayout(name).record} names restore "${record.name}", not "${name}"`);
-      if (!ENDED.has(record.phase)) throw new Error(`${restoreLayout(name).record} has phase ${record.phase}, not an ended one`);
-      const { added, known: other } = await restores.catalogueRestore({ ...record, archivedAt: now() }, archive.counters);
-      if (other) throw new Error('Redis holds a record of that name that is not in the catalogue (a stray write after its data was lost?)');
-      if (!added) continue;
-      result.added.push(name);
-      logger.info({ restore: name, phase: record.phase }, 'restore sync: added a finished restore found in storage');
-    } catch (err) {
-      const reason = (err as Error).message;
-      result.skipped.push({ name, reason });
-      logger.warn({ restore: name, err: reason }, 'restore sync: could not catalogue a restore found in storage');
-    }
-  }
-
-  for (const name of known) {
-    if (finished.has(name)) continue;
-    const rec = await restores.getRestore(name);
-    // Only entries that stand for storage follow it; a running (or not yet archived) restore never.
-    if (rec?.archivedAt === undefined) continue;
-    // Re-checked now: the listing may predate the restore's final write.
-    if (await storage.exists(restoreLayout(name).record)) continue;
-    await restores.deleteRestore(name);
-    result.removed.push(name);
-    logger.info({ restore: name }, 'restore sync: removed a restore deleted from storage');
-  }
-  return result;
+  return syncCatalogue<{ finished: boolean }, RestoreRecord>(
+    {
+      noun: 'restore',
+      root: RESTORES_ROOT,
+      // Finished means "has restore.json": restore-finalize writes it last.
+      noteKey: (listed, rest) => ({ finished: (listed?.finished ?? false) || rest === 'restore.json' }),
+      knownNames: () => restores.allRunNames(),
+      async add(name, { finished }) {
+        if (!finished) return undefined;
+        const archive = await readRestoreArchive(storage, name);
+        if (!archive) return undefined; // deleted since the listing
+        const { record } = archive;
+        if (record.name !== name) throw new Error(`${restoreLayout(name).record} names restore "${record.name}", not "${name}"`);
+        if (!ENDED.has(record.phase)) throw new Error(`${restoreLayout(name).record} has phase ${record.phase}, not an ended one`);
+        const { added, known } = await restores.catalogueRestore({ ...record, archivedAt: now() }, archive.counters);
+        if (known) throw new Error(STRAY_RECORD_REASON);
+        return added ? { phase: record.phase } : undefined;
+      },
+      isWhole: (listed) => listed?.finished === true,
+      record: (name) => restores.getRestore(name),
+      goneFromStorage: async (name) => !(await storage.exists(restoreLayout(name).record)),
+      remove: (name) => restores.deleteRestore(name),
+    },
+    storage,
+    logger,
+  );
 }
