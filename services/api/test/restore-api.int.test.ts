@@ -401,5 +401,5 @@ describe('restores through the API: the api service hosts restores, a worker pro
     expect((await syncBackupCatalogue({ state, restores, storage, logger })).restores?.added).toEqual([]);
     expect((await call('GET', '/v1/restores/rs-arch')).status).toBe(404);
     expect((await call('GET', '/v1/restores')).json().items.map((r: { name: string }) => r.name)).not.toContain('rs-arch');
-  });
+  }, 120_000);
 });
