@@ -131,9 +131,9 @@ export interface RunStateOptions {
 }
 
 const MAX_EVENTS = 200_000;
+const MAX_LOG_LINES = 100_000;
 /** Keys every run has that only a running run needs (the record `rec` and counters `cnt` stay). */
 const RUN_IN_FLIGHT_SUFFIXES = ['once', 'events', 'logs', 'hooks'] as const;
-const MAX_LOG_LINES = 100_000;
 
 export class RunState<R extends RunRecord> {
   readonly redis: RedisClient;
@@ -320,7 +320,7 @@ export class RunState<R extends RunRecord> {
     if (record.archivedAt === undefined) {
       const patch = await archive();
       if (patch) await this.updateRun(record.name, { ...patch, archivedAt: now() });
-      // No patch: the other run set archivedAt before its drop, so the drop below is safe either way.
+      // No patch: another run archived it, so archivedAt is set and dropping here is safe too.
     }
     await this.dropInFlightState(record.name);
   }
