@@ -195,26 +195,40 @@ export class RestoreReads {
   }
 
   async view(found: FoundRestore): Promise<RestoreView> {
-    return found.archive ? toRestoreView(found.rec, found.archive) : readRestoreView(this.state, found.rec);
+    return this.consistent(found, (f) => (f.archive ? toRestoreView(f.rec, f.archive) : readRestoreView(this.state, f.rec)));
   }
 
   async items(found: FoundRestore, query: ItemsQuery): Promise<z.output<typeof restoreItemListSchema>> {
-    return found.archive
-      ? itemsPage(await readRestoreArchiveItems(this.storage, found.rec.name), query)
-      : readRestoreItems(this.state, found.rec.name, query);
+    return this.consistent(found, async (f) =>
+      f.archive
+        ? itemsPage(await readRestoreArchiveItems(this.storage, f.rec.name), query)
+        : readRestoreItems(this.state, f.rec.name, query),
+    );
   }
 
-  /** The log lines, a chunk at a time (Redis pages them; the archive is one sidecar). */
+  /** The log lines, a chunk at a time (read whole first, so a read that overlaps the archiving is read again from storage). */
   async *logChunks(found: FoundRestore, chunk = 1000): AsyncGenerator<RunLogLine[]> {
-    if (found.archive) {
-      const all = await readRestoreArchiveLogs(this.storage, found.rec.name);
-      for (let i = 0; i < all.length; i += chunk) yield all.slice(i, i + chunk);
-      return;
-    }
-    for (let start = 0; ; start += chunk) {
-      const rows = await this.state.readLogs(found.rec.name, start, start + chunk - 1);
-      if (rows.length > 0) yield rows;
-      if (rows.length < chunk) return;
-    }
+    const all = await this.consistent(found, async (f) => {
+      if (f.archive) return await readRestoreArchiveLogs(this.storage, f.rec.name);
+      const lines: RunLogLine[] = [];
+      for (let start = 0; ; start += chunk) {
+        const rows = await this.state.readLogs(f.rec.name, start, start + chunk - 1);
+        lines.push(...rows);
+        if (rows.length < chunk) return lines;
+      }
+    });
+    for (let i = 0; i < all.length; i += chunk) yield all.slice(i, i + chunk);
+  }
+
+  /**
+   * Reads a live restore from Redis; if it was archived meanwhile (restore-finalize sets
+   * `archivedAt` before it drops the live state), reads it again from storage, as backups' views do.
+   */
+  private async consistent<T>(found: FoundRestore, read: (found: FoundRestore) => Promise<T>): Promise<T> {
+    const first = await read(found);
+    if (found.archive) return first;
+    if ((await this.state.getRestore(found.rec.name))?.archivedAt === undefined) return first;
+    const archived = await this.find(found.rec.name);
+    return archived ? await read(archived) : first;
   }
 }
