@@ -195,7 +195,7 @@ export class RestoreReads {
   }
 
   async view(found: FoundRestore): Promise<RestoreView> {
-    return this.consistent(found, (f) => (f.archive ? toRestoreView(f.rec, f.archive) : readRestoreView(this.state, f.rec)));
+    return this.consistent(found, async (f) => (f.archive ? toRestoreView(f.rec, f.archive) : await readRestoreView(this.state, f.rec)));
   }
 
   async items(found: FoundRestore, query: ItemsQuery): Promise<z.output<typeof restoreItemListSchema>> {
