@@ -165,4 +165,31 @@ describe('DispatchWindow claims (real Redis)', () => {
     expect(await window.backstop('bk')).toEqual([]);
     expect(await window.status('bk')).toMatchObject({ cursor: 5, backstops: 1 });
   });
+
+  it('gives each claimed block the shape stored with its plan (no plan decoded), across a re-run of plan and blocks planned without one', async () => {
+    const state = new BackupState({ redis, prefix: uniquePrefix() });
+    const window = new DispatchWindow(state);
+    await window.open('bk', 10);
+    const block = (id: string, solo?: boolean) => ({ id, plan: { id, pods: [] }, items: [], ...(solo !== undefined ? { solo } : {}) });
+    // Planned by a version that stored no shape: judged by its plan.
+    await state.putBlockPlans('bk', [block('old')]);
+    await state.putBlockPlans('bk', [block('s1', true), block('p1', false)]);
+    // A re-run of plan: s1 is known (keeps its value and shape), p2 and s2 are new.
+    await state.putBlockPlans('bk', [block('s1', false), block('p2', false), block('s2', true)]);
+    const claimed = await window.claim('bk', 'plan:1', false);
+    expect(claimed).toEqual([
+      { id: 'old', plan: { id: 'old', pods: [] } },
+      { id: 's1', solo: true },
+      { id: 'p1', solo: false },
+      { id: 'p2', solo: false },
+      { id: 's2', solo: true },
+    ]);
+    // A claim run again (its indices are not kept) and finalize's backstop decode plans instead.
+    expect((await window.claim('bk', 'plan:1', false)).map((c) => c.plan)).toEqual(claimed.map((c) => ({ id: c.id, pods: [] })));
+    await state.putBlockPlans('bk', [block('s3', true)]);
+    expect(await window.backstop('bk')).toEqual([
+      ...claimed.map((c) => ({ id: c.id, plan: { id: c.id, pods: [] } })),
+      { id: 's3', solo: true },
+    ]);
+  });
 });

@@ -12,8 +12,9 @@ export interface WindowedBackup {
 }
 
 /**
- * Adds claimed blocks under finalize (deterministic ids: adding one that exists is a no-op). A
- * block whose plan is missing gets the two-job shape: its post-hooks job reports the missing plan.
+ * Adds claimed blocks under finalize (deterministic ids: adding one that exists is a no-op), in
+ * their stored shape. A block without one (planned by an older version) is judged by its plan;
+ * one whose plan is missing too gets the two-job shape: its post-hooks job reports the missing plan.
  */
 export async function addClaimedBlocks(
   rt: PipelineRuntime,
@@ -27,7 +28,7 @@ export async function addClaimedBlocks(
       backupName: backup.backupName,
       backupUid: backup.backupUid,
       finalizeJobId: backup.finalizeJobId,
-      blocks: claimed.map((c) => ({ id: c.id, solo: c.plan ? !needsPostHooksJob(c.plan) : false })),
+      blocks: claimed.map((c) => ({ id: c.id, solo: c.solo ?? (c.plan ? !needsPostHooksJob(c.plan) : false) })),
       batchSize: rt.deps.config.blockBatchSize,
       requestId: backup.requestId,
       windowed: true,

@@ -30,6 +30,10 @@ export { type HookRunRecord, interruptedRun, type LogLine };
  * - `K:plan`    hash   blockId → the block's plan (pods, items, hooks, volume decisions) and its
  *                      item manifests, compressed (plan-codec.ts)
  * - `K:dict`    hash   dictionary id → a dictionary the plan values are compressed with
+ * - `K:shape`   string byte i: the shape of block i of `K:border`, `s` (solo: one item-block job)
+ *                      or `p` (post-hooks ← item-block); written with the plans, so the dispatch
+ *                      window adds blocks without decoding their plans (a zero byte, or none:
+ *                      unknown, e.g. planned by an older version; its plan is decoded then)
  * - `K:items`   hash   blockId → item manifests JSON, only of backups planned before plan-codec.ts
  * - `K:b:<id>`  hash   the block's live state (state, timestamps, failed pods, PVB names)
  * - `K:pvb:<n>` hash   one PVB's live state (block, pod, node, volume, phase, bytes, ...)
@@ -43,8 +47,18 @@ export { type HookRunRecord, interruptedRun, type LogLine };
  */
 
 type ScriptArg = string | number;
+
+/** A block's shape in `K:shape`: one item-block job (solo), or the post-hooks ← item-block pair. */
+export const SHAPE_SOLO = 's';
+export const SHAPE_PAIR = 'p';
 interface StateScriptCommands {
-  stowagePutPlans(planKey: string, orderKey: string, dictKey: string, ...args: Array<ScriptArg | Buffer>): Promise<number>;
+  stowagePutPlans(
+    planKey: string,
+    orderKey: string,
+    dictKey: string,
+    shapeKey: string,
+    ...args: Array<ScriptArg | Buffer>
+  ): Promise<number>;
   stowageRegisterPvb(pvbKey: string, setKey: string, ...args: ScriptArg[]): Promise<number>;
   stowageRegisterPvbs(numberOfKeys: number, ...keysAndArgs: string[]): Promise<string[][]>;
   stowageReadBlockBuffer(
@@ -203,7 +217,9 @@ export class BackupState extends RunState<BackupRecord> {
     const keys = [...blockIds.map((id) => this.key(name, `b:${id}`)), ...pvbNames.map((p) => this.key(name, `pvb:${p}`))];
     for (let i = 0; i < keys.length; i += 500) await this.redis.unlink(...keys.slice(i, i + 500));
     await this.redis.unlink(
-      ...['once', 'events', 'logs', 'plan', 'items', 'dict', 'hooks', 'border', 'pvbset', 'win', 'wclaim'].map((s) => this.key(name, s)),
+      ...['once', 'events', 'logs', 'plan', 'items', 'dict', 'shape', 'hooks', 'border', 'pvbset', 'win', 'wclaim'].map((s) =>
+        this.key(name, s),
+      ),
     );
   }
 
@@ -211,7 +227,7 @@ export class BackupState extends RunState<BackupRecord> {
   async deleteBackup(name: string): Promise<void> {
     const [blockIds, pvbNames] = await Promise.all([this.redis.lrange(this.key(name, 'border'), 0, -1), this.allPvbNames(name)]);
     await this.deleteRunKeys(name, [
-      ...['border', 'plan', 'items', 'dict', 'pvbset', 'win', 'wclaim'].map((s) => this.key(name, s)),
+      ...['border', 'plan', 'items', 'dict', 'shape', 'pvbset', 'win', 'wclaim'].map((s) => this.key(name, s)),
       ...blockIds.map((id) => this.key(name, `b:${id}`)),
       ...pvbNames.map((p) => this.key(name, `pvb:${p}`)),
     ]);
@@ -221,22 +237,27 @@ export class BackupState extends RunState<BackupRecord> {
 
   /**
    * Stores a batch of block plans with their item manifests, in plan order, compressed
-   * (plan-codec.ts). Idempotent per block: a block stored before keeps its plan and manifests.
+   * (plan-codec.ts), and each block's shape when given (`solo`: no post-hooks job; see `K:shape`).
+   * Idempotent per block: a block stored before keeps its plan, manifests and shape.
    * One plan run passes one `encoder`, so its batches share what it learned.
    */
   async putBlockPlans(
     name: string,
-    blocks: ReadonlyArray<{ id: string; plan: unknown; items: unknown }>,
+    blocks: ReadonlyArray<{ id: string; plan: unknown; items: unknown; solo?: boolean }>,
     encoder: BlockPlanEncoder = new BlockPlanEncoder(),
   ): Promise<void> {
     if (blocks.length === 0) return;
-    const { values, dictionary } = encoder.encodeBatch(blocks);
+    const { values, dictionary } = await encoder.encodeBatch(blocks);
     if (dictionary) rememberDictionary(dictionary.id, dictionary.bytes);
+    // One character per block, or none (a shape is never guessed: unknown means decode the plan).
+    const shapes = blocks.every((b) => b.solo !== undefined) ? blocks.map((b) => (b.solo ? SHAPE_SOLO : SHAPE_PAIR)).join('') : '';
     await this.cmd<StateScriptCommands>().stowagePutPlans(
       this.key(name, 'plan'),
       this.key(name, 'border'),
       this.key(name, 'dict'),
+      this.key(name, 'shape'),
       JSON.stringify(blocks.map((b) => b.id)),
+      shapes,
       ...values,
       ...(dictionary ? [dictionary.id, dictionary.bytes] : []),
     );

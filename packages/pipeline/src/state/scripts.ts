@@ -142,19 +142,33 @@ return 1`,
   /**
    * Stores block plans (each with its item manifests, encoded by plan-codec.ts) and the dictionary
    * they need, in one step (a plan never names a dictionary that is not stored); appends to the
-   * order list only the ids not seen before. A block stored before keeps its value.
-   * KEYS[1] plan hash, KEYS[2] order list, KEYS[3] dictionary hash. ARGV[1] JSON array of ids (n),
-   * ARGV[2..n+1] the values, then optionally ARGV[n+2] a dictionary id and ARGV[n+3] its bytes.
+   * order list only the ids not seen before. A block stored before keeps its value. With the
+   * order list, the shape string: byte i is the shape of block i of the order list (`s` solo,
+   * `p` post-hooks pair; a zero byte: unknown), so the dispatch window adds blocks without
+   * decoding their plans, at one byte per block. Written only with the plan itself, so a shape
+   * always describes the stored plan.
+   * KEYS[1] plan hash, KEYS[2] order list, KEYS[3] dictionary hash, KEYS[4] shape string.
+   * ARGV[1] JSON array of ids (n), ARGV[2] their shapes, one character per id ('' = unknown),
+   * ARGV[3..n+2] the values, then optionally ARGV[n+3] a dictionary id and ARGV[n+4] its bytes.
    */
   stowagePutPlans: {
-    numberOfKeys: 3,
+    numberOfKeys: 4,
     lua: `
 local ids = cjson.decode(ARGV[1])
 local n = #ids
-if #ARGV >= n + 3 then redis.call('HSET', KEYS[3], ARGV[n + 2], ARGV[n + 3]) end
+local shapes = ARGV[2]
+if #ARGV >= n + 4 then redis.call('HSET', KEYS[3], ARGV[n + 3], ARGV[n + 4]) end
+local firstIndex = -1
+local added = {}
 for i = 1, n do
-  if redis.call('HSETNX', KEYS[1], ids[i], ARGV[i + 1]) == 1 then redis.call('RPUSH', KEYS[2], ids[i]) end
+  if redis.call('HSETNX', KEYS[1], ids[i], ARGV[i + 2]) == 1 then
+    local len = redis.call('RPUSH', KEYS[2], ids[i])
+    if firstIndex < 0 then firstIndex = len - 1 end
+    added[#added + 1] = string.sub(shapes, i, i)
+  end
 end
+-- The ids pushed now are consecutive in the order list: their shapes are one range.
+if firstIndex >= 0 and #shapes == n then redis.call('SETRANGE', KEYS[4], firstIndex, table.concat(added)) end
 return n`,
   },
   /**
