@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import { deflateRawSync, inflateRawSync } from 'node:zlib';
+import { promisify } from 'node:util';
+import { deflateRaw, inflateRawSync, type ZlibOptions } from 'node:zlib';
 
 /*
  * How a block's plan and item manifests are stored: one value per block (field <blockId> of
@@ -91,13 +92,35 @@ function unpackItems(plan: unknown, items: unknown): unknown {
   return { ...(plan as object), items: unpacked };
 }
 
-function encodeWith(json: Buffer, dictionary: PlanDictionary | undefined): Buffer {
-  if (!dictionary) return Buffer.concat([Buffer.of(PLAN_FORMAT_DEFLATE), deflateRawSync(json)]);
+const deflateRawAsync = promisify<Buffer, ZlibOptions, Buffer>(deflateRaw);
+/**
+ * Deflates at once: zlib's async calls run on libuv's thread pool (4 threads by default), so the
+ * planner's event loop only builds the JSON while the threads compress. More in flight than
+ * threads would only queue, each holding its zlib state (~300 KiB with a dictionary).
+ */
+const DEFLATES_IN_FLIGHT = 4;
+
+async function encodeWith(json: Buffer, dictionary: PlanDictionary | undefined): Promise<Buffer> {
+  if (!dictionary) return Buffer.concat([Buffer.of(PLAN_FORMAT_DEFLATE), await deflateRawAsync(json, {})]);
   return Buffer.concat([
     Buffer.of(PLAN_FORMAT_DICTIONARY),
     Buffer.from(dictionary.id, 'hex'),
-    deflateRawSync(json, { dictionary: dictionary.bytes }),
+    await deflateRawAsync(json, { dictionary: dictionary.bytes }),
   ]);
+}
+
+/** encodeWith for every JSON, at most DEFLATES_IN_FLIGHT at a time, in order. */
+async function encodeAll(jsons: readonly Buffer[], dictionary: PlanDictionary | undefined): Promise<Buffer[]> {
+  const out = new Array<Buffer>(jsons.length);
+  let next = 0;
+  const lane = async () => {
+    while (next < jsons.length) {
+      const i = next++;
+      out[i] = await encodeWith(jsons[i] as Buffer, dictionary);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(DEFLATES_IN_FLIGHT, jsons.length) }, lane));
+  return out;
 }
 
 /**
@@ -107,7 +130,7 @@ function encodeWith(json: Buffer, dictionary: PlanDictionary | undefined): Buffe
 export class BlockPlanEncoder {
   private dictionary: PlanDictionary | undefined;
 
-  encodeBatch(blocks: ReadonlyArray<{ plan: unknown; items: unknown }>): { values: Buffer[]; dictionary?: PlanDictionary } {
+  async encodeBatch(blocks: ReadonlyArray<{ plan: unknown; items: unknown }>): Promise<{ values: Buffer[]; dictionary?: PlanDictionary }> {
     const jsons = blocks.map((b) => Buffer.from(JSON.stringify({ plan: packItems(b.plan, b.items), items: b.items })));
     const rawBytes = jsons.reduce((n, j) => n + j.length, 0);
     const current = this.dictionary;
@@ -115,12 +138,12 @@ export class BlockPlanEncoder {
       const { candidate, learnedFrom } = learnDictionary(jsons);
       // The first dictionary is learned at once; a later one (the blocks changed kind: the first
       // blocks planned are those with volumes) only when it saves more than it costs to store.
-      if (!current || savesMoreThanItCosts(jsons, learnedFrom, current, candidate)) {
+      if (!current || (await savesMoreThanItCosts(jsons, learnedFrom, current, candidate))) {
         this.dictionary = candidate;
-        return { values: jsons.map((j) => encodeWith(j, candidate)), dictionary: candidate };
+        return { values: await encodeAll(jsons, candidate), dictionary: candidate };
       }
     }
-    return { values: jsons.map((j) => encodeWith(j, current)) };
+    return { values: await encodeAll(jsons, current) };
   }
 }
 
@@ -133,11 +156,19 @@ function learnDictionary(jsons: readonly Buffer[]): { candidate: PlanDictionary;
 }
 
 /** Compared on blocks the candidate was not learned from, extrapolated to the batch. */
-function savesMoreThanItCosts(jsons: readonly Buffer[], learnedFrom: number, current: PlanDictionary, candidate: PlanDictionary): boolean {
+async function savesMoreThanItCosts(
+  jsons: readonly Buffer[],
+  learnedFrom: number,
+  current: PlanDictionary,
+  candidate: PlanDictionary,
+): Promise<boolean> {
   const sample = jsons.slice(Math.max(learnedFrom, jsons.length - COMPARE_SAMPLE_BLOCKS));
   if (sample.length === 0) return false;
+  const [withCurrent, withCandidate] = await Promise.all([encodeAll(sample, current), encodeAll(sample, candidate)]);
   let saved = 0;
-  for (const j of sample) saved += encodeWith(j, current).length - encodeWith(j, candidate).length;
+  sample.forEach((_, i) => {
+    saved += (withCurrent[i]?.length ?? 0) - (withCandidate[i]?.length ?? 0);
+  });
   return (saved / sample.length) * jsons.length > candidate.bytes.length;
 }
 
