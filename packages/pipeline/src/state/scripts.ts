@@ -48,6 +48,24 @@ local function countOnce(onceKey, countersKey, entries, single)
 end
 `;
 
+/**
+ * Lua: `blockStep(blockKey, onceKey, countersKey, eventsKey, stepJson, maxLen)`, the body of
+ * stowageBlockStep (see there); also run by the dispatch window's step-and-claim script.
+ */
+export const BLOCK_STEP_LUA = `${COUNT_ONCE_LUA}
+local function blockStep(blockKey, onceKey, countersKey, eventsKey, stepJson, maxLen)
+  local step = cjson.decode(stepJson)
+  if step.set and #step.set > 0 then redis.call('HSET', blockKey, unpack(step.set)) end
+  local ev = step.event
+  local counted, eventKeyCounted = 0, false
+  if step.once then counted, eventKeyCounted = countOnce(onceKey, countersKey, step.once, ev and ev.ifCounted or 0) end
+  if ev and (ev.ifCounted == 0 or eventKeyCounted) then
+    redis.call('XADD', eventsKey, 'MAXLEN', '~', maxLen, '*', 'type', ev.type, 'at', tostring(ev.at), 'data', ev.data)
+  end
+  return counted
+end
+`;
+
 export const BACKUP_STATE_SCRIPTS = {
   /**
    * Creates the backup record unless it exists.
@@ -202,18 +220,17 @@ return 1`,
    * ioredis pipeline copies every script BullMQ defined on the connection, which cost more CPU
    * than the round trips it saved).
    * KEYS[1] record hash, KEYS[2] plan hash, KEYS[3] block hash, KEYS[4] items hash (only backups
-   * planned before plan-codec.ts have one). ARGV[1] block id.
+   * planned before plan-codec.ts have one: read only for a plan in that format, plain JSON).
+   * ARGV[1] block id.
    * Returns {record as a flat field/value list, stored plan or '', block flat list, items JSON or ''}.
    */
   stowageReadBlock: {
     numberOfKeys: 4,
     lua: `
-return {
-  redis.call('HGETALL', KEYS[1]),
-  redis.call('HGET', KEYS[2], ARGV[1]) or '',
-  redis.call('HGETALL', KEYS[3]),
-  redis.call('HGET', KEYS[4], ARGV[1]) or ''
-}`,
+local plan = redis.call('HGET', KEYS[2], ARGV[1]) or ''
+local items = ''
+if string.sub(plan, 1, 1) == '{' then items = redis.call('HGET', KEYS[4], ARGV[1]) or '' end
+return { redis.call('HGETALL', KEYS[1]), plan, redis.call('HGETALL', KEYS[3]), items }`,
   },
   /**
    * What a block's post-hooks step starts from, in one round trip: the plan, the live state and
@@ -244,17 +261,8 @@ return { redis.call('HGET', KEYS[1], ARGV[1]) or '', block, pvbs }`,
    */
   stowageBlockStep: {
     numberOfKeys: 4,
-    lua: `
-${COUNT_ONCE_LUA}
-local step = cjson.decode(ARGV[1])
-if step.set and #step.set > 0 then redis.call('HSET', KEYS[1], unpack(step.set)) end
-local ev = step.event
-local counted, eventKeyCounted = 0, false
-if step.once then counted, eventKeyCounted = countOnce(KEYS[2], KEYS[3], step.once, ev and ev.ifCounted or 0) end
-if ev and (ev.ifCounted == 0 or eventKeyCounted) then
-  redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[2], '*', 'type', ev.type, 'at', tostring(ev.at), 'data', ev.data)
-end
-return counted`,
+    lua: `${BLOCK_STEP_LUA}
+return blockStep(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2])`,
   },
   /**
    * registerPvb for several PVBs of one block plus the block fields naming them, atomically.
