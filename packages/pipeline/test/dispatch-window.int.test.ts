@@ -166,6 +166,31 @@ describe('DispatchWindow claims (real Redis)', () => {
     expect(await window.status('bk')).toMatchObject({ cursor: 5, backstops: 1 });
   });
 
+  it('a solo block ends and frees its place in one script, and a re-run of that step counts, frees and claims nothing more', async () => {
+    const state = new BackupState({ redis, prefix: uniquePrefix() });
+    const window = new DispatchWindow(state);
+    await window.open('bk', 1);
+    await state.putBlockPlans(
+      'bk',
+      ['b1', 'b2'].map((id) => ({ id, plan: { id, pods: [] }, items: [], solo: true })),
+    );
+    expect((await window.claim('bk', 'plan:1', false)).map((c) => c.id)).toEqual(['b1']);
+    const end = {
+      set: { state: 'Completed' as const },
+      once: [{ onceKey: 'block-done:b1', field: 'blocksDone' }],
+      event: { type: 'block.done', data: { blockId: 'b1' }, ifCounted: 0 },
+    };
+    expect(await window.stepAndClaim('bk', 'b1', end, 'job:b1')).toEqual([{ id: 'b2', solo: true }]);
+    // The job dies after the script and runs again: the same claim (its plan read, as any re-run's), counted and freed once.
+    const again = [{ id: 'b2', plan: { id: 'b2', pods: [] } }];
+    expect(await window.stepAndClaim('bk', 'b1', end, 'job:b1')).toEqual(again);
+    expect(await window.claim('bk', 'job:b1', true)).toEqual(again);
+    expect(await window.status('bk')).toMatchObject({ cap: 1, cursor: 2, inflight: 1 });
+    expect((await state.counters('bk')).blocksDone).toBe(1);
+    expect((await state.getBlock('bk', 'b1'))?.state).toBe('Completed');
+    expect((await redis.xrange(state.key('bk', 'events'), '-', '+')).filter(([, f]) => f.includes('block.done'))).toHaveLength(1);
+  });
+
   it('gives each claimed block the shape stored with its plan (no plan decoded), across a re-run of plan and blocks planned without one', async () => {
     const state = new BackupState({ redis, prefix: uniquePrefix() });
     const window = new DispatchWindow(state);

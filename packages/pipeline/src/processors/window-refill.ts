@@ -38,6 +38,16 @@ export async function addClaimedBlocks(
 }
 
 /**
+ * What a job's own last step claimed already (DispatchWindow.stepAndClaim, a solo block's end),
+ * by job: its refill adds these without a second claim round trip (the claim is the same).
+ */
+const claimedByStep = new WeakMap<Job, ReadonlyArray<ClaimedBlock<BlockPlan>>>();
+
+export function claimedInStep(job: Job, claimed: ReadonlyArray<ClaimedBlock<BlockPlan>>): void {
+  claimedByStep.set(job, claimed);
+}
+
+/**
  * Runs the processor of a job that ends a block (a solo item-block job, or a post-hooks job) and,
  * for a windowed backup, adds the next blocks before the job returns — so finalize, whose child it
  * is, always has a child left while blocks wait — or before it fails for good. A re-park or a
@@ -49,7 +59,7 @@ export async function endingBlock<T>(rt: PipelineRuntime, job: Job, run: () => P
   const refill = async () => {
     const finalizeJobId = job.parent?.id;
     if (!finalizeJobId || typeof data.backupName !== 'string' || typeof data.backupUid !== 'string') return;
-    const claimed = await rt.window.claim<BlockPlan>(data.backupName, `job:${job.id}`, true);
+    const claimed = claimedByStep.get(job) ?? (await rt.window.claim<BlockPlan>(data.backupName, `job:${job.id}`, true));
     await addClaimedBlocks(
       rt,
       {

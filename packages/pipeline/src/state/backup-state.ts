@@ -340,6 +340,12 @@ export class BackupState extends RunState<BackupRecord> {
    * atomic: the event is written exactly when its key counted). Returns how many keys counted now.
    */
   async blockStep(name: string, blockId: string, step: BlockStep): Promise<number> {
+    const { keys, args } = this.blockStepCall(name, blockId, step);
+    return (await this.cmd<StateScriptCommands>().stowageBlockStep(...keys, ...args)) as number;
+  }
+
+  /** The keys and arguments of blockStep's script (BLOCK_STEP_LUA), for scripts that run it with more. */
+  blockStepCall(name: string, blockId: string, step: BlockStep): { keys: [string, string, string, string]; args: [string, string] } {
     const set = step.set ? encodeJsonHash({ id: blockId, ...step.set }) : [];
     const once = (step.once ?? []).map((e) => [e.onceKey, e.field, e.by ?? 1]);
     const event = step.event
@@ -351,14 +357,10 @@ export class BackupState extends RunState<BackupRecord> {
       ...(once.length > 0 ? { once } : {}),
       ...(event ? { event } : {}),
     });
-    return (await this.cmd<StateScriptCommands>().stowageBlockStep(
-      this.key(name, `b:${blockId}`),
-      this.key(name, 'once'),
-      this.key(name, 'cnt'),
-      this.key(name, 'events'),
-      payload,
-      String(this.maxEvents),
-    )) as number;
+    return {
+      keys: [this.key(name, `b:${blockId}`), this.key(name, 'once'), this.key(name, 'cnt'), this.key(name, 'events')],
+      args: [payload, String(this.maxEvents)],
+    };
   }
 
   /** The backup record, a block's plan, its live state and its item manifests, in one round trip. */

@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
-import { type BackupState, SHAPE_PAIR, SHAPE_SOLO } from './backup-state.js';
+import { type BackupState, type BlockStep, SHAPE_PAIR, SHAPE_SOLO } from './backup-state.js';
+import { BLOCK_STEP_LUA } from './scripts.js';
 
 /**
  * A backup's dispatch window (fairness between backups): with a cap N, at most N of its blocks are
@@ -49,6 +50,43 @@ local function shapedBlocks(ids, shapes, planKey)
 end
 `;
 
+/**
+ * Lua: `windowClaim(win, wclaims, order, plan, shape, claimer, endsBlock)`, the body of
+ * stowageWindowClaim (see there).
+ */
+const WINDOW_CLAIM_LUA = `${SHAPED_BLOCKS_LUA}
+local function windowClaim(win, wclaims, order, plan, shape, claimer, endsBlock)
+  local prev = redis.call('HGET', wclaims, claimer)
+  local ids
+  local shapes = ''
+  if prev then
+    ids = cjson.decode(prev)
+  else
+    local w = redis.call('HMGET', win, 'cap', 'cursor', 'inflight')
+    local cap = tonumber(w[1] or '0')
+    local cursor = tonumber(w[2] or '0')
+    local inflight = tonumber(w[3] or '0')
+    if endsBlock == '1' and inflight > 0 then inflight = inflight - 1 end
+    local total = redis.call('LLEN', order)
+    local n = math.min(cap - inflight, total - cursor)
+    -- A block that ends refills only once a tenth of the window is free (or all that is left fits):
+    -- one add of many blocks, not one add per block. plan (endsBlock '0') fills whatever is free.
+    if endsBlock == '1' and n < math.min(math.max(1, math.floor(cap / 10)), total - cursor) then n = 0 end
+    ids = {}
+    if n > 0 then
+      ids = redis.call('LRANGE', order, cursor, cursor + n - 1)
+      shapes = redis.call('GETRANGE', shape, cursor, cursor + #ids - 1)
+      cursor = cursor + #ids
+      inflight = inflight + #ids
+    end
+    redis.call('HSET', win, 'cursor', cursor, 'inflight', inflight)
+    if #ids == 0 then redis.call('HSET', wclaims, claimer, '[]')
+    else redis.call('HSET', wclaims, claimer, cjson.encode(ids)) end
+  end
+  return shapedBlocks(ids, shapes, plan)
+end
+`;
+
 export const DISPATCH_WINDOW_SCRIPTS = {
   /**
    * Claims the blocks to add now.
@@ -61,35 +99,21 @@ export const DISPATCH_WINDOW_SCRIPTS = {
    */
   stowageWindowClaim: {
     numberOfKeys: 5,
-    lua: `${SHAPED_BLOCKS_LUA}
-local prev = redis.call('HGET', KEYS[2], ARGV[1])
-local ids
-local shapes = ''
-if prev then
-  ids = cjson.decode(prev)
-else
-  local w = redis.call('HMGET', KEYS[1], 'cap', 'cursor', 'inflight')
-  local cap = tonumber(w[1] or '0')
-  local cursor = tonumber(w[2] or '0')
-  local inflight = tonumber(w[3] or '0')
-  if ARGV[2] == '1' and inflight > 0 then inflight = inflight - 1 end
-  local total = redis.call('LLEN', KEYS[3])
-  local n = math.min(cap - inflight, total - cursor)
-  -- A block that ends refills only once a tenth of the window is free (or all that is left fits):
-  -- one add of many blocks, not one add per block. plan (ARGV[2] '0') fills whatever is free.
-  if ARGV[2] == '1' and n < math.min(math.max(1, math.floor(cap / 10)), total - cursor) then n = 0 end
-  ids = {}
-  if n > 0 then
-    ids = redis.call('LRANGE', KEYS[3], cursor, cursor + n - 1)
-    shapes = redis.call('GETRANGE', KEYS[5], cursor, cursor + #ids - 1)
-    cursor = cursor + #ids
-    inflight = inflight + #ids
-  end
-  redis.call('HSET', KEYS[1], 'cursor', cursor, 'inflight', inflight)
-  if #ids == 0 then redis.call('HSET', KEYS[2], ARGV[1], '[]')
-  else redis.call('HSET', KEYS[2], ARGV[1], cjson.encode(ids)) end
-end
-return shapedBlocks(ids, shapes, KEYS[4])`,
+    lua: `${WINDOW_CLAIM_LUA}
+return windowClaim(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], ARGV[2])`,
+  },
+  /**
+   * A block-ending step (BackupState.blockStep: fields, once-counters, event) and the claim of
+   * the block that ends (as stowageWindowClaim with ARGV '1'), in one round trip: what a solo
+   * block of a windowed backup does last.
+   * KEYS[1..4] as stowageBlockStep's, KEYS[5..9] as stowageWindowClaim's. ARGV[1], ARGV[2] as
+   * stowageBlockStep's, ARGV[3] the claimer key. Returns the claim's {id1, shape1, plan1, …}.
+   */
+  stowageBlockStepAndClaim: {
+    numberOfKeys: 9,
+    lua: `${BLOCK_STEP_LUA}${WINDOW_CLAIM_LUA}
+blockStep(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2])
+return windowClaim(KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], ARGV[3], '1')`,
   },
   /**
    * finalize's backstop: the blocks no claimer added. Blocks past the cursor, and claimed blocks
@@ -152,6 +176,7 @@ interface WindowScriptCommands {
     shape: string,
     blockPrefix: string,
   ): Promise<Buffer[]>;
+  stowageBlockStepAndClaimBuffer(...keysAndArgs: string[]): Promise<Buffer[]>;
 }
 
 export interface ClaimedBlock<P = unknown> {
@@ -198,6 +223,16 @@ export class DispatchWindow {
       name,
       await this.redis.stowageWindowClaimBuffer(win, claims, order, plan, shape, claimer, endsBlock ? '1' : '0'),
     );
+  }
+
+  /**
+   * BackupState.blockStep of a block that ends, then claim(name, claimer, true): one script, one
+   * round trip instead of two.
+   */
+  async stepAndClaim<P = unknown>(name: string, blockId: string, step: BlockStep, claimer: string): Promise<Array<ClaimedBlock<P>>> {
+    const { keys, args } = this.state.blockStepCall(name, blockId, step);
+    const flat = await this.redis.stowageBlockStepAndClaimBuffer(...keys, ...this.keys(name), ...args, claimer);
+    return await this.blocks<P>(name, flat);
   }
 
   /** finalize's backstop: the blocks nobody added (see DISPATCH_WINDOW_SCRIPTS.stowageWindowBackstop). */
