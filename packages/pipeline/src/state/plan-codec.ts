@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
-import { promisify } from 'node:util';
-import { deflateRaw, inflateRawSync, type ZlibOptions } from 'node:zlib';
+import { deflateRawSync, inflateRawSync } from 'node:zlib';
 
 /*
  * How a block's plan and item manifests are stored: one value per block (field <blockId> of
@@ -92,35 +91,13 @@ function unpackItems(plan: unknown, items: unknown): unknown {
   return { ...(plan as object), items: unpacked };
 }
 
-const deflateRawAsync = promisify<Buffer, ZlibOptions, Buffer>(deflateRaw);
-/**
- * Deflates at once: zlib's async calls run on libuv's thread pool (4 threads by default), so the
- * planner's event loop only builds the JSON while the threads compress. More in flight than
- * threads would only queue, each holding its zlib state (~300 KiB with a dictionary).
- */
-const DEFLATES_IN_FLIGHT = 4;
-
-async function encodeWith(json: Buffer, dictionary: PlanDictionary | undefined): Promise<Buffer> {
-  if (!dictionary) return Buffer.concat([Buffer.of(PLAN_FORMAT_DEFLATE), await deflateRawAsync(json, {})]);
+function encodeWith(json: Buffer, dictionary: PlanDictionary | undefined): Buffer {
+  if (!dictionary) return Buffer.concat([Buffer.of(PLAN_FORMAT_DEFLATE), deflateRawSync(json)]);
   return Buffer.concat([
     Buffer.of(PLAN_FORMAT_DICTIONARY),
     Buffer.from(dictionary.id, 'hex'),
-    await deflateRawAsync(json, { dictionary: dictionary.bytes }),
+    deflateRawSync(json, { dictionary: dictionary.bytes }),
   ]);
-}
-
-/** encodeWith for every JSON, at most DEFLATES_IN_FLIGHT at a time, in order. */
-async function encodeAll(jsons: readonly Buffer[], dictionary: PlanDictionary | undefined): Promise<Buffer[]> {
-  const out = new Array<Buffer>(jsons.length);
-  let next = 0;
-  const lane = async () => {
-    while (next < jsons.length) {
-      const i = next++;
-      out[i] = await encodeWith(jsons[i] as Buffer, dictionary);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(DEFLATES_IN_FLIGHT, jsons.length) }, lane));
-  return out;
 }
 
 /**
@@ -130,7 +107,7 @@ async function encodeAll(jsons: readonly Buffer[], dictionary: PlanDictionary | 
 export class BlockPlanEncoder {
   private dictionary: PlanDictionary | undefined;
 
-  async encodeBatch(blocks: ReadonlyArray<{ plan: unknown; items: unknown }>): Promise<{ values: Buffer[]; dictionary?: PlanDictionary }> {
+  encodeBatch(blocks: ReadonlyArray<{ plan: unknown; items: unknown }>): { values: Buffer[]; dictionary?: PlanDictionary } {
     const jsons = blocks.map((b) => Buffer.from(JSON.stringify({ plan: packItems(b.plan, b.items), items: b.items })));
     const rawBytes = jsons.reduce((n, j) => n + j.length, 0);
     const current = this.dictionary;
@@ -138,12 +115,12 @@ export class BlockPlanEncoder {
       const { candidate, learnedFrom } = learnDictionary(jsons);
       // The first dictionary is learned at once; a later one (the blocks changed kind: the first
       // blocks planned are those with volumes) only when it saves more than it costs to store.
-      if (!current || (await savesMoreThanItCosts(jsons, learnedFrom, current, candidate))) {
+      if (!current || savesMoreThanItCosts(jsons, learnedFrom, current, candidate)) {
         this.dictionary = candidate;
-        return { values: await encodeAll(jsons, candidate), dictionary: candidate };
+        return { values: jsons.map((j) => encodeWith(j, candidate)), dictionary: candidate };
       }
     }
-    return { values: await encodeAll(jsons, current) };
+    return { values: jsons.map((j) => encodeWith(j, current)) };
   }
 }
 
@@ -156,19 +133,11 @@ function learnDictionary(jsons: readonly Buffer[]): { candidate: PlanDictionary;
 }
 
 /** Compared on blocks the candidate was not learned from, extrapolated to the batch. */
-async function savesMoreThanItCosts(
-  jsons: readonly Buffer[],
-  learnedFrom: number,
-  current: PlanDictionary,
-  candidate: PlanDictionary,
-): Promise<boolean> {
+function savesMoreThanItCosts(jsons: readonly Buffer[], learnedFrom: number, current: PlanDictionary, candidate: PlanDictionary): boolean {
   const sample = jsons.slice(Math.max(learnedFrom, jsons.length - COMPARE_SAMPLE_BLOCKS));
   if (sample.length === 0) return false;
-  const [withCurrent, withCandidate] = await Promise.all([encodeAll(sample, current), encodeAll(sample, candidate)]);
   let saved = 0;
-  sample.forEach((_, i) => {
-    saved += (withCurrent[i]?.length ?? 0) - (withCandidate[i]?.length ?? 0);
-  });
+  for (const j of sample) saved += encodeWith(j, current).length - encodeWith(j, candidate).length;
   return (saved / sample.length) * jsons.length > candidate.bytes.length;
 }
 
