@@ -165,4 +165,56 @@ describe('DispatchWindow claims (real Redis)', () => {
     expect(await window.backstop('bk')).toEqual([]);
     expect(await window.status('bk')).toMatchObject({ cursor: 5, backstops: 1 });
   });
+
+  it('a solo block ends and frees its place in one script, and a re-run of that step counts, frees and claims nothing more', async () => {
+    const state = new BackupState({ redis, prefix: uniquePrefix() });
+    const window = new DispatchWindow(state);
+    await window.open('bk', 1);
+    await state.putBlockPlans(
+      'bk',
+      ['b1', 'b2'].map((id) => ({ id, plan: { id, pods: [] }, items: [], solo: true })),
+    );
+    expect((await window.claim('bk', 'plan:1', false)).map((c) => c.id)).toEqual(['b1']);
+    const end = {
+      set: { state: 'Completed' as const },
+      once: [{ onceKey: 'block-done:b1', field: 'blocksDone' }],
+      event: { type: 'block.done', data: { blockId: 'b1' }, ifCounted: 0 },
+    };
+    expect(await window.stepAndClaim('bk', 'b1', end, 'job:b1')).toEqual([{ id: 'b2', solo: true }]);
+    // The job dies after the script and runs again: the same claim (its plan read, as any re-run's), counted and freed once.
+    const again = [{ id: 'b2', plan: { id: 'b2', pods: [] } }];
+    expect(await window.stepAndClaim('bk', 'b1', end, 'job:b1')).toEqual(again);
+    expect(await window.claim('bk', 'job:b1', true)).toEqual(again);
+    expect(await window.status('bk')).toMatchObject({ cap: 1, cursor: 2, inflight: 1 });
+    expect((await state.counters('bk')).blocksDone).toBe(1);
+    expect((await state.getBlock('bk', 'b1'))?.state).toBe('Completed');
+    expect((await redis.xrange(state.key('bk', 'events'), '-', '+')).filter(([, f]) => f.includes('block.done'))).toHaveLength(1);
+  });
+
+  it('gives each claimed block the shape stored with its plan (no plan decoded), across a re-run of plan and blocks planned without one', async () => {
+    const state = new BackupState({ redis, prefix: uniquePrefix() });
+    const window = new DispatchWindow(state);
+    await window.open('bk', 10);
+    const block = (id: string, solo?: boolean) => ({ id, plan: { id, pods: [] }, items: [], ...(solo !== undefined ? { solo } : {}) });
+    // Planned by a version that stored no shape: judged by its plan.
+    await state.putBlockPlans('bk', [block('old')]);
+    await state.putBlockPlans('bk', [block('s1', true), block('p1', false)]);
+    // A re-run of plan: s1 is known (keeps its value and shape), p2 and s2 are new.
+    await state.putBlockPlans('bk', [block('s1', false), block('p2', false), block('s2', true)]);
+    const claimed = await window.claim('bk', 'plan:1', false);
+    expect(claimed).toEqual([
+      { id: 'old', plan: { id: 'old', pods: [] } },
+      { id: 's1', solo: true },
+      { id: 'p1', solo: false },
+      { id: 'p2', solo: false },
+      { id: 's2', solo: true },
+    ]);
+    // A claim run again (its indices are not kept) and finalize's backstop decode plans instead.
+    expect((await window.claim('bk', 'plan:1', false)).map((c) => c.plan)).toEqual(claimed.map((c) => ({ id: c.id, pods: [] })));
+    await state.putBlockPlans('bk', [block('s3', true)]);
+    expect(await window.backstop('bk')).toEqual([
+      ...claimed.map((c) => ({ id: c.id, plan: { id: c.id, pods: [] } })),
+      { id: 's3', solo: true },
+    ]);
+  });
 });

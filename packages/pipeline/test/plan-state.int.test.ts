@@ -54,7 +54,7 @@ describe('plan state in Redis: compact, and readable across versions', () => {
     expect(ids.length).toBeGreaterThanOrEqual(NAMESPACES * PODS_PER_NAMESPACE);
 
     let bytes = 0;
-    for (const suffix of ['plan', 'items', 'dict', 'border']) {
+    for (const suffix of ['plan', 'items', 'dict', 'border', 'shape']) {
       bytes += ((await h.redis.call('MEMORY', 'USAGE', h.deps.state.key('fleet', suffix), 'SAMPLES', '0')) as number | null) ?? 0;
     }
     const perBlock = bytes / ids.length;

@@ -13,6 +13,7 @@ import { stepPvbWait, type WatchProgress } from '../pvb/pvb-wait-step.js';
 import type { PipelineRuntime } from '../runtime.js';
 import type { PvbStateRecord } from '../state/backup-state.js';
 import { finishBlock } from './block-post-hooks.js';
+import { claimedInStep } from './window-refill.js';
 
 const PVB_CREATE_CONCURRENCY = 8;
 
@@ -363,11 +364,14 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
     // The block's tail, as finishBlock does it for a block without PVBs and post hooks, in the
     // same round trip as the item counters.
     const finalState = failedPods.size > 0 || itemErrors > 0 ? 'PartiallyFailed' : 'Completed';
-    await state.blockStep(backupName, blockId, {
+    const end = {
       set: { ...(startWithEnd ? startFields : {}), ...itemFields, state: finalState, completedAt: now },
       once: [{ onceKey: `block-done:${blockId}`, field: 'blocksDone' }, ...(startWithEnd ? [startCounter] : []), ...counted],
       event: { type: 'block.done', data: { blockId, state: finalState, pvbs: 0, postHookPods: 0 }, ifCounted: 0 },
-    });
+    } as const;
+    // A windowed backup's block frees its place in the same script (endingBlock adds what it claimed).
+    if (data.windowed === true) claimedInStep(job, await rt.window.stepAndClaim<BlockPlan>(backupName, blockId, end, `job:${job.id}`));
+    else await state.blockStep(backupName, blockId, end);
   }
 
   const result = { failedPods: [...failedPods].sort(), pvbs: pvbNames, itemsWritten, ...(skipped !== undefined ? { skipped } : {}) };

@@ -80,7 +80,7 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
       batchSize = Math.min(config.blockBatchSize, batchSize * 2);
       await state.putBlockPlans(
         backupName,
-        stored.map(({ plan, manifests }) => ({ id: plan.id, plan, items: manifests })),
+        stored.map(({ plan, manifests }) => ({ id: plan.id, plan, items: manifests, solo: !needsPostHooksJob(plan) })),
         encoder,
       );
       if (windowed) {

@@ -12,8 +12,9 @@ export interface WindowedBackup {
 }
 
 /**
- * Adds claimed blocks under finalize (deterministic ids: adding one that exists is a no-op). A
- * block whose plan is missing gets the two-job shape: its post-hooks job reports the missing plan.
+ * Adds claimed blocks under finalize (deterministic ids: adding one that exists is a no-op), in
+ * their stored shape. A block without one (planned by an older version) is judged by its plan;
+ * one whose plan is missing too gets the two-job shape: its post-hooks job reports the missing plan.
  */
 export async function addClaimedBlocks(
   rt: PipelineRuntime,
@@ -27,13 +28,23 @@ export async function addClaimedBlocks(
       backupName: backup.backupName,
       backupUid: backup.backupUid,
       finalizeJobId: backup.finalizeJobId,
-      blocks: claimed.map((c) => ({ id: c.id, solo: c.plan ? !needsPostHooksJob(c.plan) : false })),
+      blocks: claimed.map((c) => ({ id: c.id, solo: c.solo ?? (c.plan ? !needsPostHooksJob(c.plan) : false) })),
       batchSize: rt.deps.config.blockBatchSize,
       requestId: backup.requestId,
       windowed: true,
       parentKnown: true,
     },
   );
+}
+
+/**
+ * What a job's own last step claimed already (DispatchWindow.stepAndClaim, a solo block's end),
+ * by job: its refill adds these without a second claim round trip (the claim is the same).
+ */
+const claimedByStep = new WeakMap<Job, ReadonlyArray<ClaimedBlock<BlockPlan>>>();
+
+export function claimedInStep(job: Job, claimed: ReadonlyArray<ClaimedBlock<BlockPlan>>): void {
+  claimedByStep.set(job, claimed);
 }
 
 /**
@@ -48,7 +59,7 @@ export async function endingBlock<T>(rt: PipelineRuntime, job: Job, run: () => P
   const refill = async () => {
     const finalizeJobId = job.parent?.id;
     if (!finalizeJobId || typeof data.backupName !== 'string' || typeof data.backupUid !== 'string') return;
-    const claimed = await rt.window.claim<BlockPlan>(data.backupName, `job:${job.id}`, true);
+    const claimed = claimedByStep.get(job) ?? (await rt.window.claim<BlockPlan>(data.backupName, `job:${job.id}`, true));
     await addClaimedBlocks(
       rt,
       {

@@ -30,6 +30,10 @@ export { type HookRunRecord, interruptedRun, type LogLine };
  * - `K:plan`    hash   blockId → the block's plan (pods, items, hooks, volume decisions) and its
  *                      item manifests, compressed (plan-codec.ts)
  * - `K:dict`    hash   dictionary id → a dictionary the plan values are compressed with
+ * - `K:shape`   string byte i: the shape of block i of `K:border`, `s` (solo: one item-block job)
+ *                      or `p` (post-hooks ← item-block); written with the plans, so the dispatch
+ *                      window adds blocks without decoding their plans (a zero byte, or none:
+ *                      unknown, e.g. planned by an older version; its plan is decoded then)
  * - `K:items`   hash   blockId → item manifests JSON, only of backups planned before plan-codec.ts
  * - `K:b:<id>`  hash   the block's live state (state, timestamps, failed pods, PVB names)
  * - `K:pvb:<n>` hash   one PVB's live state (block, pod, node, volume, phase, bytes, ...)
@@ -43,8 +47,18 @@ export { type HookRunRecord, interruptedRun, type LogLine };
  */
 
 type ScriptArg = string | number;
+
+/** A block's shape in `K:shape`: one item-block job (solo), or the post-hooks ← item-block pair. */
+export const SHAPE_SOLO = 's';
+export const SHAPE_PAIR = 'p';
 interface StateScriptCommands {
-  stowagePutPlans(planKey: string, orderKey: string, dictKey: string, ...args: Array<ScriptArg | Buffer>): Promise<number>;
+  stowagePutPlans(
+    planKey: string,
+    orderKey: string,
+    dictKey: string,
+    shapeKey: string,
+    ...args: Array<ScriptArg | Buffer>
+  ): Promise<number>;
   stowageRegisterPvb(pvbKey: string, setKey: string, ...args: ScriptArg[]): Promise<number>;
   stowageRegisterPvbs(numberOfKeys: number, ...keysAndArgs: string[]): Promise<string[][]>;
   stowageReadBlockBuffer(
@@ -198,7 +212,7 @@ export class BackupState extends RunState<BackupRecord> {
     const [blockIds, pvbNames] = await Promise.all([this.redis.lrange(this.key(name, 'border'), 0, -1), this.allPvbNames(name)]);
     return {
       listed: [...blockIds.map((id) => this.key(name, `b:${id}`)), ...pvbNames.map((p) => this.key(name, `pvb:${p}`))],
-      suffixes: ['plan', 'items', 'dict', 'border', 'pvbset', 'win', 'wclaim'],
+      suffixes: ['plan', 'items', 'dict', 'shape', 'border', 'pvbset', 'win', 'wclaim'],
     };
   }
 
@@ -211,22 +225,27 @@ export class BackupState extends RunState<BackupRecord> {
 
   /**
    * Stores a batch of block plans with their item manifests, in plan order, compressed
-   * (plan-codec.ts). Idempotent per block: a block stored before keeps its plan and manifests.
+   * (plan-codec.ts), and each block's shape when given (`solo`: no post-hooks job; see `K:shape`).
+   * Idempotent per block: a block stored before keeps its plan, manifests and shape.
    * One plan run passes one `encoder`, so its batches share what it learned.
    */
   async putBlockPlans(
     name: string,
-    blocks: ReadonlyArray<{ id: string; plan: unknown; items: unknown }>,
+    blocks: ReadonlyArray<{ id: string; plan: unknown; items: unknown; solo?: boolean }>,
     encoder: BlockPlanEncoder = new BlockPlanEncoder(),
   ): Promise<void> {
     if (blocks.length === 0) return;
-    const { values, dictionary } = encoder.encodeBatch(blocks);
+    const { values, dictionary } = await encoder.encodeBatch(blocks);
     if (dictionary) rememberDictionary(dictionary.id, dictionary.bytes);
+    // One character per block, or none (a shape is never guessed: unknown means decode the plan).
+    const shapes = blocks.every((b) => b.solo !== undefined) ? blocks.map((b) => (b.solo ? SHAPE_SOLO : SHAPE_PAIR)).join('') : '';
     await this.cmd<StateScriptCommands>().stowagePutPlans(
       this.key(name, 'plan'),
       this.key(name, 'border'),
       this.key(name, 'dict'),
+      this.key(name, 'shape'),
       JSON.stringify(blocks.map((b) => b.id)),
+      shapes,
       ...values,
       ...(dictionary ? [dictionary.id, dictionary.bytes] : []),
     );
@@ -309,6 +328,12 @@ export class BackupState extends RunState<BackupRecord> {
    * atomic: the event is written exactly when its key counted). Returns how many keys counted now.
    */
   async blockStep(name: string, blockId: string, step: BlockStep): Promise<number> {
+    const { keys, args } = this.blockStepCall(name, blockId, step);
+    return (await this.cmd<StateScriptCommands>().stowageBlockStep(...keys, ...args)) as number;
+  }
+
+  /** The keys and arguments of blockStep's script (BLOCK_STEP_LUA), for scripts that run it with more. */
+  blockStepCall(name: string, blockId: string, step: BlockStep): { keys: [string, string, string, string]; args: [string, string] } {
     const set = step.set ? encodeJsonHash({ id: blockId, ...step.set }) : [];
     const once = (step.once ?? []).map((e) => [e.onceKey, e.field, e.by ?? 1]);
     const event = step.event
@@ -320,14 +345,10 @@ export class BackupState extends RunState<BackupRecord> {
       ...(once.length > 0 ? { once } : {}),
       ...(event ? { event } : {}),
     });
-    return (await this.cmd<StateScriptCommands>().stowageBlockStep(
-      this.key(name, `b:${blockId}`),
-      this.key(name, 'once'),
-      this.key(name, 'cnt'),
-      this.key(name, 'events'),
-      payload,
-      String(this.maxEvents),
-    )) as number;
+    return {
+      keys: [this.key(name, `b:${blockId}`), this.key(name, 'once'), this.key(name, 'cnt'), this.key(name, 'events')],
+      args: [payload, String(this.maxEvents)],
+    };
   }
 
   /** The backup record, a block's plan, its live state and its item manifests, in one round trip. */

@@ -48,6 +48,24 @@ local function countOnce(onceKey, countersKey, entries, single)
 end
 `;
 
+/**
+ * Lua: `blockStep(blockKey, onceKey, countersKey, eventsKey, stepJson, maxLen)`, the body of
+ * stowageBlockStep (see there); also run by the dispatch window's step-and-claim script.
+ */
+export const BLOCK_STEP_LUA = `${COUNT_ONCE_LUA}
+local function blockStep(blockKey, onceKey, countersKey, eventsKey, stepJson, maxLen)
+  local step = cjson.decode(stepJson)
+  if step.set and #step.set > 0 then redis.call('HSET', blockKey, unpack(step.set)) end
+  local ev = step.event
+  local counted, eventKeyCounted = 0, false
+  if step.once then counted, eventKeyCounted = countOnce(onceKey, countersKey, step.once, ev and ev.ifCounted or 0) end
+  if ev and (ev.ifCounted == 0 or eventKeyCounted) then
+    redis.call('XADD', eventsKey, 'MAXLEN', '~', maxLen, '*', 'type', ev.type, 'at', tostring(ev.at), 'data', ev.data)
+  end
+  return counted
+end
+`;
+
 export const BACKUP_STATE_SCRIPTS = {
   /**
    * Creates the backup record unless it exists.
@@ -142,19 +160,33 @@ return 1`,
   /**
    * Stores block plans (each with its item manifests, encoded by plan-codec.ts) and the dictionary
    * they need, in one step (a plan never names a dictionary that is not stored); appends to the
-   * order list only the ids not seen before. A block stored before keeps its value.
-   * KEYS[1] plan hash, KEYS[2] order list, KEYS[3] dictionary hash. ARGV[1] JSON array of ids (n),
-   * ARGV[2..n+1] the values, then optionally ARGV[n+2] a dictionary id and ARGV[n+3] its bytes.
+   * order list only the ids not seen before. A block stored before keeps its value. With the
+   * order list, the shape string: byte i is the shape of block i of the order list (`s` solo,
+   * `p` post-hooks pair; a zero byte: unknown), so the dispatch window adds blocks without
+   * decoding their plans, at one byte per block. Written only with the plan itself, so a shape
+   * always describes the stored plan.
+   * KEYS[1] plan hash, KEYS[2] order list, KEYS[3] dictionary hash, KEYS[4] shape string.
+   * ARGV[1] JSON array of ids (n), ARGV[2] their shapes, one character per id ('' = unknown),
+   * ARGV[3..n+2] the values, then optionally ARGV[n+3] a dictionary id and ARGV[n+4] its bytes.
    */
   stowagePutPlans: {
-    numberOfKeys: 3,
+    numberOfKeys: 4,
     lua: `
 local ids = cjson.decode(ARGV[1])
 local n = #ids
-if #ARGV >= n + 3 then redis.call('HSET', KEYS[3], ARGV[n + 2], ARGV[n + 3]) end
+local shapes = ARGV[2]
+if #ARGV >= n + 4 then redis.call('HSET', KEYS[3], ARGV[n + 3], ARGV[n + 4]) end
+local firstIndex = -1
+local added = {}
 for i = 1, n do
-  if redis.call('HSETNX', KEYS[1], ids[i], ARGV[i + 1]) == 1 then redis.call('RPUSH', KEYS[2], ids[i]) end
+  if redis.call('HSETNX', KEYS[1], ids[i], ARGV[i + 2]) == 1 then
+    local len = redis.call('RPUSH', KEYS[2], ids[i])
+    if firstIndex < 0 then firstIndex = len - 1 end
+    added[#added + 1] = string.sub(shapes, i, i)
+  end
 end
+-- The ids pushed now are consecutive in the order list: their shapes are one range.
+if firstIndex >= 0 and #shapes == n then redis.call('SETRANGE', KEYS[4], firstIndex, table.concat(added)) end
 return n`,
   },
   /**
@@ -188,18 +220,17 @@ return 1`,
    * ioredis pipeline copies every script BullMQ defined on the connection, which cost more CPU
    * than the round trips it saved).
    * KEYS[1] record hash, KEYS[2] plan hash, KEYS[3] block hash, KEYS[4] items hash (only backups
-   * planned before plan-codec.ts have one). ARGV[1] block id.
+   * planned before plan-codec.ts have one: read only for a plan in that format, plain JSON).
+   * ARGV[1] block id.
    * Returns {record as a flat field/value list, stored plan or '', block flat list, items JSON or ''}.
    */
   stowageReadBlock: {
     numberOfKeys: 4,
     lua: `
-return {
-  redis.call('HGETALL', KEYS[1]),
-  redis.call('HGET', KEYS[2], ARGV[1]) or '',
-  redis.call('HGETALL', KEYS[3]),
-  redis.call('HGET', KEYS[4], ARGV[1]) or ''
-}`,
+local plan = redis.call('HGET', KEYS[2], ARGV[1]) or ''
+local items = ''
+if string.sub(plan, 1, 1) == '{' then items = redis.call('HGET', KEYS[4], ARGV[1]) or '' end
+return { redis.call('HGETALL', KEYS[1]), plan, redis.call('HGETALL', KEYS[3]), items }`,
   },
   /**
    * What a block's post-hooks step starts from, in one round trip: the plan, the live state and
@@ -230,17 +261,8 @@ return { redis.call('HGET', KEYS[1], ARGV[1]) or '', block, pvbs }`,
    */
   stowageBlockStep: {
     numberOfKeys: 4,
-    lua: `
-${COUNT_ONCE_LUA}
-local step = cjson.decode(ARGV[1])
-if step.set and #step.set > 0 then redis.call('HSET', KEYS[1], unpack(step.set)) end
-local ev = step.event
-local counted, eventKeyCounted = 0, false
-if step.once then counted, eventKeyCounted = countOnce(KEYS[2], KEYS[3], step.once, ev and ev.ifCounted or 0) end
-if ev and (ev.ifCounted == 0 or eventKeyCounted) then
-  redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[2], '*', 'type', ev.type, 'at', tostring(ev.at), 'data', ev.data)
-end
-return counted`,
+    lua: `${BLOCK_STEP_LUA}
+return blockStep(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2])`,
   },
   /**
    * registerPvb for several PVBs of one block plus the block fields naming them, atomically.
