@@ -495,7 +495,7 @@ export class SimControllers {
       const watcher = watch(dir, { persistent: false }, (_event, entry) => {
         onChange?.(entry);
         work.lookNow = true;
-        void this.stepNow(work);
+        void this.stepNow(work, true);
       });
       watcher.on('error', () => this.unwatch(work, dir));
       work.watchers.set(dir, watcher);
@@ -627,12 +627,15 @@ export class SimControllers {
     this.options.warn(`the simulated ${what === 'pod' ? 'kubelet' : 'provisioner'} gave up on ${what} ${key}: ${String(error)}`);
   }
 
-  /** One step of a pod unless one runs (then one more right after it); forgets the pod when it is done. */
-  private async stepNow(work: PodWork): Promise<void> {
+  /**
+   * One step of a pod unless one runs: then a change event asks for one more right after it (the
+   * tick just skips the pod). Forgets the pod when it is done.
+   */
+  private async stepNow(work: PodWork, onChange = false): Promise<void> {
     const key = podKey(work.namespace, work.name);
     if (this.closed || this.pods.get(key) !== work) return;
     if (work.stepping) {
-      work.stepAgain = true;
+      if (onChange) work.stepAgain = true;
       return;
     }
     work.stepping = true;
