@@ -21,7 +21,8 @@
  * - CRDs: with `crdEstablishDelayMs` > 0 a CRD is Established (and its resources served) that
  *   long after it is created; namespaces are Active at once.
  *
- * One timer drives all of it (every `tickMs` while there is work), so nothing runs while idle.
+ * One timer drives all of it (every `tickMs` while there is work), so nothing runs while idle;
+ * `stowage-restore-wait`'s directory watches also step their pod at once.
  */
 import { randomUUID } from 'node:crypto';
 import { type FSWatcher, watch } from 'node:fs';
