@@ -480,3 +480,44 @@ describe('CRD Established after crdEstablishDelayMs', () => {
     }
   });
 });
+
+describe('stowage-restore-wait wakes on its marker, as the real program (fs.watch) does', () => {
+  it("starts the pod's containers when the node agent writes the marker, not at the fallback poll", async () => {
+    // A fallback poll this slow would not look again within the test: only the change event can.
+    const sim = await startSimulator({ fixture, restoreWaitPollMs: 600_000 });
+    try {
+      const core = kubeConfigFor(sim).makeApiClient(k8s.CoreV1Api);
+      const restoreUid = 'restore-uid-watch';
+      await core.createNamespacedPersistentVolumeClaim({ namespace: 'app', body: claimBody('watched') });
+      const created = await core.createNamespacedPod({
+        namespace: 'app',
+        body: podBody('watched', {
+          initContainers: [
+            {
+              name: 'stowage-restore-wait',
+              image: 'stowage/node-agent',
+              env: [{ name: 'STOWAGE_RESTORE_UID', value: restoreUid }],
+              volumeMounts: [{ name: 'data', mountPath: '/restores/data' }],
+            },
+          ],
+          volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'watched' } }],
+        }),
+      });
+      const readPod = () => core.readNamespacedPod({ namespace: 'app', name: 'watched' });
+      await eventually(readPod, (pod) => pod.status?.initContainerStatuses?.[0]?.state?.running !== undefined, 'restore-wait running');
+      const [volume] = sim.podVolumes('app', 'watched');
+      const dataDir = volume!.path;
+      expect(created.metadata?.uid).toBeDefined();
+      // As the node agent does: `.stowage` first (its staging dir lives there), the files, the marker last.
+      mkdirSync(join(dataDir, '.stowage'));
+      writeFileSync(join(dataDir, 'PG_VERSION'), '16\n');
+      writeFileSync(join(dataDir, '.stowage', restoreUid), '');
+      const running = await eventually(readPod, (pod) => pod.status?.phase === 'Running', 'the pod to run on the marker');
+      expect(running.status?.initContainerStatuses?.[0]?.state?.terminated).toMatchObject({ exitCode: 0, reason: 'Completed' });
+      expect(readdirSync(dataDir)).toEqual(['PG_VERSION']);
+      expect(sim.warnings).toEqual([]);
+    } finally {
+      await sim.close();
+    }
+  });
+});

@@ -91,8 +91,9 @@ export const restoreWaitContainer = Object.freeze({
   /** The node agent writes `<volume root>/<markerDir>/<restore uid>` when the volume is restored. */
   markerDir: '.stowage',
   /**
-   * How often the init container looks for its markers: a stat per volume, cheap enough to do
-   * often, and the post-restore hook lag includes up to this much.
+   * How often the init container looks for its markers when no change event woke it (it watches
+   * each volume's root and `.stowage`): the fallback for a filesystem or an inotify limit that
+   * gives no events. A stat per volume, cheap enough to do often.
    */
   pollIntervalMs: 100,
 });

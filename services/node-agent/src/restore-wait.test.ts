@@ -48,6 +48,34 @@ describe('stowage-restore-wait', () => {
     expect((await stat(data)).mtime.toISOString()).toBe(OLD_MTIME.toISOString());
   });
 
+  it('wakes when the node agent writes the marker, not at its next poll (the poll is only the fallback)', async () => {
+    const data = await volume('data');
+    // A poll this slow would not look again within the test: only a change event can end the wait.
+    const waiting = waitForRestoredVolumes({ root, restoreUid: UID, timeoutMs: 600_000, pollIntervalMs: 600_000 });
+    await new Promise((r) => setTimeout(r, 100)); // the first look found nothing and the wait sleeps
+    // As the node agent does: `.stowage` first (its staging dir lives there), the marker last.
+    await mkdir(join(data, '.stowage', 'restoring-pvr-1'), { recursive: true });
+    await rm(join(data, '.stowage', 'restoring-pvr-1'), { recursive: true });
+    await writeFile(doneMarkerPath(data, UID), 'done');
+    const slowPoll = new Promise((r) => setTimeout(() => r('still waiting'), 4_000));
+    expect(await Promise.race([waiting, slowPoll])).toEqual({ ok: true, volumes: ['data'], warnings: [] });
+    expect(await readdir(data)).toEqual(['data.txt']);
+  });
+
+  it('wakes for a .stowage that was removed and made again (a failed attempt cleaned up, then a retry)', async () => {
+    const data = await volume('data');
+    await mkdir(join(data, '.stowage'));
+    const waiting = waitForRestoredVolumes({ root, restoreUid: UID, timeoutMs: 600_000, pollIntervalMs: 600_000 });
+    await new Promise((r) => setTimeout(r, 100));
+    await rm(join(data, '.stowage'), { recursive: true });
+    await new Promise((r) => setTimeout(r, 100));
+    await mkdir(join(data, '.stowage'));
+    await new Promise((r) => setTimeout(r, 100));
+    await writeFile(doneMarkerPath(data, UID), 'done');
+    const slowPoll = new Promise((r) => setTimeout(() => r('still waiting'), 4_000));
+    expect(await Promise.race([waiting, slowPoll])).toMatchObject({ ok: true });
+  });
+
   it("keeps .stowage when another restore's marker is still in it", async () => {
     const data = await volume('data');
     await mark(data, 'other-restore-uid');

@@ -1,3 +1,4 @@
+import { type FSWatcher, watch } from 'node:fs';
 import { readdir, rmdir, stat, unlink, utimes } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -10,6 +11,10 @@ import { restoreWaitContainer } from '@stowage/kube';
  * every mounted volume has that marker, then removes the markers (and `.stowage` when it is empty)
  * so the volume holds exactly the backed-up files, and exits 0 so the app containers start on
  * complete data. It runs from the node agent's image, which already ships Node.
+ *
+ * It looks again the moment a volume's root or its `.stowage` directory changes (inotify through
+ * fs.watch), so the app containers start within milliseconds of the marker; polling every
+ * `pollIntervalMs` stays as the fallback for a filesystem or a limit that gives no events.
  */
 
 // The names are the contract's, kept in @stowage/kube so the pipeline can use them too.
@@ -58,27 +63,101 @@ export async function waitForRestoredVolumes(options: RestoreWaitOptions): Promi
   }
   const deadline = Date.now() + timeoutMs;
   const waiting = new Set(volumes);
-  for (;;) {
-    for (const volume of [...waiting]) {
-      if (await exists(doneMarkerPath(join(root, volume), uid))) {
-        waiting.delete(volume);
-        log(`volume ${volume} is restored`);
+  const changes = new DirectoryChanges();
+  try {
+    for (;;) {
+      // Watch before looking: a marker written during the look still wakes the next wait.
+      for (const volume of waiting) {
+        const markerDir = join(root, volume, DONE_MARKER_DIR);
+        // The root's watch sees `.stowage` come (or go and come back: its watch is then re-armed).
+        changes.watch(join(root, volume), (entry) => {
+          if (entry === DONE_MARKER_DIR) changes.unwatch(markerDir);
+        });
+        changes.watch(markerDir); // the marker appearing (absent yet: the root's watch covers it)
       }
+      changes.reset();
+      for (const volume of [...waiting]) {
+        if (await exists(doneMarkerPath(join(root, volume), uid))) {
+          waiting.delete(volume);
+          log(`volume ${volume} is restored`);
+        }
+      }
+      if (waiting.size === 0) break;
+      if (Date.now() >= deadline) {
+        return {
+          ok: false,
+          reason: 'timeout',
+          message: `timed out after ${Math.round(timeoutMs / 1000)} s waiting for the node agent to restore ${[...waiting].sort().join(', ')} (no ${DONE_MARKER_DIR}/${uid} marker); see the PodVolumeRestores of restore uid ${uid}`,
+        };
+      }
+      await changes.next(Math.min(pollIntervalMs, Math.max(0, deadline - Date.now())));
     }
-    if (waiting.size === 0) break;
-    if (Date.now() >= deadline) {
-      return {
-        ok: false,
-        reason: 'timeout',
-        message: `timed out after ${Math.round(timeoutMs / 1000)} s waiting for the node agent to restore ${[...waiting].sort().join(', ')} (no ${DONE_MARKER_DIR}/${uid} marker); see the PodVolumeRestores of restore uid ${uid}`,
-      };
-    }
-    await new Promise((resolve) => setTimeout(resolve, Math.min(pollIntervalMs, Math.max(0, deadline - Date.now()))));
+  } finally {
+    changes.close();
   }
   const warnings: string[] = [];
   for (const volume of volumes) warnings.push(...(await removeMarker(join(root, volume), uid)));
   for (const warning of warnings) log(`warning: ${warning}`);
   return { ok: true, volumes, warnings };
+}
+
+/**
+ * Wakes a waiting loop when anything changes in the directories it watches. A directory that
+ * cannot be watched (absent, no inotify, a watch limit) is simply not: the poll covers it.
+ */
+class DirectoryChanges {
+  private readonly watchers = new Map<string, FSWatcher>();
+  private changed = false;
+  private wake: (() => void) | undefined;
+
+  watch(dir: string, onChange?: (entry: string | null) => void): void {
+    if (this.watchers.has(dir)) return;
+    try {
+      const watcher = watch(dir, { persistent: false }, (_event, entry) => {
+        onChange?.(entry);
+        this.signal();
+      });
+      // A watched directory removed or a watch gone bad: drop it; the next look re-arms it.
+      watcher.on('error', () => this.unwatch(dir));
+      this.watchers.set(dir, watcher);
+    } catch {
+      // ENOENT (not created yet), ENOSPC (inotify watch limit), unsupported filesystem.
+    }
+  }
+
+  /** Forgets changes seen so far (call before looking). */
+  reset(): void {
+    this.changed = false;
+  }
+
+  /** Resolves at the first change since reset(), or after `timeoutMs`. */
+  next(timeoutMs: number): Promise<void> {
+    if (this.changed) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.wake = undefined;
+        resolve();
+      };
+      const timer = setTimeout(done, timeoutMs);
+      this.wake = done;
+    });
+  }
+
+  close(): void {
+    for (const dir of [...this.watchers.keys()]) this.unwatch(dir);
+    this.wake?.();
+  }
+
+  private signal(): void {
+    this.changed = true;
+    this.wake?.();
+  }
+
+  unwatch(dir: string): void {
+    this.watchers.get(dir)?.close();
+    this.watchers.delete(dir);
+  }
 }
 
 async function listVolumes(root: string): Promise<string[]> {

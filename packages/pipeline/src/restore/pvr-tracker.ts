@@ -50,15 +50,20 @@ export function pvrTracker(
       const writes: Promise<unknown>[] = [];
       if (changedPhase || previous?.bytesDone !== status.progress?.bytesDone || previous?.message !== status.message) {
         writes.push(
-          state.updatePvr(restoreName, name, {
-            phase,
-            message: status.message,
-            node: status.node,
-            totalBytes: status.progress?.totalBytes,
-            bytesDone: status.progress?.bytesDone,
-            startTimestamp: status.startTimestamp,
-            completionTimestamp: status.completionTimestamp,
-          }),
+          state.updatePvr(
+            restoreName,
+            name,
+            {
+              phase,
+              message: status.message,
+              node: status.node,
+              totalBytes: status.progress?.totalBytes,
+              bytesDone: status.progress?.bytesDone,
+              startTimestamp: status.startTimestamp,
+              completionTimestamp: status.completionTimestamp,
+            },
+            { registered: previous !== undefined },
+          ),
         );
       }
       if (changedPhase)

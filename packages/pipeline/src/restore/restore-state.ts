@@ -211,10 +211,22 @@ export class RestoreState extends RunState<RestoreRecord> {
 
   // ---- PVRs ----------------------------------------------------------------------------
 
-  async updatePvr(name: string, pvrName: string, patch: Partial<PvrStateRecord>): Promise<void> {
+  /**
+   * Records or updates a PVR's state. A caller that read the PVR's record (`registered`:
+   * registerPvr wrote it with its set entry) sets the fields alone: one HSET instead of MULTI,
+   * HSET, SADD, EXEC (building an ioredis MULTI copies every script BullMQ defined on the
+   * connection; the pvr-watch job's last run, in the hook lag, does this write).
+   */
+  async updatePvr(name: string, pvrName: string, patch: Partial<PvrStateRecord>, opts: { registered?: boolean } = {}): Promise<void> {
+    const fields = encodeJsonHash({ name: pvrName, ...patch });
+    const key = this.key(name, `pvr:${pvrName}`);
+    if (opts.registered) {
+      await this.redis.hset(key, ...fields);
+      return;
+    }
     await this.redis
       .multi()
-      .hset(this.key(name, `pvr:${pvrName}`), ...encodeJsonHash({ name: pvrName, ...patch }))
+      .hset(key, ...fields)
       .sadd(this.key(name, 'pvrset'), pvrName)
       .exec();
   }
