@@ -75,6 +75,14 @@ export class ChunkOpener {
     return own;
   }
 
+  /** `blob` in memory the opener may move to its threads: as it is when it fills its own buffer (a whole-object read), else a copy. */
+  take(blob: Buffer): Buffer {
+    if (this.owns(blob)) return blob;
+    if (blob.byteOffset !== 0 || blob.byteLength !== blob.buffer.byteLength) return this.copy(blob);
+    this.mine.add(blob.buffer);
+    return blob;
+  }
+
   /** True when `blob` is in one of this opener's buffers (and can be transferred as it is). */
   owns(blob: Uint8Array): boolean {
     return this.mine.has(blob.buffer);

@@ -325,7 +325,7 @@ export class ChunkReader {
       (blob) => {
         if (!opener || blob.length < THREAD_OPEN_MIN_BYTES) return inMemoryChunk(this.store.openBlob(chunkId, blob, 'authenticate'));
         // The blob's memory moves to the thread: a view into a shared buffer (a pack window) is copied into one of the opener's first.
-        return opener.open(chunkId, opener.owns(blob) ? blob : opener.copy(blob));
+        return opener.open(chunkId, opener.take(blob));
       },
       // Large packed blobs are read straight into a buffer the opener's threads hand back when done.
       opener && this.store.backend.getRangeInto
