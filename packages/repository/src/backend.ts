@@ -25,6 +25,8 @@ export interface RepoBackend {
   get(key: string): Promise<Buffer>;
   /** Up to `length` bytes from `offset` (fewer if the object is shorter); ObjectNotFoundError if absent. */
   getRange(key: string, offset: number, length: number): Promise<Buffer>;
+  /** Optional: getRange into the caller's memory (`target.length` bytes from `offset`); resolves to the bytes read (fewer at the end). */
+  getRangeInto?(key: string, offset: number, target: Uint8Array): Promise<number>;
   /** Every key starting with `prefix` (a folder-like prefix ending in `/`), in no particular order. */
   list(prefix: string): Promise<string[]>;
   /** Removes an object; absent is fine. */
@@ -67,7 +69,7 @@ const closeFd = promisify(close);
 const datasyncFd = promisify(fdatasync);
 const writevFd = promisify(writev);
 const writeFd = promisify(write);
-function readFd(fd: number, buffer: Buffer, offset: number, length: number, position: number): Promise<number> {
+function readFd(fd: number, buffer: Uint8Array, offset: number, length: number, position: number): Promise<number> {
   return new Promise((resolve, reject) =>
     read(fd, buffer, offset, length, position, (error, bytesRead) => (error ? reject(error) : resolve(bytesRead))),
   );
@@ -216,6 +218,12 @@ export class DirectoryBackend implements RepoBackend {
   }
 
   async getRange(key: string, offset: number, length: number): Promise<Buffer> {
+    const buffer = Buffer.allocUnsafe(length);
+    const filled = await this.getRangeInto(key, offset, buffer);
+    return filled < length ? buffer.subarray(0, filled) : buffer;
+  }
+
+  async getRangeInto(key: string, offset: number, target: Uint8Array): Promise<number> {
     let handle = this.readHandles.get(key);
     if (!handle) {
       if (this.readHandles.size >= OPEN_READ_HANDLES) this.evictOldest();
@@ -234,14 +242,14 @@ export class DirectoryBackend implements RepoBackend {
         if (errnoCode(cause) === 'ENOENT') throw new ObjectNotFoundError(key, { cause });
         throw cause;
       }
-      const buffer = Buffer.allocUnsafe(length);
+      const length = target.length;
       let filled = 0;
       while (filled < length) {
-        const n = await readFd(fd, buffer, filled, length - filled, offset + filled);
+        const n = await readFd(fd, target, filled, length - filled, offset + filled);
         if (n === 0) break;
         filled += n;
       }
-      return filled < length ? buffer.subarray(0, filled) : buffer;
+      return filled;
     } finally {
       handle.users--;
       if (handle.evicted && handle.users === 0) closeHandle(handle);

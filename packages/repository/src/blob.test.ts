@@ -1,7 +1,20 @@
 import { randomBytes } from 'node:crypto';
 import { deflateRawSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
-import { BlobAuthError, Encoding, maybeCompress, SEAL_OVERHEAD_BYTES, seal, sealCompressed, sealJson, unseal, unsealJson } from './blob.js';
+import {
+  BlobAuthError,
+  decodePayload,
+  decryptInto,
+  Encoding,
+  maybeCompress,
+  payloadLength,
+  SEAL_OVERHEAD_BYTES,
+  seal,
+  sealCompressed,
+  sealJson,
+  unseal,
+  unsealJson,
+} from './blob.js';
 
 const key = randomBytes(32);
 
@@ -13,6 +26,19 @@ describe('sealed blobs', () => {
       expect(blob.length).toBeLessThan(text.length / 5);
       expect(unseal(key, 'chunk:a', blob).equals(text)).toBe(true);
       expect((await maybeCompress(text)).encoding).toBe(Encoding.Zstd);
+    }
+  });
+
+  it("decrypts into the blob's own memory (the restore reuses its read buffer), raw and zstd, across many slices", async () => {
+    for (const plaintext of [randomBytes(300_000 + 7), Buffer.from('a compressible line\n'.repeat(40_000))]) {
+      const { blob } = await sealCompressed(key, 'chunk:in-place', plaintext);
+      const memory = Buffer.from(blob); // its own copy, overwritten below
+      const payload = memory.subarray(0, payloadLength(memory));
+      const opened = decodePayload(decryptInto(key, 'chunk:in-place', memory, payload), payload);
+      expect(opened.equals(plaintext)).toBe(true);
+      const damaged = Buffer.from(blob);
+      damaged[damaged.length - 20]! ^= 1;
+      expect(() => decryptInto(key, 'chunk:in-place', damaged, damaged)).toThrow(BlobAuthError);
     }
   });
 

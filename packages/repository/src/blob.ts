@@ -125,29 +125,63 @@ export async function sealCompressed(key: Buffer, associatedData: string, plaint
   return { blob: seal(key, associatedData, encoding, payload), compressed: encoding !== Encoding.Raw };
 }
 
-/** Decrypts and decompresses; throws BlobAuthError when the blob was altered or sealed under other data. */
-export function unseal(key: Buffer, associatedData: string, blob: Uint8Array): Buffer {
+/** Ciphertext is deciphered in slices of this size: the output of one update per MiB is fresh memory (page faults) every time; 64 KiB measured ~2× less CPU than 1 MiB and less than 16 KiB. */
+const DECIPHER_SLICE_BYTES = 64 * 1024;
+
+/** Bytes of payload (still encoded) a sealed blob holds. */
+export function payloadLength(blob: Uint8Array): number {
+  return Math.max(0, blob.length - SEAL_OVERHEAD_BYTES);
+}
+
+/**
+ * Decrypts and authenticates `blob`, writing its payload (still encoded) to `target` from offset 0,
+ * and returns the encoding; throws BlobAuthError when the blob was altered or sealed under other
+ * data (then `target` holds unauthenticated bytes and must not be used). `target` may be the
+ * blob's own memory (same buffer and offset): each slice is written 14 bytes before where it was
+ * read, so the write never overtakes the read — a restore reuses the read buffer for the plaintext.
+ */
+export function decryptInto(key: Buffer, associatedData: string, blob: Uint8Array, target: Uint8Array): number {
   if (blob.length < SEAL_OVERHEAD_BYTES) throw new BlobAuthError(`blob too short (${blob.length} bytes)`);
   if (blob[0] !== FORMAT_VERSION) throw new BlobAuthError(`unknown blob format version ${blob[0]}`);
+  if (target.length < payloadLength(blob)) throw new RangeError(`target of ${target.length} bytes for a payload of ${payloadLength(blob)}`);
   const nonce = blob.subarray(1, 1 + NONCE_BYTES);
-  const tag = blob.subarray(blob.length - TAG_BYTES);
+  const end = blob.length - TAG_BYTES;
   const decipher = createDecipheriv('aes-256-gcm', key, nonce);
   decipher.setAAD(Buffer.from(associatedData, 'utf8'));
-  decipher.setAuthTag(tag);
-  let plain: Buffer;
+  decipher.setAuthTag(blob.subarray(end));
+  let encoding = -1;
+  let written = 0;
+  const put = (plain: Buffer) => {
+    let from = 0;
+    if (encoding < 0 && plain.length > 0) {
+      encoding = plain[0]!;
+      from = 1;
+    }
+    target.set(plain.subarray(from), written);
+    written += plain.length - from;
+  };
   try {
-    const head = decipher.update(blob.subarray(1 + NONCE_BYTES, blob.length - TAG_BYTES));
-    const tail = decipher.final(); // empty for GCM: skip copying the whole chunk into a new buffer
-    plain = tail.length === 0 ? head : Buffer.concat([head, tail]);
+    for (let at = 1 + NONCE_BYTES; at < end; at += DECIPHER_SLICE_BYTES)
+      put(decipher.update(blob.subarray(at, Math.min(end, at + DECIPHER_SLICE_BYTES))));
+    put(decipher.final()); // empty for GCM
   } catch (cause) {
     throw new BlobAuthError('authentication failed (altered, truncated, or sealed under another key or name)', { cause });
   }
-  const encoding = plain[0];
-  const payload = plain.subarray(1);
+  return encoding;
+}
+
+/** The plaintext of an authenticated payload: `payload` itself when stored raw, else a new buffer. */
+export function decodePayload(encoding: number, payload: Buffer): Buffer {
   if (encoding === Encoding.Raw) return payload;
   if (encoding === Encoding.Zstd) return zstdDecoder.decodeSync(payload);
   if (encoding === Encoding.Deflate) return inflateRawSync(payload);
   throw new BlobAuthError(`unknown payload encoding ${encoding}`);
+}
+
+/** Decrypts and decompresses into new memory; throws BlobAuthError when the blob was altered or sealed under other data. */
+export function unseal(key: Buffer, associatedData: string, blob: Uint8Array): Buffer {
+  const payload = Buffer.allocUnsafe(payloadLength(blob));
+  return decodePayload(decryptInto(key, associatedData, blob, payload), payload);
 }
 
 /** JSON below this size is sealed raw (readers take both encodings). */

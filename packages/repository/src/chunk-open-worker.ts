@@ -1,9 +1,10 @@
 /**
- * Worker thread body of ChunkOpener (chunk-opener.ts): decrypts, decompresses and re-hashes
- * large sealed chunks for a restore, off the main thread, and keeps each checked plaintext until
- * the main thread knows its place in the file and asks for it to be written (an fd is shared by
- * the process's threads). Plaintext never crosses threads: no copy, no transfer, and its memory
- * is freed where it was allocated.
+ * Worker thread body of ChunkOpener (chunk-opener.ts): decrypts and decompresses large sealed
+ * chunks for a restore, off the main thread, and keeps each authenticated plaintext until the main
+ * thread knows its place in the file and asks for it to be written (an fd is shared by the
+ * process's threads). Plaintext never crosses threads. The blob's memory (transferred here) is
+ * decrypted in place and transferred back once it is free again: with the write for a raw chunk
+ * (its plaintext is that memory), right after decoding for a compressed one.
  */
 import { writeSync } from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
@@ -20,44 +21,49 @@ export type ToChunkOpenWorker =
   | { readonly type: 'write'; readonly id: number; readonly fd: number; readonly position: number }
   | { readonly type: 'drop'; readonly id: number };
 
-/** Worker → main thread: opened (its length), written, damaged, or what else failed. */
-export type FromChunkOpenWorker =
+/** Worker → main thread: opened (its length), written, damaged, or what else failed; `memory` is a blob's buffer given back (transferred). */
+export type FromChunkOpenWorker = (
   | { readonly id: number; readonly opened: number }
   | { readonly id: number; readonly written: true }
   | { readonly id: number; readonly corrupt: string }
-  | { readonly id: number; readonly failed: string; readonly code?: string };
+  | { readonly id: number; readonly failed: string; readonly code?: string }
+) & { readonly memory?: ArrayBuffer };
 
 const data = workerData as ChunkOpenWorkerData;
 const keys = { chunkIdKey: Buffer.from(data.chunkIdKey), encryptionKey: Buffer.from(data.encryptionKey) };
 const port = parentPort!;
-/** Checked plaintexts waiting for their write, by request id. */
-const held = new Map<number, Buffer>();
-const reply = (message: FromChunkOpenWorker) => port.postMessage(message);
+/** Authenticated plaintexts waiting for their write, by request id, with the blob memory to give back after it. */
+const held = new Map<number, { readonly plaintext: Buffer; readonly memory?: ArrayBuffer }>();
+const reply = (message: FromChunkOpenWorker) => port.postMessage(message, message.memory ? [message.memory] : undefined);
 
 port.on('message', (message: ToChunkOpenWorker) => {
   const { id } = message;
   if (message.type === 'open') {
+    const memory = message.blob.buffer as ArrayBuffer;
     try {
-      const plaintext = openChunk(keys, message.chunkId, message.blob);
-      held.set(id, plaintext);
-      reply({ id, opened: plaintext.length });
+      // Restore relies on authentication under the chunk's id (see ChunkCheck); verify re-hashes.
+      const plaintext = openChunk(keys, message.chunkId, message.blob, 'authenticate', true);
+      const inBlob = plaintext.buffer === memory;
+      held.set(id, { plaintext, memory: inBlob ? memory : undefined });
+      reply({ id, opened: plaintext.length, memory: inBlob ? undefined : memory });
     } catch (error) {
       const text = error instanceof Error ? error.message : String(error);
-      reply(error instanceof ChunkReadError ? { id, corrupt: text } : { id, failed: text });
+      reply(error instanceof ChunkReadError ? { id, corrupt: text, memory } : { id, failed: text, memory });
     }
   } else if (message.type === 'write') {
-    const plaintext = held.get(id);
+    const chunk = held.get(id);
     held.delete(id);
-    if (!plaintext) {
+    if (!chunk) {
       reply({ id, failed: `chunk request ${id} is not held` });
       return;
     }
+    const { plaintext, memory } = chunk;
     try {
       for (let off = 0; off < plaintext.length; )
         off += writeSync(message.fd, plaintext, off, plaintext.length - off, message.position + off);
-      reply({ id, written: true });
+      reply({ id, written: true, memory });
     } catch (error) {
-      reply({ id, failed: error instanceof Error ? error.message : String(error), code: (error as NodeJS.ErrnoException).code });
+      reply({ id, failed: error instanceof Error ? error.message : String(error), code: (error as NodeJS.ErrnoException).code, memory });
     }
   } else {
     held.delete(id);

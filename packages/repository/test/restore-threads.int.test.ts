@@ -4,11 +4,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describeTree } from '@stowage/testing';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { Encoding, SEAL_OVERHEAD_BYTES, seal, unsealJson } from '../src/blob.js';
 import { Repository } from '../src/index.js';
+import type { RepoKeys } from '../src/keys.js';
 import { logText } from './generated-data.js';
 
-// Chunks of 64 KiB and more are decrypted, decompressed and re-hashed on STOWAGE_REPO_THREADS
-// worker threads, several per file at once; the main thread writes them in file order.
+// Chunks of 64 KiB and more are decrypted (authenticated under their id) and decompressed on
+// STOWAGE_REPO_THREADS worker threads, several per file at once, each written at its offset.
 const KEY = 'restore threads test key';
 /** Every chunk at least 64 KiB, so every one goes through the threads. */
 const CHUNKER = { minBytes: 64 * 1024, avgBytes: 256 * 1024, maxBytes: 1024 * 1024 };
@@ -100,5 +102,41 @@ describe('restore on worker threads', () => {
     const fresh = join(work, 'fresh');
     await expect(repo.restore(snapshotId, fresh)).rejects.toMatchObject({ code: 'REPO_CHUNK_CORRUPT', details: { path: 'big.bin' } });
     expect(await readdir(fresh)).toEqual([]);
+  });
+
+  it('a chunk sealed by a key holder over other bytes than its id names restores as sealed, and verify reports it', async () => {
+    // What a writer bug (bytes changed between hashing and sealing) would leave: the blob
+    // authenticates under the id, but its content does not hash to it. Restore trusts the
+    // authentication, as documented (README "Chunk ids, compression, encryption"); verify re-hashes.
+    const original = randomBytes(2 * 1024 * 1024);
+    await writeFile(join(source, 'big.bin'), original);
+    await Repository.init({ dir: join(work, 'repo'), key: KEY, chunker: CHUNKER, durable: false });
+    const repo = await openWithThreads(2);
+    const { snapshotId } = await repo.backup(source);
+    const keys = (repo as unknown as { keys: RepoKeys }).keys;
+    const [pack] = await packFiles();
+    const packId = pack!.split('/').at(-1)!;
+    const index = unsealJson(keys.encryptionKey, `index:${packId}`, await readFile(join(work, 'repo', 'index', packId))) as {
+      entries: { id: string; offset: number; length: number }[];
+    };
+    const chunks = (await repo.getSnapshot(snapshotId)).entries.find((e) => e.path === 'big.bin')!.chunks!;
+    const victim = index.entries.find((e) => e.id === chunks[1])!;
+    const other = randomBytes(victim.length - SEAL_OVERHEAD_BYTES); // random chunks are stored raw: same sealed length
+    const bytes = await readFile(pack!);
+    seal(keys.encryptionKey, `chunk:${victim.id}`, Encoding.Raw, other).copy(bytes, victim.offset);
+    await writeFile(pack!, bytes);
+
+    const report = await repo.verify();
+    expect(report.ok).toBe(false);
+    expect(report.damaged).toEqual([
+      expect.objectContaining({ chunkId: victim.id, problem: 'corrupt', detail: expect.stringContaining('does not hash to its id') }),
+    ]);
+
+    const target = join(work, 'restored');
+    await repo.restore(snapshotId, target);
+    const restored = await readFile(join(target, 'big.bin'));
+    const at = index.entries.find((e) => e.id === chunks[0])!.length - SEAL_OVERHEAD_BYTES; // the raw first chunk's length
+    expect(restored.length).toBe(original.length);
+    expect(restored.subarray(at, at + other.length).equals(other)).toBe(true);
   });
 });
