@@ -65,7 +65,8 @@ describe('large files on worker threads', () => {
     // An unaligned size: the tail is read through the cache after the last whole direct read.
     const big = join(source, 'e-random.bin');
     await writeFile(big, randomBytes(6 * 1024 * 1024 + 4097));
-    const cachedBytes = () => Number(execFileSync('fincore', ['--bytes', '--noheadings', '--output', 'RES', big], { encoding: 'utf8' }).trim());
+    const cachedBytes = () =>
+      Number(execFileSync('fincore', ['--bytes', '--noheadings', '--output', 'RES', big], { encoding: 'utf8' }).trim());
     // Written back, then dropped from the page cache (fadvise DONTNEED), as after a cache drop.
     execFileSync('sync', [big]);
     execFileSync('dd', [`if=${big}`, 'iflag=nocache', 'count=0', 'status=none']);
