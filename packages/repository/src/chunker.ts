@@ -147,10 +147,16 @@ export class Chunker {
    * read (bandwidth throttle, cancellation) and may throw to stop. With `reuseBuffers`, two read
    * buffers take turns (no 12 MiB allocation and its GC per read): a yielded chunk is then valid
    * only until the caller asks for the next one, so it must be copied or consumed at once.
+   * `allocate` makes the read buffers (page-aligned ones for direct reads).
    */
   async *splitFile(
     read: PositionalRead,
-    options: { readBytes?: number; beforeRead?: (bytes: number) => Promise<void>; reuseBuffers?: boolean } = {},
+    options: {
+      readBytes?: number;
+      beforeRead?: (bytes: number) => Promise<void>;
+      reuseBuffers?: boolean;
+      allocate?: (bytes: number) => Buffer;
+    } = {},
   ) {
     const readBytes = options.readBytes ?? 4 * 1024 * 1024;
     // Each block is read behind `headroom` spare bytes, so the unconsumed tail of the previous
@@ -160,7 +166,7 @@ export class Chunker {
     let position = 0;
     const readBlock = async (): Promise<{ buffer: Buffer; filled: number }> => {
       await options.beforeRead?.(readBytes);
-      const buffer = spare.pop() ?? Buffer.allocUnsafe(headroom + readBytes);
+      const buffer = spare.pop() ?? (options.allocate ?? Buffer.allocUnsafe)(headroom + readBytes);
       let filled = 0;
       while (filled < readBytes) {
         const bytesRead = await read(buffer, headroom + filled, readBytes - filled, position);

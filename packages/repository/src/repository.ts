@@ -239,20 +239,35 @@ export class Repository {
   private async findParent(source: string, tags: Readonly<Record<string, string>>): Promise<SnapshotManifest | undefined> {
     const host = hostname();
     let newest: SnapshotSummary | undefined;
+    // The decrypted manifest of `newest` when this call read it: parsed below instead of being
+    // read and decrypted a second time (~50 ms per 20,000 files, in every fresh process).
+    let newestJson: Buffer | undefined;
     for (const id of await this.snapshotIds()) {
       let summary = this.summaries.get(id);
+      let json: Buffer | undefined;
       if (!summary) {
         try {
-          summary = await this.readSummary(id);
+          json = await this.readSnapshot(id, (decrypted) => decrypted);
+          summary = summaryOfJson(json, id);
         } catch {
           continue; // a damaged snapshot is verify's to report; it is just not a parent
         }
         this.summaries.set(id, summary);
       }
       if (!isSameVolume(summary, source, host, tags)) continue;
-      if (!newest || summary.time > newest.time || (summary.time === newest.time && summary.id > newest.id)) newest = summary;
+      if (!newest || summary.time > newest.time || (summary.time === newest.time && summary.id > newest.id)) {
+        newest = summary;
+        newestJson = json;
+      }
     }
     if (!newest) return undefined;
+    if (newestJson) {
+      try {
+        return parseManifest(newestJson, newest.id);
+      } catch {
+        return undefined;
+      }
+    }
     return this.getSnapshot(newest.id).catch(() => undefined);
   }
 
@@ -269,7 +284,7 @@ export class Repository {
 
   /** Decrypted and authenticated like the whole manifest, but without parsing its file list. */
   private readSummary(snapshotId: string): Promise<SnapshotSummary> {
-    return this.readSnapshot(snapshotId, (json) => summaryOfManifestJson(json, snapshotId) ?? summaryOf(parseManifest(json, snapshotId)));
+    return this.readSnapshot(snapshotId, (json) => summaryOfJson(json, snapshotId));
   }
 
   /** Reads, decrypts and authenticates `snapshots/<id>`, then `parse`s its JSON; a failure of either is REPO_SNAPSHOT_CORRUPT. */
@@ -306,6 +321,10 @@ export class Repository {
       throw unreachable(this.dir, cause);
     }
   }
+}
+
+function summaryOfJson(json: Buffer, snapshotId: string): SnapshotSummary {
+  return summaryOfManifestJson(json, snapshotId) ?? summaryOf(parseManifest(json, snapshotId));
 }
 
 function parseManifest(json: Buffer, snapshotId: string): SnapshotManifest {
