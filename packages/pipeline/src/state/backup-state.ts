@@ -51,6 +51,7 @@ type ScriptArg = string | number;
 /** A block's shape in `K:shape`: one item-block job (solo), or the post-hooks ← item-block pair. */
 export const SHAPE_SOLO = 's';
 export const SHAPE_PAIR = 'p';
+
 interface StateScriptCommands {
   stowagePutPlans(
     planKey: string,
