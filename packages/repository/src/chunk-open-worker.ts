@@ -41,8 +41,7 @@ port.on('message', (message: ToChunkOpenWorker) => {
   if (message.type === 'open') {
     const memory = message.blob.buffer as ArrayBuffer;
     try {
-      // Restore relies on authentication under the chunk's id (see ChunkCheck); verify re-hashes.
-      const plaintext = openChunk(keys, message.chunkId, message.blob, 'authenticate', true);
+      const plaintext = openChunk(keys, message.chunkId, message.blob, true);
       const inBlob = plaintext.buffer === memory;
       held.set(id, { plaintext, memory: inBlob ? memory : undefined });
       reply({ id, opened: plaintext.length, memory: inBlob ? undefined : memory });

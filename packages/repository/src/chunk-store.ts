@@ -187,9 +187,9 @@ export class ChunkStore {
     return (await this.backend.list(RETIRED_LOOSE_PREFIX)).map(baseName).filter((name) => CHUNK_ID.test(name));
   }
 
-  /** Decrypts a sealed chunk and checks it (`openChunk`). */
-  openBlob(chunkId: string, blob: Uint8Array, check: ChunkCheck): Buffer {
-    return openChunk(this.keys, chunkId, blob, check);
+  /** Decrypts a sealed chunk and checks that it hashes to its id (`openChunk`). */
+  openBlob(chunkId: string, blob: Uint8Array): Buffer {
+    return openChunk(this.keys, chunkId, blob);
   }
 
   writer(): ChunkWriter {
@@ -210,17 +210,11 @@ export class ChunkStore {
 }
 
 /**
- * How a read checks a chunk. Both decrypt and authenticate it (AES-256-GCM with `chunk:<id>` as
- * associated data: only a holder of the key can make a blob that opens under that id). `rehash`
- * also recomputes the id from the plaintext, which additionally catches a writer that sealed
- * other bytes than it hashed (a bug, not an attacker): `verify` does; restore does not (~0.7 CPU s
- * per GiB, README "Chunk ids, compression, encryption").
- */
-export type ChunkCheck = 'authenticate' | 'rehash';
-
-/**
- * Decrypts a sealed chunk (authenticating it under its id) and, for `rehash`, checks that its
- * plaintext hashes to its id; ChunkReadError ('corrupt') otherwise. `inPlace` decrypts into the
+ * Decrypts a sealed chunk, authenticating it under its id (AES-256-GCM with `chunk:<id>` as
+ * associated data), and checks that its plaintext hashes to its id; ChunkReadError ('corrupt')
+ * otherwise. Both, on every read (restore and verify): authentication stops anyone without the
+ * key, the re-hash a writer bug that sealed other bytes than it hashed — a restore never writes
+ * bytes that are not the chunk's (~0.7 CPU s per GiB, README "Chunk ids, compression, encryption"). `inPlace` decrypts into the
  * blob's own memory (the caller gives the blob up; a raw chunk's plaintext is then a view of it).
  * Used on the calling thread and on the chunk-open worker threads.
  */
@@ -228,7 +222,6 @@ export function openChunk(
   keys: Pick<RepoKeys, 'encryptionKey' | 'chunkIdKey'>,
   chunkId: string,
   blob: Uint8Array,
-  check: ChunkCheck,
   inPlace = false,
 ): Buffer {
   let plaintext: Buffer;
@@ -239,7 +232,7 @@ export function openChunk(
     const why = cause instanceof BlobAuthError ? cause.message : 'does not decompress';
     throw new ChunkReadError(chunkId, 'corrupt', `chunk ${chunkId} is damaged: ${why}`, { cause });
   }
-  if (check === 'rehash' && chunkIdOf(keys, plaintext) !== chunkId) {
+  if (chunkIdOf(keys, plaintext) !== chunkId) {
     throw new ChunkReadError(chunkId, 'corrupt', `chunk ${chunkId} is damaged: its content does not hash to its id`);
   }
   return plaintext;
@@ -291,7 +284,7 @@ interface ReadWindow {
 /** Chunks at least this big are opened on the reader's worker threads; a thread hop costs more than opening a smaller one here. */
 const THREAD_OPEN_MIN_BYTES = 64 * 1024;
 
-/** A chunk that checked out (decrypted, authenticated under its id), ready to be written; its bytes are here or on an opener thread. */
+/** A chunk that checked out (decrypted, authenticated and hashed to its id), ready to be written; its bytes are here or on an opener thread. */
 export interface OpenedChunk {
   readonly length: number;
   /** Writes all of it at `position` of `fd` (positional: the fd's offset is not used). */
@@ -312,18 +305,18 @@ export class ChunkReader {
     private readonly opener?: ChunkOpener,
   ) {}
 
-  /** The chunk's plaintext, authenticated, opened on this thread. */
+  /** The chunk's checked plaintext, opened on this thread. */
   read(chunkId: string): Promise<Buffer> {
-    return this.fromAnyCopy(chunkId, (blob) => this.store.openBlob(chunkId, blob, 'authenticate'));
+    return this.fromAnyCopy(chunkId, (blob) => this.store.openBlob(chunkId, blob));
   }
 
-  /** The chunk, authenticated, to be written where the caller says: large ones stay on an opener thread. */
+  /** The chunk, checked, to be written where the caller says: large ones stay on an opener thread. */
   open(chunkId: string): Promise<OpenedChunk> {
     const opener = this.opener;
     return this.fromAnyCopy(
       chunkId,
       (blob) => {
-        if (!opener || blob.length < THREAD_OPEN_MIN_BYTES) return inMemoryChunk(this.store.openBlob(chunkId, blob, 'authenticate'));
+        if (!opener || blob.length < THREAD_OPEN_MIN_BYTES) return inMemoryChunk(this.store.openBlob(chunkId, blob));
         // The blob's memory moves to the thread: a view into a shared buffer (a pack window) is copied into one of the opener's first.
         return opener.open(chunkId, opener.take(blob));
       },

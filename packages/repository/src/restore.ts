@@ -35,8 +35,8 @@ const WRITES_IN_FLIGHT_PER_FILE = 3;
 const SYNC_WRITE_MAX_BYTES = 64 * 1024;
 
 /**
- * Rebuilds a snapshot under `targetDir`. Every chunk is decrypted and authenticated under its id
- * before its bytes are written (not re-hashed: see ChunkCheck; `verify` re-hashes). Into a non-empty target each file is written under a temp name and renamed only
+ * Rebuilds a snapshot under `targetDir`. Every chunk is decrypted, authenticated under its id and
+ * re-hashed against it before its bytes are written (openChunk). Into a non-empty target each file is written under a temp name and renamed only
  * when all its chunks checked out, so a damaged chunk never leaves a file with wrong bytes under
  * an existing name. Into an empty (or new) target each file is written in place — nothing there
  * can be overwritten — and a file whose chunk fails is removed before the restore fails.

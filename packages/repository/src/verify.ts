@@ -71,7 +71,7 @@ export async function runVerify(
   };
   const check = (chunkId: string, blob: Uint8Array) => {
     try {
-      store.openBlob(chunkId, blob, 'rehash');
+      store.openBlob(chunkId, blob);
       return undefined;
     } catch (error) {
       if (error instanceof ChunkReadError) return { problem: error.problem, detail: error.message };

@@ -104,10 +104,10 @@ describe('restore on worker threads', () => {
     expect(await readdir(fresh)).toEqual([]);
   });
 
-  it('a chunk sealed by a key holder over other bytes than its id names restores as sealed, and verify reports it', async () => {
+  it('a chunk sealed by a key holder over other bytes than its id names fails the restore and verify', async () => {
     // What a writer bug (bytes changed between hashing and sealing) would leave: the blob
-    // authenticates under the id, but its content does not hash to it. Restore trusts the
-    // authentication, as documented (README "Chunk ids, compression, encryption"); verify re-hashes.
+    // authenticates under the id, but its content does not hash to it. Authentication alone
+    // would let a restore write those bytes; the re-hash on the opener thread refuses them.
     const original = randomBytes(2 * 1024 * 1024);
     await writeFile(join(source, 'big.bin'), original);
     await Repository.init({ dir: join(work, 'repo'), key: KEY, chunker: CHUNKER, durable: false });
@@ -133,10 +133,12 @@ describe('restore on worker threads', () => {
     ]);
 
     const target = join(work, 'restored');
-    await repo.restore(snapshotId, target);
-    const restored = await readFile(join(target, 'big.bin'));
-    const at = index.entries.find((e) => e.id === chunks[0])!.length - SEAL_OVERHEAD_BYTES; // the raw first chunk's length
-    expect(restored.length).toBe(original.length);
-    expect(restored.subarray(at, at + other.length).equals(other)).toBe(true);
+    const failure = await repo.restore(snapshotId, target).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(failure).toMatchObject({ code: 'REPO_CHUNK_CORRUPT', details: { path: 'big.bin', problem: 'corrupt', chunkId: victim.id } });
+    expect((failure as Error).message).toContain('does not hash to its id');
+    expect(await readdir(target).catch(() => [])).toEqual([]);
   });
 });
