@@ -448,7 +448,7 @@ export class SimControllers {
     run.lastLookAt = now;
     work.lookNow = false;
     // Watch before looking: a marker written during the look still wakes the pod.
-    for (const dir of dirs) this.watchMarkerDirs(work, dir.path);
+    for (const dir of dirs) this.watchMarkerDirs(work, dir.path, restoreUid);
     const markers = dirs.map((dir) => join(dir.path, RESTORE_MARKER_DIR, restoreUid));
     const present = await Promise.all(
       markers.map((marker) =>
@@ -481,20 +481,23 @@ export class SimControllers {
    * re-armed) and its `.stowage` (for the marker), stepping the pod at once on a change. A
    * directory that cannot be watched is left to the poll.
    */
-  private watchMarkerDirs(work: PodWork, volumeDir: string): void {
+  private watchMarkerDirs(work: PodWork, volumeDir: string, restoreUid: string): void {
     const markerDir = join(volumeDir, RESTORE_MARKER_DIR);
+    // Only a change of `.stowage` or of the marker is worth a look (not the restored files'
+    // renames, modes and times); an event without a name may be either.
     this.watchDir(work, volumeDir, (entry) => {
       if (entry === RESTORE_MARKER_DIR) this.unwatch(work, markerDir);
+      return entry === null || entry === RESTORE_MARKER_DIR;
     });
-    this.watchDir(work, markerDir);
+    this.watchDir(work, markerDir, (entry) => entry === null || entry === restoreUid);
   }
 
-  private watchDir(work: PodWork, dir: string, onChange?: (entry: string | null) => void): void {
+  private watchDir(work: PodWork, dir: string, isWorthALook: (entry: string | null) => boolean): void {
     work.watchers ??= new Map();
     if (work.watchers.has(dir)) return;
     try {
       const watcher = watch(dir, { persistent: false }, (_event, entry) => {
-        onChange?.(entry);
+        if (!isWorthALook(entry)) return;
         work.lookNow = true;
         void this.stepNow(work, true);
       });

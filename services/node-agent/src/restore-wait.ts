@@ -70,10 +70,14 @@ export async function waitForRestoredVolumes(options: RestoreWaitOptions): Promi
       for (const volume of waiting) {
         const markerDir = join(root, volume, DONE_MARKER_DIR);
         // The root's watch sees `.stowage` come (or go and come back: its watch is then re-armed).
+        // Only `.stowage` and the marker are worth a look, not the restored files' renames and
+        // times; an event without a name may be either.
         changes.watch(join(root, volume), (entry) => {
           if (entry === DONE_MARKER_DIR) changes.unwatch(markerDir);
+          return entry === null || entry === DONE_MARKER_DIR;
         });
-        changes.watch(markerDir); // the marker appearing (absent yet: the root's watch covers it)
+        // The marker appearing (`.stowage` absent yet: the root's watch covers it).
+        changes.watch(markerDir, (entry) => entry === null || entry === uid);
       }
       changes.reset();
       for (const volume of [...waiting]) {
@@ -110,12 +114,12 @@ class DirectoryChanges {
   private changed = false;
   private wake: (() => void) | undefined;
 
-  watch(dir: string, onChange?: (entry: string | null) => void): void {
+  /** `isWorthALook` says whether a change of `entry` (a name in `dir`) wakes the loop. */
+  watch(dir: string, isWorthALook: (entry: string | null) => boolean): void {
     if (this.watchers.has(dir)) return;
     try {
       const watcher = watch(dir, { persistent: false }, (_event, entry) => {
-        onChange?.(entry);
-        this.signal();
+        if (isWorthALook(entry)) this.signal();
       });
       // A watched directory removed or a watch gone bad: drop it; the next look re-arms it.
       watcher.on('error', () => this.unwatch(dir));
