@@ -10,9 +10,7 @@
  *   once; otherwise it starts Pending, and once its claims are bound its volume directories are
  *   created (the kubelet layout of volume-data.ts), its init containers run in order —
  *   `stowage-restore-wait` until the done marker `.stowage/<STOWAGE_RESTORE_UID>` is in every
- *   volume it mounts — looked for the moment a mounted volume's root or `.stowage` changes, as the
- *   real program watches them, and every RESTORE_WAIT_POLL_MS, its fallback poll — (then the
- *   markers, and `.stowage` when empty, are removed), any other one as
+ *   volume it mounts (looked for every RESTORE_WAIT_POLL_MS, as the real program polls) (then the markers, and `.stowage` when empty, are removed), any other one as
  *   its scripted exec behaviour says for its command (exit code, duration; default exit 0 at once)
  *   — and then it is Running and Ready. Every step is a status write, so watches see it;
  * - provisioner: a claim bound to nothing is bound to the PV that claims it (static binding), or
@@ -21,11 +19,9 @@
  * - CRDs: with `crdEstablishDelayMs` > 0 a CRD is Established (and its resources served) that
  *   long after it is created; namespaces are Active at once.
  *
- * One timer drives all of it (every `tickMs` while there is work), so nothing runs while idle;
- * `stowage-restore-wait`'s directory watches also step their pod at once.
+ * One timer drives all of it (every `tickMs` while there is work), so nothing runs while idle.
  */
 import { randomUUID } from 'node:crypto';
-import { type FSWatcher, watch } from 'node:fs';
 import { mkdir, readdir, rmdir, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ApiError } from './api-status.js';
@@ -43,7 +39,11 @@ export const NODE_AGENT_POD_LABEL = 'app.kubernetes.io/name';
 export const NODE_AGENT_POD_LABEL_VALUE = 'stowage-node-agent';
 const DEFAULT_CLASS_ANNOTATIONS = ['storageclass.kubernetes.io/is-default-class', 'storageclass.beta.kubernetes.io/is-default-class'];
 const DEFAULT_RESTORE_WAIT_TIMEOUT_MS = 4 * 3_600_000;
-/** The real program's fallback poll interval (`restoreWaitContainer.pollIntervalMs` in @stowage/kube), for changes no watch reported. */
+/**
+ * The real program's fallback poll (`restoreWaitContainer.pollIntervalMs` in @stowage/kube). The real
+ * program also wakes on inotify; this one only polls (cheaper for the simulator: README), so its
+ * delay counts in the hook lag here.
+ */
 export const RESTORE_WAIT_POLL_MS = 100;
 
 export interface ControllerOptions {
@@ -56,8 +56,6 @@ export interface ControllerOptions {
   tickMs?: number;
   /** Delay before an API-created CRD is Established; 0 (default) = at once, in the create. */
   crdEstablishDelayMs?: number;
-  /** `stowage-restore-wait`'s fallback poll; default RESTORE_WAIT_POLL_MS, the real program's. */
-  restoreWaitPollMs?: number;
   now?: () => Date;
 }
 
@@ -79,14 +77,6 @@ interface PodWork {
   uid: string;
   volumesReady: boolean;
   init?: InitRun;
-  /** A step of this pod is running (the tick and a marker's change event never step it twice at once). */
-  stepping?: boolean;
-  /** A watched directory changed: `stowage-restore-wait` looks at its next step, poll due or not. */
-  lookNow?: boolean;
-  /** A change came while a step ran: step again right after it. */
-  stepAgain?: boolean;
-  /** `stowage-restore-wait`'s watches on its volumes' roots and `.stowage` directories. */
-  watchers?: Map<string, FSWatcher>;
 }
 
 function record(value: unknown): Json {
@@ -143,7 +133,6 @@ export class SimControllers {
 
   /** Forgets pending work (the cluster was reset). */
   clear(): void {
-    for (const work of this.pods.values()) this.unwatchAll(work);
     this.pods.clear();
     this.claims.clear();
     this.crds.clear();
@@ -153,7 +142,6 @@ export class SimControllers {
     this.closed = true;
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
-    for (const work of this.pods.values()) this.unwatchAll(work);
     await Promise.allSettled([...this.pendingWrites]);
   }
 
@@ -372,7 +360,7 @@ export class SimControllers {
         pod = this.writeStatus(pod, this.withInitState(pod, run.index, { running: { startedAt: this.timestamp() } }, false));
       }
       const outcome =
-        container.name === RESTORE_WAIT_CONTAINER ? await this.restoreWait(work, pod, container, run) : this.scripted(pod, container, run);
+        container.name === RESTORE_WAIT_CONTAINER ? await this.restoreWait(pod, container, run) : this.scripted(pod, container, run);
       if (outcome === 'waiting') return 'waiting';
       const finished = {
         terminated: {
@@ -429,26 +417,17 @@ export class SimControllers {
   }
 
   /** `stowage-restore-wait`: done when every mounted volume holds `.stowage/<restore uid>`; then removes the markers. */
-  private async restoreWait(
-    work: PodWork,
-    pod: KubeObject,
-    container: Json,
-    run: InitRun,
-  ): Promise<{ exitCode: number; message?: string } | 'waiting'> {
+  private async restoreWait(pod: KubeObject, container: Json, run: InitRun): Promise<{ exitCode: number; message?: string } | 'waiting'> {
     const env = new Map(list(container.env).map((entry) => [String(record(entry).name), String(record(entry).value ?? '')]));
     const restoreUid = env.get(RESTORE_UID_ENV) ?? '';
     if (!restoreUid || restoreUid.includes('/')) return { exitCode: 2, message: `${RESTORE_UID_ENV} must be the restore's uid` };
     const mounted = new Set(list(container.volumeMounts).map((mount) => String(record(mount).name)));
     const dirs = podVolumeDirs(this.state, this.options.dataRoot, pod).filter((dir) => mounted.has(dir.volume));
     if (dirs.length === 0) return { exitCode: 2, message: 'no restored volume is mounted' };
-    // Looks when the real init container would: on a change in a watched directory, or at its poll.
+    // Looks as often as the real init container does, not at every tick.
     const now = Date.now();
-    const pollMs = this.options.restoreWaitPollMs ?? RESTORE_WAIT_POLL_MS;
-    if (!work.lookNow && run.lastLookAt !== undefined && now - run.lastLookAt < pollMs) return 'waiting';
+    if (run.lastLookAt !== undefined && now - run.lastLookAt < RESTORE_WAIT_POLL_MS) return 'waiting';
     run.lastLookAt = now;
-    work.lookNow = false;
-    // Watch before looking: a marker written during the look still wakes the pod.
-    for (const dir of dirs) this.watchMarkerDirs(work, dir.path, restoreUid);
     const markers = dirs.map((dir) => join(dir.path, RESTORE_MARKER_DIR, restoreUid));
     const present = await Promise.all(
       markers.map((marker) =>
@@ -459,7 +438,6 @@ export class SimControllers {
       ),
     );
     if (present.every(Boolean)) {
-      this.unwatchAll(work);
       for (const [i, marker] of markers.entries()) {
         await unlink(marker).catch(() => undefined);
         const markerDir = join(dirs[i]!.path, RESTORE_MARKER_DIR);
@@ -469,52 +447,10 @@ export class SimControllers {
     }
     const timeoutMs = Number(env.get(RESTORE_WAIT_TIMEOUT_ENV) ?? DEFAULT_RESTORE_WAIT_TIMEOUT_MS);
     if (Number.isFinite(timeoutMs) && timeoutMs > 0 && Date.now() - run.startedAt > timeoutMs) {
-      this.unwatchAll(work);
       const missing = dirs.filter((_, i) => !present[i]).map((dir) => dir.volume);
       return { exitCode: 1, message: `timed out waiting for the restore of volume(s) ${missing.join(', ')}` };
     }
     return 'waiting';
-  }
-
-  /**
-   * Watches a volume's root (for `.stowage` coming, or going and coming back: its watch is then
-   * re-armed) and its `.stowage` (for the marker), stepping the pod at once on a change. A
-   * directory that cannot be watched is left to the poll.
-   */
-  private watchMarkerDirs(work: PodWork, volumeDir: string, restoreUid: string): void {
-    const markerDir = join(volumeDir, RESTORE_MARKER_DIR);
-    // Only a change of `.stowage` or of the marker is worth a look (not the restored files'
-    // renames, modes and times); an event without a name may be either.
-    this.watchDir(work, volumeDir, (entry) => {
-      if (entry === RESTORE_MARKER_DIR) this.unwatch(work, markerDir);
-      return entry === null || entry === RESTORE_MARKER_DIR;
-    });
-    this.watchDir(work, markerDir, (entry) => entry === null || entry === restoreUid);
-  }
-
-  private watchDir(work: PodWork, dir: string, isWorthALook: (entry: string | null) => boolean): void {
-    work.watchers ??= new Map();
-    if (work.watchers.has(dir)) return;
-    try {
-      const watcher = watch(dir, { persistent: false }, (_event, entry) => {
-        if (!isWorthALook(entry)) return;
-        work.lookNow = true;
-        void this.stepNow(work, true);
-      });
-      watcher.on('error', () => this.unwatch(work, dir));
-      work.watchers.set(dir, watcher);
-    } catch {
-      // not there yet (the root's watch covers it), or no watch possible: the poll covers it
-    }
-  }
-
-  private unwatch(work: PodWork, dir: string): void {
-    work.watchers?.get(dir)?.close();
-    work.watchers?.delete(dir);
-  }
-
-  private unwatchAll(work: PodWork): void {
-    for (const dir of [...(work.watchers?.keys() ?? [])]) this.unwatch(work, dir);
   }
 
   // --- provisioner --------------------------------------------------------------------------------
@@ -631,36 +567,6 @@ export class SimControllers {
     this.options.warn(`the simulated ${what === 'pod' ? 'kubelet' : 'provisioner'} gave up on ${what} ${key}: ${String(error)}`);
   }
 
-  /**
-   * One step of a pod unless one runs: then a change event asks for one more right after it (the
-   * tick just skips the pod). Forgets the pod when it is done.
-   */
-  private async stepNow(work: PodWork, onChange = false): Promise<void> {
-    const key = podKey(work.namespace, work.name);
-    if (this.closed || this.pods.get(key) !== work) return;
-    if (work.stepping) {
-      if (onChange) work.stepAgain = true;
-      return;
-    }
-    work.stepping = true;
-    let done = false;
-    try {
-      done = (await this.stepPod(work)) === 'done';
-    } catch (error) {
-      this.giveUp('pod', key, error);
-      done = true;
-    } finally {
-      work.stepping = false;
-    }
-    if (done) {
-      this.unwatchAll(work);
-      if (this.pods.get(key) === work) this.pods.delete(key);
-    } else if (work.stepAgain) {
-      work.stepAgain = false;
-      await this.stepNow(work);
-    }
-  }
-
   private async tick(): Promise<void> {
     if (this.ticking || this.closed) return;
     this.ticking = true;
@@ -682,8 +588,17 @@ export class SimControllers {
       }
       // Every pod at once, as every kubelet works on its own: stepped one after another, a tick over
       // hundreds of pods waiting for restore markers (a file stat each) would delay the last by the
-      // sum of the others' stats. Each pod is still stepped by one step at a time.
-      await Promise.all([...this.pods.values()].map((work) => this.stepNow(work)));
+      // sum of the others' stats. Each pod is still stepped by one tick at a time.
+      await Promise.all(
+        [...this.pods].map(async ([key, work]) => {
+          try {
+            if ((await this.stepPod(work)) === 'done') this.pods.delete(key);
+          } catch (error) {
+            this.giveUp('pod', key, error);
+            this.pods.delete(key);
+          }
+        }),
+      );
     } finally {
       this.ticking = false;
       if (this.pods.size === 0 && this.claims.size === 0 && this.crds.size === 0 && this.timer) {

@@ -52,8 +52,6 @@ export interface SimulatorOptions {
    * that are 404); default 0 = at once, as the fixture's CRDs are.
    */
   crdEstablishDelayMs?: number;
-  /** How often the simulated `stowage-restore-wait` looks for its markers when no change event woke it (its fallback poll); default 100 ms, the real program's. */
-  restoreWaitPollMs?: number;
   /** Nodes that run a node agent, preferred by the scheduler (also: `setNodeAgents`, `PUT /_sim/node-agents`). */
   nodeAgents?: string[];
 }
@@ -127,7 +125,6 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     execOverrides,
     warn,
     ...(options.crdEstablishDelayMs !== undefined ? { crdEstablishDelayMs: options.crdEstablishDelayMs } : {}),
-    ...(options.restoreWaitPollMs !== undefined ? { restoreWaitPollMs: options.restoreWaitPollMs } : {}),
   });
   controllers.install();
   controllers.setNodeAgents(options.nodeAgents ?? []);
