@@ -1,5 +1,5 @@
 import type { RedisClient } from '@stowage/queue';
-import { encodeJsonHash, type RunEvent, type RunRecord, RunState, type RunStateOptions } from '../state/run-state.js';
+import { type RunEvent, type RunRecord, RunState, type RunStateOptions } from '../state/run-state.js';
 import type { PlannedRestoreItem, RestorePodPlan, RestoreTierPlan } from './restore-plan-types.js';
 
 /**
@@ -211,24 +211,9 @@ export class RestoreState extends RunState<RestoreRecord> {
 
   // ---- PVRs ----------------------------------------------------------------------------
 
-  /**
-   * Records or updates a PVR's state. A caller that read the PVR's record (`registered`:
-   * registerPvr wrote it with its set entry) sets the fields alone: one HSET instead of MULTI,
-   * HSET, SADD, EXEC (building an ioredis MULTI copies every script BullMQ defined on the
-   * connection; the pvr-watch job's last run, in the hook lag, does this write).
-   */
-  async updatePvr(name: string, pvrName: string, patch: Partial<PvrStateRecord>, opts: { registered?: boolean } = {}): Promise<void> {
-    const fields = encodeJsonHash({ name: pvrName, ...patch });
-    const key = this.key(name, `pvr:${pvrName}`);
-    if (opts.registered) {
-      await this.redis.hset(key, ...fields);
-      return;
-    }
-    await this.redis
-      .multi()
-      .hset(key, ...fields)
-      .sadd(this.key(name, 'pvrset'), pvrName)
-      .exec();
+  /** Records or updates a PVR's state (RunState.updateVolumeOp; `registered`: the caller read its record). */
+  updatePvr(name: string, pvrName: string, patch: Partial<PvrStateRecord>, opts: { registered?: boolean } = {}): Promise<void> {
+    return this.updateVolumeOp(name, 'pvr', pvrName, patch, opts.registered === true);
   }
 
   /** Registers a PVR before it is created, unless known already (a re-run keeps its phase). */

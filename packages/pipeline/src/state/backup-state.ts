@@ -409,23 +409,9 @@ export class BackupState extends RunState<BackupRecord> {
 
   // ---- PVBs ----------------------------------------------------------------------------
 
-  /**
-   * Records or updates a PVB's state. The first write registers it in the backup's PVB set; a
-   * caller that read the PVB's record (`registered`: registerPvbs wrote it with its set entry)
-   * sets the fields alone (one command instead of MULTI, HSET, SADD, EXEC).
-   */
-  async updatePvb(name: string, pvbName: string, patch: Partial<PvbStateRecord>, opts: { registered?: boolean } = {}): Promise<void> {
-    const fields = encodeJsonHash({ name: pvbName, ...patch });
-    const key = this.key(name, `pvb:${pvbName}`);
-    if (opts.registered) {
-      await this.redis.hset(key, ...fields);
-      return;
-    }
-    await this.redis
-      .multi()
-      .hset(key, ...fields)
-      .sadd(this.key(name, 'pvbset'), pvbName)
-      .exec();
+  /** Records or updates a PVB's state (RunState.updateVolumeOp; `registered`: the caller read its record). */
+  updatePvb(name: string, pvbName: string, patch: Partial<PvbStateRecord>, opts: { registered?: boolean } = {}): Promise<void> {
+    return this.updateVolumeOp(name, 'pvb', pvbName, patch, opts.registered === true);
   }
 
   /**

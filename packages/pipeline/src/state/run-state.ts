@@ -333,6 +333,34 @@ export class RunState<R extends RunRecord> {
     await this.redis.zrem(this.indexKey, name);
   }
 
+  // ---- volume operations (PVBs, PVRs) ------------------------------------------------------
+
+  /**
+   * Records or updates a volume operation's state (`<kind>:<op>` hash, listed in the `<kind>set`
+   * set). A caller that read the operation's record (`registered`: its registration wrote the set
+   * entry) sets the fields alone: one HSET instead of MULTI, HSET, SADD, EXEC (building an ioredis
+   * MULTI copies every script BullMQ defined on the connection; a watch job's last run does this).
+   */
+  protected async updateVolumeOp(
+    name: string,
+    kind: 'pvb' | 'pvr',
+    opName: string,
+    patch: Readonly<Record<string, unknown>>,
+    registered: boolean,
+  ): Promise<void> {
+    const fields = encodeJsonHash({ name: opName, ...patch });
+    const key = this.key(name, `${kind}:${opName}`);
+    if (registered) {
+      await this.redis.hset(key, ...fields);
+      return;
+    }
+    await this.redis
+      .multi()
+      .hset(key, ...fields)
+      .sadd(this.key(name, `${kind}set`), opName)
+      .exec();
+  }
+
   // ---- counters ------------------------------------------------------------------------
 
   /** Adds `by` to counter `field` unless `onceKey` was counted before. Returns whether it counted. */
