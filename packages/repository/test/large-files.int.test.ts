@@ -7,6 +7,7 @@ import { describeTree } from '@stowage/testing';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isRepoError, RepoErrorCode, Repository, TokenBucket } from '../src/index.js';
 import { logText } from './generated-data.js';
+import { openRepoWithThreads, restoreThreadsSetting } from './repo-threads.js';
 import { TEST_CHUNKER } from './test-settings.js';
 
 // Files over 1 MiB are read, cut, hashed, compressed and sealed on worker threads
@@ -14,7 +15,6 @@ import { TEST_CHUNKER } from './test-settings.js';
 const KEY = 'large files test key';
 let work: string;
 let source: string;
-const savedThreads = process.env.STOWAGE_REPO_THREADS;
 
 beforeEach(async () => {
   work = await mkdtemp(join(tmpdir(), 'stowage-large-'));
@@ -28,15 +28,11 @@ beforeEach(async () => {
 });
 
 afterEach(async () => {
-  if (savedThreads === undefined) delete process.env.STOWAGE_REPO_THREADS;
-  else process.env.STOWAGE_REPO_THREADS = savedThreads;
+  restoreThreadsSetting();
   await rm(work, { recursive: true, force: true });
 });
 
-async function openWithThreads(threads: number) {
-  process.env.STOWAGE_REPO_THREADS = String(threads);
-  return Repository.open({ dir: join(work, 'repo'), key: KEY, durable: false });
-}
+const openWithThreads = (threads: number) => openRepoWithThreads(join(work, 'repo'), KEY, threads);
 
 function chunkLists(manifest: Awaited<ReturnType<Repository['getSnapshot']>>) {
   return Object.fromEntries(manifest.entries.filter((e) => e.type === 'file').map((e) => [e.path, e.chunks]));

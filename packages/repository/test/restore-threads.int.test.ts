@@ -8,15 +8,15 @@ import { Encoding, SEAL_OVERHEAD_BYTES, seal, unsealJson } from '../src/blob.js'
 import { Repository } from '../src/index.js';
 import type { RepoKeys } from '../src/keys.js';
 import { logText } from './generated-data.js';
+import { openRepoWithThreads, restoreThreadsSetting } from './repo-threads.js';
 
-// Chunks of 64 KiB and more are decrypted (authenticated under their id) and decompressed on
+// Chunks of 64 KiB and more are decrypted, authenticated and re-hashed against their id, and decompressed on
 // STOWAGE_REPO_THREADS worker threads, several per file at once, each written at its offset.
 const KEY = 'restore threads test key';
 /** Every chunk at least 64 KiB, so every one goes through the threads. */
 const CHUNKER = { minBytes: 64 * 1024, avgBytes: 256 * 1024, maxBytes: 1024 * 1024 };
 let work: string;
 let source: string;
-const savedThreads = process.env.STOWAGE_REPO_THREADS;
 
 beforeEach(async () => {
   work = await mkdtemp(join(tmpdir(), 'stowage-restore-threads-'));
@@ -25,15 +25,11 @@ beforeEach(async () => {
 });
 
 afterEach(async () => {
-  if (savedThreads === undefined) delete process.env.STOWAGE_REPO_THREADS;
-  else process.env.STOWAGE_REPO_THREADS = savedThreads;
+  restoreThreadsSetting();
   await rm(work, { recursive: true, force: true });
 });
 
-async function openWithThreads(threads: number) {
-  process.env.STOWAGE_REPO_THREADS = String(threads);
-  return Repository.open({ dir: join(work, 'repo'), key: KEY, durable: false });
-}
+const openWithThreads = (threads: number) => openRepoWithThreads(join(work, 'repo'), KEY, threads);
 
 /** The pack files of the repository, largest first. */
 async function packFiles(): Promise<string[]> {
