@@ -5,7 +5,9 @@
  * The SDK's retries must carry the backup to Completed with everything in it, and every object
  * in the bucket must read back whole (its checksum verified).
  */
+
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { S3Fault, S3RequestInfo } from '../../packages/testing/src/index.js';
 import { backupFacts, configMap, execsOf, FREEZE, namespace, node, pod, UNFREEZE } from './support/fixtures.js';
 import { recordRun } from './support/run-figures.js';
 import { type ServiceProcess, type Stack, startStack, waitFor, waitForBackupEnd } from './support/stack.js';
@@ -21,6 +23,17 @@ const fixture = {
   ],
 };
 
+/** A deterministic fault schedule by request and upload count (see beforeAll). */
+function faultSchedule(): (req: S3RequestInfo) => S3Fault | undefined {
+  let uploads = 0;
+  return (req) => {
+    if (req.bodyBytes >= 2 && ++uploads % 7 === 3) return 'dropMidUpload';
+    if (req.seq % 9 === 4) return 'slowDown';
+    if (req.seq % 13 === 6) return 'internalError';
+    return undefined;
+  };
+}
+
 describe('a backup on S3 through SlowDown, 500s, cut uploads and latency', () => {
   let stack: Stack;
   let api: ServiceProcess;
@@ -29,8 +42,11 @@ describe('a backup on S3 through SlowDown, 500s, cut uploads and latency', () =>
     stack = await startStack({
       fixture,
       storage: 's3',
-      // About one S3 request in six fails; the SDK makes up to 6 attempts per request.
-      s3Faults: { slowDown: 0.07, internalError: 0.05, dropMidUpload: 0.08, latencyMs: [0, 20], seed: 19 },
+      // About one S3 request in six fails; the SDK makes up to 6 attempts per request. A fixed
+      // schedule, not seeded chances: the order of requests across the three processes varies, and
+      // a backup this size makes only ~15 uploads, so a chance of 0.08 per upload cut none in ~1 run
+      // of 5. Every 9th request is a SlowDown, every 13th a 500, every 7th upload is cut mid-body.
+      s3Faults: { decide: faultSchedule(), latencyMs: [0, 20] },
     });
     [api] = await Promise.all([
       stack.spawn('api', 'api'),
