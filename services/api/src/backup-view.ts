@@ -18,6 +18,7 @@ import {
 import type { BackupStorage } from '@stowage/storage';
 import type { z } from 'zod';
 import { type backupSchema, type backupSummarySchema, type blockSchema, PVB_PHASES, type pvbCountsSchema } from './api.schema.js';
+import { readAcrossArchiving } from './archive-race.js';
 
 /*
  * The one place the API reads a backup through (REST views, SSE, metrics). A running backup is
@@ -145,11 +146,8 @@ export class BackupReads {
    * Reads a running backup's live state; if the backup was archived meanwhile (finalize sets
    * `archivedAt` before it drops the live state), reads it again from storage.
    */
-  private async consistent<T>(rec: BackupRecord, read: (rec: BackupRecord) => Promise<T>): Promise<T> {
-    const first = await read(rec);
-    if (rec.archivedAt !== undefined) return first;
-    const now = await this.state.getBackup(rec.name);
-    return now?.archivedAt !== undefined ? await read(now) : first;
+  private consistent<T>(rec: BackupRecord, read: (rec: BackupRecord) => Promise<T>): Promise<T> {
+    return readAcrossArchiving(rec, { isArchived: (r) => r.archivedAt !== undefined, reload: () => this.state.getBackup(rec.name), read });
   }
 
   /** A finished backup's events after `afterId` (exclusive), a segment at a time. */

@@ -17,6 +17,7 @@ import {
 } from '@stowage/pipeline';
 import type { BackupStorage } from '@stowage/storage';
 import type { z } from 'zod';
+import { readAcrossArchiving } from './archive-race.js';
 import type { restoreItemListSchema, restoreSchema, restoreSummarySchema } from './restore.schema.js';
 
 /*
@@ -224,11 +225,7 @@ export class RestoreReads {
    * Reads a live restore from Redis; if it was archived meanwhile (restore-finalize sets
    * `archivedAt` before it drops the live state), reads it again from storage, as backups' views do.
    */
-  private async consistent<T>(found: FoundRestore, read: (found: FoundRestore) => Promise<T>): Promise<T> {
-    const first = await read(found);
-    if (found.archive) return first;
-    if ((await this.state.getRestore(found.rec.name))?.archivedAt === undefined) return first;
-    const archived = await this.find(found.rec.name);
-    return archived ? await read(archived) : first;
+  private consistent<T>(found: FoundRestore, read: (found: FoundRestore) => Promise<T>): Promise<T> {
+    return readAcrossArchiving(found, { isArchived: (f) => f.archive !== undefined, reload: () => this.find(found.rec.name), read });
   }
 }
