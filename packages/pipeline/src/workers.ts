@@ -1,5 +1,5 @@
-import { createFlowProducer, createQueue, JobName, KEEP_FINISHED_JOBS, QueueName } from '@stowage/queue';
 import { isPvbTerminal } from '@stowage/kube';
+import { createFlowProducer, createQueue, JobName, KEEP_FINISHED_JOBS, QueueName } from '@stowage/queue';
 import { Job, type Processor, type Queue, Worker } from 'bullmq';
 import type { PipelineDeps } from './deps.js';
 import { PipelineErrorCode, UnrecoverablePipelineError } from './errors.js';

@@ -25,7 +25,7 @@ import { TestPvbController } from './support/test-pvb-controller.js';
 
 const PODS = 12;
 const NODES = ['node-0', 'node-1', 'node-2', 'node-3'];
-const BUDGET_PER_BLOCK = 350;
+const BUDGET_PER_BLOCK = 240;
 const ENDED = new Set(['Completed', 'PartiallyFailed', 'Failed', 'FailedValidation', 'Canceled']);
 
 describe('Redis commands per fs-backup block', () => {

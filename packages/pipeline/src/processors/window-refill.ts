@@ -1,7 +1,7 @@
 import { addBlockFlows } from '@stowage/queue';
 import { DelayedError, type Job, UnrecoverableError, WaitingChildrenError } from 'bullmq';
-import { type BlockPlan, needsPostHooksJob } from '../plan/block-plan.js';
 import type { PipelineConfig } from '../deps.js';
+import { type BlockPlan, needsPostHooksJob } from '../plan/block-plan.js';
 import type { PipelineRuntime } from '../runtime.js';
 import type { ClaimedBlock } from '../state/dispatch-window.js';
 
