@@ -1,14 +1,14 @@
 import { blockJobId, pvbWatchJobId } from '@stowage/core';
-import { parsePostHooksJobData, QueueName, qualifiedQueueName, repark } from '@stowage/queue';
+import { cappedBackoffMs, parsePostHooksJobData, QueueName, qualifiedQueueName, repark } from '@stowage/queue';
 import type { Job } from 'bullmq';
 import { z } from 'zod';
 import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
 import type { BlockPlan } from '../plan/block-plan.js';
-import { isPvbSettled } from '../pvb/pvb-observation.js';
+import { isPvbSettled, recordPvbGaveUp } from '../pvb/pvb-observation.js';
 import { pvbTracker, type WatchProgress, watchProgressSchema } from '../pvb/pvb-wait-step.js';
 import type { PipelineRuntime } from '../runtime.js';
 import type { BlockTail, PvbStateRecord } from '../state/backup-state.js';
-import { stepVolumeOpWait } from '../volume-ops/volume-op-wait-step.js';
+import { stepVolumeOpWait, type VolumeOpWaitStep } from '../volume-ops/volume-op-wait-step.js';
 import { finishBlock, settleOrphanedPvbs } from './block-post-hooks.js';
 import type { ItemBlockResult } from './item-block.processor.js';
 
@@ -139,12 +139,9 @@ async function watchBlockPvbs(
       const previous = records[i];
       if (isPvbSettled(previous)) return;
       const tracker = { ...pvbTracker(deps), readContext: async () => ({ cancelRequested: input.cancelRequested, previous }) };
-      const step = await stepVolumeOpWait(
-        deps,
-        tracker,
-        rt.hub,
-        { runName: backupName, opName: name, deadlineAt },
-        input.progress[name] ?? { polls: 0, lastGetAt: input.readAt ?? 0 },
+      const progressIn = input.progress[name] ?? { polls: 0, lastGetAt: input.readAt ?? 0 };
+      const step = await stepVolumeOpWait(deps, tracker, rt.hub, { runName: backupName, opName: name, deadlineAt }, progressIn).catch(
+        (err: unknown) => lookFailed(rt, { backupName, name, previous, deadlineAt, progress: progressIn, err }),
       );
       if (step.kind === 'done') {
         const { phase, timedOut } = step.result;
@@ -158,4 +155,33 @@ async function watchBlockPvbs(
   const soonest = waits.sort((a, b) => a.ms - b.ms)[0];
   if (!soonest) return { settled: true, tail: { ...tail, pvbs: records } };
   return { settled: false, recheckInMs: soonest.ms, progress, open: soonest.open };
+}
+
+/**
+ * A look at a PVB failed (an API or Redis error): the job must not spend its few attempts on
+ * blips over a long copy — a post-hooks job that fails for good runs no post hook — so the look
+ * is retried at the next wake (capped backoff). Past the fs-backup deadline and the cancel wait,
+ * the PVB is given up on (recorded timed out, an error), so the post hooks still run.
+ */
+async function lookFailed(
+  rt: PipelineRuntime,
+  input: {
+    backupName: string;
+    name: string;
+    previous: PvbStateRecord | undefined;
+    deadlineAt: number;
+    progress: WatchProgress;
+    err: unknown;
+  },
+): Promise<VolumeOpWaitStep> {
+  const { deps } = rt;
+  const now = deps.clock.now();
+  const message = (input.err as Error)?.message ?? String(input.err);
+  if (now >= input.deadlineAt + deps.config.pvbCancelWaitMs) {
+    await recordPvbGaveUp(deps, input.backupName, input.name, input.previous, 'deadline', now - input.deadlineAt);
+    return { kind: 'done', result: { phase: input.previous?.phase ?? 'Unknown', timedOut: true } };
+  }
+  deps.logger.warn({ backup: input.backupName, pvb: input.name, err: message }, 'PVB look failed; looking again later');
+  const delayMs = cappedBackoffMs(input.progress.polls, { baseMs: deps.config.pvbPollBaseMs, maxMs: deps.config.pvbPollMaxMs });
+  return { kind: 'wait', delayMs: Math.max(1, delayMs), progress: { ...input.progress, polls: input.progress.polls + 1 } };
 }
