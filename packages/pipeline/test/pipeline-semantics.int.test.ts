@@ -122,7 +122,7 @@ const objects: unknown[] = [
       exec: { '*': { rules: [{ command: PRE, durationMs: 800 }] } },
     }),
   ),
-  ...['orphan', 'stuck', 'instant', 'midlook'].map((app) =>
+  ...['orphan', 'stuck', 'instant', 'midlook', 'blip'].map((app) =>
     pod({
       name: `${app}-0`,
       namespace: 'ops',
@@ -328,6 +328,31 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
         (l) => l.level === 'error' && l.msg === 'pod volume backup failed: disk on fire',
       ),
     ).toBe(true);
+  });
+
+  it('PVB reads that fail more often than the post-hooks job has attempts: its looks are retried, the post hooks run once, after the PVB', async () => {
+    controller = new TestPvbController({ pvbs: h.pvbs, durationMs: 1_000 });
+    await controller.start();
+    const FAILURES = 5; // the hooks queue gives a job 3 attempts
+    let failed = 0;
+    const pvbs: PvbClient = Object.create(h.deps.pvbs);
+    pvbs.getPvb = async (pvbName) => {
+      if (failed < FAILURES) {
+        failed++;
+        throw new Error('503 Service Unavailable (injected)');
+      }
+      return h.deps.pvbs.getPvb(pvbName);
+    };
+    // Every look reads the API (the cache is never trusted alone), so each one fails until the sixth.
+    workers = startWorkers({ deps: { ...h.deps, pvbs, config: { ...h.deps.config, pvbRealReadEveryMs: 0 } }, queues: ALL_QUEUES });
+    await submit('blip-1', opsSpec('blip'));
+    expect(await waitForBackupEnd(h.deps.state, 'blip-1', 60_000)).toBe('Completed');
+    expect(failed).toBe(FAILURES);
+    const [pvb] = await h.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=blip-1` });
+    const posts = execsOf(h, 'ops', 'blip-0', POST);
+    expect(posts).toHaveLength(1);
+    expect(Date.parse(posts[0]?.startedAt ?? '')).toBeGreaterThanOrEqual(Date.parse(pvb?.status?.completionTimestamp ?? ''));
+    expect(await h.deps.state.counters('blip-1')).toMatchObject({ pvbsCompleted: 1, hooksAttempted: 2 });
   });
 
   it('the fs-backup deadline: the PVB is asked to cancel, post hooks still run, errors recorded', async () => {
