@@ -141,6 +141,8 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
     },
     async releaseBlockTail(job, result) {
       const parentId = job.parent?.id;
+      // Inline mode parks no post-hooks job (postHooksParkMs 0): nothing to release.
+      if (deps.config.waitMode !== 'decoupled') return;
       if (!parentId || job.parent?.queueKey !== `${deps.queuePrefix}:${QueueName.hooks}`) return;
       const pvbs = (result as { pvbs?: unknown } | undefined)?.pvbs;
       const copying = Array.isArray(pvbs) && pvbs.some((name) => !isEnded(runtime.hub?.cached(String(name))));
