@@ -217,8 +217,8 @@ export async function runFsMode(
     const lastCompletionByPod = new Map<string, number>();
     for (const c of copies) lastCompletionByPod.set(c.pod, Math.max(lastCompletionByPod.get(c.pod) ?? 0, c.end));
     const lags: number[] = [];
-    // Where the lag goes: last PVB done → its post-hooks job starts (promotion, pvb-watch, BullMQ
-    // releasing the parent, a free hooks slot), then → the exec starts (reads, state, the exec call).
+    // Where the lag goes: last PVB done → its post-hooks job starts (its last start: the informer's
+    // promotion of the parked job, a free hooks slot), then → the exec starts (reads, the PVB look, the exec call).
     const pvbRecords = finished.blocks.flatMap((b) => b.pvbs);
     const blockOfPod = new Map<string, string>();
     for (const r of pvbRecords) if (r) blockOfPod.set(`${r.podNamespace}/${r.podName}`, r.blockId);

@@ -16,9 +16,9 @@ export interface PipelineRuntime {
   backupsQueue: Queue;
   /** Backups' dispatch windows (plan opens one, blocks that end refill it). */
   window: DispatchWindow;
-  /** Where item-block attaches pvb-watch children. */
+  /** The pvb-watch queue (restores add pvr-watch jobs to it; backups no longer add pvb-watch jobs). */
   watchQueue: Queue;
-  /** The process's PVB informer (present when this process hosts pvb-watch or runs inline mode). */
+  /** The process's PVB informer (present when this process hosts hooks or pvb-watch, or runs inline mode). */
   hub?: PvbInformerHub | undefined;
   /** The process's PVR informer (present when this process hosts pvb-watch and restores are wired). */
   pvrHub?: PvrInformerHub | undefined;

@@ -1,5 +1,6 @@
+import { isPvbTerminal } from '@stowage/kube';
 import { createFlowProducer, createQueue, JobName, KEEP_FINISHED_JOBS, QueueName } from '@stowage/queue';
-import { type Job, type Processor, type Queue, Worker } from 'bullmq';
+import { Job, type Processor, type Queue, Worker } from 'bullmq';
 import type { PipelineDeps } from './deps.js';
 import { PipelineErrorCode, UnrecoverablePipelineError } from './errors.js';
 import { processDeleteBackup } from './processors/delete-backup.processor.js';
@@ -34,6 +35,12 @@ export interface Pipeline {
   startInformer(): void;
   /** With restores wired: starts the process's restored-pod informer, which promotes parked restore-hooks jobs. */
   startRestoredPodInformer(): void;
+  /**
+   * After an item-block job completed (with its value) or failed: promotes its post-hooks parent,
+   * parked by then, unless a PVB of the block may still be copying (the informers promote it when
+   * they end; the park's own end is the fallback).
+   */
+  releaseBlockTail(job: Job, result?: unknown): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -100,12 +107,19 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
 
   let closing: Promise<void> | undefined;
   let hooksQueue: Queue | undefined;
+  const hooks = (): Queue => {
+    if (hooksQueue) return hooksQueue;
+    hooksQueue = createQueue(QueueName.hooks, { connection: deps.connection, prefix: deps.queuePrefix });
+    hooksQueue.on('error', (err) => deps.logger.warn({ err: err.message }, 'hooks queue error'));
+    return hooksQueue;
+  };
   return {
     runtime,
     processorFor: (queue) => processors[queue],
     startInformer() {
       if (runtime.hub) return;
-      runtime.hub = new PvbInformerHub({ pvbs: deps.pvbs, jobQueue: watchQueue, logger: deps.logger.child({ component: 'pvb-informer' }) });
+      // It promotes blocks' post-hooks jobs (they watch the block's PVBs).
+      runtime.hub = new PvbInformerHub({ pvbs: deps.pvbs, jobQueue: hooks(), logger: deps.logger.child({ component: 'pvb-informer' }) });
       runtime.hub.start();
       if (deps.pvrs && !runtime.pvrHub) {
         runtime.pvrHub = new PvrInformerHub({
@@ -118,14 +132,28 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
     },
     startRestoredPodInformer() {
       if (!deps.pvrs || runtime.podHub) return;
-      hooksQueue ??= createQueue(QueueName.hooks, { connection: deps.connection, prefix: deps.queuePrefix });
-      hooksQueue.on('error', (err) => deps.logger.warn({ err: err.message }, 'hooks queue error'));
       runtime.podHub = new RestoredPodHub({
         kube: deps.kube,
-        jobQueue: hooksQueue,
+        jobQueue: hooks(),
         logger: deps.logger.child({ component: 'restored-pod-informer' }),
       });
       runtime.podHub.start();
+    },
+    async releaseBlockTail(job, result) {
+      const parentId = job.parent?.id;
+      // Inline mode parks no post-hooks job (postHooksParkMs 0): nothing to release.
+      if (deps.config.waitMode !== 'decoupled') return;
+      if (!parentId || job.parent?.queueKey !== `${deps.queuePrefix}:${QueueName.hooks}`) return;
+      const pvbs = (result as { pvbs?: unknown } | undefined)?.pvbs;
+      const copying = Array.isArray(pvbs) && pvbs.some((name) => !isEnded(runtime.hub?.cached(String(name))));
+      if (copying) return;
+      // By id (the script checks the job is delayed): a parent not parked (the job will be retried,
+      // or another worker promoted it already) answers an error that means nothing here.
+      await new Job(hooks(), JobName.runPostHooks, {}, {}, parentId).promote().catch((err: Error) => {
+        if (!/not in the delayed state|missing key/i.test(String(err?.message))) {
+          deps.logger.warn({ err: err?.message, jobId: parentId }, 'could not promote a post-hooks job');
+        }
+      });
     },
     close() {
       closing ??= (async () => {
@@ -143,6 +171,10 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
       return closing;
     },
   };
+}
+
+function isEnded(pvb: Parameters<typeof isPvbTerminal>[0] | undefined): boolean {
+  return pvb !== undefined && isPvbTerminal(pvb);
 }
 
 function unknownJob(job: Job, queue: string): UnrecoverablePipelineError {
@@ -235,7 +267,12 @@ export function startWorkers(opts: StartWorkersOptions): RunningWorkers {
     [QueueName.restores]: concurrency.restores,
     [QueueName.restoreItems]: concurrency.restoreItems,
   };
-  if (opts.queues.includes(QueueName.pvbWatch) || (deps.config.waitMode === 'inline' && opts.queues.includes(QueueName.itemBlocks))) {
+  // Post-hooks jobs watch their blocks' PVBs through it; pvb-watch hosts restores' PVR watches.
+  if (
+    opts.queues.includes(QueueName.hooks) ||
+    opts.queues.includes(QueueName.pvbWatch) ||
+    (deps.config.waitMode === 'inline' && opts.queues.includes(QueueName.itemBlocks))
+  ) {
     pipeline.startInformer();
   }
   if (opts.queues.includes(QueueName.hooks)) pipeline.startRestoredPodInformer();
@@ -260,7 +297,10 @@ export function startWorkers(opts: StartWorkersOptions): RunningWorkers {
     worker.on('error', (err) => log.error({ err: err.message }, 'worker error'));
     worker.on('failed', (job, err) => {
       if (job) log.warn({ jobId: job.id, attempt: job.attemptsMade, err: err.message }, 'job failed');
+      if (job && queue === QueueName.itemBlocks) void pipeline.releaseBlockTail(job);
     });
+    // The block's post-hooks job is parked once this job is done; release it when nothing is copying.
+    if (queue === QueueName.itemBlocks) worker.on('completed', (job, result) => void pipeline.releaseBlockTail(job, result));
     return worker;
   });
 

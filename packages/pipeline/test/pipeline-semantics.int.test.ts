@@ -1,4 +1,4 @@
-import { blockJobId, pvbName, pvbWatchJobId } from '@stowage/core';
+import { blockJobId, postHooksJobId, pvbName } from '@stowage/core';
 import type { PvbClient } from '@stowage/kube';
 import { pvbLabels } from '@stowage/kube';
 import type { BackupState, BlockPlan, PipelineDeps, RunningWorkers } from '@stowage/pipeline';
@@ -122,7 +122,7 @@ const objects: unknown[] = [
       exec: { '*': { rules: [{ command: PRE, durationMs: 800 }] } },
     }),
   ),
-  ...['orphan', 'stuck', 'instant', 'midlook'].map((app) =>
+  ...['orphan', 'stuck', 'instant', 'midlook', 'blip'].map((app) =>
     pod({
       name: `${app}-0`,
       namespace: 'ops',
@@ -131,6 +131,17 @@ const objects: unknown[] = [
       annotations: hookAnnotations({ 'backup.velero.io/backup-volumes': 'data' }),
     }),
   ),
+  // Two volumes, two PVBs in one block: its post hooks wait for both.
+  pod({
+    name: 'pair-0',
+    namespace: 'ops',
+    labels: { app: 'pair' },
+    volumes: [
+      { name: 'data', emptyDir: {} },
+      { name: 'logs', emptyDir: {} },
+    ],
+    annotations: hookAnnotations({ 'backup.velero.io/backup-volumes': 'data,logs' }),
+  }),
   // Resource policies as Velero users store them: one key holding a YAML document.
   {
     apiVersion: 'v1',
@@ -319,6 +330,31 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
     ).toBe(true);
   });
 
+  it('PVB reads that fail more often than the post-hooks job has attempts: its looks are retried, the post hooks run once, after the PVB', async () => {
+    controller = new TestPvbController({ pvbs: h.pvbs, durationMs: 1_000 });
+    await controller.start();
+    const FAILURES = 5; // the hooks queue gives a job 3 attempts
+    let failed = 0;
+    const pvbs: PvbClient = Object.create(h.deps.pvbs);
+    pvbs.getPvb = async (pvbName) => {
+      if (failed < FAILURES) {
+        failed++;
+        throw new Error('503 Service Unavailable (injected)');
+      }
+      return h.deps.pvbs.getPvb(pvbName);
+    };
+    // Every look reads the API (the cache is never trusted alone), so each one fails until the sixth.
+    workers = startWorkers({ deps: { ...h.deps, pvbs, config: { ...h.deps.config, pvbRealReadEveryMs: 0 } }, queues: ALL_QUEUES });
+    await submit('blip-1', opsSpec('blip'));
+    expect(await waitForBackupEnd(h.deps.state, 'blip-1', 60_000)).toBe('Completed');
+    expect(failed).toBe(FAILURES);
+    const [pvb] = await h.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=blip-1` });
+    const posts = execsOf(h, 'ops', 'blip-0', POST);
+    expect(posts).toHaveLength(1);
+    expect(Date.parse(posts[0]?.startedAt ?? '')).toBeGreaterThanOrEqual(Date.parse(pvb?.status?.completionTimestamp ?? ''));
+    expect(await h.deps.state.counters('blip-1')).toMatchObject({ pvbsCompleted: 1, hooksAttempted: 2 });
+  });
+
   it('the fs-backup deadline: the PVB is asked to cancel, post hooks still run, errors recorded', async () => {
     controller = new TestPvbController({ pvbs: h.pvbs, durationMs: 120_000 });
     await controller.start();
@@ -378,10 +414,10 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
     expect(await h.deps.state.counters('stuck-1')).toMatchObject({ pvbsTimedOut: 1 });
   });
 
-  it('a PVB that ends before its parked watch job exists: the post hooks follow at once, not after the poll cap, and the PVB is never read back', async () => {
-    // pvb-watch jobs are parked the poll cap first while the informer is healthy (it promotes them
-    // when their PVB ends). Here the PVB ends right after its create, and the informer has seen
-    // that before the job is added: nothing would promote it for a minute.
+  it('a PVB that ends before its block post-hooks job is parked: the post hooks follow at once, not after the poll cap, and the PVB is never read back', async () => {
+    // The post-hooks job is parked the poll cap once its item-block child is done (the informer
+    // promotes it when the block's PVBs end). Here the PVB ends right after its create, and the
+    // informer has seen that before the job is parked: nothing would promote it for a minute.
     let running: RunningWorkers | undefined;
     const pvbs: PvbClient = Object.create(h.deps.pvbs);
     pvbs.createPvb = async (pvb) => {
@@ -418,7 +454,7 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
     expect(h.sim.requests().byResource['podvolumebackups.stowage.dev']?.get ?? 0).toBe(0);
   });
 
-  it('a PVB that ends while its watch job is looking at it: the job, parked again, is promoted at once, not after the poll cap', async () => {
+  it('a PVB that ends while its post-hooks job is looking at it: the job, parked again, is promoted at once, not after the poll cap', async () => {
     // The look reads the PVB InProgress; its end arrives (and every informer's promotion finds the
     // job running) before the job parks itself for the whole poll cap.
     const pollCapMs = 60_000;
@@ -445,10 +481,13 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
       return found.length > 0 ? found : undefined;
     });
     const pvb = created?.metadata.name ?? '';
-    const watchQueue = new Queue(QueueName.pvbWatch, { connection: h.redis, prefix: h.queuePrefix });
+    const hooksQueue = new Queue(QueueName.hooks, { connection: h.redis, prefix: h.queuePrefix });
     try {
-      const jobId = pvbWatchJobId(name, pvb);
-      await waitFor('the watch job to be parked', async () => ((await watchQueue.getJobState(jobId)) === 'delayed' ? true : undefined));
+      // The PVB names its block; the block's post-hooks job watches it.
+      const jobId = postHooksJobId(name, created?.spec.tags?.block ?? '');
+      await waitFor('the post-hooks job to be parked', async () =>
+        (await hooksQueue.getJobState(jobId)) === 'delayed' ? true : undefined,
+      );
       const now = new Date().toISOString();
       await h.pvbs.patchPvbStatus(pvb, { phase: 'InProgress', startTimestamp: now, progress: { totalBytes: 2, bytesDone: 1 } });
       await waitFor('the informer to see it start', phaseInCache(pvb, 'InProgress'));
@@ -464,14 +503,66 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
         await new Promise((r) => setTimeout(r, 200)); // its promotion finds the job running
       };
       // Something wakes the job early (as a promotion does): its look reads InProgress.
-      await new Job(watchQueue, JobName.watchPvb, {}, {}, jobId).promote();
+      await new Job(hooksQueue, JobName.runPostHooks, {}, {}, jobId).promote();
       expect(await waitForBackupEnd(h.deps.state, name, 20_000)).toBe('Completed');
       expect(endedAt).toBeGreaterThan(0);
       const posts = execsOf(h, 'ops', 'midlook-0', POST);
       expect(posts).toHaveLength(1);
       expect(Date.parse(posts[0]?.startedAt ?? '') - endedAt).toBeLessThan(pollCapMs / 4);
     } finally {
-      await watchQueue.close();
+      await hooksQueue.close();
+    }
+  });
+
+  it('a block with two PVBs: its parked post-hooks job is not woken by the first end, and is promoted at once by the last', async () => {
+    // No PVB controller: the test ends each PVB itself. A poll cap far beyond the test's waits, so
+    // only a promotion can release the post hooks in time.
+    const pollCapMs = 60_000;
+    const name = 'pair-1';
+    workers = startWorkers({ deps: { ...h.deps, config: { ...h.deps.config, pvbPollMaxMs: pollCapMs } }, queues: ALL_QUEUES });
+    const running = workers;
+    const hub = () => running.pipeline.runtime.hub;
+    await waitFor('the informer to sync', async () => (hub()?.healthy() ? true : undefined));
+    await submit(name, opsSpec('pair'));
+    const pvbs = await waitFor('both PVBs', async () => {
+      const found = await h.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=${name}` });
+      return found.length === 2 ? found : undefined;
+    });
+    const [first, second] = pvbs.map((p) => p.metadata.name).sort();
+    const block = pvbs[0]?.spec.tags?.block ?? '';
+    expect(pvbs.every((p) => p.spec.tags?.block === block)).toBe(true);
+    const hooksQueue = new Queue(QueueName.hooks, { connection: h.redis, prefix: h.queuePrefix });
+    const end = async (pvb: string) => {
+      const now = new Date().toISOString();
+      await h.pvbs.patchPvbStatus(pvb, {
+        phase: 'Completed',
+        startTimestamp: now,
+        completionTimestamp: now,
+        progress: { totalBytes: 1, bytesDone: 1 },
+      });
+      await waitFor(`the informer to see ${pvb} end`, async () => (hub()?.cached(pvb)?.status?.phase === 'Completed' ? true : undefined));
+      return Date.now();
+    };
+    try {
+      const jobId = postHooksJobId(name, block);
+      await waitFor('the post-hooks job to be parked', async () =>
+        (await hooksQueue.getJobState(jobId)) === 'delayed' ? true : undefined,
+      );
+      await end(first ?? '');
+      await new Promise((r) => setTimeout(r, 500));
+      expect(await hooksQueue.getJobState(jobId)).toBe('delayed');
+      expect(hub()?.promotions).toBe(0);
+      expect(execsOf(h, 'ops', 'pair-0', POST)).toHaveLength(0);
+      const lastEndedAt = await end(second ?? '');
+      expect(await waitForBackupEnd(h.deps.state, name, 20_000)).toBe('Completed');
+      expect(hub()?.promotions).toBe(1);
+      const posts = execsOf(h, 'ops', 'pair-0', POST);
+      expect(posts).toHaveLength(1);
+      expect(Date.parse(posts[0]?.startedAt ?? '')).toBeGreaterThanOrEqual(lastEndedAt - 1_000);
+      expect(Date.parse(posts[0]?.startedAt ?? '') - lastEndedAt).toBeLessThan(pollCapMs / 4);
+      expect(await h.deps.state.counters(name)).toMatchObject({ pvbsCompleted: 2 });
+    } finally {
+      await hooksQueue.close();
     }
   });
 
@@ -553,7 +644,10 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
       expect(await stagedItemPaths(h.deps.storage, name)).toEqual(before.staged);
       const after = await h.deps.state.counters(name);
       expect(after.itemsBackedUp).toBe(before.counters.itemsBackedUp);
-      await waitFor('the PVB to complete', async () => ((await h.deps.state.counters(name)).pvbsCompleted === 1 ? true : undefined));
+      // Nothing watches it before the hooks queue runs (its post-hooks job does): its object ends.
+      await waitFor('the PVB to complete', async () =>
+        (await h.pvbs.getPvb(pvbName(name, uidOf(objects, 'dupe-0'), 'data')))?.status?.phase === 'Completed' ? true : undefined,
+      );
       // The re-run re-ran the pre hook (at-least-once) and counted it once.
       expect(execsOf(h, 'ops', 'dupe-0', PRE)).toHaveLength(2);
       expect(after.hooksAttempted).toBe(before.counters.hooksAttempted);

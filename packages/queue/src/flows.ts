@@ -69,6 +69,13 @@ export interface BlockFlowsInput {
   windowed?: boolean | undefined;
   /** The caller knows finalize exists (it is one of its children, running): skip the check. */
   parentKnown?: boolean | undefined;
+  /**
+   * Park each post-hooks job this long once its item-block child is done (BullMQ moves a parent
+   * with a `delay` to delayed, not to wait): it waits for the block's PVBs, and whoever sees them
+   * end promotes it (the worker that ran the item-block job, the PVB informers), so it is not
+   * activated only to find them copying. 0 or absent: released at once.
+   */
+  postHooksParkMs?: number | undefined;
 }
 
 export interface BlockFlowSpec {
@@ -123,6 +130,7 @@ export async function addBlockFlows(producers: BlockFlowProducers, input: BlockF
   }
   const base = { backupName: input.backupName, backupUid: input.backupUid, ...(input.requestId ? { requestId: input.requestId } : {}) };
   const windowed = input.windowed ? { windowed: true } : {};
+  const park = input.postHooksParkMs !== undefined && input.postHooksParkMs > 0 ? { delay: input.postHooksParkMs } : {};
   let batches = 0;
   for (let start = 0; start < input.blocks.length; start += batchSize) {
     const flows: FlowJob[] = [];
@@ -144,7 +152,7 @@ export async function addBlockFlows(producers: BlockFlowProducers, input: BlockF
         name: JobName.runPostHooks,
         queueName: QueueName.hooks,
         data: postHooks,
-        opts: { ...childJobOptions(QueueName.hooks, postHooksJobId(input.backupName, blockId)), parent },
+        opts: { ...childJobOptions(QueueName.hooks, postHooksJobId(input.backupName, blockId)), parent, ...park },
         children: [{ name: JobName.backupItemBlock, queueName: QueueName.itemBlocks, data: itemBlock, opts: itemBlockJobOptions }],
       });
     }

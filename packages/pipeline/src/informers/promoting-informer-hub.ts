@@ -13,8 +13,13 @@ export interface PromotingSource<T> {
   namespace?: string | undefined;
   watch(options: Omit<InformerOptions<T>, 'path'>): Informer<T>;
   nameOf(object: T): string;
-  /** The object is in the state its parked job waits for (a volume operation ended, a container runs). */
-  shouldPromote(object: T): boolean;
+  /**
+   * The object is in the state its parked job waits for (a volume operation ended, a container
+   * runs). `cached` reads the hub's cache (for a job that waits on several objects).
+   */
+  shouldPromote(object: T, cached: (name: string) => T | undefined): boolean;
+  /** Sees every event first (e.g. to index objects by the job they name). */
+  observe?(type: 'ADDED' | 'MODIFIED' | 'DELETED', object: T): void;
   /** The id of the job waiting for this object, or undefined when the object names none. */
   jobIdOf(object: T): string | undefined;
   /** The job's name (the id alone is enough to promote; the name is BullMQ's formality). */
@@ -58,10 +63,11 @@ export class PromotingInformerHub<T> {
     const { source } = this.opts;
     const informer = source.watch({
       onEvent: (event) => {
+        source.observe?.(event.type, event.object);
         if (event.type === 'DELETED') return;
         this.notify(source.nameOf(event.object));
         // Objects of the first list are old news; the pollers pick those up themselves.
-        if (this.isSynced && source.shouldPromote(event.object)) void this.promote(event.object);
+        if (this.isSynced && source.shouldPromote(event.object, this.fromCache)) void this.promote(event.object);
       },
       onError: (err) => {
         this.lastErrorAt = this.now();
@@ -119,10 +125,12 @@ export class PromotingInformerHub<T> {
    * default the source's). For a job just parked: a change that came while it was running (or
    * before it existed) was promoted to nobody.
    */
-  async promoteIfDue(name: string, namespace?: string, isDue: (object: T) => boolean = this.opts.source.shouldPromote): Promise<void> {
+  async promoteIfDue(name: string, namespace?: string, isDue?: (object: T) => boolean): Promise<void> {
     const object = this.cached(name, namespace);
-    if (object && isDue(object)) await this.promote(object);
+    if (object && (isDue ? isDue(object) : this.opts.source.shouldPromote(object, this.fromCache))) await this.promote(object);
   }
+
+  private readonly fromCache = (name: string): T | undefined => this.cached(name);
 
   /**
    * One attempt: a job that is not parked right now was promoted by another worker's informer, is

@@ -1,5 +1,5 @@
 import { isKubeError, isPvbTerminal, KubeErrorCodes } from '@stowage/kube';
-import { addPvbWatch, parseItemBlockJobData, postHooksParentOf } from '@stowage/queue';
+import { parseItemBlockJobData } from '@stowage/queue';
 import { type BackupItem, stageItems } from '@stowage/storage';
 import type { Job } from 'bullmq';
 import type { PipelineDeps, PipelineLogger } from '../deps.js';
@@ -44,12 +44,23 @@ function volumesLeftOut(pod: { volumes: readonly PlannedVolume[] }): string {
 /** What an item-block job returns to its post-hooks parent (small: it lives in the parent's hash). */
 export type ItemBlockResult =
   | { canceled: true }
-  | { canceled?: false; failedPods: string[]; pvbs: string[]; itemsWritten: number; inline?: boolean; skipped?: string };
+  | {
+      canceled?: false;
+      failedPods: string[];
+      pvbs: string[];
+      itemsWritten: number;
+      inline?: boolean;
+      skipped?: string;
+      /** The backup's fs-backup deadline (epoch ms), when the block has PVBs. */
+      deadlineAt?: number;
+      /** When this run's oldest PVB create was answered (epoch ms). */
+      pvbsReadAt?: number;
+    };
 
 /**
  * item-block: pre hooks per pod, then the PVBs — each recorded as pending first, then created
- * (409 = it exists), then watched by a pvb-watch child of the block's post-hooks parent — while
- * the block's items go to storage (minus pods whose pre hook failed with `onError: Fail`); then
+ * (409 = it exists; tagged with the block, whose post-hooks parent watches them once this job
+ * returns) — while the block's items go to storage (minus pods whose pre hook failed with `onError: Fail`); then
  * return: the slot is free while volumes copy. Pre hooks always end before the first PVB is
  * created (the freeze guarantee); the items are written while the PVBs copy, since nothing about
  * a PVB depends on them. A solo block (no PVB, no post hook: `needsPostHooksJob`) has no post-hooks
@@ -79,7 +90,6 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
     );
   }
   const blockPlan: BlockPlan = plan;
-  const parent = rt.deps.config.waitMode === 'decoupled' && !solo ? postHooksParentOf(job) : undefined;
 
   if (record.cancelRequestedAt !== undefined && block?.startedAt === undefined) {
     await state.blockStep(backupName, blockId, {
@@ -256,7 +266,9 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
 
   const lastAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
   const deadlineAt = record.fsDeadlineAt ?? clock.now() + 4 * 3_600_000;
-  async function createAndWatch({ pod, volume }: (typeof toCreate)[number]): Promise<void> {
+  // When the PVB creates were answered (each answer is the PVB as the API server has it: a real read).
+  const readAts: number[] = [];
+  async function create({ pod, volume }: (typeof toCreate)[number]): Promise<void> {
     const existing = registered.get(volume.pvbName);
     if (isPvbSettled(existing)) return;
     let created = false;
@@ -266,6 +278,7 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
         buildPvb({
           backupName,
           backupUid: data.backupUid,
+          blockId,
           pod,
           volume,
           node: pod.node ?? '',
@@ -281,51 +294,19 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
       await recordPvbMissing(deps, backupName, volume.pvbName, existing, `could not be created: ${(err as Error).message}`);
       return;
     }
-    // The event and the watch are independent: one round trip's wait, not two.
-    await Promise.all([
-      created
-        ? state.appendEvent(backupName, 'pvb.created', {
-            pvb: volume.pvbName,
-            blockId,
-            pod: podKey(pod),
-            volume: volume.name,
-            node: pod.node,
-          })
-        : undefined,
-      parent ? watchPvb(volume.pvbName, readAt) : undefined,
-    ]);
-  }
-
-  /**
-   * The PVB's pvb-watch job. While this process's informer is healthy, some worker's informer
-   * promotes the job the moment the PVB ends, so its first look would only find it just created:
-   * it is parked the poll cap first (as pvb-watch re-parks itself then), with the create's answer
-   * as its last real read. Without an informer it looks at once and backs off as before.
-   */
-  async function watchPvb(pvbName: string, readAt: number): Promise<void> {
-    if (!parent) return;
-    const parked = rt.hub?.healthy() === true;
-    await addPvbWatch(
-      rt.watchQueue,
-      parent,
-      {
-        backupName,
-        backupUid: data.backupUid,
+    readAts.push(readAt);
+    if (created) {
+      await state.appendEvent(backupName, 'pvb.created', {
+        pvb: volume.pvbName,
         blockId,
-        pvbName,
-        namespace: deps.pvbs.namespace,
-        deadlineAt,
-        ...(data.requestId ? { requestId: data.requestId } : {}),
-      },
-      parked
-        ? { delayMs: Math.max(1, Math.min(deps.config.pvbPollMaxMs, deadlineAt - readAt)), watch: { polls: 0, lastGetAt: readAt } }
-        : {},
-    );
-    // A PVB that ended before its parked job existed sent its event to nobody.
-    if (parked) await rt.hub?.promoteIfDue(pvbName);
+        pod: podKey(pod),
+        volume: volume.name,
+        node: pod.node,
+      });
+    }
   }
 
-  // PVBs of a block are independent: create and watch them at once (each is a few round trips),
+  // PVBs of a block are independent: create them at once (each is a few round trips),
   // and write the items meanwhile. A block with a post-hooks job records its items as soon as
   // they are written, while the PVB creates are still out (the items take a few milliseconds, a
   // create's answer usually longer: one wait less before the slot frees); items written are
@@ -349,7 +330,7 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
   );
   const [pvbsDone, itemsDone] = await Promise.allSettled([
     runBounded(
-      toCreate.map((w) => () => createAndWatch(w)),
+      toCreate.map((w) => () => create(w)),
       PVB_CREATE_CONCURRENCY,
     ),
     itemsStep,
@@ -374,7 +355,15 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
     else await state.blockStep(backupName, blockId, end);
   }
 
-  const result = { failedPods: [...failedPods].sort(), pvbs: pvbNames, itemsWritten, ...(skipped !== undefined ? { skipped } : {}) };
+  const result = {
+    failedPods: [...failedPods].sort(),
+    pvbs: pvbNames,
+    itemsWritten,
+    ...(skipped !== undefined ? { skipped } : {}),
+    // For the post-hooks job, which watches the PVBs: the fs-backup deadline, and the oldest real
+    // read of a PVB this run made (its first look may trust the informer's cache until a GET is due).
+    ...(pvbNames.length > 0 ? { deadlineAt, ...(readAts.length > 0 ? { pvbsReadAt: Math.min(...readAts) } : {}) } : {}),
+  };
   if (deps.config.waitMode !== 'inline' || solo) return result;
 
   // Inline mode (Velero 1.16 behaviour, benchmark only): hold the slot until the PVBs are done,

@@ -8,7 +8,7 @@ import { type PlannedBlock, planCluster, resolveResourcePolicies } from '../plan
 import type { PipelineRuntime } from '../runtime.js';
 import { ENDED_BACKUP_PHASES } from '../state/backup-state.js';
 import { BlockPlanEncoder } from '../state/plan-codec.js';
-import { addClaimedBlocks } from './window-refill.js';
+import { addClaimedBlocks, postHooksParkMs } from './window-refill.js';
 
 export type PlanResult = { skipped: string } | { blocks: number; items: number; batches: number };
 
@@ -103,6 +103,7 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
             blocks: stored.map(({ plan }) => ({ id: plan.id, solo: !needsPostHooksJob(plan) })),
             batchSize: config.blockBatchSize,
             requestId: data.requestId,
+            postHooksParkMs: postHooksParkMs(config),
           },
         );
       }

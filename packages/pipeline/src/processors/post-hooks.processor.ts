@@ -1,11 +1,14 @@
 import { blockJobId, pvbWatchJobId } from '@stowage/core';
-import { parsePostHooksJobData, QueueName, qualifiedQueueName, repark } from '@stowage/queue';
+import { cappedBackoffMs, parsePostHooksJobData, QueueName, qualifiedQueueName, repark } from '@stowage/queue';
 import type { Job } from 'bullmq';
 import { z } from 'zod';
 import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
 import type { BlockPlan } from '../plan/block-plan.js';
-import { watchProgressSchema } from '../pvb/pvb-wait-step.js';
+import { isPvbSettled, recordPvbGaveUp } from '../pvb/pvb-observation.js';
+import { pvbTracker, type WatchProgress, watchProgressSchema } from '../pvb/pvb-wait-step.js';
 import type { PipelineRuntime } from '../runtime.js';
+import type { BlockTail, PvbStateRecord } from '../state/backup-state.js';
+import { stepVolumeOpWait, type VolumeOpWaitStep } from '../volume-ops/volume-op-wait-step.js';
 import { finishBlock, settleOrphanedPvbs } from './block-post-hooks.js';
 import type { ItemBlockResult } from './item-block.processor.js';
 
@@ -15,10 +18,12 @@ const orphanProgressSchema = z.record(z.string(), watchProgressSchema);
 export type PostHooksResult = { skipped: 'inline' | 'canceled' } | { state: string; postHookPods: number; hooksFailed: number };
 
 /**
- * post-hooks: BullMQ releases it only when its children — the item-block job and one pvb-watch
- * job per PVB the block created — are all done (completed or failed for good). It reads their
- * values and failures, settles PVBs left without a watcher (re-parking itself while one still
- * runs), then runs the block's post hooks (finishBlock).
+ * post-hooks: BullMQ releases it when its child, the item-block job, is done (completed or failed
+ * for good; backups started by older versions also had a pvb-watch child per PVB). It reads the
+ * child's value and failure, then waits for every PVB of the block to be terminal — watching them
+ * itself, re-parked without a slot and promoted by the PVB informer, or, when the item-block job
+ * failed for good, winding them down (settleOrphanedPvbs) — and only then runs the block's post
+ * hooks (finishBlock).
  */
 export async function processPostHooks(rt: PipelineRuntime, job: Job, token: string | undefined): Promise<PostHooksResult> {
   const { deps } = rt;
@@ -26,10 +31,11 @@ export async function processPostHooks(rt: PipelineRuntime, job: Job, token: str
   const { backupName, blockId } = data;
   const prefix = deps.queuePrefix;
   // Everything the block's tail starts from, at once: the post hook waits on this chain.
-  const [values, failures, tail] = await Promise.all([
+  const [values, failures, tail, cancelRequestedAt] = await Promise.all([
     job.getChildrenValues(),
     job.getIgnoredChildrenFailures(),
     deps.state.readBlockTail<BlockPlan>(backupName, blockId),
+    deps.state.cancelRequestedAt(backupName),
   ]);
   const blockKey = `${qualifiedQueueName(prefix, QueueName.itemBlocks)}:${blockJobId(backupName, blockId)}`;
   const blockValue = values[blockKey] as ItemBlockResult | undefined;
@@ -51,9 +57,9 @@ export async function processPostHooks(rt: PipelineRuntime, job: Job, token: str
       blockId,
     });
   }
-  // A PVB left without a watcher (its block job or its watch job failed for good) may still be
-  // copying: never run post hooks before it stops (or the bounded cancel wait ends). Wait without
-  // holding a slot, like a pvb-watch job. When no child failed, every PVB was watched to its end.
+  // A PVB left without a watcher (its block job, or a watch job an older version added, failed for
+  // good) may still be copying: never run post hooks before it stops (or the bounded cancel wait
+  // ends). Wait without holding a slot.
   const childFailed = Object.keys(failures).length > 0;
   if (childFailed) {
     const watchPrefix = `${qualifiedQueueName(prefix, QueueName.pvbWatch)}:`;
@@ -71,11 +77,111 @@ export async function processPostHooks(rt: PipelineRuntime, job: Job, token: str
       await job.updateData({ ...(job.data as object), orphans: orphans.progress });
       return repark(job, token, orphans.recheckInMs);
     }
+    // Settling orphans changed PVB records: the tail is read again.
+    return finishBlock(deps, { backupName, blockId, plan, blockJobFailed: blockFailed, attempt: job.attemptsMade + 1 });
   }
-  // Settling orphans changed PVB records: then the tail is read again.
-  return finishBlock(
-    deps,
-    { backupName, blockId, plan, blockJobFailed: blockFailed, attempt: job.attemptsMade + 1 },
-    childFailed ? undefined : tail,
+  // The block's PVBs are watched here (no job per PVB): one look at each PVB not settled yet, then
+  // re-parked until they all are; every worker's PVB informer promotes this job the moment the
+  // block's last PVB ends.
+  const watched = await watchBlockPvbs(rt, {
+    backupName,
+    tail,
+    cancelRequested: cancelRequestedAt !== undefined,
+    deadlineAt: blockValue?.deadlineAt,
+    readAt: blockValue?.pvbsReadAt,
+    progress: watchesSchema.parse((job.data as { watch?: unknown }).watch ?? {}),
+  });
+  if (!watched.settled) {
+    await job.updateData({ ...(job.data as object), watch: watched.progress });
+    // A look may have read the cache just before the last end arrived, and the informer's
+    // promotion then found this job running, not parked: look at the cache again once parked.
+    return repark(job, token, watched.recheckInMs, async () => {
+      await rt.hub?.promoteIfDue(watched.open);
+    });
+  }
+  return finishBlock(deps, { backupName, blockId, plan, attempt: job.attemptsMade + 1 }, watched.tail);
+}
+
+/** Poll state of each watched PVB between re-parks (in the post-hooks job's data under `watch`). */
+const watchesSchema = z.record(z.string(), watchProgressSchema);
+
+type BlockPvbsWatch =
+  | { settled: true; tail: BlockTail<BlockPlan> }
+  | { settled: false; recheckInMs: number; progress: Record<string, WatchProgress>; open: string };
+
+/**
+ * One look (stepPvbWait's, the informer cache when healthy, a GET when due) at each PVB of the
+ * block that is not settled in the tail just read; records what it saw. Settled: the tail with the
+ * PVB records as they now are (no read back). Else the shortest wait of the open ones.
+ */
+async function watchBlockPvbs(
+  rt: PipelineRuntime,
+  input: {
+    backupName: string;
+    tail: BlockTail<BlockPlan>;
+    cancelRequested: boolean;
+    deadlineAt: number | undefined;
+    readAt: number | undefined;
+    progress: Readonly<Record<string, WatchProgress>>;
+  },
+): Promise<BlockPvbsWatch> {
+  const { deps } = rt;
+  const { backupName, tail } = input;
+  const names = tail.block?.pvbs ?? [];
+  if (names.every((_, i) => isPvbSettled(tail.pvbs[i]))) return { settled: true, tail };
+  // Item-block jobs of older versions returned no deadline: the record has it.
+  const deadlineAt = input.deadlineAt ?? (await deps.state.getBackup(backupName))?.fsDeadlineAt ?? Number.MAX_SAFE_INTEGER;
+  const records = [...tail.pvbs];
+  const progress: Record<string, WatchProgress> = {};
+  const waits: Array<{ ms: number; open: string }> = [];
+  await Promise.all(
+    names.map(async (name, i) => {
+      const previous = records[i];
+      if (isPvbSettled(previous)) return;
+      const tracker = { ...pvbTracker(deps), readContext: async () => ({ cancelRequested: input.cancelRequested, previous }) };
+      const progressIn = input.progress[name] ?? { polls: 0, lastGetAt: input.readAt ?? 0 };
+      const step = await stepVolumeOpWait(deps, tracker, rt.hub, { runName: backupName, opName: name, deadlineAt }, progressIn).catch(
+        (err: unknown) => lookFailed(rt, { backupName, name, previous, deadlineAt, progress: progressIn, err }),
+      );
+      if (step.kind === 'done') {
+        const { phase, timedOut } = step.result;
+        records[i] = { ...(previous as PvbStateRecord), name, phase, ...(timedOut ? { timedOut } : {}) };
+        return;
+      }
+      progress[name] = step.progress;
+      waits.push({ ms: step.delayMs, open: name });
+    }),
   );
+  const soonest = waits.sort((a, b) => a.ms - b.ms)[0];
+  if (!soonest) return { settled: true, tail: { ...tail, pvbs: records } };
+  return { settled: false, recheckInMs: soonest.ms, progress, open: soonest.open };
+}
+
+/**
+ * A look at a PVB failed (an API or Redis error): the job must not spend its few attempts on
+ * blips over a long copy — a post-hooks job that fails for good runs no post hook — so the look
+ * is retried at the next wake (capped backoff). Past the fs-backup deadline and the cancel wait,
+ * the PVB is given up on (recorded timed out, an error), so the post hooks still run.
+ */
+async function lookFailed(
+  rt: PipelineRuntime,
+  input: {
+    backupName: string;
+    name: string;
+    previous: PvbStateRecord | undefined;
+    deadlineAt: number;
+    progress: WatchProgress;
+    err: unknown;
+  },
+): Promise<VolumeOpWaitStep> {
+  const { deps } = rt;
+  const now = deps.clock.now();
+  const message = (input.err as Error)?.message ?? String(input.err);
+  if (now >= input.deadlineAt + deps.config.pvbCancelWaitMs) {
+    await recordPvbGaveUp(deps, input.backupName, input.name, input.previous, 'deadline', now - input.deadlineAt);
+    return { kind: 'done', result: { phase: input.previous?.phase ?? 'Unknown', timedOut: true } };
+  }
+  deps.logger.warn({ backup: input.backupName, pvb: input.name, err: message }, 'PVB look failed; looking again later');
+  const delayMs = cappedBackoffMs(input.progress.polls, { baseMs: deps.config.pvbPollBaseMs, maxMs: deps.config.pvbPollMaxMs });
+  return { kind: 'wait', delayMs: Math.max(1, delayMs), progress: { ...input.progress, polls: input.progress.polls + 1 } };
 }

@@ -7,7 +7,9 @@ import { processVolumeOpWatch } from '../volume-ops/volume-op-watch.js';
 
 /**
  * pvb-watch: the shared volume-operation watch (processVolumeOpWatch) over one PVB — re-parked
- * without a slot until the PVB is terminal, promoted by the process's PVB informer.
+ * without a slot until the PVB is terminal. Kept for backups in flight across an upgrade: item-block
+ * jobs of older versions added one per PVB; now the post-hooks job watches its block's PVBs, and
+ * the informer promotes post-hooks jobs, so such a job finds its PVB's end by polling.
  */
 export async function processPvbWatch(rt: PipelineRuntime, job: Job, token: string | undefined): Promise<PvbWatchResult> {
   const data = parsePvbWatchJobData(job.data);

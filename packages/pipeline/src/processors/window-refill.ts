@@ -1,5 +1,6 @@
 import { addBlockFlows } from '@stowage/queue';
 import { DelayedError, type Job, UnrecoverableError, WaitingChildrenError } from 'bullmq';
+import type { PipelineConfig } from '../deps.js';
 import { type BlockPlan, needsPostHooksJob } from '../plan/block-plan.js';
 import type { PipelineRuntime } from '../runtime.js';
 import type { ClaimedBlock } from '../state/dispatch-window.js';
@@ -9,6 +10,14 @@ export interface WindowedBackup {
   backupUid: string;
   requestId?: string | undefined;
   finalizeJobId: string;
+}
+
+/**
+ * How long a block's post-hooks job is parked once its item-block job is done (decoupled mode):
+ * the poll cap, as a watch look would park. Promotions end it sooner (releaseBlockTail, informers).
+ */
+export function postHooksParkMs(config: Pick<PipelineConfig, 'waitMode' | 'pvbPollMaxMs'>): number {
+  return config.waitMode === 'decoupled' ? config.pvbPollMaxMs : 0;
 }
 
 /**
@@ -33,6 +42,7 @@ export async function addClaimedBlocks(
       requestId: backup.requestId,
       windowed: true,
       parentKnown: true,
+      postHooksParkMs: postHooksParkMs(rt.deps.config),
     },
   );
 }

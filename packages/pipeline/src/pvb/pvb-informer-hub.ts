@@ -1,4 +1,4 @@
-import { pvbWatchJobId } from '@stowage/core';
+import { postHooksJobId } from '@stowage/core';
 import { isPvbTerminal, type PodVolumeBackup, type PvbClient, pvbLabels } from '@stowage/kube';
 import { JobName } from '@stowage/queue';
 import type { Queue } from 'bullmq';
@@ -7,7 +7,7 @@ import { PromotingInformerHub } from '../informers/promoting-informer-hub.js';
 
 export interface PvbInformerHubOptions {
   pvbs: PvbClient;
-  /** The pvb-watch queue: delayed watch jobs are promoted here. Omit to only cache. */
+  /** The hooks queue: a block's parked post-hooks job is promoted here. Omit to only cache. */
   jobQueue?: Queue | undefined;
   logger: PipelineLogger;
   /** The cache counts as healthy only if no watch error was reported for this long. Default 10 s. */
@@ -15,10 +15,30 @@ export interface PvbInformerHubOptions {
   now?: () => number;
 }
 
-/** The process's PVB informer: the promoting hub over PodVolumeBackups, promoting pvb-watch jobs. */
+/** The backup a PVB belongs to (its label, or the tag Velero's shape also carries). */
+function backupOf(pvb: PodVolumeBackup): string | undefined {
+  return pvb.metadata.labels?.[pvbLabels.backupName] ?? pvb.spec.tags?.backup;
+}
+
+/** `<backup>/<block>` of a PVB that names its block (tag `block`, set by item-block), else undefined. */
+function blockKeyOf(pvb: PodVolumeBackup): string | undefined {
+  const backup = backupOf(pvb);
+  const block = pvb.spec.tags?.block;
+  return backup && block ? `${backup}/${block}` : undefined;
+}
+
+/**
+ * The process's PVB informer: the promoting hub over PodVolumeBackups. A block's post-hooks job
+ * waits for all of the block's PVBs, so it is promoted when a PVB ends and every PVB of the same
+ * block in the cache has ended too (one promotion per block, not one per PVB). PVBs are indexed
+ * by the block they name; one not yet in the cache only makes the job look early, and re-park.
+ * PVBs created by older versions name no block: nothing is promoted for them (their pvb-watch
+ * jobs poll).
+ */
 export class PvbInformerHub extends PromotingInformerHub<PodVolumeBackup> {
   constructor(opts: PvbInformerHubOptions) {
     const { pvbs, ...rest } = opts;
+    const members = new Map<string, Set<string>>();
     super({
       ...rest,
       source: {
@@ -26,12 +46,32 @@ export class PvbInformerHub extends PromotingInformerHub<PodVolumeBackup> {
         namespace: pvbs.namespace,
         watch: (options) => pvbs.watchPvbs(options),
         nameOf: (pvb) => pvb.metadata.name,
-        shouldPromote: isPvbTerminal,
-        jobIdOf: (pvb) => {
-          const backupName = pvb.metadata.labels?.[pvbLabels.backupName] ?? pvb.spec.tags?.backup;
-          return backupName ? pvbWatchJobId(backupName, pvb.metadata.name) : undefined;
+        observe(type, pvb) {
+          const key = blockKeyOf(pvb);
+          if (!key) return;
+          const names = members.get(key);
+          if (type === 'DELETED') {
+            names?.delete(pvb.metadata.name);
+            if (names?.size === 0) members.delete(key);
+          } else if (names) names.add(pvb.metadata.name);
+          else members.set(key, new Set([pvb.metadata.name]));
         },
-        jobName: JobName.watchPvb,
+        shouldPromote(pvb, cached) {
+          if (!isPvbTerminal(pvb)) return false;
+          const key = blockKeyOf(pvb);
+          if (!key) return false;
+          for (const name of members.get(key) ?? []) {
+            const other = name === pvb.metadata.name ? pvb : cached(name);
+            if (!other || !isPvbTerminal(other)) return false;
+          }
+          return true;
+        },
+        jobIdOf: (pvb) => {
+          const backup = backupOf(pvb);
+          const block = pvb.spec.tags?.block;
+          return backup && block ? postHooksJobId(backup, block) : undefined;
+        },
+        jobName: JobName.runPostHooks,
       },
     });
   }

@@ -9,6 +9,7 @@ describe('buildPvb', () => {
     const pvb = buildPvb({
       backupName: 'b1',
       backupUid: 'buid',
+      blockId: 'blk-1',
       pod: {
         namespace: 'shop',
         name: 'db-0',
@@ -29,7 +30,16 @@ describe('buildPvb', () => {
         pod: { namespace: 'shop', name: 'db-0', uid: 'uid-1' },
         volume: 'data',
         backupStorageLocation: 'default',
-        tags: { backup: 'b1', 'backup-uid': 'buid', pod: 'db-0', 'pod-uid': 'uid-1', ns: 'shop', volume: 'data', pvc: 'pvc-1' },
+        tags: {
+          backup: 'b1',
+          'backup-uid': 'buid',
+          pod: 'db-0',
+          'pod-uid': 'uid-1',
+          ns: 'shop',
+          volume: 'data',
+          block: 'blk-1',
+          pvc: 'pvc-1',
+        },
       },
     });
   });

@@ -5,6 +5,8 @@ import type { PlannedPod, PlannedVolume } from '../plan/block-plan.js';
 export function buildPvb(input: {
   backupName: string;
   backupUid: string;
+  /** The block that waits for it: its post-hooks job is what the PVB informer promotes. */
+  blockId: string;
   pod: PlannedPod;
   volume: PlannedVolume & { pvbName: string };
   node: string;
@@ -18,6 +20,7 @@ export function buildPvb(input: {
     'pod-uid': pod.uid,
     ns: pod.namespace,
     volume: volume.name,
+    block: input.blockId,
   };
   if (volume.claimName) tags.pvc = volume.claimName;
   return {
