@@ -146,7 +146,8 @@ export function selectFsBackupVolumes(pod: Pod, ctx: FsBackupContext): FsBackupS
   }
   const running = isPodRunning(pod);
   const nodeName = pod.spec.nodeName;
-  const claimed = new Map(ctx.claimedPvcs);
+  // This pod's claims over the backup's: no copy of the backup-wide map per pod (planning was quadratic).
+  const claimedNow = new Map<string, string>();
   // a claim recorded for this same pod by an earlier run (jobs run at least once) is its own
   const claimedHere = new Set<string>();
   const newClaims: FsBackupSelection['newClaims'] = [];
@@ -274,7 +275,7 @@ export function selectFsBackupVolumes(pod: Pod, ctx: FsBackupContext): FsBackupS
     }
     if (claimName !== null) {
       const pvcKey = `${namespace}/${claimName}`;
-      const owner = claimed.get(pvcKey);
+      const owner = claimedNow.get(pvcKey) ?? ctx.claimedPvcs.get(pvcKey);
       if (owner !== undefined && (owner !== podKey || claimedHere.has(pvcKey))) {
         const through = owner === podKey ? 'another volume of this pod' : `pod ${owner}`;
         return decide(
@@ -285,7 +286,7 @@ export function selectFsBackupVolumes(pod: Pod, ctx: FsBackupContext): FsBackupS
       }
       claimedHere.add(pvcKey);
       if (owner === undefined) {
-        claimed.set(pvcKey, podKey);
+        claimedNow.set(pvcKey, podKey);
         newClaims.push({ pvcKey, podKey });
       }
     }

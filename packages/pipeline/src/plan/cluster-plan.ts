@@ -32,6 +32,8 @@ import { readPolicyDocument } from './resource-policy-configmap.js';
 
 /** Resources never backed up: Stowage's own in-flight PVBs. */
 const NEVER_LISTED = new Set([`${pvbPlural}.${pvbGroup}`]);
+/** Lists read ahead of their blocks (each holds one resource's items in memory until its turn). */
+const LISTS_AHEAD = 4;
 /** The relation graph needs these three listed together before grouping. */
 const RELATED = new Set(['pods', 'persistentvolumeclaims', 'persistentvolumes']);
 
@@ -134,17 +136,30 @@ export async function planCluster(input: ClusterPlanInput, sink: ClusterPlanSink
   for (const warning of grouped.warnings) {
     await sink.problem({ level: 'warn', onceKey: `grouping:${warning.code}:${warning.itemKey}`, msg: warning.message });
   }
-  await emit(grouped.blocks);
 
-  // 2. Everything else, resource by resource (pod-free blocks, batched); namespaces last.
+  // 2. Everything else, resource by resource (pod-free blocks, batched); namespaces last. The
+  // next few lists are read while the blocks before them are stored: the same lists, one each,
+  // and blocks in the same order, without a round trip to the API server between resources.
   const isNamespaces = (r: DiscoveredResource) => r.group === '' && r.resource === 'namespaces';
-  for (const resource of resources.filter((r) => !(r.group === '' && RELATED.has(r.resource)) && !isNamespaces(r))) {
-    const res = groupItemBlocks(await listItems(resource), spec, { unrelatedBatchSize: 50 });
-    await emit(res.blocks);
+  const others = resources.filter((r) => !(r.group === '' && RELATED.has(r.resource)) && !isNamespaces(r));
+  const reading: Array<Promise<ClusterItem[]>> = [];
+  let started = 0;
+  const readAhead = () => {
+    for (; started < others.length && reading.length < LISTS_AHEAD; started++)
+      reading.push(prefetch(listItems(others[started] as DiscoveredResource)));
+  };
+  readAhead();
+  await emit(grouped.blocks);
+  for (let read = reading.shift(); read; read = reading.shift()) {
+    const listedItems = await read;
+    readAhead();
+    await emit(groupItemBlocks(listedItems, spec, { unrelatedBatchSize: 50 }).blocks);
   }
 
   // 3. What the items pull in (PriorityClasses, ClusterRoleBindings and their ClusterRoles, the
   // CRDs of custom resources), as Velero's item-block actions and backupCRD add them.
+  const namespaceResource = resources.find(isNamespaces);
+  const namespaces = namespaceResource ? prefetch(listItems(namespaceResource)) : undefined;
   const added = await pulledIn.additionalItems();
   for (const note of added.notes) {
     if (note.level === 'warn') await sink.problem({ level: 'warn', onceKey: `related:${note.msg}`, msg: note.msg });
@@ -154,10 +169,9 @@ export async function planCluster(input: ClusterPlanInput, sink: ClusterPlanSink
 
   // 4. Namespaces, now that it is known which hold items: a label-selected backup keeps the
   // namespaces of its items (Velero's nsTracker).
-  const namespaceResource = resources.find(isNamespaces);
-  if (namespaceResource) {
+  if (namespaces) {
     const kept: ClusterItem[] = [];
-    for (const item of await listItems(namespaceResource)) {
+    for (const item of await namespaces) {
       const meta = item.object.metadata;
       const phase = (item.object as { status?: { phase?: string } }).status?.phase;
       const decision = decideNamespace(
@@ -170,6 +184,12 @@ export async function planCluster(input: ClusterPlanInput, sink: ClusterPlanSink
     await emit(blocksOfAddedItems(kept));
   }
   return { pvcs: volumeCtx.pvcs, pvs: volumeCtx.pvs };
+}
+
+/** A read started ahead of its use: its failure is thrown where it is awaited, and not reported as unhandled before. */
+function prefetch<T>(read: Promise<T>): Promise<T> {
+  read.catch(() => {});
+  return read;
 }
 
 function toClusterItem(resource: DiscoveredResource, object: unknown): ClusterItem {

@@ -74,10 +74,10 @@ export function selectFsBackupVolumes(
     nodesWithAgent: ctx.nodesWithAgent,
     claimedPvcs: ctx.takenClaims,
   });
-  const claimsBefore = new Map(ctx.takenClaims);
-  for (const claim of selection.newClaims) ctx.takenClaims.set(claim.pvcKey, claim.podKey);
   const thisPod = `${pod.metadata.namespace}/${pod.metadata.name}`;
-  return selection.volumes.map((v): PlannedVolume => {
+  // Holders are looked up as they were before this pod (its own claims are recorded after the
+  // map below), without copying the backup-wide map per pod: that copy made planning quadratic.
+  const volumes = selection.volumes.map((v): PlannedVolume => {
     const pvbName = pvbNameOf(pod.metadata.uid ?? '', v.volume);
     if (v.decision === 'fs-backup') {
       return { name: v.volume, action: 'fs-backup', reason: v.reason, claimName: v.pvcName ?? undefined, pvbName };
@@ -85,7 +85,7 @@ export function selectFsBackupVolumes(
     // Taken by another pod: this one stands by to take it over (see claim-handover.ts).
     const holder =
       v.code === CORE_ERROR_CODES.CORE_VOLUME_PVC_ALREADY_CLAIMED && v.pvcName !== null
-        ? claimsBefore.get(`${pod.metadata.namespace}/${v.pvcName}`)
+        ? ctx.takenClaims.get(`${pod.metadata.namespace}/${v.pvcName}`)
         : undefined;
     if (holder !== undefined && holder !== thisPod) {
       return {
@@ -99,4 +99,6 @@ export function selectFsBackupVolumes(
     }
     return { name: v.volume, action: v.decision === 'error' ? 'error' : 'skip', reason: v.reason, claimName: v.pvcName ?? undefined };
   });
+  for (const claim of selection.newClaims) ctx.takenClaims.set(claim.pvcKey, claim.podKey);
+  return volumes;
 }

@@ -7,6 +7,7 @@ import { type BlockPlan, needsPostHooksJob } from '../plan/block-plan.js';
 import { type PlannedBlock, planCluster, resolveResourcePolicies } from '../plan/cluster-plan.js';
 import type { PipelineRuntime } from '../runtime.js';
 import { ENDED_BACKUP_PHASES } from '../state/backup-state.js';
+import type { ClaimedBlock } from '../state/dispatch-window.js';
 import { BlockPlanEncoder } from '../state/plan-codec.js';
 import { addClaimedBlocks, postHooksParkMs } from './window-refill.js';
 
@@ -70,6 +71,59 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
   let batchSize = Math.min(FIRST_BATCH_BLOCKS, config.blockBatchSize);
   // One encoder for the run: the dictionary learned from the first blocks compresses the rest.
   const encoder = new BlockPlanEncoder();
+  // A batch is stored (plans, then its window claim) while the batch before it is still being
+  // added and recorded: the planner's CPU (encoding) and the two batches' round trips overlap
+  // instead of adding up. At most one batch is being dispatched at a time, and a batch is only
+  // ever dispatched after its plans are stored, so a re-run of plan still finds what it needs.
+  let dispatching: Promise<void> = Promise.resolve();
+  const dispatch = async (stored: PlannedBlock[], claimed: ReadonlyArray<ClaimedBlock<BlockPlan>> | undefined, counted: typeof totals) => {
+    if (claimed) {
+      await addClaimedBlocks(rt, { backupName, backupUid: data.backupUid, requestId: data.requestId, finalizeJobId: finalizeId }, claimed);
+    } else {
+      await addBlockFlows(
+        { flowProducer: rt.flowProducer, itemBlocks: rt.itemBlocksQueue },
+        {
+          backupName,
+          backupUid: data.backupUid,
+          finalizeJobId: finalizeId,
+          // Blocks with no fs-backup volume and no post hook need no post-hooks job (one job, not two).
+          blocks: stored.map(({ plan }) => ({ id: plan.id, solo: !needsPostHooksJob(plan) })),
+          batchSize: config.blockBatchSize,
+          requestId: data.requestId,
+          postHooksParkMs: postHooksParkMs(config),
+        },
+      );
+    }
+    // The batch's skips, problems and progress after its flows are in (blocks need not wait for
+    // them), sent together: one round trip's wait.
+    const writes: Array<Promise<unknown>> = [
+      state.logMany(
+        backupName,
+        stored.flatMap(({ plan }) =>
+          plan.skips.map((skip) => ({ level: 'info' as const, msg: `skipped ${skip.what}: ${skip.reason}`, blockId: plan.id, skip: true })),
+        ),
+      ),
+    ];
+    for (const { plan } of stored) {
+      for (const error of plan.errors ?? []) {
+        writes.push(
+          state.recordProblem(backupName, {
+            level: 'error',
+            onceKey: `volume:${error.what}`,
+            msg: `${error.what} not backed up: ${error.reason}`,
+            namespace: error.what.split('/')[1],
+            blockId: plan.id,
+          }),
+        );
+      }
+      for (const warning of plan.warnings ?? []) {
+        writes.push(state.recordProblem(backupName, { level: 'warn', onceKey: `plan:${warning}`, msg: warning, blockId: plan.id }));
+      }
+    }
+    writes.push(state.setCounter(backupName, 'totalItems', counted.items));
+    writes.push(state.appendEvent(backupName, 'plan.progress', { blocks: counted.blocks, items: counted.items }));
+    await Promise.all(writes);
+  };
   const store = async (planned: PlannedBlock[]) => {
     for (let start = 0; start < planned.length; ) {
       const stored = planned.slice(start, start + batchSize);
@@ -83,71 +137,45 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
         stored.map(({ plan, manifests }) => ({ id: plan.id, plan, items: manifests, solo: !needsPostHooksJob(plan) })),
         encoder,
       );
-      if (windowed) {
-        // Windowed: the batch joins the backup's queue of blocks; only what fits the window is
-        // added now (claimed under this batch's key, so a re-run of plan adds the same again).
-        const claimed = await rt.window.claim<BlockPlan>(backupName, `plan:${++claims}`, false);
-        await addClaimedBlocks(
-          rt,
-          { backupName, backupUid: data.backupUid, requestId: data.requestId, finalizeJobId: finalizeId },
-          claimed,
-        );
-      } else {
-        await addBlockFlows(
-          { flowProducer: rt.flowProducer, itemBlocks: rt.itemBlocksQueue },
-          {
-            backupName,
-            backupUid: data.backupUid,
-            finalizeJobId: finalizeId,
-            // Blocks with no fs-backup volume and no post hook need no post-hooks job (one job, not two).
-            blocks: stored.map(({ plan }) => ({ id: plan.id, solo: !needsPostHooksJob(plan) })),
-            batchSize: config.blockBatchSize,
-            requestId: data.requestId,
-            postHooksParkMs: postHooksParkMs(config),
-          },
-        );
-      }
-      // The batch's skips in one write, after its flows are in (blocks need not wait for them).
-      await state.logMany(
-        backupName,
-        stored.flatMap(({ plan }) =>
-          plan.skips.map((skip) => ({ level: 'info' as const, msg: `skipped ${skip.what}: ${skip.reason}`, blockId: plan.id, skip: true })),
-        ),
-      );
-      for (const { plan } of stored) {
-        for (const error of plan.errors ?? []) {
-          await state.recordProblem(backupName, {
-            level: 'error',
-            onceKey: `volume:${error.what}`,
-            msg: `${error.what} not backed up: ${error.reason}`,
-            namespace: error.what.split('/')[1],
-            blockId: plan.id,
-          });
-        }
-        for (const warning of plan.warnings ?? []) {
-          await state.recordProblem(backupName, { level: 'warn', onceKey: `plan:${warning}`, msg: warning, blockId: plan.id });
-        }
-      }
+      // Windowed: the batch joins the backup's queue of blocks; only what fits the window is
+      // added (claimed under this batch's key, so a re-run of plan adds the same again).
+      const claimed = windowed ? await rt.window.claim<BlockPlan>(backupName, `plan:${++claims}`, false) : undefined;
       totals.blocks += stored.length;
       totals.batches += 1;
       totals.items += stored.reduce((n, b) => n + b.plan.items.length, 0);
-      await state.setCounter(backupName, 'totalItems', totals.items);
-      await state.appendEvent(backupName, 'plan.progress', { blocks: totals.blocks, items: totals.items });
+      const counted = { ...totals };
+      await dispatching;
+      dispatching = dispatch(stored, claimed, counted);
+      // Awaited before the next batch is dispatched, or at the end; a failure meanwhile is not unhandled.
+      dispatching.catch(() => {});
     }
   };
 
   // The plan step itself is shared with the dry run (plan/cluster-plan.ts): same lists, same decisions.
-  await planCluster(
-    { kube: deps.kube, backupName, spec, policies, nodesWithAgent: await deps.agents.nodesWithAgent(), listPageSize: config.listPageSize },
-    {
-      blocks: store,
-      problem: async (problem) => {
-        await state.recordProblem(backupName, { ...problem });
+  try {
+    await planCluster(
+      {
+        kube: deps.kube,
+        backupName,
+        spec,
+        policies,
+        nodesWithAgent: await deps.agents.nodesWithAgent(),
+        listPageSize: config.listPageSize,
       },
-      note: (msg) => state.log(backupName, { level: 'info', msg }),
-    },
-  );
-
+      {
+        blocks: store,
+        problem: async (problem) => {
+          await state.recordProblem(backupName, { ...problem });
+        },
+        note: (msg) => state.log(backupName, { level: 'info', msg }),
+      },
+    );
+  } catch (err) {
+    // No batch is still being added while this attempt fails (its retry adds the same again).
+    await dispatching.catch(() => {});
+    throw err;
+  }
+  await dispatching;
   await state.setCounter(backupName, 'totalItems', totals.items);
   await state.setCounter(backupName, 'blocksPlanned', totals.blocks);
   await state.updateBackup(backupName, { planCompletedAt: clock.now(), planSummary: totals });
