@@ -214,10 +214,15 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
    * Each kind re-evaluates only what changed since the last pass (its refresh); the periodic
    * rescan re-evaluates everything, as a safety net for anything no event announced.
    */
+  let claimStepFailed = false;
   async function pumpOnce(): Promise<void> {
     if (stopped || !podsSynced) return;
     const active = sources.filter((source) => syncedSources.has(source));
-    for (const source of active) await source.refresh();
+    let changed = claimStepFailed;
+    for (const source of active) if (await source.refresh()) changed = true;
+    // Nothing busy or startable moved (most PVR events are other nodes'): nothing new to claim.
+    if (!changed) return;
+    claimStepFailed = true;
     // The limit is node-wide: work another agent (or a previous run) holds InProgress counts too.
     const busy = new Set<string>();
     for (const source of active) for (const name of source.busyOnNode()) busy.add(`${source.label}/${name}`);
@@ -228,6 +233,8 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
       if (stopped || busy.size >= limit) break;
       if (await next.claim()) busy.add(`${next.kind}/${next.name}`);
     }
+    // A claim that threw leaves the flag set: the next pass claims again, whatever its events.
+    claimStepFailed = false;
   }
 
   // ---------------------------------------------------------------- start

@@ -131,9 +131,10 @@ export interface ScheduledSource {
    * Brings this kind's view of the node up to date for a scheduling pass: evaluates again only
    * the objects that changed since the last pass (informer events, `dependencyChanged`), or all
    * of them after `rescanAll`, and answers their spec.cancel (forwarded to running work, answered
-   * for New objects).
+   * for New objects). True when what is busy or startable here may have changed since the last
+   * refresh (or a run ended): only then is there anything new to claim.
    */
-  refresh(): Promise<void>;
+  refresh(): Promise<boolean>;
   /** The next refresh evaluates every cached object (the periodic safety net, and a kind joining). */
   rescanAll(): void;
   /** Outside state an object's eligibility reads changed (see VolumeOperationHandler.dependencyOf). */
@@ -200,6 +201,12 @@ export function startOperationSource<Spec extends VolumeOperationSpecBase, Statu
   /** Names changed since the last refresh. */
   const dirty = new Set<string>();
   let rescanDue = true;
+  /**
+   * Something the claim step reads moved since the last refresh: an object entered or left the
+   * active or startable set, a run ended, or a rescan. Most PVR events are other nodes' and move
+   * nothing here, and then the agent skips the claim step.
+   */
+  let viewChanged = true;
   /** Active (InProgress, Canceling) objects of this node, as of the last refresh. */
   const activeHere = new Set<string>();
   /** New objects without spec.cancel this node may start, as of the last refresh. */
@@ -273,10 +280,11 @@ export function startOperationSource<Spec extends VolumeOperationSpecBase, Statu
     return out;
   }
 
-  async function refresh(): Promise<void> {
+  async function refresh(): Promise<boolean> {
     let names: Iterable<string>;
     if (rescanDue) {
       rescanDue = false;
+      viewChanged = true;
       dirty.clear();
       activeHere.clear();
       startable.clear();
@@ -286,20 +294,26 @@ export function startOperationSource<Spec extends VolumeOperationSpecBase, Statu
       dirty.clear();
     }
     for (const name of names) {
-      if (stopped) return;
+      if (stopped) break;
       await evaluate(name);
     }
+    const changed = viewChanged;
+    viewChanged = false;
+    return changed;
   }
 
   /** One object's place in the node view, and its spec.cancel answered. */
   async function evaluate(name: string): Promise<void> {
-    activeHere.delete(name);
-    startable.delete(name);
     const object = current(name);
-    if (!object?.spec) return;
-    if (isActivePhase(object) && handler.belongsToNode(object)) activeHere.add(name);
-    if (isQueueable(object)) startable.add(name);
-    if (!object.spec.cancel) return;
+    const active = object !== undefined && isActivePhase(object) && handler.belongsToNode(object);
+    const queueable = object !== undefined && isQueueable(object);
+    if (active !== activeHere.has(name) || queueable !== startable.has(name)) viewChanged = true;
+    if (active) activeHere.add(name);
+    else activeHere.delete(name);
+    if (queueable) startable.add(name);
+    else startable.delete(name);
+    if (!object) return;
+    if (!object.spec?.cancel) return;
     const run = runs.get(name);
     if (run) {
       if (!run.cancelRequested) requestCancel(run);
@@ -362,6 +376,7 @@ export function startOperationSource<Spec extends VolumeOperationSpecBase, Statu
     log.info({ [key]: name, resumed }, resumed ? `${label} resumed` : `${label} claimed`);
     run.done = execute(run, result.object, resumed).finally(() => {
       runs.delete(name);
+      viewChanged = true;
       deps.schedule();
     });
     return true;

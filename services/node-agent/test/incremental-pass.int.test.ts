@@ -162,4 +162,37 @@ describe('node agent scheduling pass (incremental)', () => {
     const done = await pvrPhase('pvr-cancel-retried', ['Canceled', 'Completed', 'Failed'], 30_000);
     expect(done?.status).toMatchObject({ phase: 'Canceled', message: expect.stringMatching(/canceled before the restore started/) });
   }, 120_000);
+
+  it("a claim that failed is tried again on the next event, even one about another node's PVR", async () => {
+    const kube = createKubeClients({ kubeconfigPath: h.sim.kubeconfigPath, retryPolicy: { maxAttempts: 1 } });
+    await agentFor('node-a', { kube, rescanIntervalMs: HOUR_MS });
+    const podUid = await h.createPod('app', 'claim-retried', { node: 'node-a', volumes: ['data'] });
+    h.sim.resetRequests();
+    h.sim.setFaults({
+      errorRate: 1,
+      statuses: [500],
+      appliesTo: { resources: ['podvolumerestores.stowage.dev/status'], verbs: ['update'] },
+    });
+    // (its snapshot does not exist: the restore fails once claimed; the claim is what this is about)
+    const pvr = { restoreUid: 'restore-uid-inc', namespace: 'app', volume: 'data', snapshotID: 'none' };
+    await h.createPvr('pvr-claim-retried', { ...pvr, pod: 'claim-retried', podUid });
+    await waitFor(
+      async () => h.sim.requests().faulted['500'] ?? 0,
+      (failed) => failed >= 1,
+      30_000,
+      "the agent's claim to fail",
+    );
+    h.sim.clearFaults();
+    expect((await h.pvrs.get('pvr-claim-retried'))?.status).toBeUndefined();
+    // Changes nothing on node-a (its pod runs on node-b), but it is an event: the failed claim goes again.
+    await h.createPvr('pvr-for-node-b', { ...pvr, pod: 'web', podUid: await h.podUid('app', 'web') });
+    const claimed = await waitFor(
+      () => h.pvrs.get('pvr-claim-retried'),
+      (current) => current?.status?.node !== undefined,
+      30_000,
+      'node-a to claim the PVR',
+    );
+    expect(claimed?.status?.node).toBe('node-a');
+    expect((await h.pvrs.get('pvr-for-node-b'))?.status).toBeUndefined();
+  }, 120_000);
 });
