@@ -312,8 +312,7 @@ export function startOperationSource<Spec extends VolumeOperationSpecBase, Statu
     else activeHere.delete(name);
     if (queueable) startable.add(name);
     else startable.delete(name);
-    if (!object) return;
-    if (!object.spec?.cancel) return;
+    if (!object?.spec?.cancel) return;
     const run = runs.get(name);
     if (run) {
       if (!run.cancelRequested) requestCancel(run);
