@@ -168,18 +168,6 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
   // PVRs are taken by the node their pod runs on: the pods of this node, by uid (an index kept
   // from the informer's events, so matching every PVR to its pod is a lookup, not a scan).
   const podsByUid = new Map<string, PodOnNode>();
-  const podsHere = watchPods(kube, {
-    fieldSelector: `spec.nodeName=${nodeName}`,
-    onEvent: (event) => {
-      const pod = event.object as PodOnNode;
-      const uid = pod.metadata?.uid;
-      if (!uid) return;
-      if (event.type === 'DELETED' || pod.spec?.nodeName !== nodeName) podsByUid.delete(uid);
-      else podsByUid.set(uid, pod);
-      schedule();
-    },
-    onError: (err) => log.warn({ err: err.message, code: err.code }, 'pod watch problem (it recovers by itself)'),
-  });
   const podOnNode = (uid: string): PodOnNode | undefined => podsByUid.get(uid);
 
   const sourceDeps = {
@@ -206,12 +194,35 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
     sourceDeps,
   );
   const sources: ScheduledSource[] = [backups, restores];
+  const podsHere = watchPods(kube, {
+    fieldSelector: `spec.nodeName=${nodeName}`,
+    onEvent: (event) => {
+      const pod = event.object as PodOnNode;
+      const uid = pod.metadata?.uid;
+      if (!uid) return;
+      if (event.type === 'DELETED' || pod.spec?.nodeName !== nodeName) podsByUid.delete(uid);
+      else podsByUid.set(uid, pod);
+      // A PVR is this node's once its pod is here: evaluate the PVRs naming this pod again.
+      restores.dependencyChanged(uid);
+      schedule();
+    },
+    onError: (err) => log.warn({ err: err.message, code: err.code }, 'pod watch problem (it recovers by itself)'),
+  });
 
-  /** One limit for both kinds: what is busy on the node, then the queue of both in creation order. */
+  /**
+   * One limit for both kinds: what is busy on the node, then the queue of both in creation order.
+   * Each kind re-evaluates only what changed since the last pass (its refresh); the periodic
+   * rescan re-evaluates everything, as a safety net for anything no event announced.
+   */
+  let claimStepFailed = false;
   async function pumpOnce(): Promise<void> {
     if (stopped || !podsSynced) return;
     const active = sources.filter((source) => syncedSources.has(source));
-    for (const source of active) await source.answerCancels();
+    let changed = claimStepFailed;
+    for (const source of active) if (await source.refresh()) changed = true;
+    // Nothing busy or startable moved (most PVR events are other nodes'): nothing new to claim.
+    if (!changed) return;
+    claimStepFailed = true;
     // The limit is node-wide: work another agent (or a previous run) holds InProgress counts too.
     const busy = new Set<string>();
     for (const source of active) for (const name of source.busyOnNode()) busy.add(`${source.label}/${name}`);
@@ -222,10 +233,15 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
       if (stopped || busy.size >= limit) break;
       if (await next.claim()) busy.add(`${next.kind}/${next.name}`);
     }
+    // A claim that threw leaves the flag set: the next pass claims again, whatever its events.
+    claimStepFailed = false;
   }
 
   // ---------------------------------------------------------------- start
-  const rescan = setInterval(schedule, options.rescanIntervalMs ?? 5000);
+  const rescan = setInterval(() => {
+    for (const source of sources) source.rescanAll();
+    schedule();
+  }, options.rescanIntervalMs ?? 5000);
   rescan.unref();
   const recoveries: Promise<void>[] = [];
   /** A kind joins scheduling once listed; what a previous run left InProgress is resumed then. */
@@ -233,6 +249,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
     source.synced.then((ok) => {
       if (!ok || stopped) return;
       syncedSources.add(source);
+      source.rescanAll();
       const recovery = source
         .recoverOrphans()
         .catch((error: unknown) => {

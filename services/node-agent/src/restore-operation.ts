@@ -57,6 +57,7 @@ export function restoreOperationHandler(deps: RestoreOperationDeps): VolumeOpera
     client: deps.client,
     belongsToNode: (pvr) => (pvr.status?.node ? pvr.status.node === nodeName : podIsHere(pvr)),
     isStartable: (pvr) => !pvr.status?.node && podIsHere(pvr),
+    dependencyOf: (pvr) => pvr.spec?.pod?.uid,
     // A New PVR's pod may never be scheduled: any agent may answer its cancel (one conditional write wins).
     answersCancelOf: () => true,
     claimFields: { node: nodeName },

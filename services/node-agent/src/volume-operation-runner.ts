@@ -59,6 +59,12 @@ export interface VolumeOperationHandler<Spec extends VolumeOperationSpecBase, St
   isStartable(object: VolumeOperation<Spec, Status>): boolean;
   /** A New object whose spec.cancel this agent may answer (a conditional write: one agent wins). */
   answersCancelOf(object: VolumeOperation<Spec, Status>): boolean;
+  /**
+   * The outside state `belongsToNode` and `isStartable` read besides the object (a PVR's pod uid):
+   * when the agent reports a change to it (`dependencyChanged`), the objects that name it are
+   * evaluated again. None when the object alone decides (a PVB's node is in its spec).
+   */
+  dependencyOf?(object: VolumeOperation<Spec, Status>): string | undefined;
   /** Fields the claim adds to the InProgress status (a PVR records its node). */
   readonly claimFields: Partial<Status>;
   readonly messages: {
@@ -121,11 +127,21 @@ export interface ScheduledSource {
   readonly counters: OperationCounters;
   /** true once the informer's first list is in. */
   readonly synced: Promise<boolean>;
+  /**
+   * Brings this kind's view of the node up to date for a scheduling pass: evaluates again only
+   * the objects that changed since the last pass (informer events, `dependencyChanged`), or all
+   * of them after `rescanAll`, and answers their spec.cancel (forwarded to running work, answered
+   * for New objects). True when what is busy or startable here may have changed since the last
+   * refresh (or a run ended): only then is there anything new to claim.
+   */
+  refresh(): Promise<boolean>;
+  /** The next refresh evaluates every cached object (the periodic safety net, and a kind joining). */
+  rescanAll(): void;
+  /** Outside state an object's eligibility reads changed (see VolumeOperationHandler.dependencyOf). */
+  dependencyChanged(key: string): void;
   /** Names InProgress or Canceling on this node: running here, or held by another (previous) agent. */
-  busyOnNode(): string[];
+  busyOnNode(): Iterable<string>;
   queued(): QueuedOperation[];
-  /** Forwards spec.cancel to running work; answers it for New objects. */
-  answerCancels(): Promise<void>;
   /** Takes over what a previous run of this node's agent left InProgress (see README, Restart). */
   recoverOrphans(): Promise<void>;
   running(): number;
@@ -180,10 +196,49 @@ export function startOperationSource<Spec extends VolumeOperationSpecBase, Statu
   const counters: OperationCounters = { started: 0, completed: 0, failed: 0, canceled: 0, bytes: 0 };
   let stopped = false;
 
+  // The node view, kept up to date object by object: a pass costs what changed, not the whole
+  // cache (every agent sees every PVR, and a restore's burst of PVR events reached every agent).
+  /** Names changed since the last refresh. */
+  const dirty = new Set<string>();
+  let rescanDue = true;
+  /**
+   * Something the claim step reads moved since the last refresh: an object entered or left the
+   * active or startable set, a run ended, or a rescan. Most PVR events are other nodes' and move
+   * nothing here, and then the agent skips the claim step.
+   */
+  let viewChanged = true;
+  /** Active (InProgress, Canceling) objects of this node, as of the last refresh. */
+  const activeHere = new Set<string>();
+  /** New objects without spec.cancel this node may start, as of the last refresh. */
+  const startable = new Set<string>();
+  /** dependencyOf key → names of the objects that read it, and back. */
+  const dependents = new Map<string, Set<string>>();
+  const dependencyOfName = new Map<string, string>();
+
+  const trackDependency = (name: string, key: string | undefined) => {
+    const previous = dependencyOfName.get(name);
+    if (previous === key) return;
+    if (previous !== undefined) {
+      const names = dependents.get(previous);
+      names?.delete(name);
+      if (names?.size === 0) dependents.delete(previous);
+    }
+    if (key === undefined) {
+      dependencyOfName.delete(name);
+      return;
+    }
+    dependencyOfName.set(name, key);
+    const names = dependents.get(key) ?? new Set<string>();
+    names.add(name);
+    dependents.set(key, names);
+  };
+
   const informer = client.watch({
     labelSelector: handler.labelSelector,
     onEvent: (event) => {
       const name = event.object.metadata.name;
+      dirty.add(name);
+      trackDependency(name, event.type === 'DELETED' ? undefined : handler.dependencyOf?.(event.object));
       if (event.type === 'DELETED') {
         firstSeen.delete(name);
         const run = runs.get(name);
@@ -200,48 +255,86 @@ export function startOperationSource<Spec extends VolumeOperationSpecBase, Statu
     onError: (err) => log.warn({ err: err.message, code: err.code }, `${label} watch problem (it recovers by itself)`),
   });
 
-  function busyOnNode(): string[] {
-    const busy = new Set<string>(runs.keys());
-    for (const object of informer.list()) if (isActivePhase(object) && handler.belongsToNode(object)) busy.add(object.metadata.name);
-    return [...busy];
+  const current = (name: string): Obj | undefined => informer.get(name, client.namespace);
+  const isQueueable = (object: Obj) =>
+    phaseOf(object) === 'New' && !object.spec?.cancel && !runs.has(object.metadata.name) && handler.isStartable(object);
+
+  function busyOnNode(): Iterable<string> {
+    return new Set<string>([...runs.keys(), ...activeHere]);
   }
 
   function queued(): QueuedOperation[] {
-    return informer
-      .list()
-      .filter(
-        (object) => phaseOf(object) === 'New' && !object.spec?.cancel && !runs.has(object.metadata.name) && handler.isStartable(object),
-      )
-      .map((object) => ({
+    const out: QueuedOperation[] = [];
+    for (const name of startable) {
+      // Checked again on the cached object: an event may have come in since the refresh.
+      const object = current(name);
+      if (!object || !isQueueable(object)) continue;
+      out.push({
         kind: label,
-        name: object.metadata.name,
+        name,
         creationTimestamp: (object.metadata.creationTimestamp ?? '').toString(),
-        seen: firstSeen.get(object.metadata.name) ?? 0,
+        seen: firstSeen.get(name) ?? 0,
         claim: () => claim(object, false),
-      }));
+      });
+    }
+    return out;
   }
 
-  async function answerCancels(): Promise<void> {
-    for (const object of informer.list()) {
-      if (!object.spec) continue;
-      const run = runs.get(object.metadata.name);
-      if (run) {
-        if (object.spec.cancel && !run.cancelRequested) requestCancel(run);
-        continue;
+  async function refresh(): Promise<boolean> {
+    let names: Iterable<string>;
+    if (rescanDue) {
+      rescanDue = false;
+      viewChanged = true;
+      dirty.clear();
+      activeHere.clear();
+      startable.clear();
+      names = informer.list().map((object) => object.metadata.name);
+    } else {
+      names = [...dirty];
+      dirty.clear();
+    }
+    for (const name of names) {
+      if (stopped) break;
+      await evaluate(name);
+    }
+    const changed = viewChanged;
+    viewChanged = false;
+    return changed;
+  }
+
+  /** One object's place in the node view, and its spec.cancel answered. */
+  async function evaluate(name: string): Promise<void> {
+    const object = current(name);
+    const active = object !== undefined && isActivePhase(object) && handler.belongsToNode(object);
+    const queueable = object !== undefined && isQueueable(object);
+    if (active !== activeHere.has(name) || queueable !== startable.has(name)) viewChanged = true;
+    if (active) activeHere.add(name);
+    else activeHere.delete(name);
+    if (queueable) startable.add(name);
+    else startable.delete(name);
+    if (!object?.spec?.cancel) return;
+    const run = runs.get(name);
+    if (run) {
+      if (!run.cancelRequested) requestCancel(run);
+      return;
+    }
+    const rv = object.metadata.resourceVersion ?? '';
+    if (phaseOf(object) !== 'New' || !handler.answersCancelOf(object) || answeredCancels.has(rv)) return;
+    answeredCancels.add(rv);
+    try {
+      const result = await client.updateStatusIf(name, rv, {
+        phase: 'Canceled',
+        completionTimestamp: new Date().toISOString(),
+        message: handler.messages.canceledBeforeStart,
+      } as Status);
+      if (result.outcome === 'updated') {
+        counters.canceled++;
+        log.info({ [key]: name }, `${label} canceled before it started`);
       }
-      const rv = object.metadata.resourceVersion ?? '';
-      if (phaseOf(object) === 'New' && object.spec.cancel && handler.answersCancelOf(object) && !answeredCancels.has(rv)) {
-        answeredCancels.add(rv);
-        const result = await client.updateStatusIf(object.metadata.name, rv, {
-          phase: 'Canceled',
-          completionTimestamp: new Date().toISOString(),
-          message: handler.messages.canceledBeforeStart,
-        } as Status);
-        if (result.outcome === 'updated') {
-          counters.canceled++;
-          log.info({ [key]: object.metadata.name }, `${label} canceled before it started`);
-        }
-      }
+    } catch (error) {
+      // Not answered: the periodic full rescan tries again (no event may come for this object).
+      answeredCancels.delete(rv);
+      log.warn({ [key]: name, err: (error as Error).message }, 'cancel not answered yet; the next rescan tries again');
     }
   }
 
@@ -282,6 +375,7 @@ export function startOperationSource<Spec extends VolumeOperationSpecBase, Statu
     log.info({ [key]: name, resumed }, resumed ? `${label} resumed` : `${label} claimed`);
     run.done = execute(run, result.object, resumed).finally(() => {
       runs.delete(name);
+      viewChanged = true;
       deps.schedule();
     });
     return true;
@@ -476,7 +570,13 @@ export function startOperationSource<Spec extends VolumeOperationSpecBase, Statu
     counters,
     busyOnNode,
     queued,
-    answerCancels,
+    refresh,
+    rescanAll: () => {
+      rescanDue = true;
+    },
+    dependencyChanged: (dependency) => {
+      for (const name of dependents.get(dependency) ?? []) dirty.add(name);
+    },
     recoverOrphans,
     running: () => runs.size,
     byPhase: () => {
