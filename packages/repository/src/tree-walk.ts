@@ -21,7 +21,8 @@ export interface WalkResult {
  * followed; sockets, FIFOs and devices are skipped with a reason (opening a FIFO would block).
  * The listing runs on the worker threads with synchronous readdir/lstat: the root's children
  * first, then each top-level subdirectory's subtree on whichever thread is free, so a cold walk
- * waits on the disk from several threads and the main thread only builds entries.
+ * waits on the disk from several threads and the main thread only builds entries (it is not
+ * needed between the root's listing and the subtrees, see SmallFileReader.walkTree).
  */
 export async function walkTree(root: string, signal: AbortSignal | undefined, workers: SmallFileReader): Promise<WalkResult> {
   let rootStats: Stats;
@@ -34,15 +35,17 @@ export async function walkTree(root: string, signal: AbortSignal | undefined, wo
     throw new RepoError(RepoErrorCode.SourceNotDirectory, `the source ${root} is not a directory`, { details: { path: root } });
   }
   const result: WalkResult = { entries: [entryOf('.', rootStats, undefined)], totalBytes: 0, skipped: [] };
-  const top = await workers.walk(root, '.', false);
-  addWalked(result, top, root);
-  const subtrees = top.entries.filter((e) => e.kind === 'dir').map((e) => workers.walk(root, e.rel, true));
-  for (const subtree of subtrees) subtree.catch(() => {});
-  for (const subtree of subtrees) {
-    signal?.throwIfAborted();
-    const reply = await subtree;
-    // A subtree lists its own directory's children first; the directory's entry came with its parent.
-    addWalked(result, reply, root);
+  const walk = workers.walkTree(root);
+  try {
+    const top = await walk.top;
+    addWalked(result, top, root);
+    for (let index = 0; index < (top.subdirs?.length ?? 0); index++) {
+      signal?.throwIfAborted();
+      // A subtree lists its own directory's children first; the directory's entry came with its parent.
+      addWalked(result, await walk.subtree(index), root);
+    }
+  } finally {
+    walk.stop();
   }
   return result;
 }
