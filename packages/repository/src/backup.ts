@@ -110,14 +110,48 @@ export async function runBackup(ctx: BackupContext, sourceDir: string, options: 
       encryptionKey: ctx.keys.encryptionKey,
     });
     const activeHasher = hasher;
-    const walk = await walkTree(sourceDir, internal.signal, reader).catch((error: unknown) => {
+    const counters = { newChunks: 0, reusedChunks: 0, storedBytes: 0, bytesDone: 0, bytesRead: 0, filesDone: 0, unchangedFiles: 0 };
+
+    // Unchanged files (same size, mtime, ctime and inode as in the parent) keep the parent's
+    // chunks unread. Each part of the walk is sorted out as it arrives once the parent is loaded
+    // (the main thread waits on the walk's threads then anyway), not all 20,000 files after it.
+    const toRead: TreeEntry[] = [];
+    // Unchanged, but a chunk not in the loaded indexes (a loose one): looked up in the store after the walk.
+    const toCheck: TreeEntry[] = [];
+    let parentFiles: Map<string, TreeEntry> | undefined;
+    const walkedBeforeParent: TreeEntry[] = [];
+    const sortOut = (entry: TreeEntry) => {
+      const before = parentFiles!.get(entry.path);
+      if (!before || !isUnchanged(entry, before)) toRead.push(entry);
+      // Known chunks are checked without an await: one per file (an async call and its microtask
+      // for each of 20,000 files) was ~0.15 s of the main thread; only unknown ids go to the store.
+      else if (allKnown(ctx.store, before.chunks!)) reuseParentChunks(entry, before);
+      else toCheck.push(entry);
+    };
+    const reuseParentChunks = (entry: TreeEntry, before: TreeEntry) => {
+      entry.chunks = before.chunks;
+      counters.unchangedFiles++;
+      counters.reusedChunks += before.chunks!.length;
+      counters.bytesDone += entry.size;
+      counters.filesDone++;
+    };
+    const onParent = (parent: SnapshotManifest | undefined) => {
+      parentFiles = new Map();
+      if (parent && !options.force) for (const entry of parent.entries) if (entry.type === 'file') parentFiles.set(entry.path, entry);
+      for (const entry of walkedBeforeParent) sortOut(entry);
+      walkedBeforeParent.length = 0;
+    };
+    parentLoad.then(onParent, () => {});
+    const onWalked = (files: TreeEntry[]) => {
+      if (parentFiles) for (const entry of files) sortOut(entry);
+      else for (const entry of files) walkedBeforeParent.push(entry);
+    };
+    const walk = await walkTree(sourceDir, internal.signal, reader, onWalked).catch((error: unknown) => {
       throw internal.signal.aborted && !isRepoError(error) ? canceled() : error;
     });
     const parent = await parentLoad;
-    const parentFiles = new Map<string, TreeEntry>();
-    if (parent && !options.force) for (const entry of parent.entries) if (entry.type === 'file') parentFiles.set(entry.path, entry);
+    if (!parentFiles) onParent(parent);
     writer = ctx.store.writer();
-    const counters = { newChunks: 0, reusedChunks: 0, storedBytes: 0, bytesDone: 0, bytesRead: 0, filesDone: 0, unchangedFiles: 0 };
     const progress = progressReporter(walk.totalBytes, counters, options);
     progress.emit();
 
@@ -146,21 +180,10 @@ export async function runBackup(ctx: BackupContext, sourceDir: string, options: 
       progress.maybeEmit();
     };
 
-    // Unchanged files (same size, mtime, ctime and inode as in the parent) keep the parent's chunks unread.
-    const toRead: TreeEntry[] = [];
-    for (const entry of files) {
-      const before = parentFiles.get(entry.path);
-      // Known chunks are checked without an await: one per file (an async call and its microtask
-      // for each of 20,000 files) was ~0.15 s of the main thread; only unknown ids go to the store.
-      if (before && isUnchanged(entry, before) && (allKnown(ctx.store, before.chunks!) || (await allStored(ctx.store, before.chunks!)))) {
-        entry.chunks = before.chunks;
-        counters.unchangedFiles++;
-        counters.reusedChunks += before.chunks!.length;
-        counters.bytesDone += entry.size;
-        fileDone();
-      } else {
-        toRead.push(entry);
-      }
+    for (const entry of toCheck) {
+      const before = parentFiles!.get(entry.path)!;
+      if (await allStored(ctx.store, before.chunks!)) reuseParentChunks(entry, before);
+      else toRead.push(entry);
     }
     const small = toRead.filter((e) => e.size <= WHOLE_READ_MAX_BYTES);
     const large = toRead.filter((e) => e.size > WHOLE_READ_MAX_BYTES);

@@ -110,4 +110,14 @@ describe('byteEntropy', () => {
     expect(byteEntropy(Buffer.from('a log line with words and 12345 numbers\n'.repeat(100)))).toBeLessThan(5);
     expect(byteEntropy(Buffer.alloc(0))).toBe(0);
   });
+
+  it('is exact on known distributions, small samples and ones larger than 4 KiB', async () => {
+    const { byteEntropy } = await import('./blob.js');
+    expect(byteEntropy(Buffer.alloc(4096, 7))).toBe(0);
+    expect(byteEntropy(Buffer.from('abababab'))).toBeCloseTo(1, 12);
+    expect(byteEntropy(Buffer.from(Array.from({ length: 256 * 20 }, (_, i) => i % 256)))).toBeCloseTo(8, 12);
+    // 3/4 of one byte, 1/4 of another: −(0.75·log2 0.75 + 0.25·log2 0.25).
+    const skewed = Buffer.concat([Buffer.alloc(6000, 1), Buffer.alloc(2000, 2)]);
+    expect(byteEntropy(skewed)).toBeCloseTo(-(0.75 * Math.log2(0.75) + 0.25 * Math.log2(0.25)), 12);
+  });
 });

@@ -44,6 +44,9 @@ export interface SealOptions {
   readonly compress?: boolean;
 }
 
+/** c·log2(c) for every count a 4 KiB sample (maybeCompress) can hold. */
+const C_LOG2_C = Float64Array.from({ length: 4097 }, (_, c) => (c === 0 ? 0 : c * Math.log2(c)));
+
 /**
  * Order-0 entropy of `data`, in bits per byte. Random (or already compressed or
  * encrypted) data is ≈ 8; text and most binaries are well below. A histogram costs microseconds,
@@ -54,15 +57,14 @@ export function byteEntropy(data: Uint8Array): number {
   const n = data.length;
   if (n === 0) return 0;
   for (let i = 0; i < n; i++) counts[data[i]!]!++;
-  let entropy = 0;
+  // −Σ p·log2(p) with p = c/n is log2(n) − Σ c·log2(c) / n: table reads instead of 256 log2
+  // calls, which were a quarter of this function's time on every 4 KiB file of a backup (perf).
+  let sum = 0;
   for (let b = 0; b < 256; b++) {
     const c = counts[b]!;
-    if (c > 0) {
-      const p = c / n;
-      entropy -= p * Math.log2(p);
-    }
+    sum += c < C_LOG2_C.length ? C_LOG2_C[c]! : c * Math.log2(c);
   }
-  return entropy;
+  return Math.max(0, Math.log2(n) - sum / n);
 }
 
 /** Above this many bits per byte the data is treated as incompressible without trying to compress. */

@@ -39,7 +39,11 @@ export interface WalkedEntry {
 /** A walk of one directory (and, if recursive, its subtree): entries in manifest order. */
 export interface WalkReply {
   readonly id: number;
+  /** -1 for the root's own listing, else the index of the top-level subdirectory (in `subdirs`) this is the subtree of. */
+  readonly index: number;
   readonly entries: WalkedEntry[];
+  /** In the root's listing: its subdirectories, in order, whose subtrees follow. */
+  readonly subdirs?: string[];
   /** Directories that vanished while being walked. */
   readonly vanished: string[];
   readonly error?: { readonly code: string | undefined; readonly message: string; readonly absPath: string; readonly rel: string };
@@ -95,9 +99,28 @@ function walk(root, dir, recursive) {
   return { entries, vanished };
 }
 
+// Takes top-level subtrees one at a time from the counter all threads of this walk share, until
+// none is left (or the main thread set it past the end to stop).
+function walkSubtrees(id, root, subdirs, claim) {
+  const counter = new Int32Array(claim);
+  for (let index = Atomics.add(counter, 0, 1); index < subdirs.length; index = Atomics.add(counter, 0, 1)) {
+    parentPort.postMessage({ id, index, ...walk(root, subdirs[index], true) });
+  }
+}
+
 parentPort.on('message', (message) => {
-  if (message.walk) {
-    parentPort.postMessage({ id: message.id, ...walk(message.walk.root, message.walk.dir, message.walk.recursive) });
+  if (message.walkRoot) {
+    // The root's listing, then straight on to subtrees: the main thread (often busy decrypting
+    // the parent snapshot then) is not in the way before the first subtree starts.
+    const { root, claim } = message.walkRoot;
+    const top = walk(root, '.', false);
+    const subdirs = top.error ? [] : top.entries.filter((e) => e.kind === 'dir').map((e) => e.rel);
+    parentPort.postMessage({ id: message.id, index: -1, subdirs, ...top });
+    walkSubtrees(message.id, root, subdirs, claim);
+    return;
+  }
+  if (message.walkSubtrees) {
+    walkSubtrees(message.id, message.walkSubtrees.root, message.walkSubtrees.subdirs, message.walkSubtrees.claim);
     return;
   }
   const { id, files } = message;
@@ -148,6 +171,16 @@ export function defaultReadThreads(env: NodeJS.ProcessEnv = process.env): number
   return configured;
 }
 
+/** A tree walk in progress on the threads (SmallFileReader.walkTree). */
+export interface TreeWalk {
+  /** The root's own entries, and its subdirectories (`subdirs`) in order. */
+  readonly top: Promise<WalkReply>;
+  /** The subtree of `subdirs[index]`: its entries after its own, parents before children. */
+  subtree(index: number): Promise<WalkReply>;
+  /** Threads take no further subtree (on failure or cancel; harmless once all are in). */
+  stop(): void;
+}
+
 /** A few worker threads walking directories and reading batches of small files, round robin. */
 export class SmallFileReader {
   private readonly workers: Worker[];
@@ -159,11 +192,8 @@ export class SmallFileReader {
   constructor(threads: number) {
     this.workers = Array.from({ length: threads }, () => {
       const worker = new Worker(WORKER_SOURCE, { eval: true });
-      worker.on('message', (reply: { id: number }) => {
-        const waiter = this.pending.get(reply.id);
-        this.pending.delete(reply.id);
-        waiter?.resolve(reply);
-      });
+      // A read has one reply; a walk one per subtree, so each waiter removes itself when done.
+      worker.on('message', (reply: { id: number }) => this.pending.get(reply.id)?.resolve(reply));
       worker.on('error', (error) => {
         for (const waiter of this.pending.values()) waiter.reject(error);
         this.pending.clear();
@@ -176,7 +206,13 @@ export class SmallFileReader {
     const id = this.nextId++;
     const worker = this.workers[this.nextWorker++ % this.workers.length]!;
     const reply = await new Promise<WorkerReply>((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
+      this.pending.set(id, {
+        resolve: (r: WorkerReply) => {
+          this.pending.delete(id);
+          resolve(r);
+        },
+        reject,
+      });
       worker.postMessage({ id, files: files.map(({ path, size }) => ({ path, size })) });
     });
     return reply.results.map((r) => {
@@ -186,14 +222,58 @@ export class SmallFileReader {
     });
   }
 
-  /** Lists `dir` under `root` (and its whole subtree if `recursive`) on a worker thread. */
-  walk(root: string, dir: string, recursive: boolean): Promise<WalkReply> {
+  /**
+   * Walks the tree under `root` on the threads: one lists the root and goes straight on to its
+   * subdirectories' subtrees; the others join once the listing is here. Each subtree is taken by
+   * whichever thread is free (a shared counter), so no thread waits on this one between them.
+   */
+  walkTree(root: string): TreeWalk {
     const id = this.nextId++;
-    const worker = this.workers[this.nextWorker++ % this.workers.length]!;
-    return new Promise<WalkReply>((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
-      worker.postMessage({ id, walk: { root, dir, recursive } });
+    const claim = new SharedArrayBuffer(4);
+    const first = this.workers[this.nextWorker++ % this.workers.length]!;
+    const replies = new Map<number, { promise: Promise<WalkReply>; resolve: (r: WalkReply) => void; reject: (e: unknown) => void }>();
+    let failure: { error: unknown } | undefined;
+    let expected = Number.POSITIVE_INFINITY;
+    let received = 0;
+    const slot = (index: number) => {
+      let entry = replies.get(index);
+      if (!entry) {
+        let resolve!: (r: WalkReply) => void;
+        let reject!: (e: unknown) => void;
+        const promise = new Promise<WalkReply>((res, rej) => {
+          resolve = res;
+          reject = rej;
+        });
+        promise.catch(() => {}); // a thread's crash after the caller stopped waiting is not unhandled
+        entry = { promise, resolve, reject };
+        replies.set(index, entry);
+        if (failure) reject(failure.error);
+      }
+      return entry;
+    };
+    this.pending.set(id, {
+      resolve: (reply: WalkReply) => {
+        if (reply.index === -1) {
+          const subdirs = reply.subdirs ?? [];
+          expected = subdirs.length;
+          for (const worker of this.workers)
+            if (worker !== first && subdirs.length > 0) worker.postMessage({ id, walkSubtrees: { root, subdirs, claim } });
+        }
+        if (++received === expected + 1) this.pending.delete(id);
+        slot(reply.index).resolve(reply);
+      },
+      reject: (error: unknown) => {
+        failure = { error };
+        for (const entry of replies.values()) entry.reject(error);
+      },
     });
+    first.postMessage({ id, walkRoot: { root, claim } });
+    return {
+      top: slot(-1).promise,
+      subtree: (index) => slot(index).promise,
+      // Past the end: threads finish the subtree in hand and take no more.
+      stop: () => Atomics.store(new Int32Array(claim), 0, 0x3fffffff),
+    };
   }
 
   async close(): Promise<void> {

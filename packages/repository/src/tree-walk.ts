@@ -21,9 +21,16 @@ export interface WalkResult {
  * followed; sockets, FIFOs and devices are skipped with a reason (opening a FIFO would block).
  * The listing runs on the worker threads with synchronous readdir/lstat: the root's children
  * first, then each top-level subdirectory's subtree on whichever thread is free, so a cold walk
- * waits on the disk from several threads and the main thread only builds entries.
+ * waits on the disk from several threads and the main thread only builds entries (it is not
+ * needed between the root's listing and the subtrees, see SmallFileReader.walkTree).
  */
-export async function walkTree(root: string, signal: AbortSignal | undefined, workers: SmallFileReader): Promise<WalkResult> {
+export async function walkTree(
+  root: string,
+  signal: AbortSignal | undefined,
+  workers: SmallFileReader,
+  /** Called with the files of each part of the walk as it comes in (in walk order), before the walk ends. */
+  onFiles?: (files: TreeEntry[]) => void,
+): Promise<WalkResult> {
   let rootStats: Stats;
   try {
     rootStats = await lstat(root);
@@ -34,20 +41,23 @@ export async function walkTree(root: string, signal: AbortSignal | undefined, wo
     throw new RepoError(RepoErrorCode.SourceNotDirectory, `the source ${root} is not a directory`, { details: { path: root } });
   }
   const result: WalkResult = { entries: [entryOf('.', rootStats, undefined)], totalBytes: 0, skipped: [] };
-  const top = await workers.walk(root, '.', false);
-  addWalked(result, top, root);
-  const subtrees = top.entries.filter((e) => e.kind === 'dir').map((e) => workers.walk(root, e.rel, true));
-  for (const subtree of subtrees) subtree.catch(() => {});
-  for (const subtree of subtrees) {
-    signal?.throwIfAborted();
-    const reply = await subtree;
-    // A subtree lists its own directory's children first; the directory's entry came with its parent.
-    addWalked(result, reply, root);
+  const walk = workers.walkTree(root);
+  try {
+    const top = await walk.top;
+    addWalked(result, top, root, onFiles);
+    for (let index = 0; index < (top.subdirs?.length ?? 0); index++) {
+      signal?.throwIfAborted();
+      // A subtree lists its own directory's children first; the directory's entry came with its parent.
+      addWalked(result, await walk.subtree(index), root, onFiles);
+    }
+  } finally {
+    walk.stop();
   }
   return result;
 }
 
-function addWalked(result: WalkResult, reply: WalkReply, root: string): void {
+function addWalked(result: WalkResult, reply: WalkReply, root: string, onFiles?: (files: TreeEntry[]) => void): void {
+  const files: TreeEntry[] = [];
   for (const dir of reply.vanished) result.skipped.push({ path: dir, reason: 'removed while the backup was running' });
   if (reply.error) {
     const { code, message, absPath, rel } = reply.error;
@@ -66,7 +76,7 @@ function addWalked(result: WalkResult, reply: WalkReply, root: string): void {
     // ~10 µs per entry in V8 (measured: 0.16–0.3 CPU s for 20,000 files, on the main thread,
     // against under 0.03 s for literals). Same keys in the same order, so manifests are unchanged.
     if (e.kind === 'file') {
-      result.entries.push({
+      const file: TreeEntry = {
         path: e.rel,
         mode: e.mode,
         mtimeMs: e.mtimeMs,
@@ -77,7 +87,9 @@ function addWalked(result: WalkResult, reply: WalkReply, root: string): void {
         ctimeMs: e.ctimeMs,
         ino: e.ino,
         chunks: [],
-      });
+      };
+      result.entries.push(file);
+      files.push(file);
       (result as { totalBytes: number }).totalBytes += e.size;
     } else if (e.kind === 'dir') {
       result.entries.push({ path: e.rel, mode: e.mode, mtimeMs: e.mtimeMs, uid: e.uid, gid: e.gid, type: 'dir', size: 0 });
@@ -94,6 +106,7 @@ function addWalked(result: WalkResult, reply: WalkReply, root: string): void {
       });
     }
   }
+  if (files.length > 0) onFiles?.(files);
 }
 
 function entryOf(path: string, st: Stats, symlinkTarget: string | undefined): TreeEntry {

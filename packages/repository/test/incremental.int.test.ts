@@ -124,4 +124,23 @@ describe('incremental backups by file metadata', () => {
     const again = await repo.backup(elsewhere);
     expect(again.stats).toMatchObject({ bytesRead: 0, parent: untagged.snapshotId });
   });
+
+  it('a parent whose chunks are loose files is trusted while they exist; a file whose chunk is gone is read again', async () => {
+    // Every chunk loose: none is in a pack index, so each unchanged file is checked against the store.
+    const repo = await Repository.init({ dir: join(work, 'repo'), key: KEY, chunker: TEST_CHUNKER, durable: false, packBlobMaxBytes: 0 });
+    const first = await repo.backup(source, { tags: VOLUME_TAGS });
+    const second = await repo.backup(source, { tags: VOLUME_TAGS });
+    expect(second.stats).toMatchObject({ bytesRead: 0, newChunks: 0, unchangedFiles: second.stats.files });
+
+    const files = (await repo.getSnapshot(first.snapshotId)).entries.filter((e) => e.type === 'file' && e.chunks!.length > 0);
+    const gone = files[0]!.chunks![0]!;
+    await rm(join(work, 'repo', 'data', gone.slice(0, 2), gone));
+    const affected = files.filter((e) => e.chunks!.includes(gone));
+    const third = await repo.backup(source, { tags: VOLUME_TAGS });
+    expect(third.stats.parent).toBe(second.snapshotId);
+    expect(third.stats.bytesRead).toBe(affected.reduce((sum, e) => sum + e.size, 0));
+    expect(third.stats.unchangedFiles).toBe(third.stats.files - affected.length);
+    await repo.restore(third.snapshotId, join(work, 'restored'));
+    expect(await describeTree(join(work, 'restored'))).toEqual(await describeTree(source));
+  });
 });
