@@ -18,7 +18,7 @@ import { FileSystemStorage } from '@stowage/storage';
 import { BenchEnv } from './bench-env.js';
 import type { BenchChild } from './child-process.js';
 import { splitRequests } from './fs-backup-run.js';
-import { type Distribution, distribution } from './stats.js';
+import { commandStatsDelta, type Distribution, distribution, sum } from './stats.js';
 
 /** The restore scenario (issue 18): what is backed up, then restored twice, side by side. */
 export interface RestoreScenario {
@@ -85,13 +85,19 @@ export interface RestorePhaseResult {
   /** Post-restore hook exec start − the last completionTimestamp among its pod's PVRs. */
   hookLagMs?: Distribution;
   /**
+   * Redis commands of the whole restore (INFO commandstats delta: items, PVRs, hooks, finalize, and
+   * this driver's polling of the record every 100 ms) ÷ the pods with PVRs.
+   */
+  redisCommandsPerPod?: number;
+  /**
    * The lag in two parts, from the restore-hooks jobs (BullMQ keeps the last 10,000): last PVR done
-   * → the job's first run (pvr-watch promotion, the parent released, a hooks slot), and first run
+   * → the job's first run (the PVR informer's promotion and a hooks slot; for restores of older
+   * versions a pvr-watch job's end and the parent's release), and first run
    * → exec start (waiting for the container to run: `polls` re-parks, then the exec call).
    */
   hookLagParts?: {
     toFirstRunMs: Distribution;
-    /** toFirstRunMs in two: last PVR done → its pvr-watch job finished, and that → the hooks job's first run. */
+    /** toFirstRunMs in two (only with pvr-watch jobs, older versions): last PVR done → its pvr-watch job finished, and that → the hooks job's first run. */
     toWatchDoneMs: Distribution;
     /** Of toWatchDoneMs, the last run of that pvr-watch job (its start → finish). */
     watchRunMs: Distribution;
@@ -237,6 +243,7 @@ export async function runRestoreBench(
       const execsBefore = (await env.sim.execLog()).length;
       await env.sim.resetRequests();
       const cpuBefore = await cpuNow(env);
+      const commandsBefore = await env.commandStats();
       const submittedAt = Date.now();
       // As the api service does: the cap is stored before the restore's jobs exist.
       await submitRestore({ restores, connection: env.redis, queuePrefix: env.queuePrefix, maxInFlight }, { name, spec: validation.value });
@@ -250,6 +257,7 @@ export async function runRestoreBench(
         record = await restores.getRestore(name);
       }
       const cpuAfter = await cpuNow(env);
+      const commands = sum(Object.values(commandStatsDelta(commandsBefore, await env.commandStats())));
       const requests = await env.sim.requests();
       const counters = await restores.counters(name);
       const cpu = {
@@ -280,6 +288,7 @@ export async function runRestoreBench(
         result.pvrs = { total: restored.length, completed: restored.filter((p) => p.status?.phase === 'Completed').length };
         result.hookExecs = execs.length;
         result.hookLagMs = distribution(hookLags(restored, execs));
+        result.redisCommandsPerPod = commands / new Set(restored.map((p) => `${p.spec.pod.namespace}/${p.spec.pod.name}`)).size;
         result.hookLagParts = await hookLagParts(env, name, restored, execs);
       }
       if (record.phase !== 'Completed') result.problems.push(`restore ${name} ended ${record.phase}`);
@@ -332,7 +341,7 @@ export async function runRestoreBench(
         cap,
       );
       say(
-        `    ${pods.phase}: ${pods.itemsRestored} objects, ${pods.pvrs?.completed ?? 0}/${pods.pvrs?.total ?? 0} PVRs, ${pods.hookExecs ?? 0} hooks in ${pods.makespanMs} ms; hook lag p50 ${pods.hookLagMs?.p50} ms p99 ${pods.hookLagMs?.p99} ms; max in flight ${pods.maxInFlightAtApiServer}`,
+        `    ${pods.phase}: ${pods.itemsRestored} objects, ${pods.pvrs?.completed ?? 0}/${pods.pvrs?.total ?? 0} PVRs, ${pods.hookExecs ?? 0} hooks in ${pods.makespanMs} ms; hook lag p50 ${pods.hookLagMs?.p50} ms p99 ${pods.hookLagMs?.p99} ms; ${pods.redisCommandsPerPod?.toFixed(0)} Redis commands per pod; max in flight ${pods.maxInFlightAtApiServer}`,
       );
       modes.push({ mode, maxInFlight: cap, shares: restoreApiShares(cap), ...(plain ? { plain } : {}), pods });
     }

@@ -122,9 +122,10 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
       runtime.hub = new PvbInformerHub({ pvbs: deps.pvbs, jobQueue: hooks(), logger: deps.logger.child({ component: 'pvb-informer' }) });
       runtime.hub.start();
       if (deps.pvrs && !runtime.pvrHub) {
+        // It promotes restored pods' restore-hooks jobs (they watch the pod's PVRs).
         runtime.pvrHub = new PvrInformerHub({
           pvrs: deps.pvrs,
-          jobQueue: watchQueue,
+          jobQueue: hooks(),
           logger: deps.logger.child({ component: 'pvr-informer' }),
         });
         runtime.pvrHub.start();

@@ -12,8 +12,9 @@ import { childJobOptions, DEFAULT_JOB_OPTIONS } from './job-options.js';
  *    ├─ restore-plan(restore)          restores        adds tier 0
  *    ├─ restore-tier(k)                restores        runs when its batches are done; adds tier k+1 under finalize
  *    │   └─ restore-items(k, batch)…   restore-items
- *    └─ restore-hooks(pod)             hooks           added by restore-items when it created the pod
- *        └─ pvr-watch(pvr)…            pvb-watch
+ *    └─ restore-hooks(pod)             hooks           added by restore-items when it created the pod; watches
+ *                                                       the pod's PVRs itself (restores started by older versions
+ *                                                       have a pvr-watch(pvr) child per PVR, queue pvb-watch)
  *
  * Job ids are deterministic (a re-run adds nothing twice), contain no ':' and are never all digits:
  * every one starts with `rs.`.
@@ -34,7 +35,7 @@ export const restoreJobIds = {
   /** One per restored pod: `<target namespace>.<pod name>` (a namespace has no '.', so it is unambiguous). */
   hooks: (restore: string, namespace: string, pod: string) =>
     `rs.${part('restore name', restore)}.hooks.${part('namespace', namespace)}.${part('pod name', pod)}`,
-  /** What every pvr-watch job id of the restore starts with (its PVR name follows). */
+  /** What every pvr-watch job id of the restore starts with (its PVR name follows; older versions' restores). */
   pvrWatchPrefix: (restore: string) => `rs.${part('restore name', restore)}.watch.`,
   pvrWatch: (restore: string, pvr: string) => `rs.${part('restore name', restore)}.watch.${part('PVR name', pvr)}`,
 };
@@ -53,8 +54,16 @@ export const restoreHooksJobSchema = restoreRunJobSchema.extend({
   /** The restored pod (target namespace, name). */
   podNamespace: name,
   podName: name,
+  /**
+   * The pod's PVRs, which the job watches itself. Absent in jobs of older versions: their
+   * pvr-watch children watched the PVRs, and the job was released when those were done.
+   */
+  pvrs: z.array(name).optional(),
+  /** When the restore stops waiting for volume data (itemOperationTimeout), epoch ms (with `pvrs`). */
+  deadlineAt: z.number().int().nonnegative().optional(),
 });
 export type RestoreHooksJobData = z.infer<typeof restoreHooksJobSchema>;
+/** pvr-watch jobs are no longer added; this parses those of restores started by older versions. */
 export const pvrWatchJobSchema = restoreRunJobSchema.extend({
   pvrName: name,
   /** When the restore stops waiting for volume data (itemOperationTimeout), epoch ms. */
@@ -137,8 +146,9 @@ export async function addRestoreTier(flowProducer: FlowProducer, base: RestoreRu
 }
 
 /**
- * Adds one pod's `restore-hooks ← pvr-watch…` under finalize (no children: the hook job alone).
- * The watch jobs start parked for `watchDelayMs` (the informer promotes them when their PVR ends).
+ * Adds one pod's restore-hooks job under finalize; it watches the pod's PVRs itself. With PVRs it
+ * starts parked for `parkMs` (the PVR informer promotes it when the pod's last PVR ends; the
+ * park's end is the fallback). Idempotent while the job exists.
  */
 export async function addRestoreHooksFlow(
   flowProducer: FlowProducer,
@@ -148,23 +158,28 @@ export async function addRestoreHooksFlow(
     podName: string;
     pvrs: readonly string[];
     deadlineAt: number;
-    watchDelayMs: number;
+    parkMs: number;
   },
 ): Promise<void> {
   const { base } = input;
   const parent = restoreFinalizeRef(prefixOf(flowProducer), base.restoreName);
-  const delay = input.watchDelayMs > 0 ? { delay: input.watchDelayMs } : {};
+  const park = input.parkMs > 0 && input.pvrs.length > 0 ? { delay: input.parkMs } : {};
+  const data: RestoreHooksJobData = {
+    ...base,
+    podNamespace: input.podNamespace,
+    podName: input.podName,
+    pvrs: [...input.pvrs],
+    deadlineAt: input.deadlineAt,
+  };
   await flowProducer.add({
     name: JobName.runRestoreHooks,
     queueName: QueueName.hooks,
-    data: { ...base, podNamespace: input.podNamespace, podName: input.podName } satisfies RestoreHooksJobData,
-    opts: { ...childJobOptions(QueueName.hooks, restoreJobIds.hooks(base.restoreName, input.podNamespace, input.podName)), parent },
-    children: input.pvrs.map((pvrName) => ({
-      name: JobName.watchPvr,
-      queueName: QueueName.pvbWatch,
-      data: { ...base, pvrName, deadlineAt: input.deadlineAt } satisfies PvrWatchJobData,
-      opts: { ...childJobOptions(QueueName.pvbWatch, restoreJobIds.pvrWatch(base.restoreName, pvrName)), ...delay },
-    })),
+    data,
+    opts: {
+      ...childJobOptions(QueueName.hooks, restoreJobIds.hooks(base.restoreName, input.podNamespace, input.podName)),
+      parent,
+      ...park,
+    },
   });
 }
 

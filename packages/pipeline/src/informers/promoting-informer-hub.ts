@@ -4,7 +4,8 @@ import type { PipelineLogger } from '../deps.js';
 
 /**
  * What a hub watches, and which parked job each object's change may release: PodVolumeBackups
- * (pvb-watch jobs), PodVolumeRestores (pvr-watch jobs), restored pods (restore-hooks jobs).
+ * (a block's post-hooks job), PodVolumeRestores (a restored pod's restore-hooks job), restored
+ * pods (restore-hooks jobs).
  */
 export interface PromotingSource<T> {
   /** For log lines: `PVB`, `PVR`, `restored pod`. */
@@ -24,6 +25,46 @@ export interface PromotingSource<T> {
   jobIdOf(object: T): string | undefined;
   /** The job's name (the id alone is enough to promote; the name is BullMQ's formality). */
   jobName: string;
+}
+
+/**
+ * For a job that waits on a group of objects (a block's post-hooks job on the block's PVBs, a
+ * restored pod's restore-hooks job on the pod's PVRs): `observe` indexes the objects by the group
+ * they name, and `shouldPromote` holds when one ends and every object of its group in the cache
+ * has ended too — one promotion per group, not one per object. An object not in the cache yet
+ * only makes the job look early and re-park. Objects that name no group promote nothing.
+ */
+export function groupPromotion<T>(opts: {
+  nameOf(object: T): string;
+  /** The group's key (it must identify the waiting job), or undefined. */
+  groupOf(object: T): string | undefined;
+  hasEnded(object: T): boolean;
+}): Pick<PromotingSource<T>, 'observe' | 'shouldPromote'> {
+  const members = new Map<string, Set<string>>();
+  return {
+    observe(type, object) {
+      const key = opts.groupOf(object);
+      if (!key) return;
+      const name = opts.nameOf(object);
+      const names = members.get(key);
+      if (type === 'DELETED') {
+        names?.delete(name);
+        if (names?.size === 0) members.delete(key);
+      } else if (names) names.add(name);
+      else members.set(key, new Set([name]));
+    },
+    shouldPromote(object, cached) {
+      if (!opts.hasEnded(object)) return false;
+      const key = opts.groupOf(object);
+      if (!key) return false;
+      const self = opts.nameOf(object);
+      for (const name of members.get(key) ?? []) {
+        const other = name === self ? object : cached(name);
+        if (!other || !opts.hasEnded(other)) return false;
+      }
+      return true;
+    },
+  };
 }
 
 export interface PromotingInformerHubOptions<T> {

@@ -1,14 +1,14 @@
 import { blockJobId, pvbWatchJobId } from '@stowage/core';
-import { cappedBackoffMs, parsePostHooksJobData, QueueName, qualifiedQueueName, repark } from '@stowage/queue';
+import { parsePostHooksJobData, QueueName, qualifiedQueueName, repark } from '@stowage/queue';
 import type { Job } from 'bullmq';
 import { z } from 'zod';
 import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
 import type { BlockPlan } from '../plan/block-plan.js';
-import { isPvbSettled, recordPvbGaveUp } from '../pvb/pvb-observation.js';
+import { isPvbSettled } from '../pvb/pvb-observation.js';
 import { pvbTracker, type WatchProgress, watchProgressSchema } from '../pvb/pvb-wait-step.js';
 import type { PipelineRuntime } from '../runtime.js';
 import type { BlockTail, PvbStateRecord } from '../state/backup-state.js';
-import { stepVolumeOpWait, type VolumeOpWaitStep } from '../volume-ops/volume-op-wait-step.js';
+import { watchVolumeOps } from '../volume-ops/watch-volume-ops.js';
 import { finishBlock, settleOrphanedPvbs } from './block-post-hooks.js';
 import type { ItemBlockResult } from './item-block.processor.js';
 
@@ -110,9 +110,8 @@ type BlockPvbsWatch =
   | { settled: false; recheckInMs: number; progress: Record<string, WatchProgress>; open: string };
 
 /**
- * One look (stepPvbWait's, the informer cache when healthy, a GET when due) at each PVB of the
- * block that is not settled in the tail just read; records what it saw. Settled: the tail with the
- * PVB records as they now are (no read back). Else the shortest wait of the open ones.
+ * The block's PVBs through watchVolumeOps (one look at each not settled in the tail just read).
+ * Settled: the tail with the PVB records as they now are (no read back).
  */
 async function watchBlockPvbs(
   rt: PipelineRuntime,
@@ -131,57 +130,19 @@ async function watchBlockPvbs(
   if (names.every((_, i) => isPvbSettled(tail.pvbs[i]))) return { settled: true, tail };
   // Item-block jobs of older versions returned no deadline: the record has it.
   const deadlineAt = input.deadlineAt ?? (await deps.state.getBackup(backupName))?.fsDeadlineAt ?? Number.MAX_SAFE_INTEGER;
-  const records = [...tail.pvbs];
-  const progress: Record<string, WatchProgress> = {};
-  const waits: Array<{ ms: number; open: string }> = [];
-  await Promise.all(
-    names.map(async (name, i) => {
-      const previous = records[i];
-      if (isPvbSettled(previous)) return;
-      const tracker = { ...pvbTracker(deps), readContext: async () => ({ cancelRequested: input.cancelRequested, previous }) };
-      const progressIn = input.progress[name] ?? { polls: 0, lastGetAt: input.readAt ?? 0 };
-      const step = await stepVolumeOpWait(deps, tracker, rt.hub, { runName: backupName, opName: name, deadlineAt }, progressIn).catch(
-        (err: unknown) => lookFailed(rt, { backupName, name, previous, deadlineAt, progress: progressIn, err }),
-      );
-      if (step.kind === 'done') {
-        const { phase, timedOut } = step.result;
-        records[i] = { ...(previous as PvbStateRecord), name, phase, ...(timedOut ? { timedOut } : {}) };
-        return;
-      }
-      progress[name] = step.progress;
-      waits.push({ ms: step.delayMs, open: name });
-    }),
-  );
-  const soonest = waits.sort((a, b) => a.ms - b.ms)[0];
-  if (!soonest) return { settled: true, tail: { ...tail, pvbs: records } };
-  return { settled: false, recheckInMs: soonest.ms, progress, open: soonest.open };
-}
-
-/**
- * A look at a PVB failed (an API or Redis error): the job must not spend its few attempts on
- * blips over a long copy — a post-hooks job that fails for good runs no post hook — so the look
- * is retried at the next wake (capped backoff). Past the fs-backup deadline and the cancel wait,
- * the PVB is given up on (recorded timed out, an error), so the post hooks still run.
- */
-async function lookFailed(
-  rt: PipelineRuntime,
-  input: {
-    backupName: string;
-    name: string;
-    previous: PvbStateRecord | undefined;
-    deadlineAt: number;
-    progress: WatchProgress;
-    err: unknown;
-  },
-): Promise<VolumeOpWaitStep> {
-  const { deps } = rt;
-  const now = deps.clock.now();
-  const message = (input.err as Error)?.message ?? String(input.err);
-  if (now >= input.deadlineAt + deps.config.pvbCancelWaitMs) {
-    await recordPvbGaveUp(deps, input.backupName, input.name, input.previous, 'deadline', now - input.deadlineAt);
-    return { kind: 'done', result: { phase: input.previous?.phase ?? 'Unknown', timedOut: true } };
-  }
-  deps.logger.warn({ backup: input.backupName, pvb: input.name, err: message }, 'PVB look failed; looking again later');
-  const delayMs = cappedBackoffMs(input.progress.polls, { baseMs: deps.config.pvbPollBaseMs, maxMs: deps.config.pvbPollMaxMs });
-  return { kind: 'wait', delayMs: Math.max(1, delayMs), progress: { ...input.progress, polls: input.progress.polls + 1 } };
+  const watched = await watchVolumeOps(deps, pvbTracker(deps), rt.hub, {
+    runName: backupName,
+    ops: names.map((name, i) => ({ name, previous: tail.pvbs[i] })),
+    cancelRequested: input.cancelRequested,
+    deadlineAt,
+    readAt: input.readAt,
+    progress: input.progress,
+  });
+  if (!watched.settled) return watched;
+  const pvbs = names.map((name, i): PvbStateRecord | undefined => {
+    const ended = watched.ended.get(name);
+    if (!ended) return tail.pvbs[i];
+    return { ...(tail.pvbs[i] as PvbStateRecord), name, phase: ended.phase, ...(ended.timedOut ? { timedOut: true } : {}) };
+  });
+  return { settled: true, tail: { ...tail, pvbs } };
 }

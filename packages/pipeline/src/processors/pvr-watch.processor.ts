@@ -9,9 +9,10 @@ import { processVolumeOpWatch } from '../volume-ops/volume-op-watch.js';
 export type PvrWatchResult = VolumeOpWatchResult & { pvr: string };
 
 /**
- * pvr-watch: the shared volume-operation watch (the same code as pvb-watch) over one PVR —
- * re-parked without a slot until the PVR is terminal, promoted by the process's PVR informer;
- * its restore-hooks parent is released when every PVR of the pod is settled.
+ * pvr-watch: the shared volume-operation watch (the same code as pvb-watch) over one PVR, re-parked
+ * without a slot until the PVR is terminal; its restore-hooks parent is released when every PVR of
+ * the pod is settled. Only restores started by older versions have these jobs (a restore-hooks job
+ * now watches its pod's PVRs itself); the PVR informer no longer promotes them, so they poll.
  */
 export async function processPvrWatch(rt: PipelineRuntime, job: Job, token: string | undefined): Promise<PvrWatchResult> {
   const data = parsePvrWatchJobData(job.data);

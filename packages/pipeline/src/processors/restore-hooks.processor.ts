@@ -4,12 +4,13 @@ import type { Job } from 'bullmq';
 import { z } from 'zod';
 import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
 import { runPodHooks } from '../hooks/hook-runner.js';
-import { isPvrSettled, pvrTracker } from '../restore/pvr-tracker.js';
+import { pvrTracker } from '../restore/pvr-tracker.js';
 import type { PlannedRestoreHook } from '../restore/restore-plan-types.js';
 import { restoreDepsOf } from '../restore/restore-runtime.js';
 import type { RestoredPod } from '../restore/restored-pod-hub.js';
 import type { PipelineRuntime } from '../runtime.js';
-import { stepVolumeOpWait, watchProgressSchema } from '../volume-ops/volume-op-wait-step.js';
+import { watchProgressSchema } from '../volume-ops/volume-op-wait-step.js';
+import { watchVolumeOps } from '../volume-ops/watch-volume-ops.js';
 
 export type RestoreHooksResult = { pvrs: number; hooks: number; hooksFailed: number; skipped?: string };
 
@@ -19,13 +20,18 @@ const waitStateSchema = z.object({
   polls: z.number().int().nonnegative().default(0),
   /** When the pod was last read from the API server (not the informer cache). */
   lastGetAt: z.number().default(0),
+  /** Poll state of each PVR not settled yet, between re-parks. */
+  pvrs: z.record(z.string(), watchProgressSchema).default({}),
+  /** The same, written by older versions for PVRs whose pvr-watch job failed for good. */
   orphans: z.record(z.string(), watchProgressSchema).default({}),
 });
 
 /**
- * restore-hooks(pod): released when every pvr-watch child is done. PVRs left without a watcher
- * (their watch job failed for good) are settled first by the same step (asked to cancel, waited
- * for boundedly). Then the post-restore exec hooks run — each only once its container is
+ * restore-hooks(pod): first waits for every PVR of the pod to be terminal, watching them itself
+ * (watchVolumeOps, as a block's post-hooks job watches its PVBs): re-parked without a slot and
+ * promoted by the PVR informer when the pod's last PVR ends (jobs of older versions were released
+ * when their pvr-watch children were done; a PVR whose watch job failed for good is wound down:
+ * asked to cancel, waited for boundedly). Then the post-restore exec hooks run — each only once its container is
  * running (and ready, with waitForReady); until then the job re-parks without a slot, at most
  * the hook's waitTimeout (0 = until the restore's itemOperationTimeout). The process's
  * restored-pod informer promotes the parked job the moment the pod's containers change, and its
@@ -54,35 +60,35 @@ export async function processRestoreHooks(rt: PipelineRuntime, job: Job, token: 
   const wait = waitStateSchema.parse((job.data as { wait?: unknown }).wait ?? {});
   const now = deps.clock.now();
 
-  // Every PVR of the pod must be settled before any hook runs: a watch job that failed for good
-  // leaves its PVR unwatched (child keys end in the watch job's id, `rs.<restore>.watch.<pvr>`).
+  // Every PVR of the pod must be settled before any hook runs. The job watches them itself (no
+  // job per PVR). A job of an older version had a pvr-watch child per PVR and was released when
+  // they were done; one that failed for good left its PVR unwatched (child keys end in the watch
+  // job's id, `rs.<restore>.watch.<pvr>`): it is wound down here (asked to cancel, waited for boundedly).
   const watchIdPrefix = restoreJobIds.pvrWatchPrefix(name);
-  const orphaned = Object.entries(failures).flatMap(([key, reason]) => {
-    const at = key.lastIndexOf(watchIdPrefix);
-    return at < 0 ? [] : [{ pvr: key.slice(at + watchIdPrefix.length), reason }];
-  });
-  const orphans: Record<string, z.infer<typeof watchProgressSchema>> = {};
-  let recheckInMs: number | undefined;
-  const records = await restores.getPvrs(
-    name,
-    orphaned.map((o) => o.pvr),
+  const orphanedBecause = new Map(
+    Object.entries(failures).flatMap(([key, reason]) => {
+      const at = key.lastIndexOf(watchIdPrefix);
+      return at < 0 ? [] : [[key.slice(at + watchIdPrefix.length), `pvr-watch job failed: ${reason}`] as const];
+    }),
   );
-  for (const [i, { pvr, reason }] of orphaned.entries()) {
-    if (isPvrSettled(records[i])) continue;
-    const step = await stepVolumeOpWait(
-      deps,
-      pvrTracker(restoreDeps),
-      undefined,
-      { runName: name, opName: pvr, deadlineAt: record.deadlineAt ?? now, orphanedBecause: `pvr-watch job failed: ${reason}` },
-      wait.orphans[pvr] ?? { polls: 0, lastGetAt: 0 },
-    );
-    if (step.kind === 'done') continue;
-    orphans[pvr] = step.progress;
-    recheckInMs = Math.min(recheckInMs ?? step.delayMs, step.delayMs);
-  }
-  if (recheckInMs !== undefined) {
-    await job.updateData({ ...(job.data as object), wait: { ...wait, orphans } });
-    return repark(job, token, recheckInMs);
+  const pvrNames = [...new Set([...(data.pvrs ?? []), ...orphanedBecause.keys()])];
+  if (pvrNames.length > 0) {
+    const records = await restores.getPvrs(name, pvrNames);
+    const watched = await watchVolumeOps(deps, pvrTracker(restoreDeps), rt.pvrHub, {
+      runName: name,
+      ops: pvrNames.map((pvr, i) => ({ name: pvr, previous: records[i], orphanedBecause: orphanedBecause.get(pvr) })),
+      cancelRequested: record.cancelRequestedAt !== undefined,
+      deadlineAt: data.deadlineAt ?? record.deadlineAt ?? now,
+      progress: { ...wait.orphans, ...wait.pvrs },
+    });
+    if (!watched.settled) {
+      await job.updateData({ ...(job.data as object), wait: { ...wait, orphans: {}, pvrs: watched.progress } });
+      // A look may have read the cache just before the pod's last PVR ended, and the informer's
+      // promotion then found this job running, not parked: look at the cache again once parked.
+      return repark(job, token, watched.recheckInMs, async () => {
+        await rt.pvrHub?.promoteIfDue(watched.open);
+      });
+    }
   }
   if (plan.hooks.length === 0) return { pvrs: plan.volumes.length, hooks: 0, hooksFailed: 0 };
   if (record.cancelRequestedAt !== undefined) return { pvrs: plan.volumes.length, hooks: 0, hooksFailed: 0, skipped: 'canceled' };

@@ -21,7 +21,7 @@ export type RestoreItemsResult =
  * across every worker process). Items with a recorded result are passed over (a re-run creates
  * nothing twice); a 409 is compared and skipped or updated by `existingResourcePolicy`. A pod
  * this restore created that has volume data or post-restore hooks gets its PVRs (deterministic
- * names, 409 = exists) and its `restore-hooks ← pvr-watch…` flow under finalize. Per-item
+ * names, 409 = exists) and its restore-hooks job under finalize. Per-item
  * refusals are recorded as failed with the API server's reason; an error worth retrying is
  * thrown after the rest of the batch was recorded.
  */
@@ -88,7 +88,7 @@ export async function processRestoreItems(rt: PipelineRuntime, job: Job): Promis
 
 /**
  * A pod this restore created: its PVRs (registered first, then created; 409 = exists) and its
- * `restore-hooks ← pvr-watch…` flow, when it has volume data or post-restore hooks.
+ * restore-hooks job (which watches those PVRs), when it has volume data or post-restore hooks.
  */
 async function startPodFollowUp(
   rt: PipelineRuntime,
@@ -138,17 +138,21 @@ async function startPodFollowUp(
     if (created)
       await restores.appendEvent(base.restoreName, 'pvr.created', { pvr, pod: `${namespace}/${item.name}`, volume: volume.volume });
   }
-  // Parked for the poll cap while the informer is healthy: it promotes each watch when its PVR ends.
-  const watchDelayMs = rt.pvrHub?.healthy() === true ? deps.config.pvbPollMaxMs : 0;
+  // The hooks job watches the pod's PVRs itself: parked for the poll cap while the informer is
+  // healthy (it promotes the job when the pod's last PVR ends), else it polls from the start.
+  const parkMs = rt.pvrHub?.healthy() === true ? deps.config.pvbPollMaxMs : 0;
   await addRestoreHooksFlow(rt.flowProducer, {
     base,
     podNamespace: namespace,
     podName: item.name,
     pvrs: names,
     deadlineAt: deadlineAt ?? deps.clock.now() + 4 * 3_600_000,
-    watchDelayMs,
+    parkMs,
   });
-  for (const pvr of names) await rt.pvrHub?.promoteIfDue(pvr);
+  // The PVRs may have ended already (nothing was parked to promote then): any one of the pod's
+  // PVRs stands for all of them (the hub checks the whole pod).
+  const last = names.at(-1);
+  if (last !== undefined && parkMs > 0) await rt.pvrHub?.promoteIfDue(last);
 }
 
 /** A pod that existed already (not this restore's) gets no volume data and no hooks (as in Velero): said once, not silently. */

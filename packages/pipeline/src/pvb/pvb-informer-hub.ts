@@ -3,7 +3,7 @@ import { isPvbTerminal, type PodVolumeBackup, type PvbClient, pvbLabels } from '
 import { JobName } from '@stowage/queue';
 import type { Queue } from 'bullmq';
 import type { PipelineLogger } from '../deps.js';
-import { PromotingInformerHub } from '../informers/promoting-informer-hub.js';
+import { groupPromotion, PromotingInformerHub } from '../informers/promoting-informer-hub.js';
 
 export interface PvbInformerHubOptions {
   pvbs: PvbClient;
@@ -38,34 +38,15 @@ function blockKeyOf(pvb: PodVolumeBackup): string | undefined {
 export class PvbInformerHub extends PromotingInformerHub<PodVolumeBackup> {
   constructor(opts: PvbInformerHubOptions) {
     const { pvbs, ...rest } = opts;
-    const members = new Map<string, Set<string>>();
+    const nameOf = (pvb: PodVolumeBackup) => pvb.metadata.name;
     super({
       ...rest,
       source: {
         label: 'PVB',
         namespace: pvbs.namespace,
         watch: (options) => pvbs.watchPvbs(options),
-        nameOf: (pvb) => pvb.metadata.name,
-        observe(type, pvb) {
-          const key = blockKeyOf(pvb);
-          if (!key) return;
-          const names = members.get(key);
-          if (type === 'DELETED') {
-            names?.delete(pvb.metadata.name);
-            if (names?.size === 0) members.delete(key);
-          } else if (names) names.add(pvb.metadata.name);
-          else members.set(key, new Set([pvb.metadata.name]));
-        },
-        shouldPromote(pvb, cached) {
-          if (!isPvbTerminal(pvb)) return false;
-          const key = blockKeyOf(pvb);
-          if (!key) return false;
-          for (const name of members.get(key) ?? []) {
-            const other = name === pvb.metadata.name ? pvb : cached(name);
-            if (!other || !isPvbTerminal(other)) return false;
-          }
-          return true;
-        },
+        nameOf,
+        ...groupPromotion({ nameOf, groupOf: blockKeyOf, hasEnded: isPvbTerminal }),
         jobIdOf: (pvb) => {
           const backup = backupOf(pvb);
           const block = pvb.spec.tags?.block;

@@ -3,7 +3,7 @@ import { JobName, restoreJobIds } from '@stowage/queue';
 import type { Queue } from 'bullmq';
 import type { PipelineDeps, PipelineLogger } from '../deps.js';
 import { PipelineError, PipelineErrorCode } from '../errors.js';
-import { PromotingInformerHub } from '../informers/promoting-informer-hub.js';
+import { groupPromotion, PromotingInformerHub } from '../informers/promoting-informer-hub.js';
 import type { VolumeOpTracker } from '../volume-ops/volume-op-wait-step.js';
 import type { PvrStateRecord, RestoreState } from './restore-state.js';
 
@@ -100,23 +100,39 @@ export function pvrTracker(
   };
 }
 
-/** The process's PVR informer: promotes pvr-watch jobs the moment their PVR ends. */
+/** The id of the restore-hooks job of the restored pod a PVR writes to, or undefined. */
+function restoreHooksJobIdOf(pvr: PodVolumeRestore): string | undefined {
+  const restoreName = pvr.metadata.labels?.[pvrLabels.restoreName];
+  const pod = pvr.spec?.pod;
+  if (!restoreName || !pod?.namespace || !pod.name) return undefined;
+  try {
+    return restoreJobIds.hooks(restoreName, pod.namespace, pod.name);
+  } catch {
+    return undefined; // a name no restore-hooks job id can hold: no job to promote
+  }
+}
+
+/**
+ * The process's PVR informer: a restored pod's restore-hooks job waits for all of the pod's PVRs,
+ * so it is promoted when a PVR ends and every PVR of the same pod in the cache has ended too (the
+ * PVB hub's promotion by block, by pod). Restores started by older versions watch each PVR in a
+ * pvr-watch job: those are not promoted (they poll), and promoting their restore-hooks job, which
+ * waits for its children, is a no-op.
+ */
 export class PvrInformerHub extends PromotingInformerHub<PodVolumeRestore> {
   constructor(opts: { pvrs: PvrClient; jobQueue?: Queue | undefined; logger: PipelineLogger }) {
     const { pvrs, ...rest } = opts;
+    const nameOf = (pvr: PodVolumeRestore) => pvr.metadata.name;
     super({
       ...rest,
       source: {
         label: 'PVR',
         namespace: pvrs.namespace,
         watch: (options) => pvrs.watch(options),
-        nameOf: (pvr) => pvr.metadata.name,
-        shouldPromote: isVolumeOperationTerminal,
-        jobIdOf: (pvr) => {
-          const restoreName = pvr.metadata.labels?.[pvrLabels.restoreName];
-          return restoreName ? restoreJobIds.pvrWatch(restoreName, pvr.metadata.name) : undefined;
-        },
-        jobName: JobName.watchPvr,
+        nameOf,
+        ...groupPromotion({ nameOf, groupOf: restoreHooksJobIdOf, hasEnded: isVolumeOperationTerminal }),
+        jobIdOf: restoreHooksJobIdOf,
+        jobName: JobName.runRestoreHooks,
       },
     });
   }

@@ -78,8 +78,8 @@ export type VolumeOpWaitStep = { kind: 'done'; result: VolumeOpWatchResult } | {
  * every `pvbRealReadEveryMs` and always before giving up), record what changed, and decide: done
  * (terminal, missing, or given up after cancel) or wait `delayMs` more (capped backoff). At the
  * deadline, on a run cancel, or for an orphan it asks the operation to cancel once, then waits
- * at most `pvbCancelWaitMs` for it to stop. Shared by pvb-watch, pvr-watch, the post-hooks job
- * (orphans) and inline mode.
+ * at most `pvbCancelWaitMs` for it to stop. Shared by the post-hooks and restore-hooks jobs
+ * (watchVolumeOps), the legacy pvb-watch and pvr-watch jobs, and inline mode.
  */
 export async function stepVolumeOpWait<T, P extends VolumeOpPrevious>(
   deps: Pick<PipelineDeps, 'clock' | 'config'>,

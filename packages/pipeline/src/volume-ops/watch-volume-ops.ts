@@ -1,0 +1,98 @@
+import { cappedBackoffMs } from '@stowage/queue';
+import type { PipelineDeps } from '../deps.js';
+import type { PromotingInformerHub } from '../informers/promoting-informer-hub.js';
+import {
+  stepVolumeOpWait,
+  type VolumeOpPrevious,
+  type VolumeOpTracker,
+  type VolumeOpWaitStep,
+  type VolumeOpWatchResult,
+  type WatchProgress,
+} from './volume-op-wait-step.js';
+
+/** One volume operation of the group and what the run's state says of it (read by the caller). */
+export interface WatchedOp<P> {
+  name: string;
+  previous: P | undefined;
+  /** Why nobody else watches it any more (a job that should have failed for good): wound down at once. */
+  orphanedBecause?: string | undefined;
+}
+
+export type VolumeOpsWatch =
+  | { settled: true; ended: ReadonlyMap<string, VolumeOpWatchResult> }
+  | { settled: false; recheckInMs: number; progress: Record<string, WatchProgress>; open: string };
+
+/**
+ * A job that waits for a group of volume operations (a block's PVBs for its post hooks, a restored
+ * pod's PVRs for its restore hooks) watches them itself, one job instead of one watch job per
+ * operation: one look (stepVolumeOpWait: the informer cache when healthy, a GET when due) at each
+ * operation not settled in the state the caller read, recording what it saw. Settled: what each
+ * looked-at operation ended as (`ended`; the settled ones it passed over are not in it). Else the
+ * poll state of the open ones and the soonest re-check, for the caller to re-park with.
+ */
+export async function watchVolumeOps<T, P extends VolumeOpPrevious>(
+  deps: Pick<PipelineDeps, 'clock' | 'config' | 'logger'>,
+  tracker: VolumeOpTracker<T, P>,
+  hub: PromotingInformerHub<T> | undefined,
+  input: {
+    runName: string;
+    ops: ReadonlyArray<WatchedOp<P>>;
+    cancelRequested: boolean;
+    deadlineAt: number;
+    /** When the caller last read the operations from the API server (a first look may then use the cache). */
+    readAt?: number | undefined;
+    progress: Readonly<Record<string, WatchProgress>>;
+  },
+): Promise<VolumeOpsWatch> {
+  const ended = new Map<string, VolumeOpWatchResult>();
+  const progress: Record<string, WatchProgress> = {};
+  const waits: Array<{ ms: number; open: string }> = [];
+  await Promise.all(
+    input.ops.map(async ({ name, previous, orphanedBecause }) => {
+      if (tracker.isSettled(previous)) return;
+      // The caller read the state just now: no read per operation.
+      const looking = { ...tracker, readContext: async () => ({ cancelRequested: input.cancelRequested, previous }) };
+      const progressIn = input.progress[name] ?? { polls: 0, lastGetAt: input.readAt ?? 0 };
+      const step = await stepVolumeOpWait(
+        deps,
+        looking,
+        hub,
+        { runName: input.runName, opName: name, deadlineAt: input.deadlineAt, orphanedBecause },
+        progressIn,
+      ).catch((err: unknown) =>
+        lookFailed(deps, tracker, { runName: input.runName, name, previous, deadlineAt: input.deadlineAt, progress: progressIn, err }),
+      );
+      if (step.kind === 'done') {
+        ended.set(name, step.result);
+        return;
+      }
+      progress[name] = step.progress;
+      waits.push({ ms: step.delayMs, open: name });
+    }),
+  );
+  const soonest = waits.sort((a, b) => a.ms - b.ms)[0];
+  if (!soonest) return { settled: true, ended };
+  return { settled: false, recheckInMs: soonest.ms, progress, open: soonest.open };
+}
+
+/**
+ * A look at an operation failed (an API or Redis error): the job must not spend its few attempts
+ * on blips over a long copy — a hooks job that fails for good runs no hook — so the look is
+ * retried at the next wake (capped backoff). Past the deadline and the cancel wait, the operation
+ * is given up on (recorded timed out, an error), so the hooks still run.
+ */
+async function lookFailed<T, P extends VolumeOpPrevious>(
+  deps: Pick<PipelineDeps, 'clock' | 'config' | 'logger'>,
+  tracker: VolumeOpTracker<T, P>,
+  input: { runName: string; name: string; previous: P | undefined; deadlineAt: number; progress: WatchProgress; err: unknown },
+): Promise<VolumeOpWaitStep> {
+  const now = deps.clock.now();
+  const message = (input.err as Error)?.message ?? String(input.err);
+  if (now >= input.deadlineAt + deps.config.pvbCancelWaitMs) {
+    await tracker.recordGaveUp(input.runName, input.name, input.previous, 'deadline', now - input.deadlineAt);
+    return { kind: 'done', result: { phase: input.previous?.phase ?? 'Unknown', timedOut: true } };
+  }
+  deps.logger.warn({ run: input.runName, op: input.name, err: message }, `${tracker.label} look failed; looking again later`);
+  const delayMs = cappedBackoffMs(input.progress.polls, { baseMs: deps.config.pvbPollBaseMs, maxMs: deps.config.pvbPollMaxMs });
+  return { kind: 'wait', delayMs: Math.max(1, delayMs), progress: { ...input.progress, polls: input.progress.polls + 1 } };
+}

@@ -1,0 +1,237 @@
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { validateRestoreRequest } from '@stowage/core';
+import { pvrLabels } from '@stowage/kube';
+import { emptyDirPath } from '@stowage/kube-sim';
+import { type RunningWorkers, startWorkers, submitBackup, submitRestore } from '@stowage/pipeline';
+import { childJobOptions, createQueue, JobName, QueueName, type RestoreHooksJobData, restoreJobIds } from '@stowage/queue';
+import { useTestRedis } from '@stowage/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { backupSpec, namespace, node, pod } from './support/fixtures.js';
+import { BACKUP_AND_RESTORE_QUEUES, type Harness, startHarness, waitFor, waitForBackupEnd, waitForRestoreEnd } from './support/harness.js';
+import { TestPvbController } from './support/test-pvb-controller.js';
+
+const HOOK = ['/bin/mark-restored'];
+const PVR_DONE = { phase: 'Completed', progress: { totalBytes: 1, bytesDone: 1 } } as const;
+
+/** A backup of one pod with two emptyDir volumes (test PVB controller), then its namespace deleted. */
+async function backedUp(redisUrl: string, pollCapMs: number): Promise<{ h: Harness; workers: RunningWorkers }> {
+  const h = await startHarness({
+    redisUrl,
+    fixture: {
+      objects: [
+        node('node-a'),
+        namespace('shop'),
+        namespace('stowage'),
+        pod({
+          name: 'pair-0',
+          volumes: [
+            { name: 'data', emptyDir: {} },
+            { name: 'logs', emptyDir: {} },
+          ],
+          annotations: { 'backup.velero.io/backup-volumes': 'data,logs' },
+        }),
+      ],
+    },
+    agentNodes: ['node-a'],
+    config: { pvbPollMaxMs: pollCapMs },
+  });
+  const workers = startWorkers({ deps: h.deps, queues: BACKUP_AND_RESTORE_QUEUES });
+  const controller = new TestPvbController({ pvbs: h.pvbs, durationMs: 50, perNodeConcurrency: 2 });
+  await controller.start();
+  try {
+    await submitBackup({ state: h.deps.state, connection: h.redis, queuePrefix: h.queuePrefix }, { name: 'bk1', spec: backupSpec() });
+    expect(await waitForBackupEnd(h.deps.state, 'bk1')).toBe('Completed');
+  } finally {
+    await controller.stop();
+  }
+  await h.kube.core.deleteNamespace({ name: 'shop' });
+  await waitFor('shop gone', async () => ((await h.kube.core.readNamespace({ name: 'shop' }).catch(() => undefined)) ? undefined : true));
+  await waitFor('the PVR informer to be healthy', async () => (workers.pipeline.runtime.pvrHub?.healthy() ? true : undefined));
+  return { h, workers };
+}
+
+async function submitWithHook(h: Harness, name: string): Promise<void> {
+  const validation = validateRestoreRequest({
+    name,
+    spec: {
+      backupName: 'bk1',
+      hooks: { resources: [{ name: 'after', includedNamespaces: ['shop'], postHooks: [{ exec: { command: HOOK } }] }] },
+    },
+  });
+  if (!validation.ok) throw new Error(JSON.stringify(validation.problems));
+  await submitRestore({ restores: h.deps.restores!, connection: h.redis, queuePrefix: h.queuePrefix }, { name, spec: validation.value });
+}
+
+/** The volumes' done markers (what the node agent writes): the restored pod's init container ends and its app container runs. */
+async function writeDoneMarkers(h: Harness, restoreUid: string): Promise<void> {
+  const restored = (await h.kube.core.readNamespacedPod({ namespace: 'shop', name: 'pair-0' })) as unknown as {
+    metadata: { uid: string };
+    spec: { nodeName: string };
+  };
+  for (const volume of ['data', 'logs']) {
+    const dir = join(emptyDirPath(h.sim.dataRoot, restored.spec.nodeName, restored.metadata.uid, volume), '.stowage');
+    await mkdir(dir, { recursive: true });
+    await writeFile(join(dir, restoreUid), '');
+  }
+}
+
+const hookExecs = (h: Harness) => h.sim.execLog({ namespace: 'shop', pod: 'pair-0' }).filter((e) => e.command.join(' ') === HOOK.join(' '));
+
+describe("post-restore hooks: a restored pod's restore-hooks job watches its PVRs itself and is promoted by the last one's end", () => {
+  let redisHandle: { url: string; stop: () => Promise<void> };
+  let h: Harness;
+  let workers: RunningWorkers | undefined;
+  // No pvr-watch job, and a poll cap far beyond the test's waits: only a promotion by the PVR
+  // informer can release the hook in time.
+  const pollCapMs = 60_000;
+
+  beforeAll(async () => {
+    redisHandle = await useTestRedis();
+    ({ h, workers } = await backedUp(redisHandle.url, pollCapMs));
+  });
+  afterAll(async () => {
+    await workers?.close();
+    await h?.close();
+    await redisHandle?.stop();
+  });
+
+  it('no pvr-watch job; the first PVR end wakes nothing, the running container does not release the hook, the last end promotes the job once', async () => {
+    const name = 'rs1';
+    await submitWithHook(h, name);
+    const pvrClient = h.deps.pvrs!;
+    const pvrHub = () => workers?.pipeline.runtime.pvrHub;
+    const pvrs = await waitFor('both PVRs', async () => {
+      const found = await pvrClient.list({ labelSelector: `${pvrLabels.restoreName}=${name}` });
+      return found.length === 2 ? found : undefined;
+    });
+    const [first, second] = pvrs.map((p) => p.metadata.name).sort();
+    const hooksQueue = createQueue(QueueName.hooks, { connection: h.redis, prefix: h.queuePrefix });
+    const watchQueue = createQueue(QueueName.pvbWatch, { connection: h.redis, prefix: h.queuePrefix });
+    const jobId = restoreJobIds.hooks(name, 'shop', 'pair-0');
+    const end = async (pvr: string) => {
+      const now = new Date().toISOString();
+      await pvrClient.patchStatus(pvr, { ...PVR_DONE, startTimestamp: now, completionTimestamp: now });
+      await waitFor(`the informer to see ${pvr} end`, async () =>
+        pvrHub()?.cached(pvr)?.status?.phase === 'Completed' ? true : undefined,
+      );
+      return Date.now();
+    };
+    try {
+      await waitFor('the restore-hooks job to be parked', async () =>
+        (await hooksQueue.getJobState(jobId)) === 'delayed' ? true : undefined,
+      );
+      // The job watches the PVRs itself: no job per PVR.
+      expect(await watchQueue.getJobs(['waiting', 'delayed', 'active', 'completed', 'failed', 'waiting-children'])).toEqual([]);
+
+      await end(first ?? '');
+      await new Promise((r) => setTimeout(r, 500));
+      expect(await hooksQueue.getJobState(jobId)).toBe('delayed');
+      expect(pvrHub()?.promotions).toBe(0);
+
+      // The app container runs: the restored-pod informer may wake the job for that, but a PVR is
+      // still open, so the hook must not run.
+      await writeDoneMarkers(h, pvrs[0]?.metadata.labels?.[pvrLabels.restoreUid] ?? '');
+      await waitFor('the app container to run', async () => {
+        const seen = (await h.kube.core.readNamespacedPod({ namespace: 'shop', name: 'pair-0' })) as unknown as {
+          status?: { containerStatuses?: Array<{ name: string; state?: { running?: unknown } }> };
+        };
+        return seen.status?.containerStatuses?.find((s) => s.name === 'app')?.state?.running ? true : undefined;
+      });
+      await new Promise((r) => setTimeout(r, 500));
+      expect(hookExecs(h)).toHaveLength(0);
+      await waitFor('the job parked again', async () => ((await hooksQueue.getJobState(jobId)) === 'delayed' ? true : undefined));
+
+      const lastEndedAt = await end(second ?? '');
+      const { phase } = await waitForRestoreEnd(h.deps.restores!, h.deps.storage, name);
+      expect(phase).toBe('Completed');
+      expect(pvrHub()?.promotions).toBe(1);
+      const runs = hookExecs(h);
+      expect(runs).toHaveLength(1);
+      expect(Date.parse(runs[0]?.startedAt ?? '')).toBeGreaterThanOrEqual(lastEndedAt - 1_000);
+      expect(Date.parse(runs[0]?.startedAt ?? '') - lastEndedAt).toBeLessThan(pollCapMs / 4);
+      expect(await h.deps.restores!.counters(name)).toMatchObject({ pvrsCompleted: 2 });
+    } finally {
+      await hooksQueue.close();
+      await watchQueue.close();
+    }
+  });
+});
+
+describe('post-restore hooks of a restore started by an older version (a pvr-watch child per PVR) still follow its PVRs', () => {
+  let redisHandle: { url: string; stop: () => Promise<void> };
+  let h: Harness;
+  let workers: RunningWorkers | undefined;
+
+  beforeAll(async () => {
+    redisHandle = await useTestRedis();
+    // Legacy pvr-watch jobs are no longer promoted: they poll, at most the poll cap apart.
+    ({ h, workers } = await backedUp(redisHandle.url, 500));
+  });
+  afterAll(async () => {
+    await workers?.close();
+    await h?.close();
+    await redisHandle?.stop();
+  });
+
+  it('the restore-hooks job is released by its pvr-watch children once both PVRs ended, then runs the hook once; Completed', async () => {
+    const name = 'rs-old';
+    // What restore-items of an older version added: `restore-hooks ← pvr-watch…`, no PVR list in the hooks job's data.
+    const flows = workers!.pipeline.runtime.flowProducer;
+    const add = flows.add.bind(flows);
+    flows.add = async (flow, opts) => {
+      if (flow.name !== JobName.runRestoreHooks) return add(flow, opts);
+      const { pvrs, deadlineAt, ...data } = flow.data as RestoreHooksJobData;
+      const { delay: _parked, ...hooksOpts } = flow.opts ?? {};
+      return add(
+        {
+          ...flow,
+          data,
+          opts: hooksOpts,
+          children: (pvrs ?? []).map((pvrName) => ({
+            name: JobName.watchPvr,
+            queueName: QueueName.pvbWatch,
+            data: { restoreName: data.restoreName, restoreUid: data.restoreUid, pvrName, deadlineAt },
+            opts: childJobOptions(QueueName.pvbWatch, restoreJobIds.pvrWatch(name, pvrName)),
+          })),
+        },
+        opts,
+      );
+    };
+    const hooksQueue = createQueue(QueueName.hooks, { connection: h.redis, prefix: h.queuePrefix });
+    const watchQueue = createQueue(QueueName.pvbWatch, { connection: h.redis, prefix: h.queuePrefix });
+    try {
+      await submitWithHook(h, name);
+      const pvrClient = h.deps.pvrs!;
+      const pvrs = await waitFor('both PVRs', async () => {
+        const found = await pvrClient.list({ labelSelector: `${pvrLabels.restoreName}=${name}` });
+        return found.length === 2 ? found : undefined;
+      });
+      const jobId = restoreJobIds.hooks(name, 'shop', 'pair-0');
+      await waitFor('the restore-hooks job waiting for its children', async () =>
+        (await hooksQueue.getJobState(jobId)) === 'waiting-children' ? true : undefined,
+      );
+      await writeDoneMarkers(h, pvrs[0]?.metadata.labels?.[pvrLabels.restoreUid] ?? '');
+      let lastEndedAt = 0;
+      for (const pvr of pvrs.map((p) => p.metadata.name).sort()) {
+        await new Promise((r) => setTimeout(r, 300));
+        expect(hookExecs(h)).toHaveLength(0);
+        const now = new Date().toISOString();
+        await pvrClient.patchStatus(pvr, { ...PVR_DONE, startTimestamp: now, completionTimestamp: now });
+        lastEndedAt = Date.now();
+      }
+      const { phase } = await waitForRestoreEnd(h.deps.restores!, h.deps.storage, name);
+      expect(phase).toBe('Completed');
+      const watches = (await watchQueue.getJobs(['completed'])).filter((j) => j.name === JobName.watchPvr);
+      expect(watches.map((j) => (j.data as { pvrName: string }).pvrName).sort()).toEqual(pvrs.map((p) => p.metadata.name).sort());
+      const runs = hookExecs(h);
+      expect(runs).toHaveLength(1);
+      expect(Date.parse(runs[0]?.startedAt ?? '')).toBeGreaterThanOrEqual(lastEndedAt - 1_000);
+      expect(await h.deps.restores!.counters(name)).toMatchObject({ pvrsCompleted: 2 });
+    } finally {
+      flows.add = add;
+      await hooksQueue.close();
+      await watchQueue.close();
+    }
+  });
+});
