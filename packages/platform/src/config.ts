@@ -188,7 +188,7 @@ export const stowageEnvSchema = z.object({
   ),
   STOWAGE_BLOCK_CONCURRENCY: wholeNumber(1, 1_000, 4, 'item-block jobs per worker process'),
   STOWAGE_WATCH_CONCURRENCY: wholeNumber(1, 10_000, 50, 'pvb-watch jobs per worker process'),
-  STOWAGE_HOOK_CONCURRENCY: wholeNumber(1, 1_000, 4, 'post-hooks jobs per worker process'),
+  STOWAGE_HOOK_CONCURRENCY: wholeNumber(1, 1_000, 4, 'hooks-queue jobs (post-hooks and restore-hooks) per worker process'),
   STOWAGE_RESTORE_ITEMS_CONCURRENCY: wholeNumber(1, 1_000, 8, 'restore-items jobs (item batches) per worker process'),
   STOWAGE_RESTORE_MAX_INFLIGHT: wholeNumber(
     1,
