@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createKubeClients, type InformerEvent, type PodVolumeRestore } from '@stowage/kube';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { type NodeAgent, type NodeAgentOptions, startNodeAgent } from '../src/index.js';
-import { type Harness, startHarness, TEST_REPO_KEY, waitFor, waitForPhase, writeRandomFile } from './support.js';
+import type { NodeAgent, NodeAgentOptions } from '../src/index.js';
+import { type Harness, startHarness, startTestAgent, waitFor, waitForPhase, waitForPvrPhase, writeRandomFile } from './support.js';
 
 // The agent's scheduling pass re-evaluates only the PVBs and PVRs that changed (and the PVRs
 // whose pod changed), not its whole cache per event; a periodic full rescan is the safety net.
@@ -30,29 +30,12 @@ afterAll(async () => {
   if (storage) await rm(storage, { recursive: true, force: true });
 });
 
-async function agentFor(node: string, extra: Partial<NodeAgentOptions>): Promise<NodeAgent> {
-  const agent = await startNodeAgent({
-    nodeName: node,
-    kube: h.kube,
-    repoDir: join(storage, 'repository'),
-    repoKey: TEST_REPO_KEY,
-    kubeletRoot: h.kubeletRoot(node),
-    loadConcurrency: { globalConfig: 1 },
-    logger: h.logger,
-    takeoverGraceMs: 300,
-    ...extra,
-  });
-  agents.push(agent);
-  return agent;
+function agentFor(node: string, extra: Partial<NodeAgentOptions>): Promise<NodeAgent> {
+  return startTestAgent(h, agents, { node, repoDir: join(storage, 'repository'), ...extra });
 }
 
-function pvrPhase(name: string, phases: string[], timeoutMs = 60_000): Promise<PodVolumeRestore | undefined> {
-  return waitFor(
-    () => h.pvrs.get(name),
-    (pvr) => phases.includes(pvr?.status?.phase ?? 'New'),
-    timeoutMs,
-    `PVR ${name} to reach ${phases.join('|')}`,
-  );
+function pvrPhase(name: string, phases: string[], timeoutMs?: number): Promise<PodVolumeRestore | undefined> {
+  return waitForPvrPhase(h.pvrs, name, phases, timeoutMs);
 }
 
 describe('node agent scheduling pass (incremental)', () => {

@@ -11,6 +11,7 @@ import {
   describeTree,
   type Harness,
   startHarness,
+  startTestAgent,
   TEST_REPO_KEY,
   waitFor,
   waitForPhase,
@@ -38,20 +39,8 @@ afterAll(async () => {
   await rm(storage, { recursive: true, force: true });
 });
 
-async function agentFor(node: string, extra: Partial<NodeAgentOptions> = {}): Promise<NodeAgent> {
-  const agent = await startNodeAgent({
-    nodeName: node,
-    kube: h.kube,
-    repoDir,
-    repoKey: TEST_REPO_KEY,
-    kubeletRoot: h.kubeletRoot(node),
-    loadConcurrency: { globalConfig: 1 },
-    logger: h.logger,
-    takeoverGraceMs: 300,
-    ...extra,
-  });
-  agents.push(agent);
-  return agent;
+function agentFor(node: string, extra: Partial<NodeAgentOptions> = {}): Promise<NodeAgent> {
+  return startTestAgent(h, agents, { node, repoDir, ...extra });
 }
 
 describe('node agent on the simulator', () => {

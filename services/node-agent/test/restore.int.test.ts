@@ -13,6 +13,7 @@ import {
   TEST_REPO_KEY,
   waitFor,
   waitForPhase,
+  waitForPvrPhase,
   writeRandomFile,
   writeVolumeTree,
 } from './support.js';
@@ -29,13 +30,8 @@ let agentA: AgentProcess;
 const children: AgentProcess[] = [];
 const inProcess: NodeAgent[] = [];
 
-function pvrPhase(name: string, phases: string[], timeoutMs = 60_000): Promise<PodVolumeRestore | undefined> {
-  return waitFor(
-    () => h.pvrs.get(name),
-    (pvr) => phases.includes(pvr?.status?.phase ?? 'New'),
-    timeoutMs,
-    `PVR ${name} to reach ${phases.join('|')}`,
-  );
+function pvrPhase(name: string, phases: string[], timeoutMs?: number): Promise<PodVolumeRestore | undefined> {
+  return waitForPvrPhase(h.pvrs, name, phases, timeoutMs);
 }
 
 /** Backs up one volume of a fixture pod through a PVB and returns the snapshot id. */

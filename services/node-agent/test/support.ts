@@ -18,6 +18,7 @@ import {
 } from '@stowage/kube';
 import { type Simulator, startSimulator } from '@stowage/kube-sim';
 import { createLogger, type Logger } from '@stowage/platform';
+import { type NodeAgent, type NodeAgentOptions, startNodeAgent } from '../src/index.js';
 
 const repoRoot = fileURLToPath(new URL('../../../', import.meta.url));
 const tsx = join(repoRoot, 'node_modules/.bin/tsx');
@@ -206,6 +207,45 @@ export function waitForPhase(pvbs: PvbClient, name: string, phases: string[], ti
     timeoutMs,
     `PVB ${name} to reach ${phases.join('|')}`,
   );
+}
+
+export function waitForPvrPhase(
+  pvrs: PvrClient,
+  name: string,
+  phases: string[],
+  timeoutMs = 60_000,
+): Promise<PodVolumeRestore | undefined> {
+  return waitFor(
+    () => pvrs.get(name),
+    (pvr) => phases.includes(pvr?.status?.phase ?? 'New'),
+    timeoutMs,
+    `PVR ${name} to reach ${phases.join('|')}`,
+  );
+}
+
+/**
+ * An in-process node agent for `node` as these tests run one (one operation at a time, a short
+ * takeover grace), added to `started` so the test's teardown closes it.
+ */
+export async function startTestAgent(
+  h: Harness,
+  started: NodeAgent[],
+  input: { node: string; repoDir: string } & Partial<NodeAgentOptions>,
+): Promise<NodeAgent> {
+  const { node, repoDir, ...extra } = input;
+  const agent = await startNodeAgent({
+    nodeName: node,
+    kube: h.kube,
+    repoDir,
+    repoKey: TEST_REPO_KEY,
+    kubeletRoot: h.kubeletRoot(node),
+    loadConcurrency: { globalConfig: 1 },
+    logger: h.logger,
+    takeoverGraceMs: 300,
+    ...extra,
+  });
+  started.push(agent);
+  return agent;
 }
 
 /** Writes `bytes` of incompressible data to one file (for slow copies under a bandwidth limit). */
