@@ -1,6 +1,6 @@
 import { isPvbTerminal } from '@stowage/kube';
-import { createFlowProducer, createQueue, JobName, KEEP_FINISHED_JOBS, QueueName } from '@stowage/queue';
-import { Job, type Processor, type Queue, Worker } from 'bullmq';
+import { createFlowProducer, createQueue, JobName, KEEP_FINISHED_JOBS, promoteParked, QueueName } from '@stowage/queue';
+import { type Job, type Processor, type Queue, Worker } from 'bullmq';
 import type { PipelineDeps } from './deps.js';
 import { PipelineErrorCode, UnrecoverablePipelineError } from './errors.js';
 import { processDeleteBackup } from './processors/delete-backup.processor.js';
@@ -148,12 +148,9 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
       const pvbs = (result as { pvbs?: unknown } | undefined)?.pvbs;
       const copying = Array.isArray(pvbs) && pvbs.some((name) => !isEnded(runtime.hub?.cached(String(name))));
       if (copying) return;
-      // By id (the script checks the job is delayed): a parent not parked (the job will be retried,
-      // or another worker promoted it already) answers an error that means nothing here.
-      await new Job(hooks(), JobName.runPostHooks, {}, {}, parentId).promote().catch((err: Error) => {
-        if (!/not in the delayed state|missing key/i.test(String(err?.message))) {
-          deps.logger.warn({ err: err?.message, jobId: parentId }, 'could not promote a post-hooks job');
-        }
+      // A parent not parked (the job will be retried, or another worker promoted it already) is fine.
+      await promoteParked(hooks(), JobName.runPostHooks, parentId).catch((err: Error) => {
+        deps.logger.warn({ err: err?.message, jobId: parentId }, 'could not promote a post-hooks job');
       });
     },
     close() {

@@ -1,5 +1,5 @@
 import { blockJobId, finalizeJobId, planJobId, postHooksJobId, pvbWatchJobId } from '@stowage/core';
-import { DelayedError, type FlowJob, type FlowProducer, type Job, type JobsOptions, type Queue } from 'bullmq';
+import { DelayedError, type FlowJob, type FlowProducer, Job, type JobsOptions, type Queue } from 'bullmq';
 import { JobName, QueueName, qualifiedQueueName } from './constants.js';
 import { QueueError, QueueErrorCode } from './errors.js';
 import { childJobOptions, DEFAULT_JOB_OPTIONS } from './job-options.js';
@@ -232,6 +232,23 @@ export async function repark(
   await job.moveToDelayed(Date.now() + delayMs, token);
   await afterPark?.();
   throw new DelayedError();
+}
+
+/**
+ * Wakes a parked (delayed) job by id now, without reading it first (BullMQ's promote script checks
+ * that it is delayed). True when it was promoted; false when it was not parked — waiting, running,
+ * done, or not added yet, which is a normal answer for a wake-up that may race the job's own
+ * progress. Any other error is thrown.
+ */
+export async function promoteParked(queue: Queue, jobName: string, jobId: string): Promise<boolean> {
+  try {
+    await new Job(queue, jobName, {}, {}, jobId).promote();
+    return true;
+  } catch (err) {
+    // "not in the delayed state" / "Missing key" (BullMQ's answers for a job not parked).
+    if (/not in the delayed state|missing key/i.test(String((err as Error)?.message))) return false;
+    throw err;
+  }
 }
 
 /**

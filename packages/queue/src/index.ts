@@ -32,6 +32,7 @@ export {
   type ParentRef,
   type PvbWatchStart,
   postHooksParentOf,
+  promoteParked,
   repark,
 } from './flows.js';
 export { childJobOptions, DEFAULT_JOB_OPTIONS, KEEP_FINISHED_JOBS } from './job-options.js';

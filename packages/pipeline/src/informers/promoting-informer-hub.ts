@@ -1,5 +1,6 @@
 import type { Informer, InformerOptions } from '@stowage/kube';
-import { Job, type Queue } from 'bullmq';
+import { promoteParked } from '@stowage/queue';
+import type { Queue } from 'bullmq';
 import type { PipelineLogger } from '../deps.js';
 
 /**
@@ -182,16 +183,10 @@ export class PromotingInformerHub<T> {
     const queue = this.opts.jobQueue;
     const jobId = this.opts.source.jobIdOf(object);
     if (!queue || !jobId) return;
-    // Promote by id (the script checks the job is delayed): no read of the job before it.
     try {
-      await new Job(queue, this.opts.source.jobName, {}, {}, jobId).promote();
-      this.promotions++;
+      if (await promoteParked(queue, this.opts.source.jobName, jobId)) this.promotions++;
     } catch (err) {
-      const message = String((err as Error)?.message);
-      // "not in the delayed state" / "Missing key": waiting, running, done or not added yet.
-      if (!/not in the delayed state|missing key/i.test(message)) {
-        this.opts.logger.warn({ err: message, jobId }, `could not promote the job of a ${this.opts.source.label}`);
-      }
+      this.opts.logger.warn({ err: (err as Error)?.message, jobId }, `could not promote the job of a ${this.opts.source.label}`);
     }
   }
 }
