@@ -3,8 +3,9 @@ import { PipelineError, PipelineErrorCode } from '../errors.js';
 import { runPodHooks } from '../hooks/hook-runner.js';
 import { type BlockPlan, podKey } from '../plan/block-plan.js';
 import { isPvbSettled } from '../pvb/pvb-observation.js';
-import { stepPvbWait, type WatchProgress } from '../pvb/pvb-wait-step.js';
+import { pvbTracker, type WatchProgress } from '../pvb/pvb-wait-step.js';
 import type { BlockTail } from '../state/backup-state.js';
+import { watchVolumeOps } from '../volume-ops/watch-volume-ops.js';
 
 export interface FinishBlockInput {
   backupName: string;
@@ -31,7 +32,7 @@ export type OrphanedPvbs = { settled: true } | { settled: false; recheckInMs: nu
 /**
  * PVBs nobody watches any more — the item-block job died for good between creating a PVB and
  * watching it, or the PVB's watch job failed for good — are settled here before any post hook may
- * run, by the pvb-watch job's own step (stepPvbWait) wound down as at the deadline: a missing PVB
+ * run, by the looks a post-hooks job takes at its PVBs (watchVolumeOps), wound down as at the deadline: a missing PVB
  * is recorded Failed, a terminal one as it ended, and a running one is asked to cancel once and
  * waited for at most `pvbCancelWaitMs`, then recorded as given up. Until then the caller re-parks
  * after `recheckInMs`, keeping `progress` for the next look.
@@ -41,24 +42,23 @@ export async function settleOrphanedPvbs(deps: PipelineDeps, input: OrphanedPvbs
   const [record, block] = await Promise.all([deps.state.getBackup(backupName), deps.state.getBlock(backupName, blockId)]);
   const pvbNames = block?.pvbs ?? [];
   const records = await deps.state.getPvbs(backupName, pvbNames);
-  const progress: Record<string, WatchProgress> = {};
-  let recheckInMs: number | undefined;
-  for (const [i, name] of pvbNames.entries()) {
-    if (isPvbSettled(records[i])) continue;
-    const watchFailed = input.failedWatchOf(name);
-    const why = watchFailed ?? (input.blockJobFailed !== undefined ? `item-block job failed: ${input.blockJobFailed}` : undefined);
-    if (why === undefined) continue;
-    const step = await stepPvbWait(
-      deps,
-      undefined,
-      { backupName, pvbName: name, deadlineAt: record?.fsDeadlineAt ?? Number.MAX_SAFE_INTEGER, orphanedBecause: why },
-      input.progress[name] ?? { polls: 0, lastGetAt: 0 },
-    );
-    if (step.kind === 'done') continue;
-    progress[name] = step.progress;
-    recheckInMs = Math.min(recheckInMs ?? step.delayMs, step.delayMs);
+  const ops = pvbNames.flatMap((name, i) => {
+    const why =
+      input.failedWatchOf(name) ?? (input.blockJobFailed !== undefined ? `item-block job failed: ${input.blockJobFailed}` : undefined);
+    return why === undefined ? [] : [{ name, previous: records[i], orphanedBecause: why }];
+  });
+  if (!record && ops.some((op) => !isPvbSettled(op.previous))) {
+    throw new PipelineError(PipelineErrorCode.backupMissing, `backup ${backupName} has no record`);
   }
-  return recheckInMs === undefined ? { settled: true } : { settled: false, recheckInMs, progress };
+  // The same looks as the post-hooks job's own (watchVolumeOps), each wound down as an orphan.
+  const watched = await watchVolumeOps(deps, pvbTracker(deps), undefined, {
+    runName: backupName,
+    ops,
+    cancelRequested: record?.cancelRequestedAt !== undefined,
+    deadlineAt: record?.fsDeadlineAt ?? Number.MAX_SAFE_INTEGER,
+    progress: input.progress,
+  });
+  return watched.settled ? { settled: true } : { settled: false, recheckInMs: watched.recheckInMs, progress: watched.progress };
 }
 
 export interface FinishBlockResult {
