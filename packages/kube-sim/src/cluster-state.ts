@@ -65,6 +65,8 @@ export interface ClusterHooks {
   onPodCreated?: (pod: KubeObject) => void;
   /** Every object created through the API (not fixture loading), after it is stored. */
   onCreated?: (type: ResourceType, object: KubeObject) => void;
+  /** Every stored change of an existing object (API writes and the controllers' own), after it is stored. */
+  onUpdated?: (type: ResourceType, object: KubeObject, previous: KubeObject) => void;
   /**
    * Replaces the default scheduling and start-up of a pod created through the API (the default puts
    * it on nodes round-robin and starts it Running): see controllers.ts.
@@ -325,6 +327,7 @@ export class ClusterState {
   private afterWrite(type: ResourceType, object: KubeObject, previous: KubeObject | undefined): void {
     if (storageKey(type) === crdKey && isEstablished(object)) this.registerCrd(object, previous);
     if (!previous && type.kind === 'Pod' && type.group === '') this.hooks.onPodCreated?.(object);
+    if (previous) this.hooks.onUpdated?.(type, object, previous);
   }
 
   update(

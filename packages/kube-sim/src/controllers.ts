@@ -10,7 +10,8 @@
  *   once; otherwise it starts Pending, and once its claims are bound its volume directories are
  *   created (the kubelet layout of volume-data.ts), its init containers run in order —
  *   `stowage-restore-wait` until the done marker `.stowage/<STOWAGE_RESTORE_UID>` is in every
- *   volume it mounts (looked for every RESTORE_WAIT_POLL_MS, as the real program polls) (then the markers, and `.stowage` when empty, are removed), any other one as
+ *   volume it mounts (looked for every RESTORE_WAIT_POLL_MS, as the real program polls, and at once
+ *   when a PodVolumeRestore of the pod is made terminal, as the real program wakes on inotify) (then the markers, and `.stowage` when empty, are removed), any other one as
  *   its scripted exec behaviour says for its command (exit code, duration; default exit 0 at once)
  *   — and then it is Running and Ready. Every step is a status write, so watches see it;
  * - provisioner: a claim bound to nothing is bound to the PV that claims it (static binding), or
@@ -41,10 +42,15 @@ const DEFAULT_CLASS_ANNOTATIONS = ['storageclass.kubernetes.io/is-default-class'
 const DEFAULT_RESTORE_WAIT_TIMEOUT_MS = 4 * 3_600_000;
 /**
  * The real program's fallback poll (`restoreWaitContainer.pollIntervalMs` in @stowage/kube). The real
- * program also wakes on inotify; this one only polls (cheaper for the simulator: README), so its
- * delay counts in the hook lag here.
+ * program also wakes on inotify when a marker appears; the simulator models that wake without a file
+ * watch: the node agent writes a volume's marker before it marks the volume's PodVolumeRestore
+ * terminal, so that status write (which the simulator, as the API server, sees) makes the pod look at once.
  */
 export const RESTORE_WAIT_POLL_MS = 100;
+/** The PodVolumeRestore whose terminal status write wakes its pod's `stowage-restore-wait` (spec.pod names the pod). */
+const PVR_GROUP = 'stowage.dev';
+const PVR_KIND = 'PodVolumeRestore';
+const TERMINAL_PVR_PHASES: ReadonlySet<unknown> = new Set(['Completed', 'Failed', 'Canceled']);
 
 export interface ControllerOptions {
   state: ClusterState;
@@ -56,6 +62,8 @@ export interface ControllerOptions {
   tickMs?: number;
   /** Delay before an API-created CRD is Established; 0 (default) = at once, in the create. */
   crdEstablishDelayMs?: number;
+  /** How often `stowage-restore-wait` looks between wakes; default RESTORE_WAIT_POLL_MS. */
+  restoreWaitPollMs?: number;
   now?: () => Date;
 }
 
@@ -77,6 +85,10 @@ interface PodWork {
   uid: string;
   volumesReady: boolean;
   init?: InitRun;
+  /** The step under way (a tick's or a wake's): a pod is stepped by one at a time. */
+  stepping?: Promise<void>;
+  /** A PVR of this pod went terminal: `stowage-restore-wait` looks at its next step, whatever its poll says. */
+  lookNow?: boolean;
 }
 
 function record(value: unknown): Json {
@@ -122,6 +134,7 @@ export class SimControllers {
     this.state.deferCrdEstablishment = (this.options.crdEstablishDelayMs ?? 0) > 0;
     this.state.hooks.preparePod = (pod) => this.preparePod(pod);
     this.state.hooks.onCreated = (type, object) => this.onCreated(type, object);
+    this.state.hooks.onUpdated = (type, object, previous) => this.onUpdated(type, object, previous);
   }
 
   /** Nodes the scheduler prefers (they run a node agent), in addition to those running a node-agent pod. */
@@ -297,6 +310,20 @@ export class SimControllers {
     }
   }
 
+  /** A PVR made terminal: its pod's restore-wait looks now (the real program's inotify wake), not at its next poll. */
+  private onUpdated(type: ResourceType, object: KubeObject, previous: KubeObject): void {
+    if (type.group !== PVR_GROUP || type.kind !== PVR_KIND) return;
+    const phase = record(object.status).phase;
+    if (!TERMINAL_PVR_PHASES.has(phase) || phase === record(previous.status).phase) return;
+    const target = record(record(object.spec).pod);
+    const key = podKey(String(target.namespace ?? ''), String(target.name ?? ''));
+    const work = this.pods.get(key);
+    if (!work || work.uid !== target.uid) return;
+    work.lookNow = true;
+    // after the write that woke it is done, not inside it
+    queueMicrotask(() => void this.step(key, work));
+  }
+
   private materialize(pod: KubeObject): Promise<void> {
     if (this.options.materialize === 'none') return Promise.resolve();
     // A restored pod's volumes start empty, as a real kubelet's do: the node agent writes the
@@ -360,7 +387,7 @@ export class SimControllers {
         pod = this.writeStatus(pod, this.withInitState(pod, run.index, { running: { startedAt: this.timestamp() } }, false));
       }
       const outcome =
-        container.name === RESTORE_WAIT_CONTAINER ? await this.restoreWait(pod, container, run) : this.scripted(pod, container, run);
+        container.name === RESTORE_WAIT_CONTAINER ? await this.restoreWait(work, pod, container, run) : this.scripted(pod, container, run);
       if (outcome === 'waiting') return 'waiting';
       const finished = {
         terminated: {
@@ -417,16 +444,24 @@ export class SimControllers {
   }
 
   /** `stowage-restore-wait`: done when every mounted volume holds `.stowage/<restore uid>`; then removes the markers. */
-  private async restoreWait(pod: KubeObject, container: Json, run: InitRun): Promise<{ exitCode: number; message?: string } | 'waiting'> {
+  private async restoreWait(
+    work: PodWork,
+    pod: KubeObject,
+    container: Json,
+    run: InitRun,
+  ): Promise<{ exitCode: number; message?: string } | 'waiting'> {
     const env = new Map(list(container.env).map((entry) => [String(record(entry).name), String(record(entry).value ?? '')]));
     const restoreUid = env.get(RESTORE_UID_ENV) ?? '';
     if (!restoreUid || restoreUid.includes('/')) return { exitCode: 2, message: `${RESTORE_UID_ENV} must be the restore's uid` };
     const mounted = new Set(list(container.volumeMounts).map((mount) => String(record(mount).name)));
     const dirs = podVolumeDirs(this.state, this.options.dataRoot, pod).filter((dir) => mounted.has(dir.volume));
     if (dirs.length === 0) return { exitCode: 2, message: 'no restored volume is mounted' };
-    // Looks as often as the real init container does, not at every tick.
+    // Looks as often as the real init container does, not at every tick, or at once when woken.
     const now = Date.now();
-    if (run.lastLookAt !== undefined && now - run.lastLookAt < RESTORE_WAIT_POLL_MS) return 'waiting';
+    const pollMs = this.options.restoreWaitPollMs ?? RESTORE_WAIT_POLL_MS;
+    if (!work.lookNow && run.lastLookAt !== undefined && now - run.lastLookAt < pollMs) return 'waiting';
+    // cleared before looking: a wake during this look (a marker written after its stat) looks again at the next tick
+    work.lookNow = false;
     run.lastLookAt = now;
     const markers = dirs.map((dir) => join(dir.path, RESTORE_MARKER_DIR, restoreUid));
     const present = await Promise.all(
@@ -567,6 +602,26 @@ export class SimControllers {
     this.options.warn(`the simulated ${what === 'pod' ? 'kubelet' : 'provisioner'} gave up on ${what} ${key}: ${String(error)}`);
   }
 
+  /**
+   * Steps one pod unless a step of it is under way (that one is returned; a wake it missed keeps
+   * `lookNow` and is served by the next tick).
+   */
+  private step(key: string, work: PodWork): Promise<void> {
+    if (work.stepping) return work.stepping;
+    const stepping = (async () => {
+      try {
+        if ((await this.stepPod(work)) === 'done') this.pods.delete(key);
+      } catch (error) {
+        this.giveUp('pod', key, error);
+        this.pods.delete(key);
+      } finally {
+        work.stepping = undefined;
+      }
+    })();
+    work.stepping = stepping;
+    return this.track(stepping);
+  }
+
   private async tick(): Promise<void> {
     if (this.ticking || this.closed) return;
     this.ticking = true;
@@ -589,16 +644,7 @@ export class SimControllers {
       // Every pod at once, as every kubelet works on its own: stepped one after another, a tick over
       // hundreds of pods waiting for restore markers (a file stat each) would delay the last by the
       // sum of the others' stats. Each pod is still stepped by one tick at a time.
-      await Promise.all(
-        [...this.pods].map(async ([key, work]) => {
-          try {
-            if ((await this.stepPod(work)) === 'done') this.pods.delete(key);
-          } catch (error) {
-            this.giveUp('pod', key, error);
-            this.pods.delete(key);
-          }
-        }),
-      );
+      await Promise.all([...this.pods].map(([key, work]) => this.step(key, work)));
     } finally {
       this.ticking = false;
       if (this.pods.size === 0 && this.claims.size === 0 && this.crds.size === 0 && this.timer) {

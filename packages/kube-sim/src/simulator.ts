@@ -52,6 +52,11 @@ export interface SimulatorOptions {
    * that are 404); default 0 = at once, as the fixture's CRDs are.
    */
   crdEstablishDelayMs?: number;
+  /**
+   * How often `stowage-restore-wait` looks for its markers between wakes (a PVR of its pod made
+   * terminal wakes it at once); default RESTORE_WAIT_POLL_MS, the real program's fallback poll.
+   */
+  restoreWaitPollMs?: number;
   /** Nodes that run a node agent, preferred by the scheduler (also: `setNodeAgents`, `PUT /_sim/node-agents`). */
   nodeAgents?: string[];
 }
@@ -125,6 +130,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     execOverrides,
     warn,
     ...(options.crdEstablishDelayMs !== undefined ? { crdEstablishDelayMs: options.crdEstablishDelayMs } : {}),
+    ...(options.restoreWaitPollMs !== undefined ? { restoreWaitPollMs: options.restoreWaitPollMs } : {}),
   });
   controllers.install();
   controllers.setNodeAgents(options.nodeAgents ?? []);

@@ -7,7 +7,7 @@ import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Simulator, startSimulator } from '../src/index.js';
+import { pvrCrdPath, type Simulator, startSimulator } from '../src/index.js';
 import { apiExceptionBody, kubeConfigFor } from './sim-helpers.js';
 
 const fixture = {
@@ -475,6 +475,73 @@ describe('CRD Established after crdEstablishDelayMs', () => {
         body: widget,
       })) as { size?: number };
       expect(made.size).toBe(3);
+    } finally {
+      await sim.close();
+    }
+  });
+});
+
+describe('stowage-restore-wait woken by its PodVolumeRestore', () => {
+  it('looks for its marker when a PVR of its pod is made terminal, not only at its poll (the real program wakes on inotify)', async () => {
+    // a poll that never comes within the test: the pod can only start through the wake
+    const sim = await startSimulator({ fixture, extraManifests: [pvrCrdPath], restoreWaitPollMs: 3_600_000 });
+    try {
+      const kc = kubeConfigFor(sim);
+      const core = kc.makeApiClient(k8s.CoreV1Api);
+      const custom = kc.makeApiClient(k8s.CustomObjectsApi);
+      const readPod = () => core.readNamespacedPod({ namespace: 'app', name: 'woken' });
+      const restoreUid = 'restore-uid-wake';
+      const created = await core.createNamespacedPod({
+        namespace: 'app',
+        body: podBody('woken', {
+          initContainers: [
+            {
+              name: 'stowage-restore-wait',
+              image: 'stowage/node-agent',
+              env: [{ name: 'STOWAGE_RESTORE_UID', value: restoreUid }],
+              volumeMounts: [{ name: 'scratch', mountPath: '/restores/scratch' }],
+            },
+          ],
+          volumes: [{ name: 'scratch', emptyDir: {} }],
+        }),
+      });
+      await eventually(readPod, (pod) => pod.status?.initContainerStatuses?.[0]?.state?.running !== undefined, 'restore-wait running');
+      const where = { group: 'stowage.dev', version: 'v1alpha1', namespace: 'app', plural: 'podvolumerestores' };
+      await custom.createNamespacedCustomObject({
+        ...where,
+        body: {
+          apiVersion: 'stowage.dev/v1alpha1',
+          kind: 'PodVolumeRestore',
+          metadata: { name: 'woken-scratch' },
+          spec: {
+            pod: { namespace: 'app', name: 'woken', uid: created.metadata!.uid! },
+            volume: 'scratch',
+            snapshotID: 's1',
+            backupStorageLocation: 'default',
+            repoIdentifier: 'repository',
+            sourceNamespace: 'app',
+            uploaderType: 'stowage',
+          },
+        },
+      });
+      const setPhase = (phase: string) =>
+        custom.patchNamespacedCustomObjectStatus(
+          { ...where, name: 'woken-scratch', body: { status: { phase } } },
+          k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+        );
+      // the node agent's order: the marker, then the PVR's terminal status
+      const [scratch] = sim.podVolumes('app', 'woken');
+      mkdirSync(join(scratch!.path, '.stowage'), { recursive: true });
+      writeFileSync(join(scratch!.path, '.stowage', restoreUid), '');
+      // a status write that leaves the PVR running wakes nothing: the marker waits for the poll
+      await setPhase('InProgress');
+      await new Promise((resolve) => setTimeout(resolve, 100)); // several kubelet ticks
+      expect((await readPod()).status?.phase).toBe('Pending');
+      await setPhase('Completed');
+      const running = await eventually(readPod, (pod) => pod.status?.phase === 'Running', 'the pod to run after its PVR completed');
+      expect(running.status?.initContainerStatuses?.[0]?.state?.terminated).toMatchObject({ exitCode: 0, reason: 'Completed' });
+      expect(existsSync(join(scratch!.path, '.stowage'))).toBe(false);
+      expect(sim.warnings).toEqual([]);
     } finally {
       await sim.close();
     }
