@@ -46,11 +46,14 @@ export async function processRestoreHooks(rt: PipelineRuntime, job: Job, token: 
   const { restores } = restoreDeps;
   const data = parseRestoreHooksJobData(job.data);
   const name = data.restoreName;
-  // Independent reads in one wait, not two (the hook lag is a chain of such waits).
-  const [record, plan, failures] = await Promise.all([
+  // Independent reads in one wait, not two (the hook lag is a chain of such waits): the listed
+  // PVRs' records too; only an orphan of an older version's pvr-watch child costs a read of its own.
+  const listedPvrs = [...new Set(data.pvrs ?? [])];
+  const [record, plan, failures, listedRecords] = await Promise.all([
     restores.getRestore(name),
     restores.getPodPlan(name, data.podNamespace, data.podName),
     job.getIgnoredChildrenFailures(),
+    listedPvrs.length > 0 ? restores.getPvrs(name, listedPvrs) : [],
   ]);
   if (!record || !plan)
     throw new UnrecoverablePipelineError(
@@ -71,9 +74,10 @@ export async function processRestoreHooks(rt: PipelineRuntime, job: Job, token: 
       return at < 0 ? [] : [[key.slice(at + watchIdPrefix.length), `pvr-watch job failed: ${reason}`] as const];
     }),
   );
-  const pvrNames = [...new Set([...(data.pvrs ?? []), ...orphanedBecause.keys()])];
+  const unlisted = [...orphanedBecause.keys()].filter((pvr) => !listedPvrs.includes(pvr));
+  const pvrNames = [...listedPvrs, ...unlisted];
   if (pvrNames.length > 0) {
-    const records = await restores.getPvrs(name, pvrNames);
+    const records = [...listedRecords, ...(unlisted.length > 0 ? await restores.getPvrs(name, unlisted) : [])];
     const watched = await watchVolumeOps(deps, pvrTracker(restoreDeps), rt.pvrHub, {
       runName: name,
       ops: pvrNames.map((pvr, i) => ({ name: pvr, previous: records[i], orphanedBecause: orphanedBecause.get(pvr) })),
