@@ -89,6 +89,8 @@ interface PodWork {
   stepping?: Promise<void>;
   /** A PVR of this pod went terminal: `stowage-restore-wait` looks at its next step, whatever its poll says. */
   lookNow?: boolean;
+  /** When `stowage-restore-wait`, having looked in vain, looks again by its poll: no tick steps the pod before. */
+  nextLookAt?: number;
 }
 
 function record(value: unknown): Json {
@@ -462,6 +464,7 @@ export class SimControllers {
     if (!work.lookNow && run.lastLookAt !== undefined && now - run.lastLookAt < pollMs) return 'waiting';
     // cleared before looking: a wake during this look (a marker written after its stat) looks again at the next tick
     work.lookNow = false;
+    work.nextLookAt = undefined;
     run.lastLookAt = now;
     const markers = dirs.map((dir) => join(dir.path, RESTORE_MARKER_DIR, restoreUid));
     const present = await Promise.all(
@@ -485,6 +488,7 @@ export class SimControllers {
       const missing = dirs.filter((_, i) => !present[i]).map((dir) => dir.volume);
       return { exitCode: 1, message: `timed out waiting for the restore of volume(s) ${missing.join(', ')}` };
     }
+    work.nextLookAt = now + pollMs;
     return 'waiting';
   }
 
@@ -608,18 +612,18 @@ export class SimControllers {
    */
   private step(key: string, work: PodWork): Promise<void> {
     if (work.stepping) return work.stepping;
-    const stepping = (async () => {
-      try {
-        if ((await this.stepPod(work)) === 'done') this.pods.delete(key);
-      } catch (error) {
+    work.stepping = this.stepPod(work).then(
+      (result) => {
+        work.stepping = undefined;
+        if (result === 'done') this.pods.delete(key);
+      },
+      (error: unknown) => {
+        work.stepping = undefined;
         this.giveUp('pod', key, error);
         this.pods.delete(key);
-      } finally {
-        work.stepping = undefined;
-      }
-    })();
-    work.stepping = stepping;
-    return this.track(stepping);
+      },
+    );
+    return work.stepping;
   }
 
   private async tick(): Promise<void> {
@@ -644,7 +648,12 @@ export class SimControllers {
       // Every pod at once, as every kubelet works on its own: stepped one after another, a tick over
       // hundreds of pods waiting for restore markers (a file stat each) would delay the last by the
       // sum of the others' stats. Each pod is still stepped by one tick at a time.
-      await Promise.all([...this.pods].map(([key, work]) => this.step(key, work)));
+      // A pod whose restore-wait is between looks is not stepped at all (hundreds wait at once).
+      await Promise.all(
+        [...this.pods].map(([key, work]) =>
+          !work.lookNow && work.nextLookAt !== undefined && now < work.nextLookAt ? undefined : this.step(key, work),
+        ),
+      );
     } finally {
       this.ticking = false;
       if (this.pods.size === 0 && this.claims.size === 0 && this.crds.size === 0 && this.timer) {
