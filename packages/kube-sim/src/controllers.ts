@@ -314,7 +314,7 @@ export class SimControllers {
 
   /** A PVR made terminal: its pod's restore-wait looks now (the real program's inotify wake), not at its next poll. */
   private onUpdated(type: ResourceType, object: KubeObject, previous: KubeObject): void {
-    if (type.group !== PVR_GROUP || type.kind !== PVR_KIND) return;
+    if (this.closed || type.group !== PVR_GROUP || type.kind !== PVR_KIND) return;
     const phase = record(object.status).phase;
     if (!TERMINAL_PVR_PHASES.has(phase) || phase === record(previous.status).phase) return;
     const target = record(record(object.spec).pod);
