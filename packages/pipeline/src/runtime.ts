@@ -16,8 +16,6 @@ export interface PipelineRuntime {
   backupsQueue: Queue;
   /** Backups' dispatch windows (plan opens one, blocks that end refill it). */
   window: DispatchWindow;
-  /** The pvb-watch queue (only runs started by older versions have watch jobs in it). */
-  watchQueue: Queue;
   /** The process's PVB informer (present when this process hosts hooks or pvb-watch, or runs inline mode). */
   hub?: PvbInformerHub | undefined;
   /** The process's PVR informer (present when this process hosts hooks or pvb-watch and restores are wired). */

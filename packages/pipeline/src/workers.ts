@@ -50,17 +50,14 @@ export interface Pipeline {
  */
 export function createPipeline(deps: PipelineDeps): Pipeline {
   const flowProducer = createFlowProducer({ connection: deps.connection, prefix: deps.queuePrefix });
-  const watchQueue = createQueue(QueueName.pvbWatch, { connection: deps.connection, prefix: deps.queuePrefix });
   const itemBlocksQueue = createQueue(QueueName.itemBlocks, { connection: deps.connection, prefix: deps.queuePrefix });
   const backupsQueue = createQueue(QueueName.backups, { connection: deps.connection, prefix: deps.queuePrefix });
   backupsQueue.on('error', (err) => deps.logger.warn({ err: err.message }, 'backups queue error'));
   flowProducer.on('error', (err) => deps.logger.warn({ err: err.message }, 'flow producer error'));
-  watchQueue.on('error', (err) => deps.logger.warn({ err: err.message }, 'pvb-watch queue error'));
   itemBlocksQueue.on('error', (err) => deps.logger.warn({ err: err.message }, 'item-blocks queue error'));
   const runtime: PipelineRuntime = {
     deps,
     flowProducer,
-    watchQueue,
     itemBlocksQueue,
     backupsQueue,
     window: new DispatchWindow(deps.state),
@@ -158,13 +155,7 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
         await runtime.hub?.stop().catch(() => undefined);
         await runtime.pvrHub?.stop().catch(() => undefined);
         await runtime.podHub?.stop().catch(() => undefined);
-        await Promise.allSettled([
-          flowProducer.close(),
-          watchQueue.close(),
-          itemBlocksQueue.close(),
-          backupsQueue.close(),
-          hooksQueue?.close(),
-        ]);
+        await Promise.allSettled([flowProducer.close(), itemBlocksQueue.close(), backupsQueue.close(), hooksQueue?.close()]);
       })();
       return closing;
     },
