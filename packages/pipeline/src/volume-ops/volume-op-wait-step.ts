@@ -11,6 +11,7 @@ export const watchProgressSchema = z.object({
   cancelReason: z.enum(['deadline', 'canceled', 'orphaned']).optional(),
 });
 export type WatchProgress = z.infer<typeof watchProgressSchema>;
+
 export type WindDownReason = NonNullable<WatchProgress['cancelReason']>;
 
 /** What a watch job returns (kept small: it lives in its parent's hash). */
@@ -36,8 +37,11 @@ export interface VolumeOpPrevious {
 export interface VolumeOpTracker<T, P extends VolumeOpPrevious> {
   /** For messages: `PVB`, `PVR`. */
   label: string;
-  /** The run's state of the operation, and whether the run asked to cancel (throws when the run is gone). */
-  readContext(runName: string, opName: string): Promise<{ cancelRequested: boolean; previous: P | undefined }>;
+  /**
+   * The run's state of the operation, and whether the run asked to cancel (throws when the run is
+   * gone) — or how to ask, when that costs a read only a look at a running operation needs.
+   */
+  readContext(runName: string, opName: string): Promise<{ cancelRequested: boolean | (() => Promise<boolean>); previous: P | undefined }>;
   isSettled(previous: P | undefined): boolean;
   get(opName: string): Promise<T | undefined>;
   isTerminal(object: T): boolean;
@@ -114,7 +118,8 @@ export async function stepVolumeOpWait<T, P extends VolumeOpPrevious>(
   const phase = tracker.phaseOf(object);
   if (tracker.isTerminal(object)) return { kind: 'done', result: { phase } };
 
-  const windDown: WindDownReason | undefined = cancelRequested
+  const canceled = typeof cancelRequested === 'function' ? await cancelRequested() : cancelRequested;
+  const windDown: WindDownReason | undefined = canceled
     ? 'canceled'
     : now >= input.deadlineAt
       ? 'deadline'
