@@ -8,6 +8,7 @@ import { isPvbSettled } from '../pvb/pvb-observation.js';
 import { pvbTracker, type WatchProgress, watchProgressSchema } from '../pvb/pvb-wait-step.js';
 import type { PipelineRuntime } from '../runtime.js';
 import type { BlockTail, PvbStateRecord } from '../state/backup-state.js';
+import { watchProgressChanged } from '../volume-ops/volume-op-wait-step.js';
 import { watchVolumeOps } from '../volume-ops/watch-volume-ops.js';
 import { finishBlock, settleOrphanedPvbs } from './block-post-hooks.js';
 import type { ItemBlockResult } from './item-block.processor.js';
@@ -92,7 +93,7 @@ export async function processPostHooks(rt: PipelineRuntime, job: Job, token: str
     progress,
   });
   if (!watched.settled) {
-    await job.updateData({ ...(job.data as object), watch: watched.progress });
+    if (watchProgressChanged(progress, watched.progress)) await job.updateData({ ...(job.data as object), watch: watched.progress });
     // A look may have read the cache just before the last end arrived, and the informer's
     // promotion then found this job running, not parked: look at the cache again once parked.
     return repark(job, token, watched.recheckInMs, async () => {

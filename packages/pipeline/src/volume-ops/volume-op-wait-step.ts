@@ -12,6 +12,26 @@ export const watchProgressSchema = z.object({
 });
 export type WatchProgress = z.infer<typeof watchProgressSchema>;
 
+/**
+ * Whether a look changed the poll state of an operation still open (`after`) from what the job's
+ * data holds (`before`): a re-park rewrites the job's data only then (an informer-paced wait leaves
+ * it as it was). Entries of operations that settled meanwhile are never read again.
+ */
+export function watchProgressChanged(
+  before: Readonly<Record<string, WatchProgress>>,
+  after: Readonly<Record<string, WatchProgress>>,
+): boolean {
+  return Object.entries(after).some(([name, p]) => {
+    const b = before[name];
+    return (
+      b === undefined ||
+      b.polls !== p.polls ||
+      b.lastGetAt !== p.lastGetAt ||
+      b.cancelAskedAt !== p.cancelAskedAt ||
+      b.cancelReason !== p.cancelReason
+    );
+  });
+}
 export type WindDownReason = NonNullable<WatchProgress['cancelReason']>;
 
 /** What a watch job returns (kept small: it lives in its parent's hash). */
@@ -137,16 +157,19 @@ export async function stepVolumeOpWait<T, P extends VolumeOpPrevious>(
   }
 
   // With a healthy informer cache the hub promotes this job the moment the operation turns
-  // terminal, so early short polls only re-read the cache and re-park (~20 Redis commands each):
-  // wait the cap. Without a usable cache (or a watch that stays quiet) polling backs off from the base.
+  // terminal, and a wake before the next real GET is due would only re-read that same cache and
+  // re-park (~40 Redis commands for a post-hooks job): wait until the GET is due (at least the
+  // poll cap). The poll count, which only paces polling without a cache, stays as it was (the
+  // progress is then unchanged and the job's data need not be rewritten). Without a usable cache
+  // (or a watch that stays quiet) polling backs off from the base.
   const informerWillPromote = !mustGet && hub?.healthy() === true;
   let delayMs = informerWillPromote
-    ? config.pvbPollMaxMs
+    ? Math.max(config.pvbPollMaxMs, progress.lastGetAt + config.pvbRealReadEveryMs - now)
     : cappedBackoffMs(progress.polls, { baseMs: config.pvbPollBaseMs, maxMs: config.pvbPollMaxMs });
   // Wake up exactly at the deadline, and when the cancel wait ends, to act on time.
   if (now < input.deadlineAt) delayMs = Math.min(delayMs, input.deadlineAt - now);
   if (progress.cancelAskedAt !== undefined) delayMs = Math.min(delayMs, Math.max(0, progress.cancelAskedAt + config.pvbCancelWaitMs - now));
-  progress.polls++;
+  if (!informerWillPromote) progress.polls++;
   return { kind: 'wait', delayMs: Math.max(delayMs, 1), progress };
 }
 
