@@ -42,12 +42,13 @@ const step = (
   hub: PromotingInformerHub<Op> | undefined,
   lastGetAt: number,
   deadlineAt = NOW + 3_600_000,
+  promotedByHub = true,
 ) =>
   stepVolumeOpWait(
     { clock: { now: () => NOW }, config } as never,
     t,
     hub,
-    { runName: 'b1', opName: 'op-1', deadlineAt },
+    { runName: 'b1', opName: 'op-1', deadlineAt, promotedByHub },
     { polls: 3, lastGetAt },
   );
 
@@ -69,6 +70,13 @@ describe('stepVolumeOpWait: how long a watcher parks', () => {
     expect(late).toMatchObject({ kind: 'wait', delayMs: config.pvbPollMaxMs });
     const deadline = await step(tracker(running, []), hubWith(running), NOW - 1_000, NOW + 2_000);
     expect(deadline).toMatchObject({ kind: 'wait', delayMs: 2_000 });
+  });
+
+  it('a watcher no hub promotes (a legacy pvb-watch or pvr-watch job) polls at the cap, counting the poll', async () => {
+    const res = await step(tracker(running, []), hubWith(running), NOW - 1_000, NOW + 3_600_000, false);
+    expect(res).toMatchObject({ kind: 'wait', progress: { polls: 4, lastGetAt: NOW - 1_000 } });
+    if (res.kind !== 'wait') throw new Error('unreachable');
+    expect(res.delayMs).toBeLessThanOrEqual(config.pvbPollMaxMs);
   });
 
   it('without a usable cache, GETs and backs off from the base, counting the poll', async () => {

@@ -93,6 +93,12 @@ export interface VolumeOpWaitInput {
    * is wound down at once, like at the deadline — asked to cancel, waited for at most `pvbCancelWaitMs`.
    */
   orphanedBecause?: string | undefined;
+  /**
+   * The hub promotes the watching job when the operation ends (a post-hooks or restore-hooks job,
+   * by its group): with a healthy cache it may then sleep until its next real GET is due. A legacy
+   * pvb-watch or pvr-watch job is promoted by nobody and polls at the cap.
+   */
+  promotedByHub?: boolean | undefined;
 }
 
 export type VolumeOpWaitStep = { kind: 'done'; result: VolumeOpWatchResult } | { kind: 'wait'; delayMs: number; progress: WatchProgress };
@@ -156,13 +162,13 @@ export async function stepVolumeOpWait<T, P extends VolumeOpPrevious>(
     return { kind: 'done', result: { phase, timedOut: true } };
   }
 
-  // With a healthy informer cache the hub promotes this job the moment the operation turns
+  // With a healthy informer cache a promoting hub wakes this job the moment the operation turns
   // terminal, and a wake before the next real GET is due would only re-read that same cache and
   // re-park (~40 Redis commands for a post-hooks job): wait until the GET is due (at least the
   // poll cap). The poll count, which only paces polling without a cache, stays as it was (the
   // progress is then unchanged and the job's data need not be rewritten). Without a usable cache
   // (or a watch that stays quiet) polling backs off from the base.
-  const informerWillPromote = !mustGet && hub?.healthy() === true;
+  const informerWillPromote = input.promotedByHub === true && !mustGet && hub?.healthy() === true;
   let delayMs = informerWillPromote
     ? Math.max(config.pvbPollMaxMs, progress.lastGetAt + config.pvbRealReadEveryMs - now)
     : cappedBackoffMs(progress.polls, { baseMs: config.pvbPollBaseMs, maxMs: config.pvbPollMaxMs });

@@ -61,7 +61,8 @@ export async function watchVolumeOps<T, P extends VolumeOpPrevious>(
         deps,
         looking,
         hub,
-        { runName: input.runName, opName: name, deadlineAt: input.deadlineAt, orphanedBecause },
+        // The hub promotes the group's job when its last operation ends.
+        { runName: input.runName, opName: name, deadlineAt: input.deadlineAt, orphanedBecause, promotedByHub: hub !== undefined },
         progressIn,
       ).catch((err: unknown) =>
         lookFailed(deps, tracker, { runName: input.runName, name, previous, deadlineAt: input.deadlineAt, progress: progressIn, err }),
