@@ -8,6 +8,7 @@ import { isPvbSettled } from '../pvb/pvb-observation.js';
 import { pvbTracker, type WatchProgress, watchProgressSchema } from '../pvb/pvb-wait-step.js';
 import type { PipelineRuntime } from '../runtime.js';
 import type { BlockTail, PvbStateRecord } from '../state/backup-state.js';
+import { watchProgressChanged } from '../volume-ops/volume-op-wait-step.js';
 import { watchVolumeOps } from '../volume-ops/watch-volume-ops.js';
 import { finishBlock, settleOrphanedPvbs } from './block-post-hooks.js';
 import type { ItemBlockResult } from './item-block.processor.js';
@@ -31,14 +32,12 @@ export async function processPostHooks(rt: PipelineRuntime, job: Job, token: str
   const { backupName, blockId } = data;
   const prefix = deps.queuePrefix;
   // Everything the block's tail starts from, at once: the post hook waits on this chain.
-  const [values, failures, tail, cancelRequestedAt] = await Promise.all([
-    job.getChildrenValues(),
-    job.getIgnoredChildrenFailures(),
-    deps.state.readBlockTail<BlockPlan>(backupName, blockId),
-    deps.state.cancelRequestedAt(backupName),
-  ]);
+  const [values, tail] = await Promise.all([job.getChildrenValues(), deps.state.readBlockTail<BlockPlan>(backupName, blockId)]);
   const blockKey = `${qualifiedQueueName(prefix, QueueName.itemBlocks)}:${blockJobId(backupName, blockId)}`;
   const blockValue = values[blockKey] as ItemBlockResult | undefined;
+  // The item-block job completed and was the only child: no failure to read. Otherwise (it failed,
+  // or an older version added a pvb-watch child per PVB) the failures are read.
+  const failures = blockValue !== undefined && !mayHaveWatchChildren(blockValue) ? {} : await job.getIgnoredChildrenFailures();
   const blockFailed = failures[blockKey];
 
   if (blockValue && 'inline' in blockValue && blockValue.inline) return { skipped: 'inline' };
@@ -83,16 +82,18 @@ export async function processPostHooks(rt: PipelineRuntime, job: Job, token: str
   // The block's PVBs are watched here (no job per PVB): one look at each PVB not settled yet, then
   // re-parked until they all are; every worker's PVB informer promotes this job the moment the
   // block's last PVB ends.
+  const progress = watchesSchema.parse((job.data as { watch?: unknown }).watch ?? {});
   const watched = await watchBlockPvbs(rt, {
     backupName,
     tail,
-    cancelRequested: cancelRequestedAt !== undefined,
+    // Read only if a PVB is still running when looked at (a cancel winds it down).
+    cancelRequested: async () => (await deps.state.cancelRequestedAt(backupName)) !== undefined,
     deadlineAt: blockValue?.deadlineAt,
     readAt: blockValue?.pvbsReadAt,
-    progress: watchesSchema.parse((job.data as { watch?: unknown }).watch ?? {}),
+    progress,
   });
   if (!watched.settled) {
-    await job.updateData({ ...(job.data as object), watch: watched.progress });
+    if (watchProgressChanged(progress, watched.progress)) await job.updateData({ ...(job.data as object), watch: watched.progress });
     // A look may have read the cache just before the last end arrived, and the informer's
     // promotion then found this job running, not parked: look at the cache again once parked.
     return repark(job, token, watched.recheckInMs, async () => {
@@ -100,6 +101,15 @@ export async function processPostHooks(rt: PipelineRuntime, job: Job, token: str
     });
   }
   return finishBlock(deps, { backupName, blockId, plan, attempt: job.attemptsMade + 1 }, watched.tail);
+}
+
+/**
+ * The item-block job of a backup started by an older version, which added a pvb-watch child per
+ * PVB (one may have failed for good): its result has PVBs but no deadline (this version's always
+ * has one with PVBs).
+ */
+function mayHaveWatchChildren(value: ItemBlockResult): boolean {
+  return !value.canceled && value.pvbs.length > 0 && value.deadlineAt === undefined;
 }
 
 /** Poll state of each watched PVB between re-parks (in the post-hooks job's data under `watch`). */
@@ -118,7 +128,7 @@ async function watchBlockPvbs(
   input: {
     backupName: string;
     tail: BlockTail<BlockPlan>;
-    cancelRequested: boolean;
+    cancelRequested: () => Promise<boolean>;
     deadlineAt: number | undefined;
     readAt: number | undefined;
     progress: Readonly<Record<string, WatchProgress>>;

@@ -111,14 +111,27 @@ function describePlan(plan: unknown): { pods: string[]; itemCount: number } {
   return { pods, itemCount };
 }
 
-/** PVBs by their phase, over every PVB the backup registered. */
-export async function countLivePvbPhases(state: BackupState, name: string): Promise<Record<string, number>> {
+/**
+ * PVBs by their phase, over every PVB the backup registered. `read`: records the caller has read
+ * already (the archive's block pages), not read again — only a PVB no block names is.
+ */
+export async function countLivePvbPhases(
+  state: BackupState,
+  name: string,
+  read: ReadonlyMap<string, PvbStateRecord> = new Map(),
+): Promise<Record<string, number>> {
   const counts: Record<string, number> = {};
   const names = await state.allPvbNames(name);
-  for (let i = 0; i < names.length; i += 500) {
-    for (const p of await state.getPvbs(name, names.slice(i, i + 500))) {
-      if (p) counts[p.phase] = (counts[p.phase] ?? 0) + 1;
-    }
+  const count = (p: PvbStateRecord | undefined) => {
+    if (p) counts[p.phase] = (counts[p.phase] ?? 0) + 1;
+  };
+  const unread = names.filter((n) => {
+    if (!read.has(n)) return true;
+    count(read.get(n));
+    return false;
+  });
+  for (let i = 0; i < unread.length; i += 500) {
+    for (const p of await state.getPvbs(name, unread.slice(i, i + 500))) count(p);
   }
   return counts;
 }
@@ -144,15 +157,18 @@ export async function writeBackupArchive(
 
   const [count, runs] = await Promise.all([state.blockCount(name), state.hookRuns(name)]);
   const pages = Math.ceil(count / ARCHIVE_BLOCKS_PER_PAGE);
+  // The PVB records the pages hold: the manifest's phase counts come from them (one read per PVB).
+  const pvbsRead = new Map<string, PvbStateRecord>();
   for (let page = 0; page < pages; page++) {
     const blocks = await readLiveBlocks(state, name, page * ARCHIVE_BLOCKS_PER_PAGE, ARCHIVE_BLOCKS_PER_PAGE, runs);
+    for (const block of blocks) for (const p of block.pvbs) pvbsRead.set(p.name, p);
     await writeGzipJson(storage, keys.blocksPage(generation, page), blocks);
   }
 
   const events = await writeEventSegments(storage, state, name, (segment) => keys.eventsSegment(generation, segment));
 
   const logs = await state.readLogs(name);
-  const [counters, pvbPhases] = await Promise.all([state.counters(name), countLivePvbPhases(state, name)]);
+  const [counters, pvbPhases] = await Promise.all([state.counters(name), countLivePvbPhases(state, name, pvbsRead)]);
   if ((await state.getBackup(name))?.archivedAt !== undefined) return undefined;
   await Promise.all([
     writeLogsSidecar(

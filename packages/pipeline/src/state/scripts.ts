@@ -146,15 +146,16 @@ return 1`,
    * countOnce, and a log line appended when it counted: one round trip, and the line is never
    * lost between the two. KEYS[1] once set, KEYS[2] counters hash, KEYS[3] log list.
    * ARGV[1] once key, ARGV[2] counter field, ARGV[3] increment, ARGV[4] the log line (JSON),
-   * ARGV[5] how many log lines are kept. Returns 1 when it counted now, else 0.
+   * ARGV[5] how many log lines are kept (trimmed only once the list is longer: one command less
+   * per line until then). Returns 1 when it counted now, else 0.
    */
   stowageCountOnceAndLog: {
     numberOfKeys: 3,
     lua: `
 if redis.call('SADD', KEYS[1], ARGV[1]) == 0 then return 0 end
 redis.call('HINCRBY', KEYS[2], ARGV[2], ARGV[3])
-redis.call('RPUSH', KEYS[3], ARGV[4])
-redis.call('LTRIM', KEYS[3], -tonumber(ARGV[5]), -1)
+local keep = tonumber(ARGV[5])
+if redis.call('RPUSH', KEYS[3], ARGV[4]) > keep then redis.call('LTRIM', KEYS[3], -keep, -1) end
 return 1`,
   },
   /**

@@ -11,6 +11,27 @@ export const watchProgressSchema = z.object({
   cancelReason: z.enum(['deadline', 'canceled', 'orphaned']).optional(),
 });
 export type WatchProgress = z.infer<typeof watchProgressSchema>;
+
+/**
+ * Whether a look changed the poll state of an operation still open (`after`) from what the job's
+ * data holds (`before`): a re-park rewrites the job's data only then (an informer-paced wait leaves
+ * it as it was). Entries of operations that settled meanwhile are never read again.
+ */
+export function watchProgressChanged(
+  before: Readonly<Record<string, WatchProgress>>,
+  after: Readonly<Record<string, WatchProgress>>,
+): boolean {
+  return Object.entries(after).some(([name, p]) => {
+    const b = before[name];
+    return (
+      b === undefined ||
+      b.polls !== p.polls ||
+      b.lastGetAt !== p.lastGetAt ||
+      b.cancelAskedAt !== p.cancelAskedAt ||
+      b.cancelReason !== p.cancelReason
+    );
+  });
+}
 export type WindDownReason = NonNullable<WatchProgress['cancelReason']>;
 
 /** What a watch job returns (kept small: it lives in its parent's hash). */
@@ -36,8 +57,11 @@ export interface VolumeOpPrevious {
 export interface VolumeOpTracker<T, P extends VolumeOpPrevious> {
   /** For messages: `PVB`, `PVR`. */
   label: string;
-  /** The run's state of the operation, and whether the run asked to cancel (throws when the run is gone). */
-  readContext(runName: string, opName: string): Promise<{ cancelRequested: boolean; previous: P | undefined }>;
+  /**
+   * The run's state of the operation, and whether the run asked to cancel (throws when the run is
+   * gone) — or how to ask, when that costs a read only a look at a running operation needs.
+   */
+  readContext(runName: string, opName: string): Promise<{ cancelRequested: boolean | (() => Promise<boolean>); previous: P | undefined }>;
   isSettled(previous: P | undefined): boolean;
   get(opName: string): Promise<T | undefined>;
   isTerminal(object: T): boolean;
@@ -69,6 +93,12 @@ export interface VolumeOpWaitInput {
    * is wound down at once, like at the deadline — asked to cancel, waited for at most `pvbCancelWaitMs`.
    */
   orphanedBecause?: string | undefined;
+  /**
+   * The hub promotes the watching job when the operation ends (a post-hooks or restore-hooks job,
+   * by its group): with a healthy cache it may then sleep until its next real GET is due. A legacy
+   * pvb-watch or pvr-watch job is promoted by nobody and polls at the cap.
+   */
+  promotedByHub?: boolean | undefined;
 }
 
 export type VolumeOpWaitStep = { kind: 'done'; result: VolumeOpWatchResult } | { kind: 'wait'; delayMs: number; progress: WatchProgress };
@@ -114,7 +144,8 @@ export async function stepVolumeOpWait<T, P extends VolumeOpPrevious>(
   const phase = tracker.phaseOf(object);
   if (tracker.isTerminal(object)) return { kind: 'done', result: { phase } };
 
-  const windDown: WindDownReason | undefined = cancelRequested
+  const canceled = typeof cancelRequested === 'function' ? await cancelRequested() : cancelRequested;
+  const windDown: WindDownReason | undefined = canceled
     ? 'canceled'
     : now >= input.deadlineAt
       ? 'deadline'
@@ -131,17 +162,20 @@ export async function stepVolumeOpWait<T, P extends VolumeOpPrevious>(
     return { kind: 'done', result: { phase, timedOut: true } };
   }
 
-  // With a healthy informer cache the hub promotes this job the moment the operation turns
-  // terminal, so early short polls only re-read the cache and re-park (~20 Redis commands each):
-  // wait the cap. Without a usable cache (or a watch that stays quiet) polling backs off from the base.
-  const informerWillPromote = !mustGet && hub?.healthy() === true;
+  // With a healthy informer cache a promoting hub wakes this job the moment the operation turns
+  // terminal, and a wake before the next real GET is due would only re-read that same cache and
+  // re-park (~40 Redis commands for a post-hooks job): wait until the GET is due (at least the
+  // poll cap). The poll count, which only paces polling without a cache, stays as it was (the
+  // progress is then unchanged and the job's data need not be rewritten). Without a usable cache
+  // (or a watch that stays quiet) polling backs off from the base.
+  const informerWillPromote = input.promotedByHub === true && !mustGet && hub?.healthy() === true;
   let delayMs = informerWillPromote
-    ? config.pvbPollMaxMs
+    ? Math.max(config.pvbPollMaxMs, progress.lastGetAt + config.pvbRealReadEveryMs - now)
     : cappedBackoffMs(progress.polls, { baseMs: config.pvbPollBaseMs, maxMs: config.pvbPollMaxMs });
   // Wake up exactly at the deadline, and when the cancel wait ends, to act on time.
   if (now < input.deadlineAt) delayMs = Math.min(delayMs, input.deadlineAt - now);
   if (progress.cancelAskedAt !== undefined) delayMs = Math.min(delayMs, Math.max(0, progress.cancelAskedAt + config.pvbCancelWaitMs - now));
-  progress.polls++;
+  if (!informerWillPromote) progress.polls++;
   return { kind: 'wait', delayMs: Math.max(delayMs, 1), progress };
 }
 

@@ -8,6 +8,7 @@ import {
   type VolumeOpTracker,
   type VolumeOpWaitInput,
   type VolumeOpWatchResult,
+  watchProgressChanged,
   watchProgressSchema,
 } from './volume-op-wait-step.js';
 
@@ -33,7 +34,9 @@ export async function processVolumeOpWatch<T, P extends VolumeOpPrevious>(
   const progress = watchProgressSchema.parse((job.data as { watch?: unknown }).watch ?? {});
   const step = await stepVolumeOpWait(deps, tracker, hub, input, progress);
   if (step.kind === 'done') return step.result;
-  await job.updateData({ ...(job.data as object), watch: step.progress });
+  if (watchProgressChanged({ [input.opName]: progress }, { [input.opName]: step.progress })) {
+    await job.updateData({ ...(job.data as object), watch: step.progress });
+  }
   // The look above may have read the cache just before the end arrived, and the informer's
   // promotion then found this job running, not parked: look at the cache again once parked.
   return repark(job, token, step.delayMs, async () => {

@@ -37,7 +37,8 @@ export async function watchVolumeOps<T, P extends VolumeOpPrevious>(
   input: {
     runName: string;
     ops: ReadonlyArray<WatchedOp<P>>;
-    cancelRequested: boolean;
+    /** Or how to read it: only a look at an operation still running asks (once for the group). */
+    cancelRequested: boolean | (() => Promise<boolean>);
     deadlineAt: number;
     /** When the caller last read the operations from the API server (a first look may then use the cache). */
     readAt?: number | undefined;
@@ -47,17 +48,21 @@ export async function watchVolumeOps<T, P extends VolumeOpPrevious>(
   const ended = new Map<string, VolumeOpWatchResult>();
   const progress: Record<string, WatchProgress> = {};
   const waits: Array<{ ms: number; open: string }> = [];
+  const asked = input.cancelRequested;
+  let read: Promise<boolean> | undefined;
+  const cancelRequested = typeof asked === 'function' ? () => (read ??= asked()) : asked;
   await Promise.all(
     input.ops.map(async ({ name, previous, orphanedBecause }) => {
       if (tracker.isSettled(previous)) return;
       // The caller read the state just now: no read per operation.
-      const looking = { ...tracker, readContext: async () => ({ cancelRequested: input.cancelRequested, previous }) };
+      const looking = { ...tracker, readContext: async () => ({ cancelRequested, previous }) };
       const progressIn = input.progress[name] ?? { polls: 0, lastGetAt: input.readAt ?? 0 };
       const step = await stepVolumeOpWait(
         deps,
         looking,
         hub,
-        { runName: input.runName, opName: name, deadlineAt: input.deadlineAt, orphanedBecause },
+        // The hub promotes the group's job when its last operation ends.
+        { runName: input.runName, opName: name, deadlineAt: input.deadlineAt, orphanedBecause, promotedByHub: hub !== undefined },
         progressIn,
       ).catch((err: unknown) =>
         lookFailed(deps, tracker, { runName: input.runName, name, previous, deadlineAt: input.deadlineAt, progress: progressIn, err }),
