@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { RedisClient } from '@stowage/queue';
-import { addBackupFlow, addDeleteBackupJob, createFlowProducer } from '@stowage/queue';
-import type { FlowProducer } from 'bullmq';
+import { addBackupFlow, addDeleteBackupJob, createFlowProducer, promoteParkedWhere } from '@stowage/queue';
+import type { FlowProducer, Queue } from 'bullmq';
 import { PipelineError, PipelineErrorCode } from './errors.js';
 import { type BackupRecord, type BackupState, ENDED_BACKUP_PHASES } from './state/backup-state.js';
 
@@ -81,14 +81,23 @@ export type CancelBackupResult =
 /**
  * Asks a running backup to stop: records `cancelRequestedAt`. Blocks not yet started skip their
  * work; started blocks finish and still run their post hooks; every outstanding PVB gets
- * `spec.cancel` from its pvb-watch job; finalize ends the backup `Canceled`.
+ * `spec.cancel` from the block's post-hooks job, which `hooksQueue` (when given) wakes now if it is
+ * parked (else it sees the cancel at its own timer); finalize ends the backup `Canceled`.
  */
-export async function cancelBackup(deps: { state: BackupState }, name: string): Promise<CancelBackupResult> {
+export async function cancelBackup(
+  deps: { state: BackupState; hooksQueue?: Queue | undefined },
+  name: string,
+): Promise<CancelBackupResult> {
   const record = await deps.state.getBackup(name);
   if (!record) return { outcome: 'not-found' };
   const res = await deps.state.requestCancel(name);
   const phase = res.phase ?? record.phase;
-  if (res.requested) return { outcome: 'requested', phase };
+  if (res.requested) {
+    // Post-hooks job ids are `<backup>.<blockId>.post-hooks`; a backup named `<backup>.<more>`
+    // matches too, harmlessly (its woken jobs look once and park again).
+    if (deps.hooksQueue) await promoteParkedWhere(deps.hooksQueue, (id) => id.startsWith(`${name}.`) && id.endsWith('.post-hooks'));
+    return { outcome: 'requested', phase };
+  }
   if ((ENDED_BACKUP_PHASES as readonly string[]).includes(phase)) return { outcome: 'already-ended', phase };
   return { outcome: 'already-requested', phase };
 }

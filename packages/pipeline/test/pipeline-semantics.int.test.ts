@@ -669,8 +669,25 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
     const name = 'cxl-1';
     await submit(name, opsSpec('cxl'));
     await waitFor('the first PVB', async () => ((await h.deps.state.allPvbNames(name)).length > 0 ? true : undefined));
-    expect(await cancelBackup({ state: h.deps.state }, name)).toEqual({ outcome: 'requested', phase: 'InProgress' });
-    expect(await cancelBackup({ state: h.deps.state }, name)).toEqual({ outcome: 'already-requested', phase: 'InProgress' });
+    // A post-hooks job parked while its PVBs copy (the informer promotes it when they end; the
+    // cancel changes no PVB): the cancel itself wakes it, so the PVBs are asked to stop now, not at
+    // the job's timer.
+    const hooksQueue = new Queue(QueueName.hooks, { connection: h.redis, prefix: h.queuePrefix });
+    try {
+      const parked = await waitFor('a post-hooks job of the backup parked', async () => {
+        const ids = await hooksQueue.getRanges(['delayed'], 0, -1, true);
+        return ids.find((id) => id.startsWith(`${name}.`) && id.endsWith('.post-hooks'));
+      });
+      const canceledAt = Date.now();
+      expect(await cancelBackup({ state: h.deps.state, hooksQueue }, name)).toEqual({ outcome: 'requested', phase: 'InProgress' });
+      // Woken: no longer parked, or already ran again (and parked anew, watching its PVBs stop).
+      const woken = await hooksQueue.getJob(parked);
+      const state = await hooksQueue.getJobState(parked);
+      expect(state !== 'delayed' || (woken?.processedOn ?? 0) >= canceledAt).toBe(true);
+      expect(await cancelBackup({ state: h.deps.state, hooksQueue }, name)).toEqual({ outcome: 'already-requested', phase: 'InProgress' });
+    } finally {
+      await hooksQueue.close();
+    }
     expect(await waitForBackupEnd(h.deps.state, name)).toBe('Canceled');
 
     const pvbs = await h.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=${name}` });

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { validateRestoreRequest } from '@stowage/core';
 import { pvrLabels } from '@stowage/kube';
 import { emptyDirPath } from '@stowage/kube-sim';
-import { type RunningWorkers, startWorkers, submitBackup, submitRestore } from '@stowage/pipeline';
+import { cancelRestore, type RunningWorkers, startWorkers, submitBackup, submitRestore } from '@stowage/pipeline';
 import { childJobOptions, createQueue, JobName, QueueName, type RestoreHooksJobData, restoreJobIds } from '@stowage/queue';
 import { useTestRedis } from '@stowage/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -51,12 +51,13 @@ async function backedUp(redisUrl: string, pollCapMs: number): Promise<{ h: Harne
   return { h, workers };
 }
 
-async function submitWithHook(h: Harness, name: string): Promise<void> {
+async function submitWithHook(h: Harness, name: string, spec: Record<string, unknown> = {}): Promise<void> {
   const validation = validateRestoreRequest({
     name,
     spec: {
       backupName: 'bk1',
-      hooks: { resources: [{ name: 'after', includedNamespaces: ['shop'], postHooks: [{ exec: { command: HOOK } }] }] },
+      hooks: { resources: [{ name: 'after', includedNamespaces: ['shop', 'shop-copy'], postHooks: [{ exec: { command: HOOK } }] }] },
+      ...spec,
     },
   });
   if (!validation.ok) throw new Error(JSON.stringify(validation.problems));
@@ -154,6 +155,38 @@ describe("post-restore hooks: a restored pod's restore-hooks job watches its PVR
     } finally {
       await hooksQueue.close();
       await watchQueue.close();
+    }
+  });
+
+  it('a cancel wakes the parked restore-hooks job at once (a cancel changes no PVR the informer sees): its PVRs get spec.cancel, no hook runs; Canceled', async () => {
+    const name = 'rs-cancel';
+    await submitWithHook(h, name, { namespaceMapping: { shop: 'shop-copy' } });
+    const pvrClient = h.deps.pvrs!;
+    const pvrs = await waitFor('both PVRs', async () => {
+      const found = await pvrClient.list({ labelSelector: `${pvrLabels.restoreName}=${name}` });
+      return found.length === 2 ? found : undefined;
+    });
+    const hooksQueue = createQueue(QueueName.hooks, { connection: h.redis, prefix: h.queuePrefix });
+    const jobId = restoreJobIds.hooks(name, 'shop-copy', 'pair-0');
+    try {
+      await waitFor('the restore-hooks job to be parked', async () =>
+        (await hooksQueue.getJobState(jobId)) === 'delayed' ? true : undefined,
+      );
+      const canceledAt = Date.now();
+      expect(await cancelRestore({ restores: h.deps.restores!, hooksQueue }, name)).toMatchObject({ outcome: 'requested' });
+      // Woken: no longer parked, or already ran again (and parked anew, watching its PVRs stop).
+      const state = await hooksQueue.getJobState(jobId);
+      expect(state !== 'delayed' || ((await hooksQueue.getJob(jobId))?.processedOn ?? 0) >= canceledAt).toBe(true);
+      for (const pvr of pvrs) {
+        await waitFor(`${pvr.metadata.name} asked to cancel`, async () =>
+          (await pvrClient.get(pvr.metadata.name))?.spec?.cancel ? true : undefined,
+        );
+        await pvrClient.patchStatus(pvr.metadata.name, { phase: 'Canceled', completionTimestamp: new Date().toISOString() });
+      }
+      expect((await waitForRestoreEnd(h.deps.restores!, h.deps.storage, name)).phase).toBe('Canceled');
+      expect(h.sim.execLog({ namespace: 'shop-copy', pod: 'pair-0' }).filter((e) => e.command.join(' ') === HOOK.join(' '))).toEqual([]);
+    } finally {
+      await hooksQueue.close();
     }
   });
 });

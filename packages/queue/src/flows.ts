@@ -252,6 +252,18 @@ export async function promoteParked(queue: Queue, jobName: string, jobId: string
 }
 
 /**
+ * Wakes every parked (delayed) job of `queue` whose id `matches`, now. A cancel uses it: jobs the
+ * informers promote park for long (until their next real read is due), and a cancel changes no
+ * object an informer sees, so without this a parked job would notice it only at its timer. A job
+ * woken with nothing to do looks once and parks again. Returns how many were woken.
+ */
+export async function promoteParkedWhere(queue: Queue, matches: (jobId: string) => boolean): Promise<number> {
+  const ids = (await queue.getRanges(['delayed'], 0, -1, true)).filter(matches);
+  const woken = await Promise.all(ids.map((id) => promoteParked(queue, 'parked', id)));
+  return woken.filter(Boolean).length;
+}
+
+/**
  * The id of a backup's deletion job: one per backup incarnation and reason (the uid keeps a later
  * backup of the same name from colliding with a kept finished job; a re-add while it exists is a no-op).
  */

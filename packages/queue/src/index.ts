@@ -33,6 +33,7 @@ export {
   type PvbWatchStart,
   postHooksParentOf,
   promoteParked,
+  promoteParkedWhere,
   repark,
 } from './flows.js';
 export { childJobOptions, DEFAULT_JOB_OPTIONS, KEEP_FINISHED_JOBS } from './job-options.js';

@@ -35,6 +35,8 @@ export const restoreJobIds = {
   /** One per restored pod: `<target namespace>.<pod name>` (a namespace has no '.', so it is unambiguous). */
   hooks: (restore: string, namespace: string, pod: string) =>
     `rs.${part('restore name', restore)}.hooks.${part('namespace', namespace)}.${part('pod name', pod)}`,
+  /** What every restore-hooks job id of the restore starts with. */
+  hooksPrefix: (restore: string) => `rs.${part('restore name', restore)}.hooks.`,
   /** What every pvr-watch job id of the restore starts with (its PVR name follows; older versions' restores). */
   pvrWatchPrefix: (restore: string) => `rs.${part('restore name', restore)}.watch.`,
   pvrWatch: (restore: string, pvr: string) => `rs.${part('restore name', restore)}.watch.${part('PVR name', pvr)}`,

@@ -148,6 +148,7 @@ export async function startApiService(opts: ApiServiceOptions): Promise<ApiServi
 
   // Schedules tick on BullMQ job schedulers of the backups queue; every replica reconciles them (idempotent).
   const backupsQueue = queues.find((q) => q.name === QueueName.backups) as Queue;
+  const hooksQueue = queues.find((q) => q.name === QueueName.hooks);
   const scheduleStore = new ScheduleStore(producer, statePrefix);
   const schedules = { store: scheduleStore, control: new ScheduleControl({ store: scheduleStore, backupsQueue, state }) };
   await schedules.control.reconcile();
@@ -198,7 +199,7 @@ export async function startApiService(opts: ApiServiceOptions): Promise<ApiServi
     redis: producer,
     state,
     queues,
-    control: createPipelineControl({ state, flowProducer, queuePrefix: prefix }),
+    control: createPipelineControl({ state, flowProducer, queuePrefix: prefix, hooksQueue }),
     dryRun,
     schedules,
     restores: {
@@ -209,7 +210,7 @@ export async function startApiService(opts: ApiServiceOptions): Promise<ApiServi
             { restores, flowProducer, connection: producer, queuePrefix: prefix, maxInFlight: config.restore.maxInFlight },
             input,
           ),
-        cancel: (name) => cancelRestore({ restores }, name),
+        cancel: (name) => cancelRestore({ restores, hooksQueue }, name),
       },
       backupPhase: backupPhaseReader(state, storage),
     },

@@ -1,5 +1,5 @@
 import { type BackupState, cancelBackup, requestBackupDeletion, submitBackup } from '@stowage/pipeline';
-import type { FlowProducer } from 'bullmq';
+import type { FlowProducer, Queue } from 'bullmq';
 import type { BackupControl } from './app.js';
 
 export interface PipelineControlDeps {
@@ -7,6 +7,8 @@ export interface PipelineControlDeps {
   /** Kept open by the API for the life of the process. */
   flowProducer: FlowProducer;
   queuePrefix: string;
+  /** The hooks queue: a cancel wakes the backup's parked post-hooks jobs through it. */
+  hooksQueue?: Queue | undefined;
   now?: () => number;
   /** How long DELETE waits for an ended backup's deletion job before answering 202; default 15 s. */
   deleteWaitMs?: number;
@@ -22,7 +24,7 @@ export function createPipelineControl(deps: PipelineControlDeps): BackupControl 
   };
   return {
     submit: (input) => submitBackup(submitDeps, input),
-    cancel: (name) => cancelBackup({ state: deps.state }, name),
+    cancel: (name) => cancelBackup({ state: deps.state, hooksQueue: deps.hooksQueue }, name),
     delete: (name) =>
       requestBackupDeletion(
         { state: deps.state, flowProducer: deps.flowProducer, ...(deps.deleteWaitMs !== undefined ? { waitMs: deps.deleteWaitMs } : {}) },

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { RedisClient } from '@stowage/queue';
-import { addRestoreFlow, createFlowProducer } from '@stowage/queue';
-import type { FlowProducer } from 'bullmq';
+import { addRestoreFlow, createFlowProducer, promoteParkedWhere, restoreJobIds } from '@stowage/queue';
+import type { FlowProducer, Queue } from 'bullmq';
 import { PipelineError, PipelineErrorCode } from '../errors.js';
 import { applyRestoreApiCap } from './restore-api-cap.js';
 import { ENDED_RESTORE_PHASES, type RestoreRecord, type RestoreState } from './restore-state.js';
@@ -74,15 +74,23 @@ export type CancelRestoreResult =
 
 /**
  * Asks a running restore to stop: batches not started create nothing, no further tier is added,
- * outstanding PVRs get `spec.cancel` from their watch jobs, hooks not run are skipped; finalize
- * ends it Canceled. Objects already created stay (as in Velero).
+ * outstanding PVRs get `spec.cancel` from their pod's restore-hooks job (woken now through
+ * `hooksQueue` when given, if parked), hooks not run are skipped; finalize ends it Canceled.
+ * Objects already created stay (as in Velero).
  */
-export async function cancelRestore(deps: { restores: RestoreState }, name: string): Promise<CancelRestoreResult> {
+export async function cancelRestore(
+  deps: { restores: RestoreState; hooksQueue?: Queue | undefined },
+  name: string,
+): Promise<CancelRestoreResult> {
   const record = await deps.restores.getRestore(name);
   if (!record) return { outcome: 'not-found' };
   const res = await deps.restores.requestCancel(name);
   const phase = res.phase ?? record.phase;
-  if (res.requested) return { outcome: 'requested', phase };
+  if (res.requested) {
+    const prefix = restoreJobIds.hooksPrefix(name);
+    if (deps.hooksQueue) await promoteParkedWhere(deps.hooksQueue, (id) => id.startsWith(prefix));
+    return { outcome: 'requested', phase };
+  }
   if ((ENDED_RESTORE_PHASES as readonly string[]).includes(phase)) return { outcome: 'already-ended', phase };
   return { outcome: 'already-requested', phase };
 }
