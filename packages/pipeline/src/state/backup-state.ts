@@ -68,7 +68,7 @@ interface StateScriptCommands {
     blockKey: string,
     itemsKey: string,
     blockId: string,
-  ): Promise<[Buffer[], Buffer, Buffer[], Buffer]>;
+  ): Promise<[Array<Buffer | null>, Buffer, Buffer[], Buffer]>;
   stowageReadBlockTailBuffer(
     planKey: string,
     blockKey: string,
@@ -97,7 +97,8 @@ export interface BlockStep {
 
 /** What an item-block job reads first, in one round trip. */
 export interface BlockContext<P = unknown, I = unknown> {
-  record: BackupRecord | undefined;
+  /** The fields of the backup record a block needs (undefined: no record). */
+  record: Pick<BackupRecord, 'cancelRequestedAt' | 'fsDeadlineAt'> | undefined;
   plan: P | undefined;
   block: BlockStateRecord | undefined;
   items: I | undefined;
@@ -352,7 +353,7 @@ export class BackupState extends RunState<BackupRecord> {
     };
   }
 
-  /** The backup record, a block's plan, its live state and its item manifests, in one round trip. */
+  /** What a block needs of the backup record, its plan, its live state and its item manifests, in one round trip. */
   async readBlockContext<P = unknown, I = unknown>(name: string, blockId: string): Promise<BlockContext<P, I>> {
     const [recFlat, planValue, blockFlat, legacyItems] = await this.cmd<StateScriptCommands>().stowageReadBlockBuffer(
       this.key(name, 'rec'),
@@ -361,11 +362,16 @@ export class BackupState extends RunState<BackupRecord> {
       this.key(name, 'items'),
       blockId,
     );
-    const rec = flatToObject(recFlat.map(String));
+    const [recName, cancelRequestedAt, fsDeadlineAt] = recFlat;
     const block = flatToObject(blockFlat.map(String));
     const stored = await this.decodeStored<P, I>(name, planValue);
     return {
-      record: rec?.name ? this.decodeRecord(rec) : undefined,
+      record: recName
+        ? {
+            ...(cancelRequestedAt ? { cancelRequestedAt: Number(cancelRequestedAt.toString()) } : {}),
+            ...(fsDeadlineAt ? { fsDeadlineAt: Number(fsDeadlineAt.toString()) } : {}),
+          }
+        : undefined,
       plan: stored?.plan,
       block: block?.id ? decodeJsonHash<BlockStateRecord>(block) : undefined,
       items: stored?.legacy ? (legacyItems.length > 0 ? (JSON.parse(legacyItems.toString('utf8')) as I) : undefined) : stored?.items,

@@ -55,19 +55,21 @@ interface ManifestLike {
   metadata?: { namespace?: unknown; name?: unknown };
 }
 
-/** The plan item a manifest stands for, built as the planner builds it (same fields, same order). */
+/**
+ * The plan item a manifest stands for, built as the planner builds it (same fields, same order),
+ * as JSON would have it: no undefined field.
+ */
 function itemOf(groupResource: string, manifest: ManifestLike | null | undefined): Record<string, unknown> | undefined {
   const meta = manifest?.metadata;
   if (!manifest || !meta || typeof meta.name !== 'string') return undefined;
   const namespace = typeof meta.namespace === 'string' ? meta.namespace : undefined;
-  return {
-    key: `${groupResource}/${namespace ?? '-cluster-'}/${meta.name}`,
-    apiVersion: manifest.apiVersion,
-    kind: manifest.kind,
-    groupResource,
-    namespace,
-    name: meta.name,
-  };
+  const item: Record<string, unknown> = { key: `${groupResource}/${namespace ?? '-cluster-'}/${meta.name}` };
+  if (manifest.apiVersion !== undefined) item.apiVersion = manifest.apiVersion;
+  if (manifest.kind !== undefined) item.kind = manifest.kind;
+  item.groupResource = groupResource;
+  if (namespace !== undefined) item.namespace = namespace;
+  item.name = meta.name;
+  return item;
 }
 
 /** plan.items with each entry its manifest rebuilds exactly (JSON-equal) replaced by its groupResource. */
@@ -90,8 +92,7 @@ function unpackItems(plan: unknown, items: unknown): unknown {
     if (typeof entry !== 'string') return entry;
     const rebuilt = itemOf(entry, items[i] as ManifestLike);
     if (!rebuilt) throw new PlanFormatError(`stored block plan item ${i} (${entry}) has no manifest to rebuild it from`);
-    // As JSON would have it: no undefined fields.
-    return JSON.parse(JSON.stringify(rebuilt)) as unknown;
+    return rebuilt;
   });
   return { ...(plan as object), items: unpacked };
 }

@@ -223,7 +223,9 @@ return 1`,
    * KEYS[1] record hash, KEYS[2] plan hash, KEYS[3] block hash, KEYS[4] items hash (only backups
    * planned before plan-codec.ts have one: read only for a plan in that format, plain JSON).
    * ARGV[1] block id.
-   * Returns {record as a flat field/value list, stored plan or '', block flat list, items JSON or ''}.
+   * Returns {the record's name, cancelRequestedAt and fsDeadlineAt (HMGET: not the whole record,
+   * whose spec and plan summary a block does not need), stored plan or '', block flat list, items
+   * JSON or ''}.
    */
   stowageReadBlock: {
     numberOfKeys: 4,
@@ -231,7 +233,7 @@ return 1`,
 local plan = redis.call('HGET', KEYS[2], ARGV[1]) or ''
 local items = ''
 if string.sub(plan, 1, 1) == '{' then items = redis.call('HGET', KEYS[4], ARGV[1]) or '' end
-return { redis.call('HGETALL', KEYS[1]), plan, redis.call('HGETALL', KEYS[3]), items }`,
+return { redis.call('HMGET', KEYS[1], 'name', 'cancelRequestedAt', 'fsDeadlineAt'), plan, redis.call('HGETALL', KEYS[3]), items }`,
   },
   /**
    * What a block's post-hooks step starts from, in one round trip: the plan, the live state and
