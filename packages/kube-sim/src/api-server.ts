@@ -12,6 +12,7 @@ import { isPlainObject, type KubeObject } from './kube-object.js';
 import { openApiGroupVersionDoc, openApiRoot } from './openapi.js';
 import { apiVersionOf, compareKubeVersions, type ResourceType, standardVerbs, storageKey } from './resource-registry.js';
 import { type ObjectFilter, parseFieldSelector, parseLabelSelector } from './selectors.js';
+import { watchLine } from './watch-line.js';
 
 export const serverVersion = {
   major: '1',
@@ -492,7 +493,7 @@ export class KubeApi {
     res.writeHead(200, { 'Content-Type': 'application/json', 'Cache-Control': 'no-cache, private', 'Transfer-Encoding': 'chunked' });
     res.flushHeaders();
     const write = (event: WatchEvent | { type: 'BOOKMARK'; object: unknown }) => {
-      if (!res.writableEnded && !res.destroyed) res.write(`${JSON.stringify(event)}\n`);
+      if (!res.writableEnded && !res.destroyed) res.write(watchLine(event));
     };
     const watchClosed = this.ctx.stats.watchOpened(label);
     let unsubscribe: (() => void) | undefined;
