@@ -12,6 +12,7 @@ import { isPlainObject, type KubeObject } from './kube-object.js';
 import { openApiGroupVersionDoc, openApiRoot } from './openapi.js';
 import { apiVersionOf, compareKubeVersions, type ResourceType, standardVerbs, storageKey } from './resource-registry.js';
 import { type ObjectFilter, parseFieldSelector, parseLabelSelector } from './selectors.js';
+import { watchLine } from './watch-line.js';
 
 export const serverVersion = {
   major: '1',
@@ -491,8 +492,24 @@ export class KubeApi {
 
     res.writeHead(200, { 'Content-Type': 'application/json', 'Cache-Control': 'no-cache, private', 'Transfer-Encoding': 'chunked' });
     res.flushHeaders();
+    // The events of one turn of the event loop go out in one write: in a burst (every request the
+    // latency timers release at once) a write per event cost each watcher a syscall per event.
+    let pending: string[] = [];
+    let flushQueued = false;
+    const flush = () => {
+      flushQueued = false;
+      if (pending.length === 0) return;
+      const text = pending.length === 1 ? pending[0]! : pending.join('');
+      pending = [];
+      if (!res.writableEnded && !res.destroyed) res.write(text);
+    };
     const write = (event: WatchEvent | { type: 'BOOKMARK'; object: unknown }) => {
-      if (!res.writableEnded && !res.destroyed) res.write(`${JSON.stringify(event)}\n`);
+      if (res.writableEnded || res.destroyed) return;
+      pending.push(watchLine(event));
+      if (!flushQueued) {
+        flushQueued = true;
+        setImmediate(flush);
+      }
     };
     const watchClosed = this.ctx.stats.watchOpened(label);
     let unsubscribe: (() => void) | undefined;
@@ -502,7 +519,10 @@ export class KubeApi {
       end: (mode) => {
         cleanup();
         if (mode === 'reset') res.socket?.destroy();
-        else if (!res.writableEnded) res.end();
+        else if (!res.writableEnded) {
+          flush();
+          res.end();
+        }
       },
     };
     const cleanup = () => {

@@ -12,6 +12,7 @@ import { apiVersionOf, ResourceRegistry, type ResourceType, storageKey } from '.
 import { validateCustomResource } from './schema-validator.js';
 import { matchesFilter, type ObjectFilter } from './selectors.js';
 import { allocateServiceAddresses } from './service-allocation.js';
+import { servedAs } from './watch-line.js';
 
 export type PatchType = 'merge' | 'json' | 'strategic' | 'apply';
 
@@ -99,8 +100,7 @@ export class ClusterState {
   }
 
   private withServedVersion(type: ResourceType, object: KubeObject): KubeObject {
-    const apiVersion = apiVersionOf(type);
-    return object.apiVersion === apiVersion ? object : { ...object, apiVersion };
+    return servedAs(object, apiVersionOf(type));
   }
 
   get(type: ResourceType, namespace: string, name: string): KubeObject {

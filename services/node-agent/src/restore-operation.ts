@@ -11,13 +11,13 @@ import {
 } from '@stowage/kube';
 import { abortableSleep, isRepoError, RepoErrorCode, type Repository, type TokenBucket } from '@stowage/repository';
 import { describeCopyFailure } from './failure-message.js';
-import { resolveVolumeDir, type VolumeDirResult } from './volume-dir.js';
+import { type PodForVolumeDir, resolveVolumeDir, type VolumeDirResult } from './volume-dir.js';
 import { OperationFailure, type VolumeOperationHandler } from './volume-operation-runner.js';
 
 /** What the agent reads of a pod on its node (raw JSON from the pod informer). */
 export interface PodOnNode {
   metadata?: { uid?: string; namespace?: string; name?: string };
-  spec?: { nodeName?: string };
+  spec?: PodForVolumeDir['spec'];
   status?: { initContainerStatuses?: { name: string; state?: { terminated?: { exitCode?: number } } }[] };
 }
 
@@ -136,7 +136,9 @@ async function waitForVolumeDir(deps: RestoreOperationDeps, pvr: PodVolumeRestor
   const deadline = Date.now() + deps.volumeDirTimeoutMs;
   let resolved: VolumeDirResult;
   for (;;) {
-    resolved = await resolveVolumeDir(deps.kube, { kubeletRoot: deps.kubeletRoot, nodeName: deps.nodeName, spec });
+    // The pod informer already holds the pod (the PVR was claimed because it is here): no GET per look.
+    const knownPod = deps.podOnNode(pvr.spec.pod.uid);
+    resolved = await resolveVolumeDir(deps.kube, { kubeletRoot: deps.kubeletRoot, nodeName: deps.nodeName, spec, knownPod });
     if (resolved.ok) return resolved.path;
     if (!TRANSIENT_DIR_REASONS.has(resolved.reason)) throw new OperationFailure(`${resolved.message}; nothing was restored`);
     if (Date.now() >= deadline) break;

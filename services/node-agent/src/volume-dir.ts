@@ -143,13 +143,33 @@ async function presentButEmptyParent(podVolumes: string, layout: Extract<VolumeD
     : undefined;
 }
 
+/** What resolveVolumeDir reads of the pod: a V1Pod from the API, or the raw pod of an informer. */
+export interface PodForVolumeDir {
+  metadata?: { uid?: string | undefined } | undefined;
+  spec?:
+    | {
+        nodeName?: string | undefined;
+        volumes?: Array<{ name: string; persistentVolumeClaim?: { claimName: string } | undefined; ephemeral?: unknown }> | undefined;
+      }
+    | undefined;
+}
+
 export async function resolveVolumeDir(
   kube: KubeClients,
-  options: { kubeletRoot: string; nodeName: string; spec: PodVolumeBackupSpec },
+  options: {
+    kubeletRoot: string;
+    nodeName: string;
+    spec: PodVolumeBackupSpec;
+    /**
+     * The pod as this agent's own informer has it, when it has it (matched by uid, on this node):
+     * no API read then. Without it the pod is read by namespace/name and its uid checked.
+     */
+    knownPod?: PodForVolumeDir | undefined;
+  },
 ): Promise<VolumeDirResult> {
   const { spec, kubeletRoot, nodeName } = options;
   const podRef = `${spec.pod.namespace}/${spec.pod.name}`;
-  const pod = await getPod(kube, spec.pod.namespace, spec.pod.name);
+  const pod: PodForVolumeDir | undefined = options.knownPod ?? (await getPod(kube, spec.pod.namespace, spec.pod.name));
   if (!pod)
     return { ok: false, reason: 'pod-gone', message: `pod ${podRef} no longer exists, so its volume ${spec.volume} cannot be read` };
   if (pod.metadata?.uid !== spec.pod.uid) {

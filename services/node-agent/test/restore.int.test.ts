@@ -193,6 +193,28 @@ describe('node agent restoring PodVolumeRestores', () => {
     expect(await describeTree(h.emptyDirOf('node-a', podUid, 'scratch'))).toEqual(await describeTree(source));
   }, 120_000);
 
+  it('finds the volume of a PVR through its pod informer: no API read of the pod per PVR', async () => {
+    const source = h.volumeDir('app', 'db', 'scratch');
+    const snapshotID = (await h.pvbs.getPvb('pvb-roundtrip'))!.status!.snapshotID!;
+    const podUid = await h.createPod('app', 'db-cached', { node: 'node-a', volumes: ['scratch'] });
+    const podGets = () => h.sim.requests().byResource.pods?.get ?? 0;
+    const before = podGets();
+    await h.createPvr('pvr-cached', {
+      restoreUid: 'restore-uid-0003',
+      namespace: 'app',
+      pod: 'db-cached',
+      podUid,
+      volume: 'scratch',
+      snapshotID,
+    });
+    const done = (await pvrPhase('pvr-cached', ['Completed', 'Failed']))!;
+    expect(done.status?.message).toBeUndefined();
+    expect(done.status).toMatchObject({ phase: 'Completed', node: 'node-a' });
+    expect(await restoredTree(h.emptyDirOf('node-a', podUid, 'scratch'))).toEqual(await describeTree(source));
+    // Every node agent of a cluster reads the pods of its node this way during a restore's burst.
+    expect(podGets() - before).toBe(0);
+  }, 120_000);
+
   it('leaves a PVR whose pod runs on another node to that node', async () => {
     const webUid = await h.podUid('app', 'web'); // on node-b
     const snapshotID = (await h.pvrs.get('pvr-roundtrip'))!.spec.snapshotID;
