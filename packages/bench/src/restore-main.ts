@@ -86,16 +86,17 @@ export function renderRestoreMarkdown(r: RestoreBenchResult, meta: { command: st
     }
   lines.push(
     '',
-    "Where the hook lag goes (ms, p50 / p99; from the restore-hooks and pvr-watch jobs): last PVR done → the job's first run (= last PVR done → its pvr-watch job finished [of which that job's last run] + that → the first run) | first run → exec start (container wait) | re-parks waiting for the container (p50 / p99):",
+    "Where the hook lag goes (ms, p50 / p99; from the restore-hooks jobs): last PVR done → the start of the hooks job's run that found the PVRs settled (restores of older versions: = last PVR done → its pvr-watch job finished [of which that job's last run] + that → the run) | that run → exec start (container wait) | re-parks waiting for the container (p50 / p99):",
     '',
   );
   for (const m of r.modes) {
     const parts = m.pods.hookLagParts;
     if (!parts) continue;
     const d = (x: { p50: number | null; p99: number | null }) => `${fmt(x.p50)} / ${fmt(x.p99)}`;
-    lines.push(
-      `- ${m.mode}: ${d(parts.toFirstRunMs)} (= ${d(parts.toWatchDoneMs)} [${d(parts.watchRunMs)}] + ${d(parts.watchDoneToFirstRunMs)}) | ${d(parts.firstRunToExecMs)} | ${d(parts.containerPolls)}`,
-    );
+    // The pvr-watch split only where such jobs ran (restores started by an older version).
+    const split =
+      parts.toWatchDoneMs.count === 0 ? '' : ` (= ${d(parts.toWatchDoneMs)} [${d(parts.watchRunMs)}] + ${d(parts.watchDoneToFirstRunMs)})`;
+    lines.push(`- ${m.mode}: ${d(parts.toFirstRunMs)}${split} | ${d(parts.firstRunToExecMs)} | ${d(parts.containerPolls)}`);
   }
   const t = restoreTargets(r);
   if (t) {

@@ -91,9 +91,10 @@ export interface RestorePhaseResult {
   redisCommandsPerPod?: number;
   /**
    * The lag in two parts, from the restore-hooks jobs (BullMQ keeps the last 10,000): last PVR done
-   * → the job's first run (the PVR informer's promotion and a hooks slot; for restores of older
-   * versions a pvr-watch job's end and the parent's release), and first run
-   * → exec start (waiting for the container to run: `polls` re-parks, then the exec call).
+   * → the start of the job's run that found the PVRs settled (`wait.containersSince` when it then
+   * waited for the container, else its last run's `processedOn`; the PVR informer's promotion and a
+   * hooks slot; for restores of older versions a pvr-watch job's end and the parent's release), and
+   * that run → exec start (waiting for the container to run: `polls` re-parks, then the exec call).
    */
   hookLagParts?: {
     toFirstRunMs: Distribution;
