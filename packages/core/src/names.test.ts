@@ -5,6 +5,7 @@ import {
   finalizeJobId,
   generateBackupName,
   isDns1123Label,
+  isPostHooksJobIdOf,
   planJobId,
   postHooksJobId,
   pvbName,
@@ -83,6 +84,11 @@ describe('job ids', () => {
       'nightly.blk-0011.post-hooks',
       'nightly.watch.nightly-abc',
     ]);
+  });
+
+  it('a post-hooks job id is told from the other job ids of its backup', () => {
+    expect(ids.map((id) => isPostHooksJobIdOf('nightly', id))).toEqual([false, false, false, true, false]);
+    expect(isPostHooksJobIdOf('night', postHooksJobId('nightly', 'blk-0011'))).toBe(false);
   });
 
   it('never contain ":" and are never all digits, even for a numeric backup name', () => {

@@ -110,6 +110,14 @@ export function postHooksJobId(backupName: string, blockId: string): string {
   return jobId(['backup name', backupName], ['block id', blockId], ['suffix', 'post-hooks']);
 }
 
+/**
+ * Whether `id` has the shape of a post-hooks job id of `backupName` (a cancel wakes those). A
+ * backup named `<backupName>.<more>` matches too; waking its jobs only costs them a look.
+ */
+export function isPostHooksJobIdOf(backupName: string, id: string): boolean {
+  return id.startsWith(`${backupName}.`) && id.endsWith('.post-hooks');
+}
+
 /** `<backup>.watch.<pvbName>` — the pvb-watch job of one PVB. */
 export function pvbWatchJobId(backupName: string, pvbNameValue: string): string {
   return jobId(['backup name', backupName], ['suffix', 'watch'], ['pvb name', pvbNameValue]);

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { isPostHooksJobIdOf } from '@stowage/core';
 import type { RedisClient } from '@stowage/queue';
 import { addBackupFlow, addDeleteBackupJob, createFlowProducer, promoteParkedWhere } from '@stowage/queue';
 import type { FlowProducer, Queue } from 'bullmq';
@@ -93,9 +94,7 @@ export async function cancelBackup(
   const res = await deps.state.requestCancel(name);
   const phase = res.phase ?? record.phase;
   if (res.requested) {
-    // Post-hooks job ids are `<backup>.<blockId>.post-hooks`; a backup named `<backup>.<more>`
-    // matches too, harmlessly (its woken jobs look once and park again).
-    if (deps.hooksQueue) await promoteParkedWhere(deps.hooksQueue, (id) => id.startsWith(`${name}.`) && id.endsWith('.post-hooks'));
+    if (deps.hooksQueue) await promoteParkedWhere(deps.hooksQueue, (id) => isPostHooksJobIdOf(name, id));
     return { outcome: 'requested', phase };
   }
   if ((ENDED_BACKUP_PHASES as readonly string[]).includes(phase)) return { outcome: 'already-ended', phase };

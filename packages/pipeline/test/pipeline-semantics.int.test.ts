@@ -1,4 +1,4 @@
-import { blockJobId, postHooksJobId, pvbName } from '@stowage/core';
+import { blockJobId, isPostHooksJobIdOf, postHooksJobId, pvbName } from '@stowage/core';
 import type { PvbClient } from '@stowage/kube';
 import { pvbLabels } from '@stowage/kube';
 import type { BackupState, BlockPlan, PipelineDeps, RunningWorkers } from '@stowage/pipeline';
@@ -676,7 +676,7 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
     try {
       const parked = await waitFor('a post-hooks job of the backup parked', async () => {
         const ids = await hooksQueue.getRanges(['delayed'], 0, -1, true);
-        return ids.find((id) => id.startsWith(`${name}.`) && id.endsWith('.post-hooks'));
+        return ids.find((id) => isPostHooksJobIdOf(name, id));
       });
       const canceledAt = Date.now();
       expect(await cancelBackup({ state: h.deps.state, hooksQueue }, name)).toEqual({ outcome: 'requested', phase: 'InProgress' });
