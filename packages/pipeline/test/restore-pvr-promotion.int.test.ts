@@ -51,6 +51,22 @@ async function backedUp(redisUrl: string, pollCapMs: number): Promise<{ h: Harne
   return { h, workers };
 }
 
+/** A describe's backed-up cluster (backedUp on its own redis-server), set up once and torn down after its tests. */
+function useBackedUp(pollCapMs: number): { h: Harness; workers: RunningWorkers } {
+  const ctx = {} as { h: Harness; workers: RunningWorkers };
+  let redisHandle: { url: string; stop: () => Promise<void> } | undefined;
+  beforeAll(async () => {
+    redisHandle = await useTestRedis();
+    Object.assign(ctx, await backedUp(redisHandle.url, pollCapMs));
+  });
+  afterAll(async () => {
+    await ctx.workers?.close();
+    await ctx.h?.close();
+    await redisHandle?.stop();
+  });
+  return ctx;
+}
+
 async function submitWithHook(h: Harness, name: string, spec: Record<string, unknown> = {}): Promise<void> {
   const validation = validateRestoreRequest({
     name,
@@ -80,24 +96,13 @@ async function writeDoneMarkers(h: Harness, restoreUid: string): Promise<void> {
 const hookExecs = (h: Harness) => h.sim.execLog({ namespace: 'shop', pod: 'pair-0' }).filter((e) => e.command.join(' ') === HOOK.join(' '));
 
 describe("post-restore hooks: a restored pod's restore-hooks job watches its PVRs itself and is promoted by the last one's end", () => {
-  let redisHandle: { url: string; stop: () => Promise<void> };
-  let h: Harness;
-  let workers: RunningWorkers | undefined;
   // No pvr-watch job, and a poll cap far beyond the test's waits: only a promotion by the PVR
   // informer can release the hook in time.
   const pollCapMs = 60_000;
-
-  beforeAll(async () => {
-    redisHandle = await useTestRedis();
-    ({ h, workers } = await backedUp(redisHandle.url, pollCapMs));
-  });
-  afterAll(async () => {
-    await workers?.close();
-    await h?.close();
-    await redisHandle?.stop();
-  });
+  const ctx = useBackedUp(pollCapMs);
 
   it('no pvr-watch job; the first PVR end wakes nothing, the running container does not release the hook, the last end promotes the job once', async () => {
+    const { h, workers } = ctx;
     const name = 'rs1';
     await submitWithHook(h, name);
     const pvrClient = h.deps.pvrs!;
@@ -159,6 +164,7 @@ describe("post-restore hooks: a restored pod's restore-hooks job watches its PVR
   });
 
   it('a cancel wakes the parked restore-hooks job at once (a cancel changes no PVR the informer sees): its PVRs get spec.cancel, no hook runs; Canceled', async () => {
+    const { h } = ctx;
     const name = 'rs-cancel';
     await submitWithHook(h, name, { namespaceMapping: { shop: 'shop-copy' } });
     const pvrClient = h.deps.pvrs!;
@@ -192,22 +198,11 @@ describe("post-restore hooks: a restored pod's restore-hooks job watches its PVR
 });
 
 describe('post-restore hooks of a restore started by an older version (a pvr-watch child per PVR) still follow its PVRs', () => {
-  let redisHandle: { url: string; stop: () => Promise<void> };
-  let h: Harness;
-  let workers: RunningWorkers | undefined;
-
-  beforeAll(async () => {
-    redisHandle = await useTestRedis();
-    // Legacy pvr-watch jobs are no longer promoted: they poll, at most the poll cap apart.
-    ({ h, workers } = await backedUp(redisHandle.url, 500));
-  });
-  afterAll(async () => {
-    await workers?.close();
-    await h?.close();
-    await redisHandle?.stop();
-  });
+  // Legacy pvr-watch jobs are no longer promoted: they poll, at most the poll cap apart.
+  const ctx = useBackedUp(500);
 
   it('the restore-hooks job is released by its pvr-watch children once both PVRs ended, then runs the hook once; Completed', async () => {
+    const { h, workers } = ctx;
     const name = 'rs-old';
     // What restore-items of an older version added: `restore-hooks ← pvr-watch…`, no PVR list in the hooks job's data.
     const flows = workers!.pipeline.runtime.flowProducer;
