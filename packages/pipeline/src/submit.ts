@@ -85,20 +85,27 @@ export type CancelBackupResult =
  * `spec.cancel` from the block's post-hooks job, which `hooksQueue` (when given) wakes now if it is
  * parked (else it sees the cancel at its own timer); finalize ends the backup `Canceled`.
  */
-export async function cancelBackup(
-  deps: { state: BackupState; hooksQueue?: Queue | undefined },
-  name: string,
-): Promise<CancelBackupResult> {
+export async function cancelBackup(deps: CancelDeps, name: string): Promise<CancelBackupResult> {
   const record = await deps.state.getBackup(name);
   if (!record) return { outcome: 'not-found' };
-  const res = await deps.state.requestCancel(name);
+  const res = await requestCancelAndWake(deps, name);
   const phase = res.phase ?? record.phase;
-  if (res.requested) {
-    if (deps.hooksQueue) await promoteParkedWhere(deps.hooksQueue, (id) => isPostHooksJobIdOf(name, id));
-    return { outcome: 'requested', phase };
-  }
+  if (res.requested) return { outcome: 'requested', phase };
   if ((ENDED_BACKUP_PHASES as readonly string[]).includes(phase)) return { outcome: 'already-ended', phase };
   return { outcome: 'already-requested', phase };
+}
+
+interface CancelDeps {
+  state: BackupState;
+  /** The hooks queue, through which a cancel wakes the backup's parked post-hooks jobs. */
+  hooksQueue?: Queue | undefined;
+}
+
+/** Records the cancel and, the first time, wakes the backup's parked post-hooks jobs (they ask its PVBs to stop). */
+async function requestCancelAndWake(deps: CancelDeps, name: string): Promise<{ requested: boolean; phase: string | undefined }> {
+  const res = await deps.state.requestCancel(name);
+  if (res.requested && deps.hooksQueue) await promoteParkedWhere(deps.hooksQueue, (id) => isPostHooksJobIdOf(name, id));
+  return res;
 }
 
 export type RequestDeletionResult =
@@ -114,13 +121,13 @@ export type RequestDeletionResult =
  * backup's deletion normally answers as done.
  */
 export async function requestBackupDeletion(
-  deps: { state: BackupState; flowProducer: FlowProducer; waitMs?: number; pollMs?: number },
+  deps: CancelDeps & { flowProducer: FlowProducer; waitMs?: number; pollMs?: number },
   name: string,
 ): Promise<RequestDeletionResult> {
   const record = await deps.state.getBackup(name);
   if (!record) return { outcome: 'not-found' };
   const running = !(ENDED_BACKUP_PHASES as readonly string[]).includes(record.phase);
-  if (running) await deps.state.requestCancel(name);
+  if (running) await requestCancelAndWake(deps, name);
   await addDeleteBackupJob(deps.flowProducer, { backupName: name, backupUid: record.uid, reason: 'requested' });
   const until = Date.now() + (running ? 0 : (deps.waitMs ?? 15_000));
   for (;;) {

@@ -7,7 +7,7 @@ export interface PipelineControlDeps {
   /** Kept open by the API for the life of the process. */
   flowProducer: FlowProducer;
   queuePrefix: string;
-  /** The hooks queue: a cancel wakes the backup's parked post-hooks jobs through it. */
+  /** The hooks queue: a cancel (or the deletion of a running backup) wakes the backup's parked post-hooks jobs through it. */
   hooksQueue?: Queue | undefined;
   now?: () => number;
   /** How long DELETE waits for an ended backup's deletion job before answering 202; default 15 s. */
@@ -27,7 +27,12 @@ export function createPipelineControl(deps: PipelineControlDeps): BackupControl 
     cancel: (name) => cancelBackup({ state: deps.state, hooksQueue: deps.hooksQueue }, name),
     delete: (name) =>
       requestBackupDeletion(
-        { state: deps.state, flowProducer: deps.flowProducer, ...(deps.deleteWaitMs !== undefined ? { waitMs: deps.deleteWaitMs } : {}) },
+        {
+          state: deps.state,
+          flowProducer: deps.flowProducer,
+          hooksQueue: deps.hooksQueue,
+          ...(deps.deleteWaitMs !== undefined ? { waitMs: deps.deleteWaitMs } : {}),
+        },
         name,
       ),
   };
