@@ -343,8 +343,11 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
       }
       return h.deps.pvbs.getPvb(pvbName);
     };
-    // Every look reads the API (the cache is never trusted alone), so each one fails until the sixth.
-    workers = startWorkers({ deps: { ...h.deps, pvbs, config: { ...h.deps.config, pvbRealReadEveryMs: 0 } }, queues: ALL_QUEUES });
+    // Every look at the running PVB reads the API (its GET is always due), so each one fails until
+    // the sixth; looks come often enough for all five to fall within the PVB's second (an end the
+    // cache shows needs no GET).
+    const config = { ...h.deps.config, pvbRealReadEveryMs: 0, pvbPollBaseMs: 20, pvbPollMaxMs: 100 };
+    workers = startWorkers({ deps: { ...h.deps, pvbs, config }, queues: ALL_QUEUES });
     await submit('blip-1', opsSpec('blip'));
     expect(await waitForBackupEnd(h.deps.state, 'blip-1', 60_000)).toBe('Completed');
     expect(failed).toBe(FAILURES);

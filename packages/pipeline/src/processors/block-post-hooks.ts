@@ -58,7 +58,10 @@ export async function settleOrphanedPvbs(deps: PipelineDeps, input: OrphanedPvbs
     deadlineAt: record?.fsDeadlineAt ?? Number.MAX_SAFE_INTEGER,
     progress: input.progress,
   });
-  return watched.settled ? { settled: true } : { settled: false, recheckInMs: watched.recheckInMs, progress: watched.progress };
+  if (!watched.settled) return { settled: false, recheckInMs: watched.recheckInMs, progress: watched.progress };
+  // The caller reads the block's PVB records next.
+  await watched.recording;
+  return { settled: true };
 }
 
 export interface FinishBlockResult {

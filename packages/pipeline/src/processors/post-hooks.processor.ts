@@ -100,7 +100,11 @@ export async function processPostHooks(rt: PipelineRuntime, job: Job, token: str
       await rt.hub?.promoteIfDue(watched.open);
     });
   }
-  return finishBlock(deps, { backupName, blockId, plan, attempt: job.attemptsMade + 1 }, watched.tail);
+  try {
+    return await finishBlock(deps, { backupName, blockId, plan, attempt: job.attemptsMade + 1 }, watched.tail);
+  } finally {
+    await watched.recording;
+  }
 }
 
 /**
@@ -116,7 +120,8 @@ function mayHaveWatchChildren(value: ItemBlockResult): boolean {
 const watchesSchema = z.record(z.string(), watchProgressSchema);
 
 type BlockPvbsWatch =
-  | { settled: true; tail: BlockTail<BlockPlan> }
+  /** `recording`: the records of the PVBs seen ending, sent (see VolumeOpsWatch); awaited before the job ends. */
+  | { settled: true; tail: BlockTail<BlockPlan>; recording: Promise<void> }
   | { settled: false; recheckInMs: number; progress: Record<string, WatchProgress>; open: string };
 
 /**
@@ -137,7 +142,7 @@ async function watchBlockPvbs(
   const { deps } = rt;
   const { backupName, tail } = input;
   const names = tail.block?.pvbs ?? [];
-  if (names.every((_, i) => isPvbSettled(tail.pvbs[i]))) return { settled: true, tail };
+  if (names.every((_, i) => isPvbSettled(tail.pvbs[i]))) return { settled: true, tail, recording: Promise.resolve() };
   // Item-block jobs of older versions returned no deadline: the record has it.
   const deadlineAt = input.deadlineAt ?? (await deps.state.getBackup(backupName))?.fsDeadlineAt ?? Number.MAX_SAFE_INTEGER;
   const watched = await watchVolumeOps(deps, pvbTracker(deps), rt.hub, {
@@ -154,5 +159,5 @@ async function watchBlockPvbs(
     if (!ended) return tail.pvbs[i];
     return { ...(tail.pvbs[i] as PvbStateRecord), name, phase: ended.phase, ...(ended.timedOut ? { timedOut: true } : {}) };
   });
-  return { settled: true, tail: { ...tail, pvbs } };
+  return { settled: true, tail: { ...tail, pvbs }, recording: watched.recording };
 }

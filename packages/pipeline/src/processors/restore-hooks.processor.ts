@@ -1,12 +1,13 @@
 import { getPod } from '@stowage/kube';
-import { cappedBackoffMs, parseRestoreHooksJobData, repark, restoreJobIds } from '@stowage/queue';
+import { cappedBackoffMs, parseRestoreHooksJobData, type RestoreHooksJobData, repark, restoreJobIds } from '@stowage/queue';
 import type { Job } from 'bullmq';
 import { z } from 'zod';
 import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
 import { runPodHooks } from '../hooks/hook-runner.js';
 import { pvrTracker } from '../restore/pvr-tracker.js';
-import type { PlannedRestoreHook } from '../restore/restore-plan-types.js';
+import type { PlannedRestoreHook, RestorePodPlan } from '../restore/restore-plan-types.js';
 import { restoreDepsOf } from '../restore/restore-runtime.js';
+import type { RestoreRecord } from '../restore/restore-state.js';
 import type { RestoredPod } from '../restore/restored-pod-hub.js';
 import type { PipelineRuntime } from '../runtime.js';
 import { watchProgressSchema } from '../volume-ops/volume-op-wait-step.js';
@@ -76,6 +77,7 @@ export async function processRestoreHooks(rt: PipelineRuntime, job: Job, token: 
   );
   const unlisted = [...orphanedBecause.keys()].filter((pvr) => !listedPvrs.includes(pvr));
   const pvrNames = [...listedPvrs, ...unlisted];
+  let recording: Promise<void> = Promise.resolve();
   if (pvrNames.length > 0) {
     const records = [...listedRecords, ...(unlisted.length > 0 ? await restores.getPvrs(name, unlisted) : [])];
     const watched = await watchVolumeOps(deps, pvrTracker(restoreDeps), rt.pvrHub, {
@@ -93,7 +95,38 @@ export async function processRestoreHooks(rt: PipelineRuntime, job: Job, token: 
         await rt.pvrHub?.promoteIfDue(watched.open);
       });
     }
+    recording = watched.recording;
   }
+  // The records of the PVRs seen ending are sent, not confirmed: the hooks' own records follow on
+  // the same connection, so the exec waits one round trip for both (the hook lag is a chain of
+  // such waits). The job ends only once they are confirmed.
+  try {
+    return await runHooksOnceUp(rt, job, token, { data, record, plan, wait, now });
+  } finally {
+    await recording;
+  }
+}
+
+/**
+ * The pod's PVRs are settled: its post-restore exec hooks run, each once its container is running
+ * (and ready, with waitForReady) — until then the job re-parks without a slot (see processRestoreHooks).
+ */
+async function runHooksOnceUp(
+  rt: PipelineRuntime,
+  job: Job,
+  token: string | undefined,
+  input: {
+    data: RestoreHooksJobData;
+    record: RestoreRecord;
+    plan: RestorePodPlan;
+    wait: z.infer<typeof waitStateSchema>;
+    now: number;
+  },
+): Promise<RestoreHooksResult> {
+  const { deps } = rt;
+  const { restores } = restoreDepsOf(deps);
+  const { data, record, plan, wait, now } = input;
+  const name = data.restoreName;
   if (plan.hooks.length === 0) return { pvrs: plan.volumes.length, hooks: 0, hooksFailed: 0 };
   if (record.cancelRequestedAt !== undefined) return { pvrs: plan.volumes.length, hooks: 0, hooksFailed: 0, skipped: 'canceled' };
 

@@ -89,3 +89,46 @@ describe('stepVolumeOpWait: how long a watcher parks', () => {
     expect(watchProgressChanged({ 'op-1': { polls: 3, lastGetAt: NOW - 1_000 } }, { 'op-1': res.progress })).toBe(true);
   });
 });
+
+describe('stepVolumeOpWait: an end found in the cache', () => {
+  const completed = { name: 'op-1', phase: 'Completed' };
+
+  it('is taken from the cache even when a real GET is due (terminal is final): no API round trip before the hooks', async () => {
+    // A restore-hooks job starts parked: its first look finds every GET due (lastGetAt 0).
+    const gets: string[] = [];
+    const res = await step(tracker(completed, gets), hubWith(completed), 0);
+    expect(gets).toEqual([]);
+    expect(res).toMatchObject({ kind: 'done', result: { phase: 'Completed' } });
+  });
+
+  it('a running operation is still read from the API server when its GET is due (a cache may have missed its end)', async () => {
+    const gets: string[] = [];
+    const res = await step(tracker(completed, gets), hubWith({ name: 'op-1', phase: 'InProgress' }), 0);
+    expect(gets).toEqual(['op-1']);
+    expect(res).toMatchObject({ kind: 'done', result: { phase: 'Completed' } });
+  });
+
+  it('with recordEndLater, its record is handed back unconfirmed: a failed write rejects there (the job fails), never unhandled', async () => {
+    const failing = { ...tracker(completed, []), recordSeen: async () => Promise.reject(new Error('redis down')) };
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const res = await stepVolumeOpWait(
+        { clock: { now: () => NOW }, config } as never,
+        failing,
+        hubWith(completed),
+        { runName: 'b1', opName: 'op-1', deadlineAt: NOW + 3_600_000, promotedByHub: true, recordEndLater: true },
+        { polls: 0, lastGetAt: 0 },
+      );
+      if (res.kind !== 'done') throw new Error('expected done');
+      await new Promise((resolve) => setTimeout(resolve, 20)); // long enough for Node to report an unhandled rejection
+      expect(unhandled).toEqual([]);
+      await expect(res.recording).rejects.toThrow('redis down');
+      // Without it, the look itself fails (and its caller retries the look later).
+      await expect(step(failing, hubWith(completed), 0)).rejects.toThrow('redis down');
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+  });
+});

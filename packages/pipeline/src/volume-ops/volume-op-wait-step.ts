@@ -99,9 +99,17 @@ export interface VolumeOpWaitInput {
    * pvb-watch or pvr-watch job is promoted by nobody and polls at the cap.
    */
   promotedByHub?: boolean | undefined;
+  /**
+   * A look that finds the operation terminal returns the record of it sent but not confirmed
+   * (`recording`), for the caller to await before its job ends: what the caller writes next (the
+   * hooks' own records) follows it on the same connection, so the two share one round trip.
+   */
+  recordEndLater?: boolean | undefined;
 }
 
-export type VolumeOpWaitStep = { kind: 'done'; result: VolumeOpWatchResult } | { kind: 'wait'; delayMs: number; progress: WatchProgress };
+export type VolumeOpWaitStep =
+  | { kind: 'done'; result: VolumeOpWatchResult; recording?: Promise<void> }
+  | { kind: 'wait'; delayMs: number; progress: WatchProgress };
 
 /**
  * One look at a volume operation: read it (the informer cache when healthy, a real GET at least
@@ -126,8 +134,12 @@ export async function stepVolumeOpWait<T, P extends VolumeOpPrevious>(
 
   const cancelWaitOver = progress.cancelAskedAt !== undefined && now - progress.cancelAskedAt >= config.pvbCancelWaitMs;
   const cached = hub?.cached(input.opName);
+  // The GETs guard against a cache that missed a change; an operation it shows terminal has none
+  // left to miss (terminal is final), so its end is taken from the cache: no API round trip
+  // between an operation's end and the hooks that wait for it.
   const mustGet =
-    cached === undefined || now - progress.lastGetAt >= config.pvbRealReadEveryMs || cancelWaitOver || now >= input.deadlineAt;
+    cached === undefined ||
+    (!tracker.isTerminal(cached) && (now - progress.lastGetAt >= config.pvbRealReadEveryMs || cancelWaitOver || now >= input.deadlineAt));
   let object = cached;
   if (mustGet) {
     object = await tracker.get(input.opName);
@@ -140,8 +152,13 @@ export async function stepVolumeOpWait<T, P extends VolumeOpPrevious>(
     await tracker.recordMissing(input.runName, input.opName, previous, why);
     return { kind: 'done', result: { phase: 'Failed', missing: true } };
   }
-  await tracker.recordSeen(input.runName, object, previous);
+  const recording = tracker.recordSeen(input.runName, object, previous);
   const phase = tracker.phaseOf(object);
+  if (tracker.isTerminal(object) && input.recordEndLater) {
+    recording.catch(() => {}); // the caller awaits it (its failure fails the job); not unhandled meanwhile
+    return { kind: 'done', result: { phase }, recording };
+  }
+  await recording;
   if (tracker.isTerminal(object)) return { kind: 'done', result: { phase } };
 
   const canceled = typeof cancelRequested === 'function' ? await cancelRequested() : cancelRequested;

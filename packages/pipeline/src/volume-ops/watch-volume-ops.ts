@@ -19,7 +19,16 @@ export interface WatchedOp<P> {
 }
 
 export type VolumeOpsWatch =
-  | { settled: true; ended: ReadonlyMap<string, VolumeOpWatchResult> }
+  | {
+      settled: true;
+      ended: ReadonlyMap<string, VolumeOpWatchResult>;
+      /**
+       * The records of the operations seen ending: sent, not yet confirmed. The caller awaits it
+       * before its job ends; what it writes meanwhile (the hooks' records before their exec)
+       * follows on the same connection, so the hooks wait one round trip for both, not two.
+       */
+      recording: Promise<void>;
+    }
   | { settled: false; recheckInMs: number; progress: Record<string, WatchProgress>; open: string };
 
 /**
@@ -48,6 +57,7 @@ export async function watchVolumeOps<T, P extends VolumeOpPrevious>(
   const ended = new Map<string, VolumeOpWatchResult>();
   const progress: Record<string, WatchProgress> = {};
   const waits: Array<{ ms: number; open: string }> = [];
+  const recordings: Promise<void>[] = [];
   const asked = input.cancelRequested;
   let read: Promise<boolean> | undefined;
   const cancelRequested = typeof asked === 'function' ? () => (read ??= asked()) : asked;
@@ -62,21 +72,34 @@ export async function watchVolumeOps<T, P extends VolumeOpPrevious>(
         looking,
         hub,
         // The hub promotes the group's job when its last operation ends.
-        { runName: input.runName, opName: name, deadlineAt: input.deadlineAt, orphanedBecause, promotedByHub: hub !== undefined },
+        {
+          runName: input.runName,
+          opName: name,
+          deadlineAt: input.deadlineAt,
+          orphanedBecause,
+          promotedByHub: hub !== undefined,
+          recordEndLater: true,
+        },
         progressIn,
       ).catch((err: unknown) =>
         lookFailed(deps, tracker, { runName: input.runName, name, previous, deadlineAt: input.deadlineAt, progress: progressIn, err }),
       );
       if (step.kind === 'done') {
         ended.set(name, step.result);
+        if (step.recording) recordings.push(step.recording);
         return;
       }
       progress[name] = step.progress;
       waits.push({ ms: step.delayMs, open: name });
     }),
   );
+  const recording = Promise.all(recordings).then(() => undefined);
   const soonest = waits.sort((a, b) => a.ms - b.ms)[0];
-  if (!soonest) return { settled: true, ended };
+  if (!soonest) {
+    recording.catch(() => {}); // awaited by the caller, as each look's (stepVolumeOpWait)
+    return { settled: true, ended, recording };
+  }
+  await recording;
   return { settled: false, recheckInMs: soonest.ms, progress, open: soonest.open };
 }
 
