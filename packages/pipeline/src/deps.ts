@@ -46,6 +46,11 @@ export interface PipelineConfig {
   restoreBatchSize: number;
   /** Requests in flight against the API server from restore-items jobs, at most, across all processes (restore-api-cap.ts). */
   restoreMaxInFlight: number;
+  /**
+   * A restore-hooks job that finds the pod's PVRs settled but its container not running yet waits
+   * this long (holding its slot) for the pod informer to show it running, before it re-parks.
+   */
+  restoreContainerGraceMs: number;
   /** How long a restore tier waits for its CRDs to be Established / namespaces Active. */
   restoreTierWaitMs: number;
   /** The `stowage-restore-wait` init container: the node agent's image and the program's command. */
@@ -67,6 +72,7 @@ export const DEFAULT_PIPELINE_CONFIG: PipelineConfig = Object.freeze({
   hookOutputTailBytes: 4096,
   restoreBatchSize: 50,
   restoreMaxInFlight: 100,
+  restoreContainerGraceMs: 250,
   restoreTierWaitMs: 60_000,
   restoreWaitImage: 'stowage/node-agent:latest',
   restoreWaitCommand: [...restoreWaitContainer.command],

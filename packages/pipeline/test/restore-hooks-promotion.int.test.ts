@@ -10,16 +10,25 @@ const ALL_QUEUES = BACKUP_AND_RESTORE_QUEUES;
 const SETTLE = ['/bin/settle'];
 const HOOK = ['/bin/mark-restored'];
 
-/** A pod whose init container takes 1.5 s in the simulator's kubelet: its app container runs only after that. */
-function slowStartingPod(): unknown {
-  const base = pod({ name: 'app-0', exec: { settle: { rules: [{ command: SETTLE, durationMs: 1_500 }] } } }) as {
+/** A pod whose init container takes `settleMs` in the simulator's kubelet: its app container runs only after that. */
+function slowStartingPod(settleMs: number): unknown {
+  const base = pod({ name: 'app-0', exec: { settle: { rules: [{ command: SETTLE, durationMs: settleMs }] } } }) as {
     spec: Record<string, unknown>;
   };
   base.spec.initContainers = [{ name: 'settle', image: 'busybox', command: SETTLE }];
   return base;
 }
 
-describe('post-restore hooks: a parked restore-hooks job is promoted when its container starts running', () => {
+/**
+ * The job finds the pod's PVRs settled before the app container runs (an init container settles
+ * after the restore-wait one). It waits for the container in its slot for restoreContainerGraceMs,
+ * then parks until the restored-pod informer promotes it: a container slower than the grace parks
+ * it; one within the grace does not (no re-park and promotion in the hook's lag).
+ */
+describe.each([
+  { settleMs: 1_500, graceMs: 250, parks: true },
+  { settleMs: 500, graceMs: 5_000, parks: false },
+])('post-restore hooks: a container that runs $settleMs ms after its PVRs end, grace $graceMs ms', ({ settleMs, graceMs, parks }) => {
   let redisHandle: { url: string; stop: () => Promise<void> };
   let h: Harness;
   let workers: RunningWorkers | undefined;
@@ -30,9 +39,9 @@ describe('post-restore hooks: a parked restore-hooks job is promoted when its co
     // is healthy can only come back through the informer's promotion.
     h = await startHarness({
       redisUrl: redisHandle.url,
-      fixture: { objects: [node('node-a'), namespace('shop'), slowStartingPod()] },
+      fixture: { objects: [node('node-a'), namespace('shop'), slowStartingPod(settleMs)] },
       agentNodes: ['node-a'],
-      config: { pvbPollMaxMs: 600_000 },
+      config: { pvbPollMaxMs: 600_000, restoreContainerGraceMs: graceMs },
     });
     workers = startWorkers({ deps: h.deps, queues: ALL_QUEUES });
     await submitBackup({ state: h.deps.state, connection: h.redis, queuePrefix: h.queuePrefix }, { name: 'bk1', spec: backupSpec() });
@@ -48,7 +57,7 @@ describe('post-restore hooks: a parked restore-hooks job is promoted when its co
     await redisHandle?.stop();
   });
 
-  it('the job parks (container not running), the pod starting promotes it, and the hook runs after the container started', async () => {
+  it(`${parks ? 'the job parks, the pod starting promotes it' : 'the job waits in its slot, never parks'}, and the hook runs after the container started`, async () => {
     const validation = validateRestoreRequest({
       name: 'rs1',
       spec: {
@@ -66,18 +75,21 @@ describe('post-restore hooks: a parked restore-hooks job is promoted when its co
     expect(phase).toBe('Completed');
     expect(runs.map((r) => [r.command.join(' '), r.outcome, r.exitCode])).toEqual([[HOOK.join(' '), 'exited', 0]]);
 
-    // The job looked while the container was not running yet and parked (for the 10-min cap)...
+    // The job looked while the container was not running yet and parked (for the 10-min cap)
+    // or waited for it in its slot...
     const hooksQueue = createQueue(QueueName.hooks, { connection: h.redis, prefix: h.queuePrefix });
     try {
       const job = await hooksQueue.getJob(restoreJobIds.hooks('rs1', 'shop', 'app-0'));
       if (!job) throw new Error('the restore-hooks job is gone');
       expect(await job.getState()).toBe('completed');
-      expect((job.data as { wait?: { polls?: number } }).wait?.polls).toBeGreaterThanOrEqual(1);
+      const polls = (job.data as { wait?: { polls?: number } }).wait?.polls ?? 0;
+      if (parks) expect(polls).toBeGreaterThanOrEqual(1);
+      else expect(polls).toBe(0);
     } finally {
       await hooksQueue.close();
     }
-    // ...and came back through the informer, not its next poll.
-    expect(workers?.pipeline.runtime.podHub?.promotions).toBeGreaterThanOrEqual(1);
+    // ...and a parked one came back through the informer, not its next poll.
+    if (parks) expect(workers?.pipeline.runtime.podHub?.promotions).toBeGreaterThanOrEqual(1);
 
     // The hook ran in the running container, never before it started (the kubelet's startedAt has whole seconds).
     const restored = (await h.kube.core.readNamespacedPod({ namespace: 'shop', name: 'app-0' })) as unknown as {

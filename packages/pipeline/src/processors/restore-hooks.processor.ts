@@ -34,7 +34,8 @@ const waitStateSchema = z.object({
  * when their pvr-watch children were done; a PVR whose watch job failed for good is wound down:
  * asked to cancel, waited for boundedly). Then the post-restore exec hooks run — each only once its container is
  * running (and ready, with waitForReady); until then the job re-parks without a slot, at most
- * the hook's waitTimeout (0 = until the restore's itemOperationTimeout). The process's
+ * the hook's waitTimeout (0 = until the restore's itemOperationTimeout), after a first short wait
+ * in its slot (restoreContainerGraceMs: the container usually runs moments after the PVRs end). The process's
  * restored-pod informer promotes the parked job the moment the pod's containers change, and its
  * cache stands in for GETs (a real GET at least every pvbRealReadEveryMs, and before giving up);
  * without a healthy informer the job polls with a capped backoff. A hook whose container
@@ -159,6 +160,18 @@ async function runHooksOnceUp(
     });
     await restores.countOnce(name, `hooks-pod-gone:${data.podNamespace}/${data.podName}`, 'hooksFailed', plan.hooks.length);
     return { pvrs: plan.volumes.length, hooks: 0, hooksFailed: plan.hooks.length, skipped: 'pod-gone' };
+  }
+  // The container usually runs moments after the pod's last PVR ends (its restore-wait init
+  // container exits on the agent's marker), and often just after this job found the PVRs settled.
+  // On that first look, wait for the pod informer's events for at most restoreContainerGraceMs
+  // (the slot is held that long at most) rather than re-park at once: a re-park and its promotion
+  // put three Redis waits and a fetch into the hook's lag.
+  if (wait.containersSince === undefined && podHub?.healthy() && waitingIn(pod).length > 0) {
+    const until = Date.now() + deps.config.restoreContainerGraceMs; // a real timer's deadline
+    while (waitingIn(pod).length > 0 && Date.now() < until) {
+      await podHub.waitForChange(data.podName, until - Date.now());
+      pod = podHub.cached(data.podName, data.podNamespace) ?? pod;
+    }
   }
   const seen = pod;
   const isUp = (hook: PlannedRestoreHook) => isUpIn(seen, hook);
