@@ -99,7 +99,14 @@ export async function watchVolumeOps<T, P extends VolumeOpPrevious>(
     recording.catch(() => {}); // awaited by the caller, as each look's (stepVolumeOpWait)
     return { settled: true, ended, recording };
   }
-  await recording;
+  // The job re-parks: an end whose record failed is looked at (and recorded) again at its next
+  // wake, as a look that failed would be (lookFailed).
+  await recording.catch((err: unknown) =>
+    deps.logger.warn(
+      { run: input.runName, err: (err as Error)?.message ?? String(err) },
+      `${tracker.label} end not recorded; looking again later`,
+    ),
+  );
   return { settled: false, recheckInMs: soonest.ms, progress, open: soonest.open };
 }
 
