@@ -9,7 +9,7 @@ import { pvbTracker, type WatchProgress, watchProgressSchema } from '../pvb/pvb-
 import type { PipelineRuntime } from '../runtime.js';
 import type { BlockTail, PvbStateRecord } from '../state/backup-state.js';
 import { watchProgressChanged } from '../volume-ops/volume-op-wait-step.js';
-import { watchVolumeOps } from '../volume-ops/watch-volume-ops.js';
+import { afterEndRecords, watchVolumeOps } from '../volume-ops/watch-volume-ops.js';
 import { finishBlock, settleOrphanedPvbs } from './block-post-hooks.js';
 import type { ItemBlockResult } from './item-block.processor.js';
 
@@ -100,11 +100,9 @@ export async function processPostHooks(rt: PipelineRuntime, job: Job, token: str
       await rt.hub?.promoteIfDue(watched.open);
     });
   }
-  try {
-    return await finishBlock(deps, { backupName, blockId, plan, attempt: job.attemptsMade + 1 }, watched.tail);
-  } finally {
-    await watched.recording;
-  }
+  return afterEndRecords(watched.recording, () =>
+    finishBlock(deps, { backupName, blockId, plan, attempt: job.attemptsMade + 1 }, watched.tail),
+  );
 }
 
 /**

@@ -11,7 +11,7 @@ import type { RestoreRecord } from '../restore/restore-state.js';
 import type { RestoredPod } from '../restore/restored-pod-hub.js';
 import type { PipelineRuntime } from '../runtime.js';
 import { watchProgressSchema } from '../volume-ops/volume-op-wait-step.js';
-import { watchVolumeOps } from '../volume-ops/watch-volume-ops.js';
+import { afterEndRecords, watchVolumeOps } from '../volume-ops/watch-volume-ops.js';
 
 export type RestoreHooksResult = { pvrs: number; hooks: number; hooksFailed: number; skipped?: string };
 
@@ -101,11 +101,7 @@ export async function processRestoreHooks(rt: PipelineRuntime, job: Job, token: 
   // The records of the PVRs seen ending are sent, not confirmed: the hooks' own records follow on
   // the same connection, so the exec waits one round trip for both (the hook lag is a chain of
   // such waits). The job ends only once they are confirmed.
-  try {
-    return await runHooksOnceUp(rt, job, token, { data, record, plan, wait, now });
-  } finally {
-    await recording;
-  }
+  return afterEndRecords(recording, () => runHooksOnceUp(rt, job, token, { data, record, plan, wait, now }));
 }
 
 /**

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { DEFAULT_PIPELINE_CONFIG } from '../deps.js';
 import type { PromotingInformerHub } from '../informers/promoting-informer-hub.js';
 import type { VolumeOpTracker } from './volume-op-wait-step.js';
-import { watchVolumeOps } from './watch-volume-ops.js';
+import { afterEndRecords, watchVolumeOps } from './watch-volume-ops.js';
 
 interface Op {
   name: string;
@@ -72,5 +72,29 @@ describe('watchVolumeOps: the records of the ends it saw', () => {
     const res = await watch();
     expect(res).toMatchObject({ settled: false, open: 'b' });
     expect(warnings).toEqual(['op end not recorded; looking again later']);
+  });
+});
+
+describe('afterEndRecords: the hooks run while the end records are on their way', () => {
+  const failed = (msg: string) => {
+    const p = Promise.reject(new Error(msg));
+    p.catch(() => {}); // as watchVolumeOps hands it back
+    return p;
+  };
+
+  it('returns what the hooks returned once the records are confirmed', async () => {
+    await expect(afterEndRecords(Promise.resolve(), async () => 'ran')).resolves.toBe('ran');
+  });
+
+  it('a failed record fails the job when the hooks succeeded', async () => {
+    await expect(afterEndRecords(failed('redis down'), async () => 'ran')).rejects.toThrow('redis down');
+  });
+
+  it("the hooks' own error (or a re-park's DelayedError) stands over a failed record", async () => {
+    await expect(
+      afterEndRecords(failed('redis down'), async () => {
+        throw new Error('parked');
+      }),
+    ).rejects.toThrow('parked');
   });
 });

@@ -131,3 +131,20 @@ async function lookFailed<T, P extends VolumeOpPrevious>(
   const delayMs = cappedBackoffMs(input.progress.polls, { baseMs: deps.config.pvbPollBaseMs, maxMs: deps.config.pvbPollMaxMs });
   return { kind: 'wait', delayMs: Math.max(1, delayMs), progress: { ...input.progress, polls: input.progress.polls + 1 } };
 }
+
+/**
+ * Runs `next` (the hooks) while a settled watch's end records are on their way, and returns once
+ * those are confirmed too (a failed record fails the job, which looks again when it runs again).
+ * When `next` throws — a failure, or a re-park's DelayedError — that error stands, not the record's.
+ */
+export async function afterEndRecords<R>(recording: Promise<void>, next: () => Promise<R>): Promise<R> {
+  let result: R;
+  try {
+    result = await next();
+  } catch (err) {
+    await recording.catch(() => {});
+    throw err;
+  }
+  await recording;
+  return result;
+}
