@@ -7,7 +7,7 @@ import { runPodHooks } from '../hooks/hook-runner.js';
 import { pvrTracker } from '../restore/pvr-tracker.js';
 import type { PlannedRestoreHook, RestorePodPlan } from '../restore/restore-plan-types.js';
 import { restoreDepsOf } from '../restore/restore-runtime.js';
-import type { RestoreRecord } from '../restore/restore-state.js';
+import type { RestoreRecord, RestoreState } from '../restore/restore-state.js';
 import type { RestoredPod } from '../restore/restored-pod-hub.js';
 import type { PipelineRuntime } from '../runtime.js';
 import { watchProgressSchema } from '../volume-ops/volume-op-wait-step.js';
@@ -101,7 +101,7 @@ export async function processRestoreHooks(rt: PipelineRuntime, job: Job, token: 
   // The records of the PVRs seen ending are sent, not confirmed: the hooks' own records follow on
   // the same connection, so the exec waits one round trip for both (the hook lag is a chain of
   // such waits). The job ends only once they are confirmed.
-  return afterEndRecords(recording, () => runHooksOnceUp(rt, job, token, { data, record, plan, wait, now }));
+  return afterEndRecords(recording, () => runHooksOnceUp(rt, job, token, { restores, data, record, plan, wait, now }));
 }
 
 /**
@@ -113,6 +113,7 @@ async function runHooksOnceUp(
   job: Job,
   token: string | undefined,
   input: {
+    restores: RestoreState;
     data: RestoreHooksJobData;
     record: RestoreRecord;
     plan: RestorePodPlan;
@@ -121,8 +122,7 @@ async function runHooksOnceUp(
   },
 ): Promise<RestoreHooksResult> {
   const { deps } = rt;
-  const { restores } = restoreDepsOf(deps);
-  const { data, record, plan, wait, now } = input;
+  const { restores, data, record, plan, wait, now } = input;
   const name = data.restoreName;
   if (plan.hooks.length === 0) return { pvrs: plan.volumes.length, hooks: 0, hooksFailed: 0 };
   if (record.cancelRequestedAt !== undefined) return { pvrs: plan.volumes.length, hooks: 0, hooksFailed: 0, skipped: 'canceled' };

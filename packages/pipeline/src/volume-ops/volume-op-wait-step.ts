@@ -154,12 +154,15 @@ export async function stepVolumeOpWait<T, P extends VolumeOpPrevious>(
   }
   const recording = tracker.recordSeen(input.runName, object, previous);
   const phase = tracker.phaseOf(object);
-  if (tracker.isTerminal(object) && input.recordEndLater) {
+  if (tracker.isTerminal(object)) {
+    if (!input.recordEndLater) {
+      await recording;
+      return { kind: 'done', result: { phase } };
+    }
     recording.catch(() => {}); // the caller awaits it (its failure fails the job); not unhandled meanwhile
     return { kind: 'done', result: { phase }, recording };
   }
   await recording;
-  if (tracker.isTerminal(object)) return { kind: 'done', result: { phase } };
 
   const canceled = typeof cancelRequested === 'function' ? await cancelRequested() : cancelRequested;
   const windDown: WindDownReason | undefined = canceled
