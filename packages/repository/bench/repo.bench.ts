@@ -5,6 +5,7 @@
  *   cd packages/repository && pnpm bench
  *   pnpm bench:repository --against restic          (side by side with restic: bench/against-restic.ts)
  *   BENCH_LARGE_MB=1024 BENCH_SMALL_FILES=20000 BENCH_DIR=/var/tmp pnpm bench
+ *   pnpm bench:repository --many-volumes            (only: 100 small volumes backed up one after another)
  *
  * "Cold-ish": before every measured pass the tree's pages are dropped from the page cache with
  * posix_fadvise(DONTNEED) (per file, so other users of the machine keep their cache).
@@ -172,27 +173,73 @@ async function measure(
   }
 }
 
+const VOLUMES = 100;
+const VOLUME_FILE_BYTES = 32 * 1024;
+
+/**
+ * What a node agent does with many small pod volumes: one open repository, one backup per
+ * volume (2 files of 32 KiB), one after another. Per backup, the fixed costs show: the walk,
+ * the parent lookup, the snapshot write, and any threads a backup starts.
+ */
+async function measureManyVolumes(work: string): Promise<void> {
+  const volumes: string[] = [];
+  for (let i = 0; i < VOLUMES; i++) {
+    const volume = join(work, 'volumes', `v${i}`);
+    await mkdir(volume, { recursive: true });
+    await writeFile(join(volume, 'a'), randomBytes(VOLUME_FILE_BYTES));
+    await writeFile(join(volume, 'b'), randomBytes(VOLUME_FILE_BYTES));
+    volumes.push(volume);
+  }
+  const repoDir = join(work, 'repo-volumes');
+  const repo = await Repository.init({ dir: repoDir, key: KEY });
+  const name = `${VOLUMES} volumes of 2 x 32 KiB, one backup each`;
+  for (const pass of ['first', 'unchanged re-run']) {
+    const t = performance.now();
+    markCpu();
+    for (const volume of volumes) await repo.backup(volume);
+    const seconds = (performance.now() - t) / 1000;
+    const cpu = cpuSince();
+    record(
+      name,
+      `backup, ${pass}`,
+      seconds,
+      VOLUMES * 2 * VOLUME_FILE_BYTES,
+      VOLUMES * 2,
+      `${((seconds * 1000) / VOLUMES).toFixed(1)} ms and ${((cpu * 1000) / VOLUMES).toFixed(1)} ms CPU per backup`,
+      cpu,
+    );
+  }
+  await repo.close();
+  await rm(repoDir, { recursive: true, force: true });
+}
+
 const loadAtStart = loadavg()
   .map((l) => l.toFixed(1))
   .join(' ');
+
+async function measureAll(work: string): Promise<void> {
+  console.error(`work dir ${work}; large ${LARGE_MB} MiB, small ${SMALL_FILES} x ${SMALL_BYTES} B`);
+  const large = join(work, 'large');
+  const small = join(work, 'small');
+  const largeSize = await makeLarge(large);
+  const smallSize = await makeSmall(small);
+  execSync('sync');
+  await measure(`large (${largeSize.files} files, ${largeSize.bytes / MB} MiB, half random, half log text)`, large, largeSize, work, [
+    { label: 'default' },
+  ]);
+  await measure(`small (${smallSize.files} x 4 KiB random)`, small, smallSize, work, [
+    { label: 'default: packed' },
+    { label: 'every chunk its own file', packBlobMaxBytes: 0 },
+  ]);
+  await measureManyVolumes(work);
+}
 
 async function main() {
   const base = process.env.BENCH_DIR ?? tmpdir();
   const work = await mkdtemp(join(base, 'stowage-repo-bench-'));
   try {
-    console.error(`work dir ${work}; large ${LARGE_MB} MiB, small ${SMALL_FILES} x ${SMALL_BYTES} B`);
-    const large = join(work, 'large');
-    const small = join(work, 'small');
-    const largeSize = await makeLarge(large);
-    const smallSize = await makeSmall(small);
-    execSync('sync');
-    await measure(`large (${largeSize.files} files, ${largeSize.bytes / MB} MiB, half random, half log text)`, large, largeSize, work, [
-      { label: 'default' },
-    ]);
-    await measure(`small (${smallSize.files} x 4 KiB random)`, small, smallSize, work, [
-      { label: 'default: packed' },
-      { label: 'every chunk its own file', packBlobMaxBytes: 0 },
-    ]);
+    if (process.argv.includes('--many-volumes')) await measureManyVolumes(work);
+    else await measureAll(work);
   } finally {
     await rm(work, { recursive: true, force: true });
   }

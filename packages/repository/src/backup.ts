@@ -8,7 +8,7 @@ import { isRepoError, RepoError, RepoErrorCode } from './errors.js';
 import { chunkIdOf, type RepoKeys } from './keys.js';
 import { LargeFileHasher, type LargeFileOutcome } from './large-file-hasher.js';
 import { randomId, snapshotKey } from './layout.js';
-import { SmallFileReader } from './small-file-reader.js';
+import type { SmallFileReaderLease, SmallFileReaderPool } from './small-file-reader.js';
 import type { SnapshotManifest, TreeEntry } from './snapshot.js';
 import { TokenBucket } from './token-bucket.js';
 import { type SkippedEntry, sourceError, walkTree } from './tree-walk.js';
@@ -73,8 +73,10 @@ export interface BackupContext {
   readonly keys: RepoKeys;
   readonly store: ChunkStore;
   readonly chunker: Chunker;
-  /** Worker threads reading small files (STOWAGE_REPO_THREADS). */
+  /** Worker threads per pool (STOWAGE_REPO_THREADS): the small-file readers' and the large-file hashers'. */
   readonly readThreads: number;
+  /** The repository's small-file reader threads, shared by its backups. */
+  readonly readers: SmallFileReaderPool;
   /** Finds the snapshot to compare file metadata against (the newest of the same volume). */
   readonly findParent: (sourceDir: string, tags: Readonly<Record<string, string>>) => Promise<SnapshotManifest | undefined>;
 }
@@ -94,14 +96,15 @@ export async function runBackup(ctx: BackupContext, sourceDir: string, options: 
   options.signal?.addEventListener('abort', onAbort, { once: true });
   const throttle = options.throttle ?? (options.bandwidthBytesPerSec ? new TokenBucket(options.bandwidthBytesPerSec) : undefined);
   let writer: ChunkWriter | undefined;
-  let reader: SmallFileReader | undefined;
+  let readerLease: SmallFileReaderLease | undefined;
   let hasher: LargeFileHasher | undefined;
   try {
     if (options.signal?.aborted) throw canceled();
     // Indexes and the parent's manifest load while the tree is walked.
     const parentLoad = ctx.store.refreshIndexes().then(() => ctx.findParent(sourceDir, options.tags ?? {}));
     parentLoad.catch(() => {});
-    reader = new SmallFileReader(ctx.readThreads);
+    readerLease = ctx.readers.acquire();
+    const reader = readerLease.reader;
     // Its threads start with the first large file (none for a volume of small files).
     hasher = new LargeFileHasher(ctx.readThreads, {
       chunker: ctx.chunker.params,
@@ -298,7 +301,7 @@ export async function runBackup(ctx: BackupContext, sourceDir: string, options: 
     if (options.signal?.aborted) throw canceled(error);
     throw error;
   } finally {
-    await reader?.close();
+    await readerLease?.release();
     await hasher?.close();
     options.signal?.removeEventListener('abort', onAbort);
   }

@@ -10,7 +10,7 @@ import { deriveRepoKeys, type KdfParams, keyCheckMatches, newKdfParams, type Rep
 import { baseName, CONFIG_KEY, HEX_ID, randomId, SNAPSHOT_PREFIX, snapshotKey } from './layout.js';
 import { type PruneOptions, type PruneSummary, runPrune } from './prune.js';
 import { type RestoreOptions, type RestoreResult, runRestore } from './restore.js';
-import { defaultReadThreads } from './small-file-reader.js';
+import { defaultReadThreads, SmallFileReaderPool } from './small-file-reader.js';
 import { isSameVolume, type SnapshotManifest, type SnapshotSummary, summaryOf, summaryOfManifestJson } from './snapshot.js';
 import { runVerify, type VerifyOptions, type VerifyReport } from './verify.js';
 
@@ -162,6 +162,7 @@ export class Repository {
         store: this.store,
         chunker: this.chunker,
         readThreads: defaultReadThreads(),
+        readers: this.smallFileReaders(),
         findParent: (source, tags) => this.findParent(source, tags),
       },
       sourceDir,
@@ -230,6 +231,22 @@ export class Repository {
       forgotten.push(id);
     }
     return forgotten;
+  }
+
+  /** The small-file reader threads this repository's backups share (started by the first one). */
+  private readers: SmallFileReaderPool | undefined;
+
+  private smallFileReaders(): SmallFileReaderPool {
+    this.readers ??= new SmallFileReaderPool(defaultReadThreads());
+    return this.readers;
+  }
+
+  /**
+   * Stops the threads kept between backups now. Optional: idle, they never hold the process open
+   * and stop by themselves after READER_IDLE_MS; a backup still running fails.
+   */
+  async close(): Promise<void> {
+    await this.readers?.close();
   }
 
   /** Summaries of snapshots read so far: snapshots never change, so each is decrypted once per process. */

@@ -181,28 +181,57 @@ export interface TreeWalk {
   stop(): void;
 }
 
-/** A few worker threads walking directories and reading batches of small files, round robin. */
+/**
+ * A few worker threads walking directories and reading batches of small files, round robin.
+ * Several backups may use one reader at once (every request has its own id); the repository
+ * shares one between its backups (SmallFileReaderPool).
+ */
 export class SmallFileReader {
   private readonly workers: Worker[];
   // biome-ignore lint/suspicious/noExplicitAny: one map for both reply kinds, typed at the call sites
   private readonly pending = new Map<number, { resolve: (reply: any) => void; reject: (error: unknown) => void }>();
   private nextId = 0;
   private nextWorker = 0;
+  private closed = false;
+  /** A thread crashed or stopped: every request in flight was failed, and this reader is not to be used again. */
+  broken = false;
 
   constructor(threads: number) {
     this.workers = Array.from({ length: threads }, () => {
       const worker = new Worker(WORKER_SOURCE, { eval: true });
       // A read has one reply; a walk one per subtree, so each waiter removes itself when done.
       worker.on('message', (reply: { id: number }) => this.pending.get(reply.id)?.resolve(reply));
-      worker.on('error', (error) => {
+      const fail = (error: unknown) => {
+        if (this.closed) return;
+        this.broken = true;
         for (const waiter of this.pending.values()) waiter.reject(error);
         this.pending.clear();
-      });
+      };
+      worker.on('error', fail);
+      worker.on('exit', (code) => fail(new Error(`a small-file reader thread stopped (exit code ${code})`)));
       return worker;
     });
   }
 
+  /** The threads keep the process alive (while a backup waits on them) or not (while idle). */
+  ref(): void {
+    for (const worker of this.workers) worker.ref();
+  }
+
+  unref(): void {
+    for (const worker of this.workers) worker.unref();
+  }
+
+  /** Why no request can be sent now (the threads are stopped, or one crashed), or undefined. */
+  private unusable(): Error | undefined {
+    if (this.closed) return new Error('the small-file reader is closed');
+    if (this.broken) return new Error('a small-file reader thread crashed');
+    return undefined;
+  }
+
   async read(files: readonly { readonly path: string; readonly size: number }[]): Promise<SmallFileRead[]> {
+    const unusable = this.unusable();
+    if (unusable) throw unusable;
     const id = this.nextId++;
     const worker = this.workers[this.nextWorker++ % this.workers.length]!;
     const reply = await new Promise<WorkerReply>((resolve, reject) => {
@@ -228,6 +257,8 @@ export class SmallFileReader {
    * whichever thread is free (a shared counter), so no thread waits on this one between them.
    */
   walkTree(root: string): TreeWalk {
+    const unusable = this.unusable();
+    if (unusable) throw unusable;
     const id = this.nextId++;
     const claim = new SharedArrayBuffer(4);
     const first = this.workers[this.nextWorker++ % this.workers.length]!;
@@ -271,12 +302,82 @@ export class SmallFileReader {
     return {
       top: slot(-1).promise,
       subtree: (index) => slot(index).promise,
-      // Past the end: threads finish the subtree in hand and take no more.
-      stop: () => Atomics.store(new Int32Array(claim), 0, 0x3fffffff),
+      // Past the end: threads finish the subtree in hand and take no more; their late replies
+      // find no waiter (the threads outlive this walk when the repository shares them).
+      stop: () => {
+        Atomics.store(new Int32Array(claim), 0, 0x3fffffff);
+        this.pending.delete(id);
+      },
     };
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     await Promise.all(this.workers.map((w) => w.terminate()));
+  }
+}
+
+/** How long the shared reader's threads stay up with no backup using them. */
+export const READER_IDLE_MS = 30_000;
+
+/** One backup's use of the shared reader: `release()` once it is done with it (safe to call twice). */
+export interface SmallFileReaderLease {
+  readonly reader: SmallFileReader;
+  release(): Promise<void>;
+}
+
+/**
+ * The small-file reader threads of one repository, shared by its backups. Starting a pair of
+ * threads costs ~100 ms of CPU, more than backing up a small volume; a node agent backing up many
+ * small volumes started two per volume. The threads start with the first backup, stay up while
+ * backups come (not holding the process open once idle: a CLI exits when its backup is done),
+ * and stop after `idleMs` without one. A reader whose thread crashed is replaced for the next
+ * backup and stopped when the last backup using it lets go.
+ */
+export class SmallFileReaderPool {
+  private current: { reader: SmallFileReader; users: number } | undefined;
+  private idleTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly threads: number,
+    private readonly idleMs: number = READER_IDLE_MS,
+  ) {}
+
+  acquire(): SmallFileReaderLease {
+    clearTimeout(this.idleTimer);
+    this.idleTimer = undefined;
+    if (!this.current || this.current.reader.broken) this.current = { reader: new SmallFileReader(this.threads), users: 0 };
+    const entry = this.current;
+    entry.users++;
+    entry.reader.ref();
+    let released = false;
+    return {
+      reader: entry.reader,
+      release: async () => {
+        if (released) return;
+        released = true;
+        if (--entry.users > 0) return;
+        if (entry !== this.current || entry.reader.broken) {
+          if (entry === this.current) this.current = undefined;
+          await entry.reader.close();
+          return;
+        }
+        entry.reader.unref();
+        this.idleTimer = setTimeout(() => {
+          if (this.current !== entry || entry.users > 0) return;
+          this.current = undefined;
+          void entry.reader.close();
+        }, this.idleMs);
+        this.idleTimer.unref();
+      },
+    };
+  }
+
+  /** Stops the threads now (the repository is closed); a backup still using them fails. */
+  async close(): Promise<void> {
+    clearTimeout(this.idleTimer);
+    const entry = this.current;
+    this.current = undefined;
+    await entry?.reader.close();
   }
 }

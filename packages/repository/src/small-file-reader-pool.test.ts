@@ -1,0 +1,109 @@
+import { execFile } from 'node:child_process';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { promisify } from 'node:util';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { SmallFileReaderPool } from './small-file-reader.js';
+
+let dir: string;
+
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'stowage-reader-pool-'));
+  await writeFile(join(dir, 'a'), 'alpha');
+  await writeFile(join(dir, 'b'), 'bravo!');
+});
+
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+const readBoth = async (pool: SmallFileReaderPool) => {
+  const lease = pool.acquire();
+  try {
+    const reads = await lease.reader.read([
+      { path: join(dir, 'a'), size: 5 },
+      { path: join(dir, 'b'), size: 6 },
+    ]);
+    return { reader: lease.reader, text: reads.map((r) => (r.kind === 'read' ? r.data.toString() : r.kind)) };
+  } finally {
+    await lease.release();
+  }
+};
+
+describe('SmallFileReaderPool', () => {
+  it('hands the same threads to one backup after another, and to backups running at once', async () => {
+    const pool = new SmallFileReaderPool(2);
+    try {
+      const first = await readBoth(pool);
+      const second = await readBoth(pool);
+      expect(first.text).toEqual(['alpha', 'bravo!']);
+      expect(second).toEqual(first);
+      const together = await Promise.all([readBoth(pool), readBoth(pool), readBoth(pool)]);
+      for (const one of together) expect(one).toEqual(first);
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it('stops idle threads after the idle time; the next backup gets new ones that work', async () => {
+    const pool = new SmallFileReaderPool(2, 50);
+    try {
+      const first = await readBoth(pool);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const second = await readBoth(pool);
+      expect(second.reader).not.toBe(first.reader);
+      expect(second.text).toEqual(['alpha', 'bravo!']);
+      // The stopped reader refuses work: its threads are gone.
+      await expect(first.reader.read([{ path: join(dir, 'a'), size: 5 }])).rejects.toThrow();
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it('never hands out a reader whose thread crashed; the backups using it fail, the next one works', async () => {
+    const pool = new SmallFileReaderPool(1);
+    try {
+      const lease = pool.acquire();
+      const other = pool.acquire();
+      // A negative size makes the thread's buffer allocation throw outside its per-file handling.
+      await expect(lease.reader.read([{ path: join(dir, 'a'), size: -5 }])).rejects.toThrow();
+      expect(lease.reader.broken).toBe(true);
+      await expect(other.reader.read([{ path: join(dir, 'a'), size: 5 }])).rejects.toThrow();
+      const next = await readBoth(pool);
+      expect(next.reader).not.toBe(lease.reader);
+      expect(next.text).toEqual(['alpha', 'bravo!']);
+      await lease.release();
+      await other.release();
+    } finally {
+      await pool.close();
+    }
+  });
+});
+
+describe('a repository keeping its reader threads between backups', () => {
+  // A CLI process backs up and returns from main: the threads kept for the next backup must not
+  // keep it running (they would for the 30 s idle time if they were referenced).
+  it('lets a process that has backed up exit by itself', async () => {
+    const repoSrc = pathToFileURL(join(import.meta.dirname, 'index.ts')).href;
+    const tsx = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
+    const source = join(dir, 'volume');
+    await mkdir(source);
+    await writeFile(join(source, 'file'), 'data');
+    const script = `
+      const { Repository } = await import(${JSON.stringify(repoSrc)});
+      const repo = await Repository.init({ dir: ${JSON.stringify(join(dir, 'repo'))}, key: 'reader pool test key', durable: false });
+      const first = await repo.backup(${JSON.stringify(source)});
+      const second = await repo.backup(${JSON.stringify(source)});
+      console.log(first.snapshotId !== second.snapshotId ? 'two snapshots' : 'one snapshot');
+    `;
+    // Killed (and failing here) if the process is still running after 25 s.
+    await writeFile(join(dir, 'backup-twice.mjs'), script);
+    const { stdout } = await promisify(execFile)(process.execPath, ['--import', tsx, join(dir, 'backup-twice.mjs')], {
+      timeout: 25_000,
+    });
+    expect(stdout.trim()).toBe('two snapshots');
+  }, 30_000);
+});
