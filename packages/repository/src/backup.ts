@@ -6,7 +6,7 @@ import type { ChunkStore, ChunkWriter, PutResult } from './chunk-store.js';
 import type { Chunker } from './chunker.js';
 import { isRepoError, RepoError, RepoErrorCode } from './errors.js';
 import { chunkIdOf, type RepoKeys } from './keys.js';
-import { LargeFileHasher, type LargeFileOutcome } from './large-file-hasher.js';
+import type { LargeFileHasher, LargeFileOutcome } from './large-file-hasher.js';
 import { randomId, snapshotKey } from './layout.js';
 import type { SmallFileReaderLease, SmallFileReaderPool } from './small-file-reader.js';
 import type { SnapshotManifest, TreeEntry } from './snapshot.js';
@@ -77,6 +77,8 @@ export interface BackupContext {
   readonly readThreads: number;
   /** The repository's small-file reader threads, shared by its backups. */
   readonly readers: SmallFileReaderPool;
+  /** The repository's large-file threads, shared by its backups (they start with the first large file). */
+  readonly hashers: LargeFileHasher;
   /** Finds the snapshot to compare file metadata against (the newest of the same volume). */
   readonly findParent: (sourceDir: string, tags: Readonly<Record<string, string>>) => Promise<SnapshotManifest | undefined>;
 }
@@ -97,7 +99,6 @@ export async function runBackup(ctx: BackupContext, sourceDir: string, options: 
   const throttle = options.throttle ?? (options.bandwidthBytesPerSec ? new TokenBucket(options.bandwidthBytesPerSec) : undefined);
   let writer: ChunkWriter | undefined;
   let readerLease: SmallFileReaderLease | undefined;
-  let hasher: LargeFileHasher | undefined;
   try {
     if (options.signal?.aborted) throw canceled();
     // Indexes and the parent's manifest load while the tree is walked.
@@ -105,14 +106,7 @@ export async function runBackup(ctx: BackupContext, sourceDir: string, options: 
     parentLoad.catch(() => {});
     readerLease = ctx.readers.acquire();
     const reader = readerLease.reader;
-    // Its threads start with the first large file (none for a volume of small files).
-    hasher = new LargeFileHasher(ctx.readThreads, {
-      chunker: ctx.chunker.params,
-      chunkerSeed: ctx.keys.chunkerSeed,
-      chunkIdKey: ctx.keys.chunkIdKey,
-      encryptionKey: ctx.keys.encryptionKey,
-    });
-    const activeHasher = hasher;
+    const activeHasher = ctx.hashers;
     const counters = { newChunks: 0, reusedChunks: 0, storedBytes: 0, bytesDone: 0, bytesRead: 0, filesDone: 0, unchangedFiles: 0 };
 
     // Unchanged files (same size, mtime, ctime and inode as in the parent) keep the parent's
@@ -302,7 +296,6 @@ export async function runBackup(ctx: BackupContext, sourceDir: string, options: 
     throw error;
   } finally {
     await readerLease?.release();
-    await hasher?.close();
     options.signal?.removeEventListener('abort', onAbort);
   }
 }

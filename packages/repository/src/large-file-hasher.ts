@@ -1,6 +1,6 @@
 import type { Worker } from 'node:worker_threads';
 import type { FromLargeFileWorker, LargeFileWorkerData, ToLargeFileWorker } from './large-file-worker.js';
-import { spawnRepoWorker } from './worker-threads.js';
+import { IdleStop, spawnRepoWorker, THREADS_IDLE_MS } from './worker-threads.js';
 
 /** One chunk of a large file, cut and identified on a worker thread, which still holds its bytes. */
 export interface HashedChunk {
@@ -21,6 +21,9 @@ export type LargeFileOutcome =
  * chunker, HMAC, AES-GCM and their garbage were most of the backup's main thread on large files
  * (profile in the README), so one thread capped a node at their speed. A file is cut on one
  * thread (boundaries depend on every byte before them); several files run on several threads.
+ * The repository keeps one for all its backups: a thread starts with the first large file, is
+ * shared by the files of every backup after it (one file at a time), does not hold the process
+ * open while idle, and all stop after `idleMs` with none in use.
  */
 export class LargeFileHasher {
   private readonly workers: Worker[] = [];
@@ -28,11 +31,20 @@ export class LargeFileHasher {
   private readonly waiting: ((worker: Worker) => void)[] = [];
   private nextJob = 0;
   private closed = false;
+  private readonly idleStop: IdleStop;
 
   constructor(
     private readonly threads: number,
     private readonly data: LargeFileWorkerData,
-  ) {}
+    idleMs: number = THREADS_IDLE_MS,
+  ) {
+    this.idleStop = new IdleStop(idleMs, () => {
+      if (this.idle.length !== this.workers.length) return;
+      const stopping = this.workers.splice(0);
+      this.idle.length = 0;
+      for (const worker of stopping) void worker.terminate();
+    });
+  }
 
   /**
    * Streams `path` through a worker: `onChunk` is called for each chunk in file order, and up to
@@ -112,31 +124,49 @@ export class LargeFileHasher {
       worker.off('message', onMessage);
       worker.off('error', onError);
       worker.off('exit', onError);
-      if (crashed) this.workers.splice(this.workers.indexOf(worker), 1);
-      else this.release(worker);
+      if (crashed) {
+        this.workers.splice(this.workers.indexOf(worker), 1);
+        // Its place is free: a file waiting for a thread gets a new one.
+        const waiter = this.closed ? undefined : this.waiting.shift();
+        if (waiter) waiter(this.spawn());
+      } else this.release(worker);
     }
   }
 
   private acquire(): Promise<Worker> {
+    if (this.closed) return Promise.reject(new Error('the large-file hasher is closed'));
+    this.idleStop.busy();
     const free = this.idle.pop();
-    if (free) return Promise.resolve(free);
-    if (this.workers.length < this.threads) {
-      const worker = spawnRepoWorker('large-file-worker', this.data);
-      this.workers.push(worker);
-      return Promise.resolve(worker);
+    if (free) {
+      free.ref();
+      return Promise.resolve(free);
     }
+    if (this.workers.length < this.threads) return Promise.resolve(this.spawn());
     return new Promise((resolve) => this.waiting.push(resolve));
+  }
+
+  private spawn(): Worker {
+    const worker = spawnRepoWorker('large-file-worker', this.data);
+    this.workers.push(worker);
+    return worker;
   }
 
   private release(worker: Worker): void {
     if (this.closed) return;
     const waiter = this.waiting.shift();
-    if (waiter) waiter(worker);
-    else this.idle.push(worker);
+    if (waiter) {
+      waiter(worker);
+      return;
+    }
+    worker.unref();
+    this.idle.push(worker);
+    if (this.idle.length === this.workers.length) this.idleStop.idle();
   }
 
+  /** Stops every thread now (the repository is closed); a file in progress fails. */
   async close(): Promise<void> {
     this.closed = true;
-    await Promise.all(this.workers.map((w) => w.terminate()));
+    this.idleStop.busy();
+    await Promise.all(this.workers.splice(0).map((w) => w.terminate()));
   }
 }

@@ -7,6 +7,7 @@ import { ChunkStore } from './chunk-store.js';
 import { Chunker, type ChunkerParams, DEFAULT_CHUNKER_PARAMS, validateChunkerParams } from './chunker.js';
 import { errnoCode, isRepoError, RepoError, RepoErrorCode } from './errors.js';
 import { deriveRepoKeys, type KdfParams, keyCheckMatches, newKdfParams, type RepoKeys, requireKey } from './keys.js';
+import { LargeFileHasher } from './large-file-hasher.js';
 import { baseName, CONFIG_KEY, HEX_ID, randomId, SNAPSHOT_PREFIX, snapshotKey } from './layout.js';
 import { type PruneOptions, type PruneSummary, runPrune } from './prune.js';
 import { type RestoreOptions, type RestoreResult, runRestore } from './restore.js';
@@ -163,6 +164,7 @@ export class Repository {
         chunker: this.chunker,
         readThreads: defaultReadThreads(),
         readers: this.smallFileReaders(),
+        hashers: this.largeFileHashers(),
         findParent: (source, tags) => this.findParent(source, tags),
       },
       sourceDir,
@@ -233,20 +235,31 @@ export class Repository {
     return forgotten;
   }
 
-  /** The small-file reader threads this repository's backups share (started by the first one). */
+  /** The worker threads this repository's backups share (README "Pipeline"), made by the first backup. */
   private readers: SmallFileReaderPool | undefined;
+  private hashers: LargeFileHasher | undefined;
 
   private smallFileReaders(): SmallFileReaderPool {
     this.readers ??= new SmallFileReaderPool(defaultReadThreads());
     return this.readers;
   }
 
+  private largeFileHashers(): LargeFileHasher {
+    this.hashers ??= new LargeFileHasher(defaultReadThreads(), {
+      chunker: this.chunker.params,
+      chunkerSeed: this.keys.chunkerSeed,
+      chunkIdKey: this.keys.chunkIdKey,
+      encryptionKey: this.keys.encryptionKey,
+    });
+    return this.hashers;
+  }
+
   /**
    * Stops the threads kept between backups now. Optional: idle, they never hold the process open
-   * and stop by themselves after READER_IDLE_MS; a backup still running fails.
+   * and stop by themselves after THREADS_IDLE_MS; a backup still running fails.
    */
   async close(): Promise<void> {
-    await this.readers?.close();
+    await Promise.all([this.readers?.close(), this.hashers?.close()]);
   }
 
   /** Summaries of snapshots read so far: snapshots never change, so each is decrypted once per process. */

@@ -84,14 +84,17 @@ describe('SmallFileReaderPool', () => {
 });
 
 describe('a repository keeping its reader threads between backups', () => {
-  // A CLI process backs up and returns from main: the threads kept for the next backup must not
-  // keep it running (they would for the 30 s idle time if they were referenced).
+  // A CLI process backs up and returns from main: the threads kept for the next backup (small-file
+  // readers, large-file hashers) must not keep it running (they would for the 30 s idle time if
+  // they were referenced).
   it('lets a process that has backed up exit by itself', async () => {
     const repoSrc = pathToFileURL(join(import.meta.dirname, 'index.ts')).href;
     const tsx = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
     const source = join(dir, 'volume');
     await mkdir(source);
     await writeFile(join(source, 'file'), 'data');
+    // Over 1 MiB: read, cut and sealed on a large-file thread, which the repository keeps too.
+    await writeFile(join(source, 'large'), Buffer.alloc(3 * 1024 * 1024, 7));
     const script = `
       const { Repository } = await import(${JSON.stringify(repoSrc)});
       const repo = await Repository.init({ dir: ${JSON.stringify(join(dir, 'repo'))}, key: 'reader pool test key', durable: false });

@@ -1,6 +1,7 @@
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { RepoError, RepoErrorCode } from './errors.js';
+import { IdleStop, THREADS_IDLE_MS } from './worker-threads.js';
 
 /** One file of a batch: its bytes, or why there are none. */
 export type SmallFileRead =
@@ -317,9 +318,6 @@ export class SmallFileReader {
   }
 }
 
-/** How long the shared reader's threads stay up with no backup using them. */
-export const READER_IDLE_MS = 30_000;
-
 /** One backup's use of the shared reader: `release()` once it is done with it (safe to call twice). */
 export interface SmallFileReaderLease {
   readonly reader: SmallFileReader;
@@ -331,21 +329,27 @@ export interface SmallFileReaderLease {
  * threads costs ~100 ms of CPU, more than backing up a small volume; a node agent backing up many
  * small volumes started two per volume. The threads start with the first backup, stay up while
  * backups come (not holding the process open once idle: a CLI exits when its backup is done),
- * and stop after `idleMs` without one. A reader whose thread crashed is replaced for the next
+ * and stop after `idleMs` (THREADS_IDLE_MS) without one. A reader whose thread crashed is replaced for the next
  * backup and stopped when the last backup using it lets go.
  */
 export class SmallFileReaderPool {
   private current: { reader: SmallFileReader; users: number } | undefined;
-  private idleTimer: NodeJS.Timeout | undefined;
+  private readonly idleStop: IdleStop;
 
   constructor(
     private readonly threads: number,
-    private readonly idleMs: number = READER_IDLE_MS,
-  ) {}
+    idleMs: number = THREADS_IDLE_MS,
+  ) {
+    this.idleStop = new IdleStop(idleMs, () => {
+      const entry = this.current;
+      if (!entry || entry.users > 0) return;
+      this.current = undefined;
+      void entry.reader.close();
+    });
+  }
 
   acquire(): SmallFileReaderLease {
-    clearTimeout(this.idleTimer);
-    this.idleTimer = undefined;
+    this.idleStop.busy();
     if (!this.current || this.current.reader.broken) this.current = { reader: new SmallFileReader(this.threads), users: 0 };
     const entry = this.current;
     entry.users++;
@@ -363,19 +367,14 @@ export class SmallFileReaderPool {
           return;
         }
         entry.reader.unref();
-        this.idleTimer = setTimeout(() => {
-          if (this.current !== entry || entry.users > 0) return;
-          this.current = undefined;
-          void entry.reader.close();
-        }, this.idleMs);
-        this.idleTimer.unref();
+        this.idleStop.idle();
       },
     };
   }
 
   /** Stops the threads now (the repository is closed); a backup still using them fails. */
   async close(): Promise<void> {
-    clearTimeout(this.idleTimer);
+    this.idleStop.busy();
     const entry = this.current;
     this.current = undefined;
     await entry?.reader.close();

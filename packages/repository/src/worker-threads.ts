@@ -28,3 +28,34 @@ export function spawnRepoWorker(name: 'large-file-worker' | 'chunk-open-worker',
   worker.on('error', () => {});
   return worker;
 }
+
+/** How long a repository's worker threads stay up with no backup using them. */
+export const THREADS_IDLE_MS = 30_000;
+
+/**
+ * Calls `stop` once `idleMs` has passed since `idle()` with no `busy()` since: the threads a
+ * repository keeps between backups (small-file readers, large-file hashers) stop when unused.
+ * The timer never holds the process open.
+ */
+export class IdleStop {
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly idleMs: number,
+    private readonly stop: () => void,
+  ) {}
+
+  busy(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  idle(): void {
+    this.busy();
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.stop();
+    }, this.idleMs);
+    this.timer.unref();
+  }
+}
