@@ -125,7 +125,9 @@ export class LargeFileHasher {
       worker.off('error', onError);
       worker.off('exit', onError);
       if (crashed) {
-        this.workers.splice(this.workers.indexOf(worker), 1);
+        // Gone from the list already when close() stopped it.
+        const at = this.workers.indexOf(worker);
+        if (at >= 0) this.workers.splice(at, 1);
         // Its place is free: a file waiting for a thread gets a new one.
         const waiter = this.closed ? undefined : this.waiting.shift();
         if (waiter) waiter(this.spawn());
