@@ -58,7 +58,7 @@ export interface HugeBackupRun {
   blocksPerSecond: number;
   /** LIST requests the simulator counted during the backup, and the resource types listed. */
   listCalls: number;
-  /** The same without the PVB/PVR informers' lists (workers' and node agents', not the plan's). */
+  /** The same without the informers' lists (workers' and node agents': PVBs, PVRs, and every LIST with a selector), i.e. plan's. */
   planListCalls: number;
   listedResourceTypes: number;
   listCallsByResource: Record<string, number>;
@@ -331,7 +331,12 @@ export async function runHuge(s: HugeScenario, logDir: string, keepLogs: boolean
         makespanMs,
         blocksPerSecond: blocks / (makespanMs / 1000),
         listCalls: sum(Object.values(listCallsByResource)),
-        planListCalls: sum(Object.entries(listCallsByResource).flatMap(([resource, n]) => (INFORMER_RESOURCES.has(resource) ? [] : [n]))),
+        // Plan lists whole types; a LIST with a selector is an informer's (the agents' and workers' pod informers).
+        planListCalls: sum(
+          Object.entries(listCallsByResource).flatMap(([resource, n]) =>
+            INFORMER_RESOURCES.has(resource) ? [] : [n - (requests.selectorLists?.[resource] ?? 0)],
+          ),
+        ),
         listedResourceTypes: Object.keys(listCallsByResource).length,
         listCallsByResource,
         blocksDoneMs: w.blocksDoneAt !== undefined ? w.blocksDoneAt - submittedAt : undefined,

@@ -373,6 +373,8 @@ export class KubeApi {
       return this.serveWatch(req, res, url, target);
     }
     this.ctx.stats.count(verb, label);
+    if (verb === 'list' && (url.searchParams.get('labelSelector') || url.searchParams.get('fieldSelector')))
+      this.ctx.stats.countSelectorList(label);
     if (await this.applyFaults(res, label, verb)) return;
     const dryRun = url.searchParams.getAll('dryRun').includes('All');
     const fieldValidation = fieldValidationOf(url);

@@ -92,6 +92,12 @@ export interface RequestCounts {
   byVerb: Record<string, number>;
   /** resource (`pods`, `pods/exec`, `podvolumebackups.stowage.dev/status`) → verb → count */
   byResource: Record<string, Record<string, number>>;
+  /**
+   * Of the LIST requests, those with a label or field selector, by resource: what informers and
+   * controllers list (a node agent's pods of its node, a worker's restored pods). A backup's plan
+   * lists whole types, so the rest are its pages.
+   */
+  selectorLists: Record<string, number>;
   /** Watch streams are counted here, not as list/get. */
   watches: { opened: number; active: number; byResource: Record<string, number> };
   /** Answers replaced by injected faults, by status. */
@@ -117,6 +123,7 @@ export class RequestStats {
       total: 0,
       byVerb: {},
       byResource: {},
+      selectorLists: {},
       watches: { opened: 0, active: 0, byResource: {} },
       faulted: {},
       connections: 0,
@@ -142,6 +149,11 @@ export class RequestStats {
     const perResource = this.counts.byResource[resource] ?? {};
     perResource[verb] = (perResource[verb] ?? 0) + 1;
     this.counts.byResource[resource] = perResource;
+  }
+
+  /** A LIST with a label or field selector (counted with `count` too). */
+  countSelectorList(resource: string): void {
+    this.counts.selectorLists[resource] = (this.counts.selectorLists[resource] ?? 0) + 1;
   }
 
   watchOpened(resource: string): () => void {

@@ -32,4 +32,16 @@ describe('requests in flight, as the simulator counts them', () => {
     await fetch(`${sim.url}/api/v1/namespaces/shop/configmaps`);
     expect((await counts()).inFlight).toEqual({ current: 0, peak: 1 });
   });
+
+  it('counts the LISTs with a label or field selector apart (informers), within the LISTs of their resource', async () => {
+    sim.resetRequests();
+    const list = (query: string) => fetch(`${sim.url}/api/v1/pods${query}`).then((r) => r.status);
+    expect(await list('')).toBe(200);
+    expect(await list('?limit=1')).toBe(200);
+    expect(await list('?fieldSelector=spec.nodeName%3Dnode-1')).toBe(200);
+    expect(await list('?labelSelector=app%3Dweb')).toBe(200);
+    const after = await counts();
+    expect(after.byResource.pods?.list).toBe(4);
+    expect(after.selectorLists).toEqual({ pods: 2 });
+  });
 });
