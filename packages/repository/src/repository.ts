@@ -256,10 +256,14 @@ export class Repository {
 
   /**
    * Stops the threads kept between backups now. Optional: idle, they never hold the process open
-   * and stop by themselves after THREADS_IDLE_MS; a backup still running fails.
+   * and stop by themselves after THREADS_IDLE_MS; a backup still running fails, a later one starts
+   * threads again.
    */
   async close(): Promise<void> {
-    await Promise.all([this.readers?.close(), this.hashers?.close()]);
+    const { readers, hashers } = this;
+    this.readers = undefined;
+    this.hashers = undefined;
+    await Promise.all([readers?.close(), hashers?.close()]);
   }
 
   /** Summaries of snapshots read so far: snapshots never change, so each is decrypted once per process. */
