@@ -334,7 +334,7 @@ export async function runHuge(s: HugeScenario, logDir: string, keepLogs: boolean
         // Plan lists whole types; a LIST with a selector is an informer's (the agents' and workers' pod informers).
         planListCalls: sum(
           Object.entries(listCallsByResource).flatMap(([resource, n]) =>
-            INFORMER_RESOURCES.has(resource) ? [] : [n - (requests.selectorLists?.[resource] ?? 0)],
+            INFORMER_RESOURCES.has(resource) ? [] : [n - (requests.selectorLists[resource] ?? 0)],
           ),
         ),
         listedResourceTypes: Object.keys(listCallsByResource).length,

@@ -80,6 +80,20 @@ describe('SmallFileReaderPool', () => {
       await pool.close();
     }
   });
+  it('stops the rest of a reader whose thread died while no backup used it, when it replaces it', async () => {
+    const pool = new SmallFileReaderPool(2);
+    try {
+      const { reader: idle } = await readBoth(pool);
+      // Released and idle; one of its threads dies (here: a bad request sent past the pool).
+      await expect(idle.read([{ path: join(dir, 'a'), size: -5 }])).rejects.toThrow();
+      const next = await readBoth(pool);
+      expect(next.reader).not.toBe(idle);
+      expect(next.text).toEqual(['alpha', 'bravo!']);
+      await expect(idle.read([{ path: join(dir, 'a'), size: 5 }])).rejects.toThrow('closed');
+    } finally {
+      await pool.close();
+    }
+  });
 });
 
 describe('a repository keeping its reader threads between backups', () => {

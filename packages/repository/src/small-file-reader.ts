@@ -326,11 +326,11 @@ export interface SmallFileReaderLease {
 
 /**
  * The small-file reader threads of one repository, shared by its backups. Starting a pair of
- * threads costs ~100 ms of CPU, more than backing up a small volume; a node agent backing up many
+ * threads costs ~120 ms of CPU, more than backing up a small volume; a node agent backing up many
  * small volumes started two per volume. The threads start with the first backup, stay up while
  * backups come (not holding the process open once idle: a CLI exits when its backup is done),
- * and stop after `idleMs` (THREADS_IDLE_MS) without one. A reader whose thread crashed is replaced for the next
- * backup and stopped when the last backup using it lets go.
+ * and stop after `idleMs` (THREADS_IDLE_MS) without one. A reader whose thread crashed is
+ * replaced for the next backup and stopped when the last backup using it lets go.
  */
 export class SmallFileReaderPool {
   private current: { reader: SmallFileReader; users: number } | undefined;
@@ -350,7 +350,12 @@ export class SmallFileReaderPool {
 
   acquire(): SmallFileReaderLease {
     this.idleStop.busy();
-    if (!this.current || this.current.reader.broken) this.current = { reader: new SmallFileReader(this.threads), users: 0 };
+    if (this.current?.reader.broken) {
+      // A thread died while no backup used it: nobody else will stop the reader's other threads.
+      if (this.current.users === 0) void this.current.reader.close();
+      this.current = undefined;
+    }
+    this.current ??= { reader: new SmallFileReader(this.threads), users: 0 };
     const entry = this.current;
     entry.users++;
     entry.reader.ref();
