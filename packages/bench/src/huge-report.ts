@@ -62,7 +62,9 @@ export function renderHugeMarkdown(input: { command: string; startedAt: string; 
       on.listCallsByResource,
     )
       .map(([k, v]) => `${k} ${v}`)
-      .join(', ')}. One paginated list per type and backup would take ${r.expectedListRequests} requests (the informers' lists aside).`,
+      .join(
+        ', ',
+      )}. One paginated list per type and backup (the big one's across the cluster, the small one's in its namespace, with the first page of PVs) would take ${r.expectedListRequests} requests (the informers' lists aside).`,
     '',
     `Top Redis commands per block (window on): ${Object.entries(on.redisTopCommandsPerBlock)
       .map(([k, v]) => `${k} ${v}`)
@@ -74,7 +76,7 @@ export function renderHugeMarkdown(input: { command: string; startedAt: string; 
     '',
     `- plan + dispatch of the pods < 60 s (alone, no window): ${s1(r.dispatchOnly.planAndDispatchMs)} — ${yes(r.dispatchOnly.planAndDispatchMs < 60_000)}`,
     `- ≥ 3,000 volume-less blocks/s end to end with ${s.workers} workers: ${n0(on.blocksPerSecond)} (window) / ${n0(off.blocksPerSecond)} (none) — ${yes(Math.max(on.blocksPerSecond, off.blocksPerSecond) >= 3000)}`,
-    `- one paginated LIST per resource type (not per namespace): ${on.planListCalls} requests for 2 backups (${on.listCalls} with the informers' lists: PVBs, PVRs, and the pods lists with a selector), ${r.expectedListRequests} pages expected — ${yes(on.planListCalls <= r.expectedListRequests)}`,
+    `- one paginated LIST per resource type (the big backup's not per namespace): ${on.planListCalls} requests for 2 backups (${on.listCalls} with the informers' lists: PVBs, PVRs, and the pods lists with a selector), ${r.expectedListRequests} pages expected — ${yes(on.planListCalls <= r.expectedListRequests)}`,
     `- ≤ 2 KiB Redis per queued block: ${kib(r.dispatchOnly.redisBytesPerQueuedBlock)} in all, ${kib(r.dispatchOnly.redisBytesPerQueuedBlock - r.dispatchOnly.planStateBytesPerBlock)} without the plan state — ${yes(r.dispatchOnly.redisBytesPerQueuedBlock <= 2048)}`,
     `- the small backup within 10× its time alone: submitted 5 s after the big one ×${on.small.overAlone.toFixed(1)} with the window (×${off.small.overAlone.toFixed(1)} without); behind a backlog ×${r.backlogWindowed.small.overAlone.toFixed(1)} with the window (×${r.dispatchOnly.small.overAlone.toFixed(1)} without) — ${yes(on.small.overAlone <= 10 && r.backlogWindowed.small.overAlone <= 10)}`,
     '',

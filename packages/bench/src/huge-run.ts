@@ -365,13 +365,18 @@ export async function runHuge(s: HugeScenario, logDir: string, keepLogs: boolean
     }
     const [windowed, unwindowed] = runs as [HugeBackupRun, HugeBackupRun];
 
-    // One paginated list (pages of 500) per resource type and backup, for the big and the small backup.
+    // One paginated list (pages of 500) per resource type and backup: across the cluster for the big
+    // backup (its 1,000+ namespaces); in its one namespace for the small backup, which then reads
+    // the first page of PVs and GETs the rest of its PVs (the plan's namespaceListsMax).
     const pages = (n: number) => Math.max(1, Math.ceil(n / 500));
     const related = pages(podsPerNamespace * s.namespaces + tinyPerNs * (s.tinyVolumePods > 0 ? TINY_NAMESPACES : 0) + s.smallPods);
     // Namespaces fill pages too (1,000 and more here); every other type listed fits one page.
     const namespacePages = pages(big.objects.filter((o) => (o as { kind?: string }).kind === 'Namespace').length);
     const planTypes = Object.keys(windowed.listCallsByResource).filter((r) => !INFORMER_RESOURCES.has(r)).length;
-    const expectedListRequests = 2 * (3 * related + namespacePages + (planTypes - 4));
+    const otherTypes = planTypes - 4; // besides pods, PVCs, PVs and namespaces
+    const bigListRequests = 3 * related + namespacePages + otherTypes;
+    const smallListRequests = 2 * pages(s.smallPods) + 1 + namespacePages + otherTypes;
+    const expectedListRequests = bigListRequests + smallListRequests;
     return { scenario: s, dispatchOnly, backlogWindowed, expectedListRequests, smallAloneMs, windowed, unwindowed, problems: env.problems };
   } finally {
     process.removeListener('exit', onExit);

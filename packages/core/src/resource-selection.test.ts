@@ -6,7 +6,9 @@ import {
   explainItemExclusion,
   explainRelatedItemExclusion,
   isItemIncluded,
+  isNamespaceIncluded,
   isRelatedItemIncluded,
+  namespacesListedOneByOne,
   type SelectableItem,
   selectsEverything,
 } from './resource-selection.js';
@@ -161,5 +163,45 @@ describe('selectsEverything', () => {
     [{ orLabelSelectors: [{ matchLabels: { app: 'x' } }] }, false],
   ])('%j → %s', (spec, expected) => {
     expect(selectsEverything(specOf(spec))).toBe(expected);
+  });
+});
+
+describe('namespacesListedOneByOne', () => {
+  it.each<[string, Record<string, unknown>, number, string[] | undefined]>([
+    ['every namespace: whole-cluster lists', {}, 10, undefined],
+    ['"*": whole-cluster lists', { includedNamespaces: ['*'] }, 10, undefined],
+    ['a name and "*"', { includedNamespaces: ['shop', '*'] }, 10, undefined],
+    ['one name', { includedNamespaces: ['shop'] }, 10, ['shop']],
+    ['names sorted, repeats once', { includedNamespaces: ['web', 'shop', 'web'] }, 10, ['shop', 'web']],
+    ['a glob among names', { includedNamespaces: ['shop', 'team-?'] }, 10, undefined],
+    ['a class glob', { includedNamespaces: ['team-[ab]'] }, 10, undefined],
+    ['more names than the limit', { includedNamespaces: ['a', 'b', 'c'] }, 2, undefined],
+    ['the limit counts what the excludes leave', { includedNamespaces: ['a', 'b', 'c'], excludedNamespaces: ['c'] }, 2, ['a', 'b']],
+    ['an exclude glob', { includedNamespaces: ['kube-system', 'shop'], excludedNamespaces: ['kube-*'] }, 10, ['shop']],
+    ['everything named is excluded: nothing to list', { includedNamespaces: ['shop'], excludedNamespaces: ['shop'] }, 10, []],
+    ['limit 0: always whole-cluster lists', { includedNamespaces: ['shop'] }, 0, undefined],
+  ])('%s', (_label, spec, max, expected) => {
+    // A plain filter: validation refuses some of these specs (an include also excluded), the rule still answers.
+    expect(namespacesListedOneByOne({ includedNamespaces: [], excludedNamespaces: [], ...spec }, max)).toEqual(expected);
+  });
+
+  // The plan lists these namespaces in place of the whole cluster, so no included namespace may be missing.
+  it('lists every namespace the filter includes, whenever it answers', () => {
+    const names = fc.constantFrom('a', 'b', 'kube-a', 'team-1', 'team-2');
+    fc.assert(
+      fc.property(
+        fc.array(fc.oneof(names, fc.constantFrom('*', 'team-*', 'kube-?')), { maxLength: 4 }),
+        fc.array(fc.oneof(names, fc.constantFrom('team-*', 'kube-?')), { maxLength: 2 }),
+        fc.integer({ min: 0, max: 4 }),
+        (includedNamespaces, excludedNamespaces, max) => {
+          const spec = { includedNamespaces, excludedNamespaces };
+          const listed = namespacesListedOneByOne(spec, max);
+          if (listed === undefined) return;
+          for (const ns of ['a', 'b', 'kube-a', 'team-1', 'team-2', 'other']) {
+            expect(listed.includes(ns)).toBe(isNamespaceIncluded(ns, spec));
+          }
+        },
+      ),
+    );
   });
 });

@@ -128,7 +128,8 @@ export async function discoverResources(kube: KubeClients): Promise<DiscoveryRes
   return { resources, failures };
 }
 
-async function mapWithConcurrency<T, R>(items: T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+/** `fn` over `items`, at most `limit` at once; results in the items' order. */
+export async function mapWithConcurrency<T, R>(items: T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
   const results = new Array<R>(items.length);
   let next = 0;
   const workers = Array.from({ length: Math.min(limit, items.length) }, async () => {

@@ -34,6 +34,7 @@ export {
 export {
   apiVersionOfPath,
   collectionPath,
+  getAllByName,
   type ListAllOptions,
   type ListCollectionOptions,
   type ListPage,

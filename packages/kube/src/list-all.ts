@@ -1,5 +1,5 @@
 import type { KubernetesObject } from '@kubernetes/client-node';
-import { groupVersionPath } from './discovery.js';
+import { groupVersionPath, mapWithConcurrency } from './discovery.js';
 import type { KubeClients } from './kube-clients.js';
 import { KubeError, KubeErrorCodes } from './kube-errors.js';
 
@@ -32,12 +32,14 @@ export interface ListPage<T> {
   resourceVersion: string;
   /** 1 for the first page. */
   pageNumber: number;
+  /** Items after this page, when the server says (Kubernetes does for lists without a selector). */
+  remainingItemCount?: number | undefined;
 }
 
 interface ListJson<T> {
   kind?: string;
   apiVersion?: string;
-  metadata?: { resourceVersion?: string; continue?: string };
+  metadata?: { resourceVersion?: string; continue?: string; remainingItemCount?: number };
   items?: T[];
 }
 
@@ -127,7 +129,13 @@ export async function* listCollection<T extends KubernetesObject = KubernetesObj
       throw new KubeError({ code: KubeErrorCodes.unexpected, message: `list ${path}: the server returned the same continue token twice` });
     }
     continueToken = nextToken;
-    yield { items, resourceVersion: list.metadata?.resourceVersion ?? '', pageNumber };
+    const remainingItemCount = list.metadata?.remainingItemCount;
+    yield {
+      items,
+      resourceVersion: list.metadata?.resourceVersion ?? '',
+      pageNumber,
+      ...(remainingItemCount !== undefined ? { remainingItemCount } : {}),
+    };
   } while (continueToken !== undefined);
 }
 
@@ -139,4 +147,27 @@ export async function listAllItems<T extends KubernetesObject = KubernetesObject
   const items: T[] = [];
   for await (const page of listAll<T>(kube, options)) items.push(...page.items);
   return items;
+}
+
+/**
+ * The named objects of a resource, a GET each (at most `concurrency` at once), in the names' order;
+ * a name the server does not know (404) is left out, as a list would not have it.
+ */
+export async function getAllByName<T extends KubernetesObject = KubernetesObject>(
+  kube: KubeClients,
+  options: { resource: ResourceRef; namespace?: string | undefined; names: readonly string[]; concurrency?: number | undefined },
+): Promise<T[]> {
+  const { resource } = options;
+  const apiVersion = resource.group === '' ? resource.version : `${resource.group}/${resource.version}`;
+  const base = collectionPath(resource, options.namespace);
+  const found = await mapWithConcurrency([...options.names], options.concurrency ?? 8, async (name) => {
+    try {
+      const item = await kube.requestJson<T>({ path: `${base}/${encodeURIComponent(name)}`, description: `get ${base}/${name}` });
+      return { ...item, apiVersion: item.apiVersion ?? apiVersion, kind: item.kind ?? resource.kind };
+    } catch (err) {
+      if (err instanceof KubeError && err.code === KubeErrorCodes.notFound) return undefined;
+      throw err;
+    }
+  });
+  return found.filter((item): item is NonNullable<typeof item> => item !== undefined) as T[];
 }

@@ -33,6 +33,8 @@ export interface PipelineConfig {
   blocksInFlightPerBackup: number;
   /** Items per list request while planning. */
   listPageSize: number;
+  /** A backup of at most this many named namespaces is planned from their lists, not the cluster's (0: never). */
+  namespaceListsMax: number;
   /** pvb-watch re-park backoff: first delay and cap. */
   pvbPollBaseMs: number;
   pvbPollMaxMs: number;
@@ -65,6 +67,7 @@ export const DEFAULT_PIPELINE_CONFIG: PipelineConfig = Object.freeze({
   blockBatchSize: 500,
   blocksInFlightPerBackup: 1_000,
   listPageSize: 500,
+  namespaceListsMax: 10,
   pvbPollBaseMs: 200,
   pvbPollMaxMs: 5_000,
   pvbRealReadEveryMs: 30_000,

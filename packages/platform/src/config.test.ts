@@ -203,6 +203,18 @@ describe('loadConfigOrExit', () => {
     expect(bad.problems[0]?.message).toMatch(/^STOWAGE_BLOCKS_IN_FLIGHT_PER_BACKUP: .*whole number from 0/);
   });
 
+  it('reads how many named namespaces a plan lists one by one (default 10, 0 = never) and names it when invalid', () => {
+    const base = { STOWAGE_STORAGE: '/tmp/stowage' };
+    const byDefault = loadConfig(base);
+    expect(byDefault.ok && byDefault.config.pipeline.namespaceListsMax).toBe(10);
+    const off = loadConfig({ ...base, STOWAGE_PLAN_NAMESPACE_LISTS_MAX: '0' });
+    expect(off.ok && off.config.pipeline.namespaceListsMax).toBe(0);
+    const bad = loadConfig({ ...base, STOWAGE_PLAN_NAMESPACE_LISTS_MAX: '-1' });
+    expect(bad.ok).toBe(false);
+    if (bad.ok) return;
+    expect(bad.problems.map((p) => p.variable)).toEqual(['STOWAGE_PLAN_NAMESPACE_LISTS_MAX']);
+  });
+
   it('names a Redis Cluster by REDIS_URL=redis+cluster://… or STOWAGE_REDIS_CLUSTER_NODES, not both', () => {
     const byUrl = loadConfig({ REDIS_URL: 'redis+cluster://:pw@10.0.0.1:7000,redis-1:7001' });
     expect(byUrl.ok && byUrl.config.redis.url).toBe('redis+cluster://:pw@10.0.0.1:7000,redis-1:7001');

@@ -211,6 +211,12 @@ export const stowageEnvSchema = z.object({
     1_000,
     "a backup's blocks in the queues at once (its dispatch window; 0 = no window, every block is added while planning)",
   ),
+  STOWAGE_PLAN_NAMESPACE_LISTS_MAX: wholeNumber(
+    0,
+    1_000,
+    10,
+    'a backup naming at most this many namespaces (no globs) lists them one by one instead of every type across the cluster (0 = always across the cluster)',
+  ),
   STOWAGE_WAIT_MODE: oneOf(['decoupled', 'inline'], 'decoupled', 'inline exists only for the comparison benchmark'),
   STOWAGE_NAMESPACE: z.preprocess(
     blankToUndefined,
@@ -259,8 +265,15 @@ export interface StowageConfig {
   /** `host`: the interface every service's HTTP server listens on (HOST; default all, as containers need). */
   readonly api: { readonly port: number; readonly host: string; readonly auth: 'enabled' | 'disabled'; readonly tokens: readonly string[] };
   readonly concurrency: { readonly block: number; readonly watch: number; readonly hook: number };
-  /** `blocksInFlightPerBackup`: the dispatch window of each backup (0 = off), decided by plan (the api service). */
-  readonly pipeline: { readonly waitMode: 'decoupled' | 'inline'; readonly blocksInFlightPerBackup: number };
+  /**
+   * `blocksInFlightPerBackup`: the dispatch window of each backup (0 = off), decided by plan (the api
+   * service); `namespaceListsMax`: plan lists up to this many named namespaces one by one.
+   */
+  readonly pipeline: {
+    readonly waitMode: 'decoupled' | 'inline';
+    readonly blocksInFlightPerBackup: number;
+    readonly namespaceListsMax: number;
+  };
   readonly restore: { readonly itemsConcurrency: number; readonly maxInFlight: number };
   readonly node: { readonly name: string | undefined };
   readonly repository: { readonly key: string | undefined };
@@ -366,7 +379,11 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, op
     storage,
     api: { port: e.PORT, host: e.HOST, auth: e.STOWAGE_AUTH, tokens: e.STOWAGE_API_TOKENS },
     concurrency: { block: e.STOWAGE_BLOCK_CONCURRENCY, watch: e.STOWAGE_WATCH_CONCURRENCY, hook: e.STOWAGE_HOOK_CONCURRENCY },
-    pipeline: { waitMode: e.STOWAGE_WAIT_MODE, blocksInFlightPerBackup: e.STOWAGE_BLOCKS_IN_FLIGHT_PER_BACKUP },
+    pipeline: {
+      waitMode: e.STOWAGE_WAIT_MODE,
+      blocksInFlightPerBackup: e.STOWAGE_BLOCKS_IN_FLIGHT_PER_BACKUP,
+      namespaceListsMax: e.STOWAGE_PLAN_NAMESPACE_LISTS_MAX,
+    },
     restore: { itemsConcurrency: e.STOWAGE_RESTORE_ITEMS_CONCURRENCY, maxInFlight: e.STOWAGE_RESTORE_MAX_INFLIGHT },
     node: { name: e.STOWAGE_NODE_NAME },
     repository: { key: e.STOWAGE_REPO_KEY },

@@ -136,6 +136,7 @@ export async function startApiService(opts: ApiServiceOptions): Promise<ApiServi
           namespace: config.kube.namespace,
           waitMode: config.pipeline.waitMode,
           blocksInFlightPerBackup: config.pipeline.blocksInFlightPerBackup,
+          namespaceListsMax: config.pipeline.namespaceListsMax,
           restoreMaxInFlight: config.restore.maxInFlight,
           ...opts.pipeline,
         },
@@ -188,6 +189,7 @@ export async function startApiService(opts: ApiServiceOptions): Promise<ApiServi
         nodesWithAgent: () => dryRunAgents.nodesWithAgent(),
         namespace: config.kube.namespace,
         listPageSize: opts.pipeline?.listPageSize ?? DEFAULT_PIPELINE_CONFIG.listPageSize,
+        namespaceListsMax: opts.pipeline?.namespaceListsMax ?? config.pipeline.namespaceListsMax,
       },
       request,
     );

@@ -17,6 +17,7 @@ import {
   groupResourceOf,
   type ItemBlock,
   isResourceIncluded,
+  namespacesListedOneByOne,
   type PersistentVolume,
   type PersistentVolumeClaim,
   type Pod,
@@ -24,7 +25,7 @@ import {
   type VolumePolicy,
   validateResourcePolicies,
 } from '@stowage/core';
-import { type DiscoveredResource, discoverResources, type KubeClients, listAll, pvbGroup, pvbPlural } from '@stowage/kube';
+import { type DiscoveredResource, discoverResources, getAllByName, type KubeClients, listAll, pvbGroup, pvbPlural } from '@stowage/kube';
 import { type BlockPlan, itemKeyOf, type PlannedItem, type PlannedPod, type PlanSkip } from './block-plan.js';
 import { resolvePodHooks, selectFsBackupVolumes, type VolumeContext } from './pod-decisions.js';
 import { RelatedItemTracker } from './related-items.js';
@@ -66,6 +67,11 @@ export interface ClusterPlanInput {
   policies: readonly VolumePolicy[];
   nodesWithAgent: ReadonlySet<string>;
   listPageSize: number;
+  /**
+   * A backup of at most this many named namespaces lists them one by one, and reads only the PVs
+   * their PVCs are bound to (core's namespacesListedOneByOne); 0: every type across the cluster.
+   */
+  namespaceListsMax: number;
 }
 
 /** What the plan read besides the blocks: the PVCs and PVs (`ns/name` and name), for estimates. */
@@ -115,17 +121,27 @@ export async function planCluster(input: ClusterPlanInput, sink: ClusterPlanSink
     );
     if (planned.length > 0) await sink.blocks(planned);
   };
+  const listedNamespaces = namespacesListedOneByOne(spec, input.namespaceListsMax);
   const listItems = async (resource: DiscoveredResource): Promise<ClusterItem[]> => {
     const items: ClusterItem[] = [];
-    for await (const page of listAll(kube, { resource, pageSize: listPageSize })) {
-      for (const object of page.items) items.push(toClusterItem(resource, object));
+    for (const namespace of resource.namespaced && listedNamespaces ? listedNamespaces : [undefined]) {
+      for await (const page of listAll(kube, { resource, namespace, pageSize: listPageSize })) {
+        for (const object of page.items) items.push(toClusterItem(resource, object));
+      }
     }
     return items;
   };
 
-  // 1. Pods, PVCs and PVs: one grouping (pods sharing a PVC share a block). Listed at once.
-  const listed = await Promise.all(resources.filter((r) => r.group === '' && RELATED.has(r.resource)).map(listItems));
+  // 1. Pods, PVCs and PVs: one grouping (pods sharing a PVC share a block). Listed at once; when
+  // the backup lists a few namespaces and no cluster-scoped items, only the PVs its PVCs name.
+  const relatedResources = resources.filter((r) => r.group === '' && RELATED.has(r.resource));
+  const pvResource = relatedResources.find((r) => r.resource === 'persistentvolumes');
+  const boundPvsOnly = listedNamespaces !== undefined && pvResource !== undefined && !clusterScopedListed(pvResource, spec);
+  const listed = await Promise.all(relatedResources.filter((r) => !(boundPvsOnly && r === pvResource)).map(listItems));
   const related: ClusterItem[] = listed.flat();
+  if (boundPvsOnly && pvResource) {
+    for (const pv of await readBoundVolumes(kube, pvResource, related, listPageSize)) related.push(toClusterItem(pvResource, pv));
+  }
   for (const item of related) {
     const meta = item.object.metadata;
     if (item.resource === 'persistentvolumeclaims')
@@ -184,6 +200,38 @@ export async function planCluster(input: ClusterPlanInput, sink: ClusterPlanSink
     await emit(blocksOfAddedItems(kept));
   }
   return { pvcs: volumeCtx.pvcs, pvs: volumeCtx.pvs };
+}
+
+/**
+ * The PVs the listed PVCs are bound to (`spec.volumeName`: what grouping relates, as Velero's PVC
+ * action pulls them in). The first page of the cluster's PVs; then a GET for each one not on it
+ * when that takes fewer requests than the pages left (a big cluster), else the other pages (a
+ * small cluster, or a server that does not say how many are left).
+ */
+async function readBoundVolumes(
+  kube: KubeClients,
+  resource: DiscoveredResource,
+  related: ClusterItem[],
+  pageSize: number,
+): Promise<unknown[]> {
+  const wanted = new Set<string>();
+  for (const item of related) {
+    if (item.resource !== 'persistentvolumeclaims') continue;
+    const volumeName = (item.object as PersistentVolumeClaim).spec?.volumeName;
+    if (volumeName) wanted.add(volumeName);
+  }
+  const found: unknown[] = [];
+  if (wanted.size === 0) return found;
+  for await (const page of listAll(kube, { resource, pageSize })) {
+    for (const pv of page.items) if (wanted.delete(pv.metadata?.name ?? '')) found.push(pv);
+    if (wanted.size === 0) break;
+    const pagesLeft = page.remainingItemCount === undefined ? undefined : Math.ceil(page.remainingItemCount / pageSize);
+    if (pagesLeft !== undefined && wanted.size < pagesLeft) {
+      found.push(...(await getAllByName(kube, { resource, names: [...wanted] })));
+      break;
+    }
+  }
+  return found;
 }
 
 /** A read started ahead of its use: its failure is thrown where it is awaited, and not reported as unhandled before. */

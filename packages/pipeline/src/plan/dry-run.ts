@@ -26,6 +26,8 @@ export interface DryRunDeps {
   /** Stowage's namespace (resource policy ConfigMaps). */
   namespace: string;
   listPageSize: number;
+  /** As the plan step's (PipelineConfig.namespaceListsMax): the dry run reads what a real plan would. */
+  namespaceListsMax: number;
 }
 
 export interface DryRunHook {
@@ -139,6 +141,7 @@ export async function planDryRun(deps: DryRunDeps, request: { name: string; spec
       policies: loaded.policies,
       nodesWithAgent: await deps.nodesWithAgent(),
       listPageSize: deps.listPageSize,
+      namespaceListsMax: deps.namespaceListsMax,
     },
     {
       blocks: async (blocks) => {

@@ -161,6 +161,7 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
         policies,
         nodesWithAgent: await deps.agents.nodesWithAgent(),
         listPageSize: config.listPageSize,
+        namespaceListsMax: config.namespaceListsMax,
       },
       {
         blocks: store,
