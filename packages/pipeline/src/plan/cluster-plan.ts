@@ -35,6 +35,12 @@ import { readPolicyDocument } from './resource-policy-configmap.js';
 const NEVER_LISTED = new Set([`${pvbPlural}.${pvbGroup}`]);
 /** Lists read ahead of their blocks (each holds one resource's items in memory until its turn). */
 const LISTS_AHEAD = 4;
+/**
+ * What one GET costs the API server and the planner, in objects of a list page: a round trip
+ * against ~1 KiB of JSON per listed object. A plan GETs the PVs of its PVCs rather than list the
+ * rest of the cluster's when they are fewer than 1 in this many of those left.
+ */
+const GET_COSTS_LISTED_OBJECTS = 20;
 /** The relation graph needs these three listed together before grouping. */
 const RELATED = new Set(['pods', 'persistentvolumeclaims', 'persistentvolumes']);
 
@@ -205,8 +211,8 @@ export async function planCluster(input: ClusterPlanInput, sink: ClusterPlanSink
 /**
  * The PVs the listed PVCs are bound to (`spec.volumeName`: what grouping relates, as Velero's PVC
  * action pulls them in). The first page of the cluster's PVs; then a GET for each one not on it
- * when that takes fewer requests than the pages left (a big cluster), else the other pages (a
- * small cluster, or a server that does not say how many are left).
+ * when that is cheaper than listing the PVs left (a big cluster), else the other pages (a small
+ * cluster, or a server that does not say how many are left).
  */
 async function readBoundVolumes(
   kube: KubeClients,
@@ -225,8 +231,7 @@ async function readBoundVolumes(
   for await (const page of listAll(kube, { resource, pageSize })) {
     for (const pv of page.items) if (wanted.delete(pv.metadata?.name ?? '')) found.push(pv);
     if (wanted.size === 0) break;
-    const pagesLeft = page.remainingItemCount === undefined ? undefined : Math.ceil(page.remainingItemCount / pageSize);
-    if (pagesLeft !== undefined && wanted.size < pagesLeft) {
+    if (page.remainingItemCount !== undefined && wanted.size * GET_COSTS_LISTED_OBJECTS < page.remainingItemCount) {
       found.push(...(await getAllByName(kube, { resource, names: [...wanted] })));
       break;
     }
