@@ -1,9 +1,11 @@
-import type { HugeBackupRun, HugeResult } from './huge-run.js';
+import type { HugeBackupRun, HugeResult, SmallRun } from './huge-run.js';
 import type { MachineInfo } from './report.js';
 
 const n0 = (n: number | undefined) => (n === undefined ? '–' : Math.round(n).toLocaleString('en-US'));
 const s1 = (ms: number | undefined) => (ms === undefined ? '–' : `${(ms / 1000).toFixed(1)} s`);
 const kib = (b: number | undefined) => (b === undefined ? '–' : `${(b / 1024).toFixed(2)} KiB`);
+/** Where a small backup's time went: its plan stored, its last block done, its end (seconds after its submit). */
+const smallParts = (x: SmallRun) => `${s1(x.planMs)} / ${s1(x.blocksDoneMs)} / ${s1(x.makespanMs)}`;
 const yes = (ok: boolean) => (ok ? 'met' : '**not met**');
 
 /** The huge scenario's section of BENCHMARKS.md. */
@@ -47,6 +49,7 @@ export function renderHugeMarkdown(input: { command: string; startedAt: string; 
       `the ${s.smallPods}-pod backup during the big one`,
       (x) => `${s1(x.small.makespanMs)} = **×${x.small.overAlone.toFixed(1)}** its time alone`,
     ),
+    row(`… its plan stored / its last block done / its end (alone: ${smallParts(r.smallAlone)})`, (x) => smallParts(x.small)),
     '',
     `Plan and dispatch with the item-blocks queue paused until plan was done, then resumed, the ${s.smallPods}-pod backup submitted ${s.smallAfterMs / 1000} s after the resume (behind the backlog):`,
     '',
@@ -57,6 +60,7 @@ export function renderHugeMarkdown(input: { command: string; startedAt: string; 
     `| … of which the plan state (block plans, item manifests) | ${kib(r.dispatchOnly.planStateBytesPerBlock)} | ${kib(r.backlogWindowed.planStateBytesPerBlock)} |`,
     `| drain after the resume | ${n0(r.dispatchOnly.drainBlocksPerSecond)} blocks/s | ${n0(r.backlogWindowed.drainBlocksPerSecond)} blocks/s |`,
     `| the small backup behind the backlog | ${s1(r.dispatchOnly.small.makespanMs)} = **×${r.dispatchOnly.small.overAlone.toFixed(1)}** its time alone | ${s1(r.backlogWindowed.small.makespanMs)} = **×${r.backlogWindowed.small.overAlone.toFixed(1)}** its time alone |`,
+    `| … its plan stored / its last block done / its end | ${smallParts(r.dispatchOnly.small)} | ${smallParts(r.backlogWindowed.small)} |`,
     '',
     `LIST requests by resource (window on; the big and the small backup, pages of 500; podvolumebackups/podvolumerestores are the workers' and node agents' informers): ${Object.entries(
       on.listCallsByResource,

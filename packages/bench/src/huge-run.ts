@@ -71,7 +71,7 @@ export interface HugeBackupRun {
   driverCpuSeconds: number;
   simCpuSeconds: number;
   /** The small backup submitted `smallAfterMs` after the big one. */
-  small: { phase: string; makespanMs: number; overAlone: number };
+  small: SmallRun;
 }
 
 /**
@@ -92,7 +92,7 @@ export interface DispatchOnlyRun {
   drainBlocksPerSecond: number | undefined;
   phase: string;
   /** The small backup submitted after the resume, behind the backlog. */
-  small: { phase: string; makespanMs: number; overAlone: number };
+  small: SmallRun;
 }
 
 export interface HugeResult {
@@ -104,9 +104,32 @@ export interface HugeResult {
   expectedListRequests: number;
   /** The small backup on its own (idle workers), submit → Completed. */
   smallAloneMs: number;
+  /** The same, with its parts. */
+  smallAlone: SmallRun;
   windowed: HugeBackupRun;
   unwindowed: HugeBackupRun;
   problems: string[];
+}
+
+/** The small backup: submit → end, and where the time went (ms after its submit). */
+export interface SmallRun {
+  phase: string;
+  makespanMs: number;
+  overAlone: number;
+  /** Submit → its plan stored (every block planned). */
+  planMs?: number | undefined;
+  /** Submit → its last block done (finalize after). */
+  blocksDoneMs?: number | undefined;
+}
+
+function smallRun(w: Watch, submittedAt: number, aloneMs: number): SmallRun {
+  return {
+    phase: w.phase,
+    makespanMs: w.completedAt - submittedAt,
+    overAlone: (w.completedAt - submittedAt) / Math.max(1, aloneMs),
+    planMs: w.planDoneAt !== undefined ? w.planDoneAt - submittedAt : undefined,
+    blocksDoneMs: w.blocksDoneAt !== undefined ? w.blocksDoneAt - submittedAt : undefined,
+  };
 }
 
 interface Watch {
@@ -212,11 +235,13 @@ export async function runHuge(s: HugeScenario, logDir: string, keepLogs: boolean
     // The small backup alone, twice (the first warms the workers up); the second is the reference.
     env.hostBackupsQueue({ blocksInFlightPerBackup: s.blocksInFlightPerBackup });
     let smallAloneMs = 0;
+    let smallAlone: SmallRun | undefined;
     for (const name of ['small-warmup', 'small-alone']) {
       const at = await env.submit(name, ['small-0'], spec);
       const w = await watch(name, at, 10 * 60_000);
       if (w.phase !== 'Completed') env.problems.push(`${name} ended ${w.phase}`);
       smallAloneMs = w.completedAt - at;
+      smallAlone = smallRun(w, at, smallAloneMs);
     }
     say(`  huge: the ${s.smallPods}-pod backup alone took ${smallAloneMs} ms`);
 
@@ -263,11 +288,7 @@ export async function runHuge(s: HugeScenario, logDir: string, keepLogs: boolean
           planStateBytesPerBlock: stateBytes / Math.max(1, blocks),
           drainBlocksPerSecond: w.blocksDoneAt !== undefined ? blocks / ((w.blocksDoneAt - resumedAt) / 1000) : undefined,
           phase: w.phase,
-          small: {
-            phase: sw.phase,
-            makespanMs: sw.completedAt - smallAt,
-            overAlone: (sw.completedAt - smallAt) / Math.max(1, smallAloneMs),
-          },
+          small: smallRun(sw, smallAt, smallAloneMs),
         };
         if (w.phase !== 'Completed') env.problems.push(`${name} ended ${w.phase}`);
         say(
@@ -351,11 +372,7 @@ export async function runHuge(s: HugeScenario, logDir: string, keepLogs: boolean
         redisCpuSeconds: redisCpu,
         driverCpuSeconds: (driverCpu.user + driverCpu.system) / 1e6,
         simCpuSeconds: simCpu,
-        small: {
-          phase: smallWatch.phase,
-          makespanMs: smallWatch.completedAt - smallAt,
-          overAlone: (smallWatch.completedAt - smallAt) / Math.max(1, smallAloneMs),
-        },
+        small: smallRun(smallWatch, smallAt, smallAloneMs),
       };
       if (run.phase !== 'Completed') env.problems.push(`${name} ended ${run.phase}`);
       say(
@@ -377,7 +394,17 @@ export async function runHuge(s: HugeScenario, logDir: string, keepLogs: boolean
     const bigListRequests = 3 * related + namespacePages + otherTypes;
     const smallListRequests = 2 * pages(s.smallPods) + 1 + namespacePages + otherTypes;
     const expectedListRequests = bigListRequests + smallListRequests;
-    return { scenario: s, dispatchOnly, backlogWindowed, expectedListRequests, smallAloneMs, windowed, unwindowed, problems: env.problems };
+    return {
+      scenario: s,
+      dispatchOnly,
+      backlogWindowed,
+      expectedListRequests,
+      smallAloneMs,
+      smallAlone: smallAlone as SmallRun,
+      windowed,
+      unwindowed,
+      problems: env.problems,
+    };
   } finally {
     process.removeListener('exit', onExit);
     await env.close(keepLogs);
