@@ -172,6 +172,11 @@ describe('plan of a few named namespaces', () => {
     expect(scoped.requests.list?.configmaps).toBe(1);
     expect(scoped.requests.list?.persistentvolumes).toBe(1);
     expect(scoped.requests.get?.persistentvolumes).toBe(4); // pv-shop-db-0, pv-shop-db-1, pv-shared, pv-gone (404)
+    // Its Namespace object by name; the whole-cluster plan lists them all.
+    expect(items).toContain('namespaces/-cluster-/shop');
+    expect(scoped.requests.list?.namespaces).toBeUndefined();
+    expect(scoped.requests.get?.namespaces).toBe(1);
+    expect(cluster.requests.list?.namespaces).toBeGreaterThan(1);
   });
 
   it('lists the rest of the PVs when there are few left for each GET it would take', async () => {

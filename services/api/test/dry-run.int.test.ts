@@ -361,7 +361,13 @@ describe('POST /v1/backups?dryRun=true on the demo cluster', () => {
       },
       30_000,
     );
-    await waitFor('the plan step to finish listing', async () => (listDelta(before, sim.requests()).namespaces ? true : undefined), 10_000);
+    // The plan reads the Namespace objects last (its two named namespaces by name, as the dry run did).
+    const namespaceGets = (counts: ReturnType<Simulator['requests']>) => counts.byResource.namespaces?.get ?? 0;
+    await waitFor(
+      'the plan step to read its namespaces',
+      async () => (namespaceGets(sim.requests()) - namespaceGets(before) >= SPEC.includedNamespaces.length ? true : undefined),
+      10_000,
+    );
     expect(listDelta(before, sim.requests())).toEqual(dryRunLists);
 
     const normal = (v: { pod: string; volume: string; reason?: string }, decision: string) => ({

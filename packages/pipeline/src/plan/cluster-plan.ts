@@ -41,6 +41,8 @@ const LISTS_AHEAD = 4;
  * rest of the cluster's when they are fewer than 1 in this many of those left.
  */
 const GET_COSTS_LISTED_OBJECTS = 20;
+/** PV GETs in flight at once: each round trip waits its turn at a busy API server (100 PVs: 4 of them). */
+const PV_GETS_AT_ONCE = 32;
 /** The relation graph needs these three listed together before grouping. */
 const RELATED = new Set(['pods', 'persistentvolumeclaims', 'persistentvolumes']);
 
@@ -181,7 +183,12 @@ export async function planCluster(input: ClusterPlanInput, sink: ClusterPlanSink
   // 3. What the items pull in (PriorityClasses, ClusterRoleBindings and their ClusterRoles, the
   // CRDs of custom resources), as Velero's item-block actions and backupCRD add them.
   const namespaceResource = resources.find(isNamespaces);
-  const namespaces = namespaceResource ? prefetch(listItems(namespaceResource)) : undefined;
+  // A backup of named namespaces keeps at most those: a GET each, not every page of the cluster's.
+  const readNamespaces = async (resource: DiscoveredResource): Promise<ClusterItem[]> =>
+    listedNamespaces
+      ? (await getAllByName(kube, { resource, names: listedNamespaces })).map((object) => toClusterItem(resource, object))
+      : listItems(resource);
+  const namespaces = namespaceResource ? prefetch(readNamespaces(namespaceResource)) : undefined;
   const added = await pulledIn.additionalItems();
   for (const note of added.notes) {
     if (note.level === 'warn') await sink.problem({ level: 'warn', onceKey: `related:${note.msg}`, msg: note.msg });
@@ -232,7 +239,7 @@ async function readBoundVolumes(
     for (const pv of page.items) if (wanted.delete(pv.metadata?.name ?? '')) found.push(pv);
     if (wanted.size === 0) break;
     if (page.remainingItemCount !== undefined && wanted.size * GET_COSTS_LISTED_OBJECTS < page.remainingItemCount) {
-      found.push(...(await getAllByName(kube, { resource, names: [...wanted] })));
+      found.push(...(await getAllByName(kube, { resource, names: [...wanted], concurrency: PV_GETS_AT_ONCE })));
       break;
     }
   }
