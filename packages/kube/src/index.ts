@@ -35,6 +35,7 @@ export {
   apiVersionOfPath,
   collectionPath,
   getAllByName,
+  getByName,
   type ListAllOptions,
   type ListCollectionOptions,
   type ListPage,

@@ -1,7 +1,7 @@
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { groupVersionPath, mapWithConcurrency } from './discovery.js';
 import type { KubeClients } from './kube-clients.js';
-import { KubeError, KubeErrorCodes } from './kube-errors.js';
+import { isKubeError, KubeError, KubeErrorCodes } from './kube-errors.js';
 
 /** Which resource to list; a DiscoveredResource fits. */
 export interface ResourceRef {
@@ -43,6 +43,11 @@ interface ListJson<T> {
   items?: T[];
 }
 
+/** `v1` for the core group, `group/version` otherwise. */
+function apiVersionOfResource(resource: ResourceRef): string {
+  return resource.group === '' ? resource.version : `${resource.group}/${resource.version}`;
+}
+
 /** The collection path, e.g. `/apis/apps/v1/namespaces/ns1/deployments` or `/api/v1/nodes`. */
 export function collectionPath(resource: ResourceRef, namespace?: string): string {
   const base = groupVersionPath(resource.group, resource.version);
@@ -68,7 +73,7 @@ export async function* listAll<T extends KubernetesObject = KubernetesObject>(
   }
   yield* listCollection<T>(kube, {
     path: collectionPath(resource, options.namespace),
-    apiVersion: resource.group === '' ? resource.version : `${resource.group}/${resource.version}`,
+    apiVersion: apiVersionOfResource(resource),
     kind: resource.kind,
     labelSelector: options.labelSelector,
     fieldSelector: options.fieldSelector,
@@ -150,24 +155,32 @@ export async function listAllItems<T extends KubernetesObject = KubernetesObject
 }
 
 /**
- * The named objects of a resource, a GET each (at most `concurrency` at once), in the names' order;
- * a name the server does not know (404) is left out, as a list would not have it.
+ * One object of a resource by name, with apiVersion and kind filled in, or undefined when the
+ * server does not know it (404): as a list would not have it.
  */
+export async function getByName<T extends KubernetesObject = KubernetesObject>(
+  kube: KubeClients,
+  options: { resource: ResourceRef; namespace?: string | undefined; name: string },
+): Promise<T | undefined> {
+  const { resource, name } = options;
+  const path = `${collectionPath(resource, options.namespace)}/${encodeURIComponent(name)}`;
+  try {
+    const item = await kube.requestJson<T>({ path, description: `get ${path}` });
+    return { ...item, apiVersion: item.apiVersion ?? apiVersionOfResource(resource), kind: item.kind ?? resource.kind };
+  } catch (err) {
+    if (isKubeError(err, KubeErrorCodes.notFound)) return undefined;
+    throw err;
+  }
+}
+
+/** getByName for each name (at most `concurrency` at once), in the names' order; the unknown ones left out. */
 export async function getAllByName<T extends KubernetesObject = KubernetesObject>(
   kube: KubeClients,
   options: { resource: ResourceRef; namespace?: string | undefined; names: readonly string[]; concurrency?: number | undefined },
 ): Promise<T[]> {
-  const { resource } = options;
-  const apiVersion = resource.group === '' ? resource.version : `${resource.group}/${resource.version}`;
-  const base = collectionPath(resource, options.namespace);
-  const found = await mapWithConcurrency([...options.names], options.concurrency ?? 8, async (name) => {
-    try {
-      const item = await kube.requestJson<T>({ path: `${base}/${encodeURIComponent(name)}`, description: `get ${base}/${name}` });
-      return { ...item, apiVersion: item.apiVersion ?? apiVersion, kind: item.kind ?? resource.kind };
-    } catch (err) {
-      if (err instanceof KubeError && err.code === KubeErrorCodes.notFound) return undefined;
-      throw err;
-    }
-  });
-  return found.filter((item): item is NonNullable<typeof item> => item !== undefined) as T[];
+  const { resource, namespace } = options;
+  const found = await mapWithConcurrency([...options.names], options.concurrency ?? 8, (name) =>
+    getByName<T>(kube, { resource, namespace, name }),
+  );
+  return found.filter((item): item is Awaited<T> => item !== undefined) as T[];
 }

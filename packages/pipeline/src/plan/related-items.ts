@@ -23,7 +23,7 @@ import {
   relatedClusterItems,
   toSelectableItem,
 } from '@stowage/core';
-import { type DiscoveredResource, isKubeError, type KubeClients, KubeErrorCodes, listAll } from '@stowage/kube';
+import { type DiscoveredResource, getByName, type KubeClients, listAll } from '@stowage/kube';
 
 /** Group-resources whose items may be both listed and pulled in: their keys are remembered so nothing is added twice. */
 const PULLED_IN = new Set([PRIORITY_CLASSES, CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES, CUSTOM_RESOURCE_DEFINITIONS].map(groupResourceOf));
@@ -99,7 +99,7 @@ export class RelatedItemTracker {
           notes.push({ level: 'warn', msg: `${key} (${ref.because}) not added: the API server does not serve ${groupResourceOf(ref)}` });
         continue;
       }
-      const object = await this.read(resource, ref.name);
+      const object = (await getByName(this.kube, { resource, name: ref.name })) as ClusterItem['object'] | undefined;
       if (!object) {
         // A group-resource without a CRD is built in: nothing to add.
         if (!isCrd) notes.push({ level: 'warn', msg: `${key} (${ref.because}) not added: it does not exist` });
@@ -127,19 +127,5 @@ export class RelatedItemTracker {
     }
     this.bindings = bindings;
     return bindings;
-  }
-
-  private async read(resource: DiscoveredResource, name: string): Promise<ClusterItem['object'] | undefined> {
-    const base = resource.group === '' ? `/api/${resource.version}` : `/apis/${resource.group}/${resource.version}`;
-    try {
-      const object = await this.kube.requestJson<ClusterItem['object']>({
-        path: `${base}/${resource.resource}/${encodeURIComponent(name)}`,
-        description: `get ${resource.resource} ${name}`,
-      });
-      return { ...object, apiVersion: object.apiVersion ?? resource.groupVersion, kind: object.kind ?? resource.kind };
-    } catch (err) {
-      if (isKubeError(err, KubeErrorCodes.notFound)) return undefined;
-      throw err;
-    }
   }
 }
