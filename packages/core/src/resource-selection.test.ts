@@ -39,6 +39,19 @@ describe('isItemIncluded: namespaces', () => {
   ])('%s', (_case, spec, namespace, expected) => {
     expect(isItemIncluded(podIn(namespace), specOf(spec))).toBe(expected);
   });
+
+  // Decisions are remembered per pair of lists: filters sharing one list must not share answers.
+  it('answers each filter for itself when filters share a list, asked many times', () => {
+    const included = ['prod', 'prod-*', 'dev'];
+    const noExcludes: string[] = [];
+    const withExcludes = ['prod-eu'];
+    for (let round = 0; round < 3; round++) {
+      expect(isNamespaceIncluded('prod-eu', { includedNamespaces: included, excludedNamespaces: noExcludes })).toBe(true);
+      expect(isNamespaceIncluded('prod-eu', { includedNamespaces: included, excludedNamespaces: withExcludes })).toBe(false);
+      expect(isNamespaceIncluded('prod-eu', { includedNamespaces: ['dev'], excludedNamespaces: noExcludes })).toBe(false);
+      expect(isNamespaceIncluded('dev', { includedNamespaces: ['dev'], excludedNamespaces: withExcludes })).toBe(true);
+    }
+  });
 });
 
 describe('isItemIncluded: resources', () => {

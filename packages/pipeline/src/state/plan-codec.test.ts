@@ -32,16 +32,16 @@ function podBlock(i: number) {
 }
 
 describe('plan codec', () => {
-  it('gives back exactly the JSON it was given, without and with a dictionary learned from the batch', () => {
+  it('gives back exactly the JSON it was given, without and with a dictionary learned from the batch', async () => {
     const encoder = new BlockPlanEncoder();
     const small = [podBlock(0)];
-    const first = encoder.encodeBatch(small);
+    const first = await encoder.encodeBatch(small);
     expect(first.dictionary).toBeUndefined();
     expect(first.values[0]?.[0]).toBe(PLAN_FORMAT_DEFLATE);
     expect(JSON.stringify(decodeStoredBlock(first.values[0] ?? Buffer.alloc(0)))).toBe(JSON.stringify({ ...small[0], legacy: false }));
 
     const batch = Array.from({ length: 20 }, (_, i) => podBlock(i + 1));
-    const { values, dictionary } = encoder.encodeBatch(batch);
+    const { values, dictionary } = await encoder.encodeBatch(batch);
     expect(dictionary).toBeDefined();
     values.forEach((v, i) => {
       expect(v[0]).toBe(PLAN_FORMAT_DICTIONARY);
@@ -49,17 +49,17 @@ describe('plan codec', () => {
       expect(JSON.stringify(decodeStoredBlock(v, dictionary?.bytes))).toBe(JSON.stringify({ ...batch[i], legacy: false }));
     });
     // The next batch reuses the dictionary; what the blocks share costs next to nothing.
-    const next = encoder.encodeBatch([podBlock(99)]);
+    const next = await encoder.encodeBatch([podBlock(99)]);
     expect(next.dictionary).toBeUndefined();
     expect(dictionaryIdOf(next.values[0] ?? Buffer.alloc(0))).toBe(dictionary?.id);
     expect(next.values[0]?.length).toBeLessThan(JSON.stringify(podBlock(99)).length / 4);
   });
 
-  it('learns a second dictionary only when the blocks change kind enough to pay for it', () => {
+  it('learns a second dictionary only when the blocks change kind enough to pay for it', async () => {
     const encoder = new BlockPlanEncoder();
-    expect(encoder.encodeBatch(Array.from({ length: 16 }, (_, i) => podBlock(i))).dictionary).toBeDefined();
+    expect((await encoder.encodeBatch(Array.from({ length: 16 }, (_, i) => podBlock(i)))).dictionary).toBeDefined();
     // More of the same kind: the first dictionary stays.
-    expect(encoder.encodeBatch(Array.from({ length: 64 }, (_, i) => podBlock(100 + i))).dictionary).toBeUndefined();
+    expect((await encoder.encodeBatch(Array.from({ length: 64 }, (_, i) => podBlock(100 + i)))).dictionary).toBeUndefined();
     // Many blocks of another kind: a dictionary learned from them is worth storing.
     const secret = (i: number) => ({
       plan: { id: `blk-s${i}`, pods: [], items: [], skips: [] },
@@ -74,7 +74,7 @@ describe('plan codec', () => {
       ],
     });
     const secrets = Array.from({ length: 200 }, (_, i) => secret(i));
-    const { values, dictionary } = encoder.encodeBatch(secrets);
+    const { values, dictionary } = await encoder.encodeBatch(secrets);
     expect(dictionary).toBeDefined();
     expect(JSON.stringify(decodeStoredBlock(values[150] ?? Buffer.alloc(0), dictionary?.bytes))).toBe(
       JSON.stringify({ ...secrets[150], legacy: false }),
