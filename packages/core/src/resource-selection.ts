@@ -168,9 +168,15 @@ const namespaceDecisions = new WeakMap<readonly string[], WeakMap<readonly strin
 
 export function isNamespaceIncluded(namespace: string, filter: NamespaceFilter): boolean {
   let byExcludes = namespaceDecisions.get(filter.includedNamespaces);
-  if (!byExcludes) namespaceDecisions.set(filter.includedNamespaces, (byExcludes = new WeakMap()));
+  if (!byExcludes) {
+    byExcludes = new WeakMap();
+    namespaceDecisions.set(filter.includedNamespaces, byExcludes);
+  }
   let decided = byExcludes.get(filter.excludedNamespaces);
-  if (!decided) byExcludes.set(filter.excludedNamespaces, (decided = new Map()));
+  if (!decided) {
+    decided = new Map();
+    byExcludes.set(filter.excludedNamespaces, decided);
+  }
   let included = decided.get(namespace);
   if (included === undefined) {
     included = decideNamespace(namespace, filter);
