@@ -10,7 +10,7 @@ import { type ChangeEvent, ObjectStore } from './object-store.js';
 import { applyJsonPatch, applyMergePatch, applyStrategicMergePatch } from './patches.js';
 import { apiVersionOf, ResourceRegistry, type ResourceType, storageKey } from './resource-registry.js';
 import { validateCustomResource } from './schema-validator.js';
-import { matchesFilter, type ObjectFilter } from './selectors.js';
+import { hasSelector, matchesFilter, type ObjectFilter } from './selectors.js';
 import { allocateServiceAddresses } from './service-allocation.js';
 import { servedAs } from './watch-line.js';
 
@@ -124,7 +124,6 @@ export class ClusterState {
     const items: KubeObject[] = [];
     let lastKey: string | undefined;
     let more = false;
-    let matchedAfterLimit = 0;
     const objects = this.store.listAt(storageKey(type), type.namespaced ? namespace : undefined, snapshotRv, afterKey);
     if (!objects) {
       throw apiError(
@@ -136,8 +135,7 @@ export class ClusterState {
       if (!matchesFilter(options.filter, object)) continue;
       if (limit !== undefined && items.length >= limit) {
         more = true;
-        matchedAfterLimit++;
-        continue;
+        break;
       }
       items.push(this.withServedVersion(type, object));
       lastKey = `${object.metadata.namespace ?? ''}/${object.metadata.name}`;
@@ -145,7 +143,11 @@ export class ClusterState {
     const result: ListResult = { items, resourceVersion: String(snapshotRv) };
     if (more && lastKey !== undefined) {
       result.continueToken = encodeContinue(lastKey, snapshotRv);
-      result.remainingItemCount = matchedAfterLimit;
+      // As the API server: counted (not walked) for a list without a selector; unknown, so unset, with one.
+      const remaining = hasSelector(options.filter)
+        ? undefined
+        : this.store.countAt(storageKey(type), type.namespaced ? namespace : undefined, snapshotRv, lastKey);
+      if (remaining !== undefined) result.remainingItemCount = remaining;
     }
     return result;
   }

@@ -195,6 +195,11 @@ export interface ObjectFilter {
   fields: FieldRequirement[];
 }
 
+/** True when a list or watch names a label or field selector. */
+export function hasSelector(filter: ObjectFilter): boolean {
+  return filter.labels.length > 0 || filter.fields.length > 0;
+}
+
 export function matchesFilter(filter: ObjectFilter, object: KubeObject): boolean {
   return matchesLabels(filter.labels, object.metadata.labels) && matchesFields(filter.fields, object);
 }

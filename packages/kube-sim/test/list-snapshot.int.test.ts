@@ -56,7 +56,7 @@ describe('paginated lists', () => {
     const snapshotRv = first.metadata?.resourceVersion;
     expect(first.items.map((p) => p.metadata?.name)).toEqual(['b-0', 'b-1', 'b-2']);
 
-    // Between pages: a create before the cursor, one after it, a change and a delete after it.
+    // Between pages: a create before the cursor, one after it, a change and two deletes after it.
     await custom.createNamespacedCustomObject({ ...G, body: pvb('a-between') });
     await custom.createNamespacedCustomObject({ ...G, body: pvb('z-between') });
     await custom.patchNamespacedCustomObject(
@@ -64,12 +64,22 @@ describe('paginated lists', () => {
       k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
     );
     await custom.deleteNamespacedCustomObject({ ...G, name: 'b-7' });
+    await custom.deleteNamespacedCustomObject({ ...G, name: 'b-8' });
 
     const pages = [first];
     for (let token = first.metadata?.continue; token; token = pages.at(-1)?.metadata?.continue) pages.push(await listPage(3, token));
     const listed = pages.flatMap((page) => page.items);
     expect(listed.map((p) => p.metadata?.name)).toEqual(['b-0', 'b-1', 'b-2', 'b-3', 'b-4', 'b-5', 'b-6', 'b-7', 'b-8', 'b-9']);
     expect(listed.find((p) => p.metadata?.name === 'b-5')?.spec?.volume).toBe('data');
+    // What each page says is left is what the later pages of the snapshot hold (the writes after
+    // the first page do not change it: now there is one object less after the cursor); the last
+    // page says nothing.
+    let seen = 0;
+    const remaining = pages.map((page) => {
+      seen += page.items.length;
+      return page.metadata?.continue ? listed.length - seen : undefined;
+    });
+    expect(pages.map((page) => page.metadata?.remainingItemCount)).toEqual(remaining);
     expect(pages.map((page) => page.metadata?.resourceVersion)).toEqual(pages.map(() => snapshotRv));
 
     const events: string[] = [];
@@ -82,8 +92,8 @@ describe('paginated lists', () => {
       () => undefined,
     );
     try {
-      await waitFor(() => events.length >= 4, 5_000, 'the writes made between pages');
-      expect(events).toEqual(['ADDED a-between', 'ADDED z-between', 'MODIFIED b-5', 'DELETED b-7']);
+      await waitFor(() => events.length >= 5, 5_000, 'the writes made between pages');
+      expect(events).toEqual(['ADDED a-between', 'ADDED z-between', 'MODIFIED b-5', 'DELETED b-7', 'DELETED b-8']);
     } finally {
       controller.abort();
     }
