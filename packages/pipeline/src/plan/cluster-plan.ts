@@ -5,6 +5,8 @@
  * one that only collects. So both read the cluster with the same calls and decide the same way.
  * It only reads: the cluster (lists and gets) and nothing else; the sink decides what to write.
  */
+
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import {
   applyIncludeExcludePolicy,
   type BackupSpec,
@@ -43,6 +45,12 @@ const LISTS_AHEAD = 4;
 const GET_COSTS_LISTED_OBJECTS = 20;
 /** PV GETs in flight at once: each round trip waits its turn at a busy API server (100 PVs: 4 of them). */
 const PV_GETS_AT_ONCE = 32;
+/**
+ * Block plans built between two event-loop turns. Building 100k pods' plans in one turn held the
+ * process (the API service, hosting every backup's plan) for seconds: another backup's plan
+ * waited that long for any of its reads (issue #23, fairness).
+ */
+const BLOCK_PLANS_PER_TURN = 1_000;
 /** The relation graph needs these three listed together before grouping. */
 const RELATED = new Set(['pods', 'persistentvolumeclaims', 'persistentvolumes']);
 
@@ -123,10 +131,12 @@ export async function planCluster(input: ClusterPlanInput, sink: ClusterPlanSink
     await pulledIn.observe(blocks);
     // Decisions in grouping order (one PVB per PVC: the first pod wins), then the dispatch order:
     // blocks with PVBs interleaved by node so every node agent gets work as early as it can.
-    const planned = dispatchOrder(
-      blocks.map((block) => buildBlockPlan(block, backupName, volumeCtx)),
-      ({ plan }) => pvbNodesOf(plan),
-    );
+    const built: PlannedBlock[] = [];
+    for (const block of blocks) {
+      built.push(buildBlockPlan(block, backupName, volumeCtx));
+      if (built.length % BLOCK_PLANS_PER_TURN === 0) await nextTurn();
+    }
+    const planned = dispatchOrder(built, ({ plan }) => pvbNodesOf(plan));
     if (planned.length > 0) await sink.blocks(planned);
   };
   const listedNamespaces = namespacesListedOneByOne(spec, input.namespaceListsMax);
