@@ -6,7 +6,6 @@
  * It only reads: the cluster (lists and gets) and nothing else; the sink decides what to write.
  */
 
-import { setImmediate as nextTurn } from 'node:timers/promises';
 import {
   applyIncludeExcludePolicy,
   type BackupSpec,
@@ -28,6 +27,7 @@ import {
   validateResourcePolicies,
 } from '@stowage/core';
 import { type DiscoveredResource, discoverResources, getAllByName, type KubeClients, listAll, pvbGroup, pvbPlural } from '@stowage/kube';
+import { mapInTurns } from '../in-turns.js';
 import { type BlockPlan, itemKeyOf, type PlannedItem, type PlannedPod, type PlanSkip } from './block-plan.js';
 import { resolvePodHooks, selectFsBackupVolumes, type VolumeContext } from './pod-decisions.js';
 import { RelatedItemTracker } from './related-items.js';
@@ -131,11 +131,7 @@ export async function planCluster(input: ClusterPlanInput, sink: ClusterPlanSink
     await pulledIn.observe(blocks);
     // Decisions in grouping order (one PVB per PVC: the first pod wins), then the dispatch order:
     // blocks with PVBs interleaved by node so every node agent gets work as early as it can.
-    const built: PlannedBlock[] = [];
-    for (const block of blocks) {
-      built.push(buildBlockPlan(block, backupName, volumeCtx));
-      if (built.length % BLOCK_PLANS_PER_TURN === 0) await nextTurn();
-    }
+    const built = await mapInTurns(blocks, BLOCK_PLANS_PER_TURN, (block) => buildBlockPlan(block, backupName, volumeCtx));
     const planned = dispatchOrder(built, ({ plan }) => pvbNodesOf(plan));
     if (planned.length > 0) await sink.blocks(planned);
   };

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import { setImmediate as nextTurn } from 'node:timers/promises';
 import { deflateRawSync, inflateRawSync } from 'node:zlib';
+import { mapInTurns } from '../in-turns.js';
 
 /*
  * How a block's plan and item manifests are stored: one value per block (field <blockId> of
@@ -118,16 +118,6 @@ function encodeWith(json: Buffer, dictionary: PlanDictionary | undefined): Buffe
   ]);
 }
 
-/** Each value's encoding, the event loop let go every BLOCKS_PER_TURN values. */
-async function encodeAll(jsons: readonly Buffer[], dictionary: PlanDictionary | undefined): Promise<Buffer[]> {
-  const values: Buffer[] = [];
-  for (const json of jsons) {
-    values.push(encodeWith(json, dictionary));
-    if (values.length % BLOCKS_PER_TURN === 0) await nextTurn();
-  }
-  return values;
-}
-
 /**
  * Encodes the blocks of one plan run, batch by batch, keeping the dictionary it learned. A new
  * dictionary is returned with the batch that first uses it, to be stored in the same write.
@@ -137,11 +127,9 @@ export class BlockPlanEncoder {
   private dictionary: PlanDictionary | undefined;
 
   async encodeBatch(blocks: ReadonlyArray<{ plan: unknown; items: unknown }>): Promise<{ values: Buffer[]; dictionary?: PlanDictionary }> {
-    const jsons: Buffer[] = [];
-    for (const b of blocks) {
-      jsons.push(Buffer.from(JSON.stringify({ plan: packItems(b.plan, b.items), items: b.items })));
-      if (jsons.length % BLOCKS_PER_TURN === 0) await nextTurn();
-    }
+    const jsons = await mapInTurns(blocks, BLOCKS_PER_TURN, (b) =>
+      Buffer.from(JSON.stringify({ plan: packItems(b.plan, b.items), items: b.items })),
+    );
     const rawBytes = jsons.reduce((n, j) => n + j.length, 0);
     const current = this.dictionary;
     if (rawBytes >= LEARN_MIN_BYTES) {
@@ -150,10 +138,10 @@ export class BlockPlanEncoder {
       // blocks planned are those with volumes) only when it saves more than it costs to store.
       if (!current || savesMoreThanItCosts(jsons, learnedFrom, current, candidate)) {
         this.dictionary = candidate;
-        return { values: await encodeAll(jsons, candidate), dictionary: candidate };
+        return { values: await mapInTurns(jsons, BLOCKS_PER_TURN, (j) => encodeWith(j, candidate)), dictionary: candidate };
       }
     }
-    return { values: await encodeAll(jsons, current) };
+    return { values: await mapInTurns(jsons, BLOCKS_PER_TURN, (j) => encodeWith(j, current)) };
   }
 }
 
