@@ -245,10 +245,31 @@ export async function promoteParked(queue: Queue, jobName: string, jobId: string
     await new Job(queue, jobName, {}, {}, jobId).promote();
     return true;
   } catch (err) {
-    // "not in the delayed state" / "Missing key" (BullMQ's answers for a job not parked).
-    if (/not in the delayed state|missing key/i.test(String((err as Error)?.message))) return false;
+    if (isNotParkedError(err)) return false;
     throw err;
   }
+}
+
+/**
+ * Sets when a parked (delayed) job wakes: `delayMs` from now. True when it was parked; false when
+ * it was not (as for promoteParked). Any other error is thrown.
+ */
+export async function wakeParkedIn(queue: Queue, jobName: string, jobId: string, delayMs: number): Promise<boolean> {
+  if (!Number.isFinite(delayMs) || delayMs < 0) {
+    throw new QueueError(QueueErrorCode.badArgument, `wakeParkedIn: delayMs must be a finite number >= 0, got ${delayMs}`);
+  }
+  try {
+    await new Job(queue, jobName, {}, {}, jobId).changeDelay(delayMs);
+    return true;
+  } catch (err) {
+    if (isNotParkedError(err)) return false;
+    throw err;
+  }
+}
+
+/** "not in the delayed state" / "Missing key": BullMQ's answers for a job not parked. */
+function isNotParkedError(err: unknown): boolean {
+  return /not in the delayed state|missing key/i.test(String((err as Error)?.message));
 }
 
 /**

@@ -35,6 +35,7 @@ export {
   promoteParked,
   promoteParkedWhere,
   repark,
+  wakeParkedIn,
 } from './flows.js';
 export { childJobOptions, DEFAULT_JOB_OPTIONS, KEEP_FINISHED_JOBS } from './job-options.js';
 export {

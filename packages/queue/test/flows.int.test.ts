@@ -15,8 +15,10 @@ import {
   parseItemBlockJobData,
   parsePvbWatchJobData,
   postHooksParentOf,
+  promoteParked,
   QueueName,
   repark,
+  wakeParkedIn,
 } from '../src/index.js';
 
 let redis: { url: string; stop: () => Promise<void> };
@@ -352,5 +354,34 @@ describe('block flow graph (DESIGN §2)', () => {
     }
     await waitFor('post-hooks after promoted watches', () => postHooksRan);
     expect(await watchQueue.getCompletedCount()).toBe(3);
+  });
+
+  it("wakeParkedIn moves a parked job's wake-up; promoteParked wakes it now; both say false for a job not parked", async () => {
+    const h = new Harness(redis.url);
+    harness = h;
+    const queue = h.queue(QueueName.hooks);
+    const ran: string[] = [];
+    await queue.add('parked', {}, { jobId: 'sleeper', delay: 10 * 60_000 });
+    await queue.add('parked', {}, { jobId: 'woken', delay: 10 * 60_000 });
+    const wakesAt = async (id: string) => Math.floor(Number(await h.producerConnection.zscore(queue.toKey('delayed'), id)) / 0x1000);
+
+    // Later, then sooner: the wake-up follows, from now.
+    expect(await wakeParkedIn(queue, 'parked', 'sleeper', 20 * 60_000)).toBe(true);
+    expect(await wakesAt('sleeper')).toBeGreaterThan(Date.now() + 15 * 60_000);
+    expect(await wakeParkedIn(queue, 'parked', 'sleeper', 200)).toBe(true);
+    expect(await wakesAt('sleeper')).toBeLessThanOrEqual(Date.now() + 200);
+    expect(await promoteParked(queue, 'parked', 'woken')).toBe(true);
+    h.work(QueueName.hooks, async (job) => {
+      ran.push(String(job.id));
+      return 'ok';
+    });
+    await waitFor('both jobs to run', () => ran.length === 2);
+    expect(ran.sort()).toEqual(['sleeper', 'woken']);
+
+    // Done, or never added: nothing parked to move.
+    expect(await wakeParkedIn(queue, 'parked', 'sleeper', 100)).toBe(false);
+    expect(await promoteParked(queue, 'parked', 'sleeper')).toBe(false);
+    expect(await wakeParkedIn(queue, 'parked', 'nobody', 100)).toBe(false);
+    await expect(wakeParkedIn(queue, 'parked', 'woken', -1)).rejects.toThrow(/delayMs/);
   });
 });
