@@ -17,12 +17,15 @@ describe('NodeAgentRegistry', () => {
 
   it('lists nodes whose heartbeat has not expired', async () => {
     let now = 1_000;
-    const registry = new NodeAgentRegistry({ redis, prefix: uniquePrefix(), now: () => now });
+    const prefix = uniquePrefix();
+    const registry = new NodeAgentRegistry({ redis, prefix, now: () => now });
     await registry.registerNodeAgent('node-a', 100);
     await registry.registerNodeAgent('node-b', 500);
     expect([...(await registry.nodesWithAgent())].sort()).toEqual(['node-a', 'node-b']);
     now = 1_200;
     expect([...(await registry.nodesWithAgent())]).toEqual(['node-b']);
+    // A node that left is not kept forever (autoscaled nodes come and go).
+    expect(await redis.zrange(`${prefix}:agents`, 0, -1)).toEqual(['node-b']);
     await registry.registerNodeAgent('node-a', 100);
     await registry.unregisterNodeAgent('node-b');
     expect([...(await registry.nodesWithAgent())]).toEqual(['node-a']);

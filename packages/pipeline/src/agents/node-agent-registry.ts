@@ -27,15 +27,13 @@ export class NodeAgentRegistry {
     this.now = opts.now ?? Date.now;
   }
 
-  /** Marks `node` as having a live agent for `ttlMs` from now. */
+  /**
+   * Marks `node` as having a live agent for `ttlMs` from now. One command: every agent beats every
+   * ttl/3, so the expired members are dropped by the reader (once per plan), not by each beat.
+   */
   async registerNodeAgent(node: string, ttlMs = DEFAULT_AGENT_TTL_MS): Promise<void> {
     if (!node) throw new Error('registerNodeAgent: node name is required');
-    const now = this.now();
-    await this.redis
-      .multi()
-      .zadd(this.key, now + ttlMs, node)
-      .zremrangebyscore(this.key, '-inf', now)
-      .exec();
+    await this.redis.zadd(this.key, this.now() + ttlMs, node);
   }
 
   /** Forgets `node` (an agent shutting down cleanly). */
@@ -43,9 +41,13 @@ export class NodeAgentRegistry {
     await this.redis.zrem(this.key, node);
   }
 
-  /** Nodes whose agent heartbeat has not expired. */
+  /** Nodes whose agent heartbeat has not expired (the expired ones are dropped: nodes come and go). */
   async nodesWithAgent(): Promise<Set<string>> {
-    const nodes = await this.redis.zrangebyscore(this.key, `(${this.now()}`, '+inf');
-    return new Set(nodes);
+    const now = this.now();
+    const replies = await this.redis.pipeline().zremrangebyscore(this.key, '-inf', now).zrangebyscore(this.key, `(${now}`, '+inf').exec();
+    const [dropped, live] = replies ?? [];
+    const err = dropped?.[0] ?? live?.[0];
+    if (err) throw err;
+    return new Set(live?.[1] as string[]);
   }
 }
