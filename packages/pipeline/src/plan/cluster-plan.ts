@@ -5,7 +5,6 @@
  * one that only collects. So both read the cluster with the same calls and decide the same way.
  * It only reads: the cluster (lists and gets) and nothing else; the sink decides what to write.
  */
-
 import {
   applyIncludeExcludePolicy,
   type BackupSpec,
