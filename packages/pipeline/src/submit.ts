@@ -97,7 +97,10 @@ export async function cancelBackup(deps: CancelDeps, name: string): Promise<Canc
 
 interface CancelDeps {
   state: BackupState;
-  /** The hooks queue, through which a cancel wakes the backup's parked post-hooks jobs. */
+  /**
+   * The hooks queue, through which a cancel wakes the backup's parked post-hooks jobs. Without it
+   * they notice the cancel at their timer: up to pvbRealReadEveryMs (30 s) later.
+   */
   hooksQueue?: Queue | undefined;
 }
 

@@ -1,5 +1,5 @@
 import { isPvbTerminal } from '@stowage/kube';
-import { createFlowProducer, createQueue, JobName, KEEP_FINISHED_JOBS, promoteParked, QueueName } from '@stowage/queue';
+import { createFlowProducer, createQueue, JobName, KEEP_FINISHED_JOBS, promoteParked, QueueName, wakeParkedIn } from '@stowage/queue';
 import { type Job, type Processor, type Queue, Worker } from 'bullmq';
 import type { PipelineDeps } from './deps.js';
 import { PipelineErrorCode, UnrecoverablePipelineError } from './errors.js';
@@ -17,7 +17,7 @@ import { processRestoreItems } from './processors/restore-items.processor.js';
 import { processRestorePlan } from './processors/restore-plan.processor.js';
 import { processRestoreTier } from './processors/restore-tier.processor.js';
 import { processRunSchedule } from './processors/run-schedule.processor.js';
-import { endingBlock } from './processors/window-refill.js';
+import { endingBlock, postHooksParkMs } from './processors/window-refill.js';
 import { PvbInformerHub } from './pvb/pvb-informer-hub.js';
 import { PvrInformerHub } from './restore/pvr-tracker.js';
 import { applyRestoreApiCap } from './restore/restore-api-cap.js';
@@ -142,13 +142,28 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
       // Inline mode parks no post-hooks job (postHooksParkMs 0): nothing to release.
       if (deps.config.waitMode !== 'decoupled') return;
       if (!parentId || job.parent?.queueKey !== `${deps.queuePrefix}:${QueueName.hooks}`) return;
-      const pvbs = (result as { pvbs?: unknown } | undefined)?.pvbs;
+      const { pvbs, deadlineAt } = (result ?? {}) as { pvbs?: unknown; deadlineAt?: unknown };
+      const backupName = (job.data as { backupName?: unknown }).backupName;
       const copying = Array.isArray(pvbs) && pvbs.some((name) => !isEnded(runtime.hub?.cached(String(name))));
-      if (copying) return;
       // A parent not parked (the job will be retried, or another worker promoted it already) is fine.
-      await promoteParked(hooks(), JobName.runPostHooks, parentId).catch((err: Error) => {
-        deps.logger.warn({ err: err?.message, jobId: parentId }, 'could not promote a post-hooks job');
-      });
+      const warn = (err: Error) => deps.logger.warn({ err: err?.message, jobId: parentId }, 'could not wake a post-hooks job');
+      try {
+        // BullMQ parked it until a real read of its PVBs is due (postHooksParkMs): right while this
+        // process's informer will promote it when they end. A cancel asked before it was parked
+        // woke nothing (cancelBackup wakes the parked jobs): it looks now, and asks them to stop.
+        const cancelAsked = copying && typeof backupName === 'string' && (await deps.state.cancelRequestedAt(backupName)) !== undefined;
+        if (!copying || cancelAsked) {
+          await promoteParked(hooks(), JobName.runPostHooks, parentId);
+          return;
+        }
+        // Without an informer here it looks at the poll cap; either way by the fs-backup deadline.
+        const parkedMs = postHooksParkMs(deps.config);
+        let wakeInMs = runtime.hub?.healthy() === true ? parkedMs : deps.config.pvbPollMaxMs;
+        if (typeof deadlineAt === 'number') wakeInMs = Math.min(wakeInMs, Math.max(0, deadlineAt - deps.clock.now()));
+        if (wakeInMs < parkedMs) await wakeParkedIn(hooks(), JobName.runPostHooks, parentId, wakeInMs);
+      } catch (err) {
+        warn(err as Error);
+      }
     },
     close() {
       closing ??= (async () => {

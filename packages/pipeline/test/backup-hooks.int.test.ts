@@ -9,6 +9,7 @@ import type { BlockPlan, HookRunRecord, RunningWorkers } from '@stowage/pipeline
 import { cancelBackup, startWorkers, submitBackup } from '@stowage/pipeline';
 import { QueueName } from '@stowage/queue';
 import { useTestRedis } from '@stowage/testing';
+import { Queue } from 'bullmq';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type FinishedBackup, readFinishedBackup } from './support/finished-backup.js';
 import { namespace, node, pod, pvc } from './support/fixtures.js';
@@ -240,7 +241,13 @@ describe('backup-level hooks and hook policies (issue #22)', () => {
     workers = startWorkers({ deps: h.deps, queues: ALL_QUEUES, concurrency: { itemBlocks: 1 } });
     await submit('bh-cxl', spec('cxl'));
     await waitFor('the first PVB', async () => ((await h.deps.state.allPvbNames('bh-cxl')).length > 0 ? true : undefined));
-    expect((await cancelBackup({ state: h.deps.state }, 'bh-cxl')).outcome).toBe('requested');
+    // As the API cancels: the hooks queue lets the cancel wake the parked post-hooks jobs.
+    const hooksQueue = new Queue(QueueName.hooks, { connection: h.redis, prefix: h.queuePrefix });
+    try {
+      expect((await cancelBackup({ state: h.deps.state, hooksQueue }, 'bh-cxl')).outcome).toBe('requested');
+    } finally {
+      await hooksQueue.close();
+    }
     expect(await waitForBackupEnd(h.deps.state, 'bh-cxl')).toBe('Canceled');
     const finished = await readFinishedBackup(h.deps.storage, 'bh-cxl');
     expectBackupHooksAround(finished);

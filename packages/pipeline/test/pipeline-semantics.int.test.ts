@@ -569,6 +569,67 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
     }
   });
 
+  it('a parked post-hooks job sleeps until its next real read is due where an informer will promote it, and only the poll cap where none will', async () => {
+    // No PVB controller: the PVBs stay New until the test ends them, so each post-hooks job stays parked.
+    const config = { ...h.deps.config, pvbPollMaxMs: 2_000, pvbRealReadEveryMs: 600_000 };
+    const hooksQueue = new Queue(QueueName.hooks, { connection: h.redis, prefix: h.queuePrefix });
+    const itemBlocksQueue = new Queue(QueueName.itemBlocks, { connection: h.redis, prefix: h.queuePrefix });
+    // When the parked job wakes by its timer, from now (BullMQ scores a delayed job timestamp × 0x1000).
+    const wakesInMs = async (jobId: string) => {
+      const score = await h.redis.zscore(hooksQueue.toKey('delayed'), jobId);
+      return score === null ? undefined : Math.floor(Number(score) / 0x1000) - Date.now();
+    };
+    const pvbsOf = (name: string) =>
+      waitFor(`the PVBs of ${name}`, async () => {
+        const found = await h.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=${name}` });
+        return found.length === 2 ? found : undefined;
+      });
+    const blockOf = (pvbs: Awaited<ReturnType<typeof pvbsOf>>) => pvbs[0]?.spec.tags?.block ?? '';
+    try {
+      // Item-block jobs hosted where no informer runs (no hooks or pvb-watch queue in the process):
+      // nothing here would promote the job when its PVBs end, so its park is cut to the poll cap.
+      workers = startWorkers({ deps: { ...h.deps, config }, queues: [QueueName.backups, QueueName.itemBlocks] });
+      expect(workers.pipeline.runtime.hub).toBeUndefined();
+      await submit('park-bare-1', opsSpec('pair'));
+      const barePvbs = await pvbsOf('park-bare-1');
+      const bare = postHooksJobId('park-bare-1', blockOf(barePvbs));
+      await waitFor('the park cut to the poll cap', async () => {
+        const ms = await wakesInMs(bare);
+        return ms !== undefined && ms <= 2_000 ? true : undefined;
+      });
+      await workers.close();
+
+      // With a healthy informer in the process: parked until a real read of its PVBs is due.
+      workers = startWorkers({ deps: { ...h.deps, config }, queues: ALL_QUEUES });
+      const running = workers;
+      await waitFor('the informer to sync', async () => (running.pipeline.runtime.hub?.healthy() ? true : undefined));
+      await submit('park-watched-1', opsSpec('pair'));
+      const watchedPvbs = await pvbsOf('park-watched-1');
+      const block = blockOf(watchedPvbs);
+      await waitFor('the item-block job to be done', async () =>
+        (await itemBlocksQueue.getJobState(blockJobId('park-watched-1', block))) === 'completed' ? true : undefined,
+      );
+      await new Promise((r) => setTimeout(r, 300)); // what the job's 'completed' handler does is done
+      expect(await wakesInMs(postHooksJobId('park-watched-1', block))).toBeGreaterThan(60_000);
+
+      // Either way the PVBs' ends release the post hooks (the informer promotes both jobs).
+      for (const pvb of [...barePvbs, ...watchedPvbs]) {
+        const now = new Date().toISOString();
+        await h.pvbs.patchPvbStatus(pvb.metadata.name, {
+          phase: 'Completed',
+          startTimestamp: now,
+          completionTimestamp: now,
+          progress: { totalBytes: 1, bytesDone: 1 },
+        });
+      }
+      expect(await waitForBackupEnd(h.deps.state, 'park-bare-1', 20_000)).toBe('Completed');
+      expect(await waitForBackupEnd(h.deps.state, 'park-watched-1', 20_000)).toBe('Completed');
+    } finally {
+      await hooksQueue.close();
+      await itemBlocksQueue.close();
+    }
+  });
+
   it('volume policies and opt-out decide which PVBs exist, each skip recorded with its reason', async () => {
     controller = new TestPvbController({ pvbs: h.pvbs, durationMs: 100, perNodeConcurrency: 4 });
     await controller.start();

@@ -14,10 +14,13 @@ export interface WindowedBackup {
 
 /**
  * How long a block's post-hooks job is parked once its item-block job is done (decoupled mode):
- * the poll cap, as a watch look would park. Promotions end it sooner (releaseBlockTail, informers).
+ * until a real read of its PVBs is due, as a watch look parks while an informer will promote it.
+ * Promotions end it sooner (releaseBlockTail, the informers); releaseBlockTail shortens it to the
+ * poll cap in a process without a healthy informer. At the poll cap, a block whose PVBs copy for
+ * longer woke once only to park again (~36 Redis commands, issue #23).
  */
-export function postHooksParkMs(config: Pick<PipelineConfig, 'waitMode' | 'pvbPollMaxMs'>): number {
-  return config.waitMode === 'decoupled' ? config.pvbPollMaxMs : 0;
+export function postHooksParkMs(config: Pick<PipelineConfig, 'waitMode' | 'pvbRealReadEveryMs'>): number {
+  return config.waitMode === 'decoupled' ? config.pvbRealReadEveryMs : 0;
 }
 
 /**
