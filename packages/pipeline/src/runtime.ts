@@ -14,6 +14,8 @@ export interface PipelineRuntime {
   itemBlocksQueue: Queue;
   /** The backups queue: deletion removes a deleted backup's finished jobs from it. */
   backupsQueue: Queue;
+  /** The hooks queue (made when first used): parked post-hooks and restore-hooks jobs are woken through it. */
+  hooksQueue(): Queue;
   /** Backups' dispatch windows (plan opens one, blocks that end refill it). */
   window: DispatchWindow;
   /** The process's PVB informer (present when this process hosts hooks or pvb-watch, or runs inline mode). */

@@ -55,11 +55,19 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
   backupsQueue.on('error', (err) => deps.logger.warn({ err: err.message }, 'backups queue error'));
   flowProducer.on('error', (err) => deps.logger.warn({ err: err.message }, 'flow producer error'));
   itemBlocksQueue.on('error', (err) => deps.logger.warn({ err: err.message }, 'item-blocks queue error'));
+  let hooksQueue: Queue | undefined;
+  const hooks = (): Queue => {
+    if (hooksQueue) return hooksQueue;
+    hooksQueue = createQueue(QueueName.hooks, { connection: deps.connection, prefix: deps.queuePrefix });
+    hooksQueue.on('error', (err) => deps.logger.warn({ err: err.message }, 'hooks queue error'));
+    return hooksQueue;
+  };
   const runtime: PipelineRuntime = {
     deps,
     flowProducer,
     itemBlocksQueue,
     backupsQueue,
+    hooksQueue: hooks,
     window: new DispatchWindow(deps.state),
   };
 
@@ -103,13 +111,6 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
   };
 
   let closing: Promise<void> | undefined;
-  let hooksQueue: Queue | undefined;
-  const hooks = (): Queue => {
-    if (hooksQueue) return hooksQueue;
-    hooksQueue = createQueue(QueueName.hooks, { connection: deps.connection, prefix: deps.queuePrefix });
-    hooksQueue.on('error', (err) => deps.logger.warn({ err: err.message }, 'hooks queue error'));
-    return hooksQueue;
-  };
   return {
     runtime,
     processorFor: (queue) => processors[queue],

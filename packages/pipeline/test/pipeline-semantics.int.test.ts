@@ -630,6 +630,41 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
     }
   });
 
+  it('a cancel asked while the item-block job creates its PVBs (before the post-hooks job is parked, so the cancel wakes nothing) is still seen at once', async () => {
+    // No PVB controller, and a park far beyond the test's waits: only the item-block worker's own
+    // check can wake the post-hooks job in time.
+    const name = 'park-cxl-1';
+    const hooksQueue = new Queue(QueueName.hooks, { connection: h.redis, prefix: h.queuePrefix });
+    const pvbs: PvbClient = Object.create(h.deps.pvbs);
+    let canceled = false;
+    pvbs.createPvb = async (pvb) => {
+      const res = await h.deps.pvbs.createPvb(pvb);
+      if (!canceled) {
+        canceled = true;
+        expect(await cancelBackup({ state: h.deps.state, hooksQueue }, name)).toMatchObject({ outcome: 'requested' });
+      }
+      return res;
+    };
+    try {
+      workers = startWorkers({ deps: { ...h.deps, pvbs, config: { ...h.deps.config, pvbRealReadEveryMs: 600_000 } }, queues: ALL_QUEUES });
+      const running = workers;
+      await waitFor('the informer to sync', async () => (running.pipeline.runtime.hub?.healthy() ? true : undefined));
+      await submit(name, opsSpec('pair'));
+      const created = await waitFor('both PVBs asked to cancel', async () => {
+        const found = await h.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=${name}` });
+        return found.length === 2 && found.every((p) => p.spec.cancel === true) ? found : undefined;
+      });
+      expect(canceled).toBe(true);
+      for (const pvb of created) {
+        await h.pvbs.patchPvbStatus(pvb.metadata.name, { phase: 'Canceled', completionTimestamp: new Date().toISOString() });
+      }
+      expect(await waitForBackupEnd(h.deps.state, name, 20_000)).toBe('Canceled');
+      expect(execsOf(h, 'ops', 'pair-0', POST)).toHaveLength(1);
+    } finally {
+      await hooksQueue.close();
+    }
+  });
+
   it('volume policies and opt-out decide which PVBs exist, each skip recorded with its reason', async () => {
     controller = new TestPvbController({ pvbs: h.pvbs, durationMs: 100, perNodeConcurrency: 4 });
     await controller.start();

@@ -197,6 +197,52 @@ describe("post-restore hooks: a restored pod's restore-hooks job watches its PVR
   });
 });
 
+describe('a restore-hooks job parked until a real read of its PVRs is due', () => {
+  const ctx = useBackedUp(60_000);
+
+  it('a cancel asked while its restore-items job creates the PVRs (before the job is parked, so the cancel wakes nothing) is still seen at once', async () => {
+    const { h } = ctx;
+    const name = 'rs-early-cancel';
+    // Parks far beyond the test's waits: only the restore-items job's own check can wake it in time.
+    await ctx.workers.close();
+    const hooksQueue = createQueue(QueueName.hooks, { connection: h.redis, prefix: h.queuePrefix });
+    const restores = Object.create(h.deps.restores!) as NonNullable<typeof h.deps.restores>;
+    let canceled = false;
+    restores.registerPvr = async (restoreName, record) => {
+      if (!canceled) {
+        canceled = true;
+        expect(await cancelRestore({ restores: h.deps.restores!, hooksQueue }, restoreName)).toMatchObject({ outcome: 'requested' });
+      }
+      return h.deps.restores!.registerPvr(restoreName, record);
+    };
+    const workers = startWorkers({
+      deps: { ...h.deps, restores, config: { ...h.deps.config, pvbRealReadEveryMs: 600_000 } },
+      queues: BACKUP_AND_RESTORE_QUEUES,
+    });
+    ctx.workers = workers;
+    try {
+      await waitFor('the PVR informer to be healthy', async () => (workers.pipeline.runtime.pvrHub?.healthy() ? true : undefined));
+      await submitWithHook(h, name);
+      const pvrClient = h.deps.pvrs!;
+      const pvrs = await waitFor('both PVRs', async () => {
+        const found = await pvrClient.list({ labelSelector: `${pvrLabels.restoreName}=${name}` });
+        return found.length === 2 ? found : undefined;
+      });
+      expect(canceled).toBe(true);
+      for (const pvr of pvrs) {
+        await waitFor(`${pvr.metadata.name} asked to cancel`, async () =>
+          (await pvrClient.get(pvr.metadata.name))?.spec?.cancel ? true : undefined,
+        );
+        await pvrClient.patchStatus(pvr.metadata.name, { phase: 'Canceled', completionTimestamp: new Date().toISOString() });
+      }
+      expect((await waitForRestoreEnd(h.deps.restores!, h.deps.storage, name)).phase).toBe('Canceled');
+      expect(hookExecs(h)).toEqual([]);
+    } finally {
+      await hooksQueue.close();
+    }
+  });
+});
+
 describe('post-restore hooks of a restore started by an older version (a pvr-watch child per PVR) still follow its PVRs', () => {
   // Legacy pvr-watch jobs are no longer promoted: they poll, at most the poll cap apart.
   const ctx = useBackedUp(500);

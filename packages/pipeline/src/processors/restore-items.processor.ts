@@ -1,6 +1,6 @@
 import { pvrName, type RestoreSpec } from '@stowage/core';
 import { pvrLabels } from '@stowage/kube';
-import { addRestoreHooksFlow, parseRestoreItemsJobData } from '@stowage/queue';
+import { addRestoreHooksFlow, JobName, parseRestoreItemsJobData, promoteParked, restoreJobIds } from '@stowage/queue';
 import type { Job } from 'bullmq';
 import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
 import { InFlightLimit } from '../restore/in-flight-limit.js';
@@ -138,21 +138,28 @@ async function startPodFollowUp(
     if (created)
       await restores.appendEvent(base.restoreName, 'pvr.created', { pvr, pod: `${namespace}/${item.name}`, volume: volume.volume });
   }
-  // The hooks job watches the pod's PVRs itself: parked for the poll cap while the informer is
-  // healthy (it promotes the job when the pod's last PVR ends), else it polls from the start.
-  const parkMs = rt.pvrHub?.healthy() === true ? deps.config.pvbPollMaxMs : 0;
+  // The hooks job watches the pod's PVRs itself. While the informer is healthy it promotes the
+  // job when the pod's last PVR ends, so the job is parked until a real read is due (as a watch
+  // look parks), never past the restore's deadline; without one it polls from the start.
+  const now = deps.clock.now();
+  const hooksDeadlineAt = deadlineAt ?? now + 4 * 3_600_000;
+  const parkMs = rt.pvrHub?.healthy() === true ? Math.max(1, Math.min(deps.config.pvbRealReadEveryMs, hooksDeadlineAt - now)) : 0;
   await addRestoreHooksFlow(rt.flowProducer, {
     base,
     podNamespace: namespace,
     podName: item.name,
     pvrs: names,
-    deadlineAt: deadlineAt ?? deps.clock.now() + 4 * 3_600_000,
+    deadlineAt: hooksDeadlineAt,
     parkMs,
   });
-  // The PVRs may have ended already (nothing was parked to promote then): any one of the pod's
-  // PVRs stands for all of them (the hub checks the whole pod).
   const last = names.at(-1);
-  if (last !== undefined && parkMs > 0) await rt.pvrHub?.promoteIfDue(last);
+  if (last === undefined || parkMs === 0) return;
+  // A cancel asked before the job was parked woke nothing (cancelRestore wakes the parked jobs):
+  // it looks now. The PVRs may have ended already (nothing was parked to promote then): any one
+  // of the pod's PVRs stands for all of them (the hub checks the whole pod).
+  if ((await restores.cancelRequestedAt(base.restoreName)) !== undefined) {
+    await promoteParked(rt.hooksQueue(), JobName.runRestoreHooks, restoreJobIds.hooks(base.restoreName, namespace, item.name));
+  } else await rt.pvrHub?.promoteIfDue(last);
 }
 
 /** A pod that existed already (not this restore's) gets no volume data and no hooks (as in Velero): said once, not silently. */
