@@ -50,6 +50,11 @@ export function renderHugeMarkdown(input: { command: string; startedAt: string; 
       (x) => `${s1(x.small.makespanMs)} = **×${x.small.overAlone.toFixed(1)}** its time alone`,
     ),
     row(`… its plan stored / its last block done / its end (alone: ${smallParts(r.smallAlone)})`, (x) => smallParts(x.small)),
+    row('the driver’s event-loop delay while the big backup was Finalizing: p99 / max (over)', (x) =>
+      x.finalizeLoopDelay
+        ? `${n0(x.finalizeLoopDelay.p99Ms)} / ${n0(x.finalizeLoopDelay.maxMs)} ms (${s1(x.finalizeLoopDelay.spanMs)})`
+        : 'not seen Finalizing',
+    ),
     '',
     `Plan and dispatch with the item-blocks queue paused until plan was done, then resumed, the ${s.smallPods}-pod backup submitted ${s.smallAfterMs / 1000} s after the resume (behind the backlog):`,
     '',

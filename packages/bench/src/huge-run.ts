@@ -1,4 +1,5 @@
 import { join } from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { generateCluster } from '@stowage/kube-sim';
 import { QueueName } from '@stowage/queue';
 import { Queue } from 'bullmq';
@@ -72,6 +73,38 @@ export interface HugeBackupRun {
   simCpuSeconds: number;
   /** The small backup submitted `smallAfterMs` after the big one. */
   small: SmallRun;
+  /**
+   * The driver's event-loop delay while the big backup was Finalizing (the driver hosts finalize,
+   * as the API service does): how long any other backup's plan or finalize step waited for a turn.
+   */
+  finalizeLoopDelay: LoopDelay | undefined;
+}
+
+/** Event-loop delay over a stretch (perf_hooks, 10 ms resolution). */
+export interface LoopDelay {
+  /** How long the stretch lasted (first poll that saw it → the backup's end). */
+  spanMs: number;
+  p99Ms: number;
+  maxMs: number;
+}
+
+/** Measures the driver's event-loop delay from the first poll that sees `name` Finalizing until `done` settles. */
+async function loopDelayWhileFinalizing(env: BenchEnv, name: string, done: Promise<unknown>): Promise<LoopDelay | undefined> {
+  let ended = false;
+  done.finally(() => {
+    ended = true;
+  });
+  while (!ended) {
+    if ((await env.state.getBackup(name))?.phase === 'Finalizing') break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  if (ended) return undefined;
+  const histogram = monitorEventLoopDelay({ resolution: 10 });
+  const from = Date.now();
+  histogram.enable();
+  await done.catch(() => undefined);
+  histogram.disable();
+  return { spanMs: Date.now() - from, p99Ms: histogram.percentile(99) / 1e6, maxMs: histogram.max / 1e6 };
 }
 
 /**
@@ -317,6 +350,7 @@ export async function runHuge(s: HugeScenario, logDir: string, keepLogs: boolean
       const submittedAt = await env.submit(name, bigNamespaces, spec);
       const bigDone = watch(name, submittedAt, 60 * 60_000);
       bigDone.catch(() => {});
+      const finalizeLoopDelay = loopDelayWhileFinalizing(env, name, bigDone);
       await new Promise((r) => setTimeout(r, s.smallAfterMs));
       const smallName = `small-during-w${window}`;
       const smallAt = await env.submit(smallName, ['small-0'], spec);
@@ -373,6 +407,7 @@ export async function runHuge(s: HugeScenario, logDir: string, keepLogs: boolean
         driverCpuSeconds: (driverCpu.user + driverCpu.system) / 1e6,
         simCpuSeconds: simCpu,
         small: smallRun(smallWatch, smallAt, smallAloneMs),
+        finalizeLoopDelay: await finalizeLoopDelay,
       };
       if (run.phase !== 'Completed') env.problems.push(`${name} ended ${run.phase}`);
       say(
