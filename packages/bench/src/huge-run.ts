@@ -88,23 +88,33 @@ export interface LoopDelay {
   maxMs: number;
 }
 
-/** Measures the driver's event-loop delay from the first poll that sees `name` Finalizing until `done` settles. */
-async function loopDelayWhileFinalizing(env: BenchEnv, name: string, done: Promise<unknown>): Promise<LoopDelay | undefined> {
+/**
+ * Measures the driver's event-loop delay from the first poll that sees `name` Finalizing until
+ * `done` settles; `polls` counts the record reads (HGETALL) it made, which are the bench's own.
+ */
+async function loopDelayWhileFinalizing(
+  env: BenchEnv,
+  name: string,
+  done: Promise<unknown>,
+): Promise<{ delay: LoopDelay | undefined; polls: number }> {
   let ended = false;
-  done.finally(() => {
-    ended = true;
-  });
+  let polls = 0;
+  done.then(
+    () => (ended = true),
+    () => (ended = true),
+  );
   while (!ended) {
+    polls++;
     if ((await env.state.getBackup(name))?.phase === 'Finalizing') break;
     await new Promise((r) => setTimeout(r, 50));
   }
-  if (ended) return undefined;
+  if (ended) return { delay: undefined, polls };
   const histogram = monitorEventLoopDelay({ resolution: 10 });
   const from = Date.now();
   histogram.enable();
   await done.catch(() => undefined);
   histogram.disable();
-  return { spanMs: Date.now() - from, p99Ms: histogram.percentile(99) / 1e6, maxMs: histogram.max / 1e6 };
+  return { delay: { spanMs: Date.now() - from, p99Ms: histogram.percentile(99) / 1e6, maxMs: histogram.max / 1e6 }, polls };
 }
 
 /**
@@ -356,6 +366,7 @@ export async function runHuge(s: HugeScenario, logDir: string, keepLogs: boolean
       const smallAt = await env.submit(smallName, ['small-0'], spec);
       const smallWatch = await watch(smallName, smallAt, 60 * 60_000);
       const w = await bigDone;
+      const loopDelay = await finalizeLoopDelay;
       const requests = await env.sim.requests();
       const redisDelta = await env.commandStatsSince(redisBefore);
       const redisCpu = (await env.redisCpuSeconds()) - redisCpuBefore;
@@ -363,7 +374,7 @@ export async function runHuge(s: HugeScenario, logDir: string, keepLogs: boolean
       const simCpu = ((await env.sim.cpuSeconds()) ?? simCpuBefore) - simCpuBefore;
       const cpuAfter = await Promise.all(workers.map((wk) => wk.cpuSeconds()));
       // The two watches' polls (HGETALL record + counters each) are the driver's, not the pipeline's.
-      redisDelta.hgetall = Math.max(0, (redisDelta.hgetall ?? 0) - 2 * (w.polls + smallWatch.polls));
+      redisDelta.hgetall = Math.max(0, (redisDelta.hgetall ?? 0) - 2 * (w.polls + smallWatch.polls) - loopDelay.polls);
       const counters = await env.state.counters(name);
       const smallCounters = await env.state.counters(smallName);
       const blocks = counters.blocksPlanned ?? counters.blocksDone ?? 0;
@@ -407,7 +418,7 @@ export async function runHuge(s: HugeScenario, logDir: string, keepLogs: boolean
         driverCpuSeconds: (driverCpu.user + driverCpu.system) / 1e6,
         simCpuSeconds: simCpu,
         small: smallRun(smallWatch, smallAt, smallAloneMs),
-        finalizeLoopDelay: await finalizeLoopDelay,
+        finalizeLoopDelay: loopDelay.delay,
       };
       if (run.phase !== 'Completed') env.problems.push(`${name} ended ${run.phase}`);
       say(
