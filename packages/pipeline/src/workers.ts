@@ -37,8 +37,9 @@ export interface Pipeline {
   startRestoredPodInformer(): void;
   /**
    * After an item-block job completed (with its value) or failed: promotes its post-hooks parent,
-   * parked by then, unless a PVB of the block may still be copying (the informers promote it when
-   * they end; the park's own end is the fallback).
+   * parked by then, unless a PVB of the block may still be copying and no cancel was asked (the
+   * informers promote it when they end; the park's own end is the fallback, cut to the poll cap
+   * here without a healthy informer and to the fs-backup deadline).
    */
   releaseBlockTail(job: Job, result?: unknown): Promise<void>;
   close(): Promise<void>;
@@ -147,7 +148,6 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
       const backupName = (job.data as { backupName?: unknown }).backupName;
       const copying = Array.isArray(pvbs) && pvbs.some((name) => !isEnded(runtime.hub?.cached(String(name))));
       // A parent not parked (the job will be retried, or another worker promoted it already) is fine.
-      const warn = (err: Error) => deps.logger.warn({ err: err?.message, jobId: parentId }, 'could not wake a post-hooks job');
       try {
         // BullMQ parked it until a real read of its PVBs is due (postHooksParkMs): right while this
         // process's informer will promote it when they end. A cancel asked before it was parked
@@ -163,7 +163,7 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
         if (typeof deadlineAt === 'number') wakeInMs = Math.min(wakeInMs, Math.max(0, deadlineAt - deps.clock.now()));
         if (wakeInMs < parkedMs) await wakeParkedIn(hooks(), JobName.runPostHooks, parentId, wakeInMs);
       } catch (err) {
-        warn(err as Error);
+        deps.logger.warn({ err: (err as Error)?.message, jobId: parentId }, 'could not wake a post-hooks job');
       }
     },
     close() {
