@@ -3,7 +3,7 @@ import type { PvbClient } from '@stowage/kube';
 import { pvbLabels } from '@stowage/kube';
 import type { BackupState, BlockPlan, PipelineDeps, RunningWorkers } from '@stowage/pipeline';
 import { cancelBackup, startWorkers, submitBackup } from '@stowage/pipeline';
-import { JobName, QueueName } from '@stowage/queue';
+import { JobName, promoteParked, QueueName } from '@stowage/queue';
 import { stagedItemPaths } from '@stowage/storage';
 import { useTestRedis } from '@stowage/testing';
 import { Job, Queue, UnrecoverableError } from 'bullmq';
@@ -664,6 +664,61 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
       expect(execsOf(h, 'ops', 'pair-0', POST)).toHaveLength(postsBefore + 1);
     } finally {
       await hooksQueue.close();
+    }
+  });
+
+  it('a cancel asked while a parked post-hooks job looks at its PVBs (after it read the flag, so the wake-up finds it running) is still seen at once, not at its next timer', async () => {
+    // No PVB controller, and re-parks far beyond the test's waits: only the job's own look after
+    // parking can bring the cancel to its PVBs in time.
+    const name = 'park-cxl-2';
+    const postsBefore = execsOf(h, 'ops', 'pair-0', POST).length; // earlier tests back the same pod up
+    const hooksQueue = new Queue(QueueName.hooks, { connection: h.redis, prefix: h.queuePrefix });
+    const itemBlocksQueue = new Queue(QueueName.itemBlocks, { connection: h.redis, prefix: h.queuePrefix });
+    const state: BackupState = Object.create(h.deps.state);
+    let armedFor: string | undefined;
+    const canceledWhile: string[] = [];
+    state.cancelRequestedAt = async (backupName) => {
+      const read = await h.deps.state.cancelRequestedAt(backupName);
+      if (armedFor !== undefined) {
+        // The look has its answer (no cancel yet); the cancel comes now, before the job re-parks.
+        canceledWhile.push(await hooksQueue.getJobState(armedFor));
+        armedFor = undefined;
+        expect(await cancelBackup({ state: h.deps.state, hooksQueue }, name)).toMatchObject({ outcome: 'requested' });
+      }
+      return read;
+    };
+    try {
+      workers = startWorkers({ deps: { ...h.deps, state, config: { ...h.deps.config, pvbRealReadEveryMs: 600_000 } }, queues: ALL_QUEUES });
+      const running = workers;
+      await waitFor('the informer to sync', async () => (running.pipeline.runtime.hub?.healthy() ? true : undefined));
+      await submit(name, opsSpec('pair'));
+      const created = await waitFor('both PVBs', async () => {
+        const found = await h.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=${name}` });
+        return found.length === 2 ? found : undefined;
+      });
+      const block = created[0]?.spec.tags?.block ?? '';
+      const jobId = postHooksJobId(name, block);
+      await waitFor('the item-block job to be done', async () =>
+        (await itemBlocksQueue.getJobState(blockJobId(name, block))) === 'completed' ? true : undefined,
+      );
+      await new Promise((r) => setTimeout(r, 300)); // what the job's 'completed' handler does is done
+      expect(await hooksQueue.getJobState(jobId)).toBe('delayed');
+      // The job wakes for a look, as its timer would make it.
+      armedFor = jobId;
+      expect(await promoteParked(hooksQueue, JobName.runPostHooks, jobId)).toBe(true);
+      await waitFor('both PVBs asked to cancel', async () => {
+        const found = await h.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=${name}` });
+        return found.length === 2 && found.every((p) => p.spec.cancel === true) ? true : undefined;
+      });
+      expect(canceledWhile).toEqual(['active']);
+      for (const pvb of created) {
+        await h.pvbs.patchPvbStatus(pvb.metadata.name, { phase: 'Canceled', completionTimestamp: new Date().toISOString() });
+      }
+      expect(await waitForBackupEnd(h.deps.state, name, 20_000)).toBe('Canceled');
+      expect(execsOf(h, 'ops', 'pair-0', POST)).toHaveLength(postsBefore + 1);
+    } finally {
+      await hooksQueue.close();
+      await itemBlocksQueue.close();
     }
   });
 

@@ -4,7 +4,7 @@ import { validateRestoreRequest } from '@stowage/core';
 import { pvrLabels } from '@stowage/kube';
 import { emptyDirPath } from '@stowage/kube-sim';
 import { cancelRestore, type RunningWorkers, startWorkers, submitBackup, submitRestore } from '@stowage/pipeline';
-import { childJobOptions, createQueue, JobName, QueueName, type RestoreHooksJobData, restoreJobIds } from '@stowage/queue';
+import { childJobOptions, createQueue, JobName, promoteParked, QueueName, type RestoreHooksJobData, restoreJobIds } from '@stowage/queue';
 import { useTestRedis } from '@stowage/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backupSpec, namespace, node, pod } from './support/fixtures.js';
@@ -237,6 +237,69 @@ describe('a restore-hooks job parked until a real read of its PVRs is due', () =
       }
       expect((await waitForRestoreEnd(h.deps.restores!, h.deps.storage, name)).phase).toBe('Canceled');
       expect(hookExecs(h)).toEqual([]);
+    } finally {
+      await hooksQueue.close();
+    }
+  });
+
+  it('a cancel asked while a parked restore-hooks job looks at its PVRs (after it read the record, so the wake-up finds it running) is still seen at once, not at its next timer', async () => {
+    const { h } = ctx;
+    const name = 'rs-look-cancel';
+    // Re-parks far beyond the test's waits: only the job's own look after parking can bring the cancel to its PVRs in time.
+    await ctx.workers.close();
+    const hooksQueue = createQueue(QueueName.hooks, { connection: h.redis, prefix: h.queuePrefix });
+    const restores = Object.create(h.deps.restores!) as NonNullable<typeof h.deps.restores>;
+    let armedFor: string | undefined;
+    const canceledWhile: string[] = [];
+    restores.getPvrs = async (restoreName, pvrNames) => {
+      const read = await h.deps.restores!.getPvrs(restoreName, pvrNames);
+      if (armedFor !== undefined) {
+        // The look has the record and its PVRs (no cancel yet); the cancel comes now, before the job re-parks.
+        canceledWhile.push(await hooksQueue.getJobState(armedFor));
+        armedFor = undefined;
+        expect(await cancelRestore({ restores: h.deps.restores!, hooksQueue }, restoreName)).toMatchObject({ outcome: 'requested' });
+      }
+      return read;
+    };
+    const workers = startWorkers({
+      deps: { ...h.deps, restores, config: { ...h.deps.config, pvbRealReadEveryMs: 600_000 } },
+      queues: BACKUP_AND_RESTORE_QUEUES,
+    });
+    ctx.workers = workers;
+    try {
+      await waitFor('the PVR informer to be healthy', async () => (workers.pipeline.runtime.pvrHub?.healthy() ? true : undefined));
+      await submitWithHook(h, name, { namespaceMapping: { shop: 'shop-copy' } });
+      const pvrClient = h.deps.pvrs!;
+      const pvrs = await waitFor('both PVRs', async () => {
+        const found = await pvrClient.list({ labelSelector: `${pvrLabels.restoreName}=${name}` });
+        return found.length === 2 ? found : undefined;
+      });
+      const jobId = restoreJobIds.hooks(name, 'shop-copy', 'pair-0');
+      // When the parked job wakes by its timer, from now (BullMQ scores a delayed job timestamp × 0x1000).
+      const wakesInMs = async () => {
+        const score = await h.redis.zscore(hooksQueue.toKey('delayed'), jobId);
+        return score === null ? undefined : Math.floor(Number(score) / 0x1000) - Date.now();
+      };
+      await waitFor('the restore-hooks job parked', async () => ((await hooksQueue.getJobState(jobId)) === 'delayed' ? true : undefined));
+      await new Promise((r) => setTimeout(r, 300)); // the restore-items job's own check after parking is done
+      // Its timer wakes it for a look (here the test does): a first look reads the PVRs from the API
+      // server and polls again soon; the next one, from the informer's cache, parks it long.
+      expect(await promoteParked(hooksQueue, JobName.runRestoreHooks, jobId)).toBe(true);
+      await waitFor('the job parked long', async () => (((await wakesInMs()) ?? 0) > 60_000 ? true : undefined));
+      // Woken again for a look; the cancel comes while it looks.
+      armedFor = jobId;
+      expect(await promoteParked(hooksQueue, JobName.runRestoreHooks, jobId)).toBe(true);
+      for (const pvr of pvrs) {
+        await waitFor(`${pvr.metadata.name} asked to cancel`, async () =>
+          (await pvrClient.get(pvr.metadata.name))?.spec?.cancel ? true : undefined,
+        );
+      }
+      expect(canceledWhile).toEqual(['active']);
+      for (const pvr of pvrs) {
+        await pvrClient.patchStatus(pvr.metadata.name, { phase: 'Canceled', completionTimestamp: new Date().toISOString() });
+      }
+      expect((await waitForRestoreEnd(h.deps.restores!, h.deps.storage, name)).phase).toBe('Canceled');
+      expect(h.sim.execLog({ namespace: 'shop-copy', pod: 'pair-0' })).toEqual([]);
     } finally {
       await hooksQueue.close();
     }

@@ -9,7 +9,7 @@ import { pvbTracker, type WatchProgress, watchProgressSchema } from '../pvb/pvb-
 import type { PipelineRuntime } from '../runtime.js';
 import type { BlockTail, PvbStateRecord } from '../state/backup-state.js';
 import { watchProgressChanged } from '../volume-ops/volume-op-wait-step.js';
-import { afterEndRecords, watchVolumeOps } from '../volume-ops/watch-volume-ops.js';
+import { afterEndRecords, reparkWatching, watchVolumeOps } from '../volume-ops/watch-volume-ops.js';
 import { finishBlock, settleOrphanedPvbs } from './block-post-hooks.js';
 import type { ItemBlockResult } from './item-block.processor.js';
 
@@ -94,10 +94,13 @@ export async function processPostHooks(rt: PipelineRuntime, job: Job, token: str
   });
   if (!watched.settled) {
     if (watchProgressChanged(progress, watched.progress)) await job.updateData({ ...(job.data as object), watch: watched.progress });
-    // A look may have read the cache just before the last end arrived, and the informer's
-    // promotion then found this job running, not parked: look at the cache again once parked.
-    return repark(job, token, watched.recheckInMs, async () => {
-      await rt.hub?.promoteIfDue(watched.open);
+    // A look may have read the cache just before the last end arrived, or the cancel flag just
+    // before a cancel, whose wake-up then found this job running, not parked: both looked at again once parked.
+    return reparkWatching(job, token, watched.recheckInMs, {
+      recheck: () => rt.hub?.promoteIfDue(watched.open) ?? Promise.resolve(),
+      cancelSeen: watched.cancelSeen,
+      cancelRequested: async () => (await deps.state.cancelRequestedAt(backupName)) !== undefined,
+      queue: () => rt.hooksQueue(),
     });
   }
   return afterEndRecords(watched.recording, () =>
@@ -120,7 +123,7 @@ const watchesSchema = z.record(z.string(), watchProgressSchema);
 type BlockPvbsWatch =
   /** `recording`: the records of the PVBs seen ending, sent (see VolumeOpsWatch); awaited before the job ends. */
   | { settled: true; tail: BlockTail<BlockPlan>; recording: Promise<void> }
-  | { settled: false; recheckInMs: number; progress: Record<string, WatchProgress>; open: string };
+  | { settled: false; recheckInMs: number; progress: Record<string, WatchProgress>; open: string; cancelSeen: boolean };
 
 /**
  * The block's PVBs through watchVolumeOps (one look at each not settled in the tail just read).

@@ -1,5 +1,5 @@
 import { getPod } from '@stowage/kube';
-import { cappedBackoffMs, parseRestoreHooksJobData, type RestoreHooksJobData, repark, restoreJobIds } from '@stowage/queue';
+import { cappedBackoffMs, parseRestoreHooksJobData, type RestoreHooksJobData, restoreJobIds } from '@stowage/queue';
 import type { Job } from 'bullmq';
 import { z } from 'zod';
 import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
@@ -11,7 +11,7 @@ import type { RestoreRecord, RestoreState } from '../restore/restore-state.js';
 import type { RestoredPod } from '../restore/restored-pod-hub.js';
 import type { PipelineRuntime } from '../runtime.js';
 import { watchProgressSchema } from '../volume-ops/volume-op-wait-step.js';
-import { afterEndRecords, watchVolumeOps } from '../volume-ops/watch-volume-ops.js';
+import { afterEndRecords, reparkWatching, watchVolumeOps } from '../volume-ops/watch-volume-ops.js';
 
 export type RestoreHooksResult = { pvrs: number; hooks: number; hooksFailed: number; skipped?: string };
 
@@ -90,10 +90,13 @@ export async function processRestoreHooks(rt: PipelineRuntime, job: Job, token: 
     });
     if (!watched.settled) {
       await job.updateData({ ...(job.data as object), wait: { ...wait, orphans: {}, pvrs: watched.progress } });
-      // A look may have read the cache just before the pod's last PVR ended, and the informer's
-      // promotion then found this job running, not parked: look at the cache again once parked.
-      return repark(job, token, watched.recheckInMs, async () => {
-        await rt.pvrHub?.promoteIfDue(watched.open);
+      // A look may have read the cache just before the pod's last PVR ended, or the record just
+      // before a cancel, whose wake-up then found this job running, not parked: both looked at again once parked.
+      return reparkWatching(job, token, watched.recheckInMs, {
+        recheck: () => rt.pvrHub?.promoteIfDue(watched.open) ?? Promise.resolve(),
+        cancelSeen: watched.cancelSeen,
+        cancelRequested: async () => (await restores.cancelRequestedAt(name)) !== undefined,
+        queue: () => rt.hooksQueue(),
       });
     }
     recording = watched.recording;
@@ -179,10 +182,15 @@ async function runHooksOnceUp(
     let delayMs = informerWillPromote ? deps.config.pvbPollMaxMs : cappedBackoffMs(wait.polls, { baseMs: 50, maxMs: 2_000 });
     for (const hook of stillWaiting) delayMs = Math.min(delayMs, hook.waitTimeoutMs > 0 ? hook.waitTimeoutMs - waitedMs : restoreLeftMs);
     await job.updateData({ ...(job.data as object), wait: { ...wait, containersSince: since, polls: wait.polls + 1, lastGetAt } });
-    // The pod may have changed while this look ran (the informer's promotion then found the job
-    // running, not parked): look at the cache again once parked.
-    return repark(job, token, Math.max(1, delayMs), async () => {
-      await podHub?.promoteIfDue(data.podName, data.podNamespace, (cached) => waitingIn(cached).length < stillWaiting.length);
+    // The pod may have changed while this look ran, or a cancel come after the record was read
+    // (a wake-up then found the job running, not parked): both looked at again once parked.
+    return reparkWatching(job, token, Math.max(1, delayMs), {
+      recheck: async () => {
+        await podHub?.promoteIfDue(data.podName, data.podNamespace, (cached) => waitingIn(cached).length < stillWaiting.length);
+      },
+      cancelSeen: false, // a cancel in the record read at the start skips the hooks before any wait
+      cancelRequested: async () => (await restores.cancelRequestedAt(name)) !== undefined,
+      queue: () => rt.hooksQueue(),
     });
   }
   const hooks = plan.hooks.map((hook) =>

@@ -1,4 +1,5 @@
-import { cappedBackoffMs } from '@stowage/queue';
+import { cappedBackoffMs, promoteParked, repark } from '@stowage/queue';
+import type { Job, Queue } from 'bullmq';
 import type { PipelineDeps } from '../deps.js';
 import type { PromotingInformerHub } from '../informers/promoting-informer-hub.js';
 import {
@@ -29,7 +30,14 @@ export type VolumeOpsWatch =
        */
       recording: Promise<void>;
     }
-  | { settled: false; recheckInMs: number; progress: Record<string, WatchProgress>; open: string };
+  | {
+      settled: false;
+      recheckInMs: number;
+      progress: Record<string, WatchProgress>;
+      open: string;
+      /** The look saw a cancel (and asked the open operations to stop): no cancel to look for after parking. */
+      cancelSeen: boolean;
+    };
 
 /**
  * A job that waits for a group of volume operations (a block's PVBs for its post hooks, a restored
@@ -107,7 +115,36 @@ export async function watchVolumeOps<T, P extends VolumeOpPrevious>(
       `${tracker.label} end not recorded; looking again later`,
     ),
   );
-  return { settled: false, recheckInMs: soonest.ms, progress, open: soonest.open };
+  const cancelSeen = typeof asked === 'boolean' ? asked : read !== undefined && (await read.catch(() => false));
+  return { settled: false, recheckInMs: soonest.ms, progress, open: soonest.open, cancelSeen };
+}
+
+/**
+ * Re-parks a job whose look found its volume operations still open, then looks once more, now
+ * that it is parked, at what a wake-up may have missed while the look ran (a wake-up finds a
+ * running job, not a parked one, and does nothing): an end its informer cached meanwhile
+ * (`recheck`), and a cancel asked after the look read the flag — then the job is promoted at once,
+ * so it asks its operations to stop now rather than at its timer (up to pvbRealReadEveryMs later).
+ * One flag read per re-park, none when the look saw the cancel.
+ */
+export function reparkWatching(
+  job: Job,
+  token: string | undefined,
+  delayMs: number,
+  wake: {
+    recheck?: (() => Promise<void>) | undefined;
+    cancelSeen: boolean;
+    cancelRequested: () => Promise<boolean>;
+    /** The job's own queue, to promote it through. */
+    queue: () => Queue;
+  },
+): Promise<never> {
+  return repark(job, token, delayMs, async () => {
+    const cancelAsked = async () => {
+      if (!wake.cancelSeen && (await wake.cancelRequested()) && job.id) await promoteParked(wake.queue(), job.name, job.id);
+    };
+    await Promise.all([wake.recheck?.(), cancelAsked()]);
+  });
 }
 
 /**
