@@ -24,7 +24,7 @@ export function renderHugeMarkdown(input: { command: string; startedAt: string; 
       .map((l) => l.toFixed(1))
       .join(
         ' ',
-      )} at the start, ${machine.loadAverageEnd.map((l) => l.toFixed(1)).join(' ')} at the end. Measured on a loaded 2-core machine shared with other engineers' test runs: absolute times are noisy; compare the two columns (same run, same machine state).`,
+      )} at the start, ${machine.loadAverageEnd.map((l) => l.toFixed(1)).join(' ')} at the end. The load average counts this bench's own processes with whatever else the machine runs: absolute times are noisy; compare the two columns (same run, same machine state).`,
     '',
     `Cluster: ${n0(s.pods)} pods with a PVC and PV each in ${n0(s.namespaces)} namespaces on ${s.nodes} nodes (backed up as items, no PVB), plus ${n0(s.tinyVolumePods)} pods whose ${s.tinyVolumeBytes} B volume is copied by a PVB (node agents on 4 nodes); ${s.workers} workers × ${s.concurrency} slots, one redis-server. The ${s.smallPods}-pod backup alone: ${s1(r.smallAloneMs)}; then submitted ${s.smallAfterMs / 1000} s after the big one.`,
     '',
