@@ -303,6 +303,15 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
     expect(await h.deps.state.readLogs(name)).toEqual([]);
   });
 
+  /** Every queue here, with parks far beyond a test's waits (only a wake-up brings a job back in time), once the PVB informer synced. */
+  const startLongParkingWorkers = async (overrides: Partial<PipelineDeps>) => {
+    const running = startWorkers({
+      deps: { ...h.deps, ...overrides, config: { ...h.deps.config, pvbRealReadEveryMs: 600_000 } },
+      queues: ALL_QUEUES,
+    });
+    workers = running;
+    await waitFor('the informer to sync', async () => (running.pipeline.runtime.hub?.healthy() ? true : undefined));
+  };
   const submit = (name: string, spec: Record<string, unknown>) =>
     submitBackup({ state: h.deps.state, connection: h.redis, queuePrefix: h.queuePrefix }, { name, spec });
 
@@ -647,9 +656,7 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
       return res;
     };
     try {
-      workers = startWorkers({ deps: { ...h.deps, pvbs, config: { ...h.deps.config, pvbRealReadEveryMs: 600_000 } }, queues: ALL_QUEUES });
-      const running = workers;
-      await waitFor('the informer to sync', async () => (running.pipeline.runtime.hub?.healthy() ? true : undefined));
+      await startLongParkingWorkers({ pvbs });
       await submit(name, opsSpec('pair'));
       const created = await waitFor('both PVBs asked to cancel', async () => {
         const found = await h.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=${name}` });
@@ -688,9 +695,7 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
       return read;
     };
     try {
-      workers = startWorkers({ deps: { ...h.deps, state, config: { ...h.deps.config, pvbRealReadEveryMs: 600_000 } }, queues: ALL_QUEUES });
-      const running = workers;
-      await waitFor('the informer to sync', async () => (running.pipeline.runtime.hub?.healthy() ? true : undefined));
+      await startLongParkingWorkers({ state });
       await submit(name, opsSpec('pair'));
       const created = await waitFor('both PVBs', async () => {
         const found = await h.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=${name}` });

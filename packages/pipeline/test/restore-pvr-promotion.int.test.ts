@@ -67,6 +67,17 @@ function useBackedUp(pollCapMs: number): { h: Harness; workers: RunningWorkers }
   return ctx;
 }
 
+/** The describe's workers replaced by ones with these restores and parks far beyond a test's waits, once the PVR informer is healthy. */
+async function restartWithLongParks(ctx: { h: Harness; workers: RunningWorkers }, restores: NonNullable<Harness['deps']['restores']>) {
+  await ctx.workers.close();
+  const workers = startWorkers({
+    deps: { ...ctx.h.deps, restores, config: { ...ctx.h.deps.config, pvbRealReadEveryMs: 600_000 } },
+    queues: BACKUP_AND_RESTORE_QUEUES,
+  });
+  ctx.workers = workers;
+  await waitFor('the PVR informer to be healthy', async () => (workers.pipeline.runtime.pvrHub?.healthy() ? true : undefined));
+}
+
 async function submitWithHook(h: Harness, name: string, spec: Record<string, unknown> = {}): Promise<void> {
   const validation = validateRestoreRequest({
     name,
@@ -204,7 +215,6 @@ describe('a restore-hooks job parked until a real read of its PVRs is due', () =
     const { h } = ctx;
     const name = 'rs-early-cancel';
     // Parks far beyond the test's waits: only the restore-items job's own check can wake it in time.
-    await ctx.workers.close();
     const hooksQueue = createQueue(QueueName.hooks, { connection: h.redis, prefix: h.queuePrefix });
     const restores = Object.create(h.deps.restores!) as NonNullable<typeof h.deps.restores>;
     let canceled = false;
@@ -215,13 +225,8 @@ describe('a restore-hooks job parked until a real read of its PVRs is due', () =
       }
       return h.deps.restores!.registerPvr(restoreName, record);
     };
-    const workers = startWorkers({
-      deps: { ...h.deps, restores, config: { ...h.deps.config, pvbRealReadEveryMs: 600_000 } },
-      queues: BACKUP_AND_RESTORE_QUEUES,
-    });
-    ctx.workers = workers;
     try {
-      await waitFor('the PVR informer to be healthy', async () => (workers.pipeline.runtime.pvrHub?.healthy() ? true : undefined));
+      await restartWithLongParks(ctx, restores);
       await submitWithHook(h, name);
       const pvrClient = h.deps.pvrs!;
       const pvrs = await waitFor('both PVRs', async () => {
@@ -246,7 +251,6 @@ describe('a restore-hooks job parked until a real read of its PVRs is due', () =
     const { h } = ctx;
     const name = 'rs-look-cancel';
     // Re-parks far beyond the test's waits: only the job's own look after parking can bring the cancel to its PVRs in time.
-    await ctx.workers.close();
     const hooksQueue = createQueue(QueueName.hooks, { connection: h.redis, prefix: h.queuePrefix });
     const restores = Object.create(h.deps.restores!) as NonNullable<typeof h.deps.restores>;
     let armedFor: string | undefined;
@@ -261,13 +265,8 @@ describe('a restore-hooks job parked until a real read of its PVRs is due', () =
       }
       return read;
     };
-    const workers = startWorkers({
-      deps: { ...h.deps, restores, config: { ...h.deps.config, pvbRealReadEveryMs: 600_000 } },
-      queues: BACKUP_AND_RESTORE_QUEUES,
-    });
-    ctx.workers = workers;
     try {
-      await waitFor('the PVR informer to be healthy', async () => (workers.pipeline.runtime.pvrHub?.healthy() ? true : undefined));
+      await restartWithLongParks(ctx, restores);
       await submitWithHook(h, name, { namespaceMapping: { shop: 'shop-copy' } });
       const pvrClient = h.deps.pvrs!;
       const pvrs = await waitFor('both PVRs', async () => {
