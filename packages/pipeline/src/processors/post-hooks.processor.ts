@@ -96,11 +96,10 @@ export async function processPostHooks(rt: PipelineRuntime, job: Job, token: str
     if (watchProgressChanged(progress, watched.progress)) await job.updateData({ ...(job.data as object), watch: watched.progress });
     // A look may have read the cache just before the last end arrived, or the cancel flag just
     // before a cancel, whose wake-up then found this job running, not parked: both looked at again once parked.
-    return reparkWatching(job, token, watched.recheckInMs, {
+    return reparkWatching(rt, job, token, watched.recheckInMs, {
       recheck: () => rt.hub?.promoteIfDue(watched.open) ?? Promise.resolve(),
       cancelSeen: watched.cancelSeen,
       cancelRequested: async () => (await deps.state.cancelRequestedAt(backupName)) !== undefined,
-      queue: () => rt.hooksQueue(),
     });
   }
   return afterEndRecords(watched.recording, () =>

@@ -92,11 +92,10 @@ export async function processRestoreHooks(rt: PipelineRuntime, job: Job, token: 
       await job.updateData({ ...(job.data as object), wait: { ...wait, orphans: {}, pvrs: watched.progress } });
       // A look may have read the cache just before the pod's last PVR ended, or the record just
       // before a cancel, whose wake-up then found this job running, not parked: both looked at again once parked.
-      return reparkWatching(job, token, watched.recheckInMs, {
+      return reparkWatching(rt, job, token, watched.recheckInMs, {
         recheck: () => rt.pvrHub?.promoteIfDue(watched.open) ?? Promise.resolve(),
         cancelSeen: watched.cancelSeen,
         cancelRequested: async () => (await restores.cancelRequestedAt(name)) !== undefined,
-        queue: () => rt.hooksQueue(),
       });
     }
     recording = watched.recording;
@@ -184,13 +183,12 @@ async function runHooksOnceUp(
     await job.updateData({ ...(job.data as object), wait: { ...wait, containersSince: since, polls: wait.polls + 1, lastGetAt } });
     // The pod may have changed while this look ran, or a cancel come after the record was read
     // (a wake-up then found the job running, not parked): both looked at again once parked.
-    return reparkWatching(job, token, Math.max(1, delayMs), {
+    return reparkWatching(rt, job, token, Math.max(1, delayMs), {
       recheck: async () => {
         await podHub?.promoteIfDue(data.podName, data.podNamespace, (cached) => waitingIn(cached).length < stillWaiting.length);
       },
       cancelSeen: false, // a cancel in the record read at the start skips the hooks before any wait
       cancelRequested: async () => (await restores.cancelRequestedAt(name)) !== undefined,
-      queue: () => rt.hooksQueue(),
     });
   }
   const hooks = plan.hooks.map((hook) =>

@@ -1,7 +1,8 @@
 import { cappedBackoffMs, promoteParked, repark } from '@stowage/queue';
-import type { Job, Queue } from 'bullmq';
+import type { Job } from 'bullmq';
 import type { PipelineDeps } from '../deps.js';
 import type { PromotingInformerHub } from '../informers/promoting-informer-hub.js';
+import type { PipelineRuntime } from '../runtime.js';
 import {
   stepVolumeOpWait,
   type VolumeOpPrevious,
@@ -120,28 +121,32 @@ export async function watchVolumeOps<T, P extends VolumeOpPrevious>(
 }
 
 /**
- * Re-parks a job whose look found its volume operations still open, then looks once more, now
- * that it is parked, at what a wake-up may have missed while the look ran (a wake-up finds a
+ * Re-parks a hooks job whose look found its volume operations still open, then looks once more,
+ * now that it is parked, at what a wake-up may have missed while the look ran (a wake-up finds a
  * running job, not a parked one, and does nothing): an end its informer cached meanwhile
  * (`recheck`), and a cancel asked after the look read the flag — then the job is promoted at once,
  * so it asks its operations to stop now rather than at its timer (up to pvbRealReadEveryMs later).
- * One flag read per re-park, none when the look saw the cancel.
+ * One flag read per re-park, none when the look saw the cancel. A failed check leaves the job to
+ * its timer, with a warning.
  */
 export function reparkWatching(
+  rt: Pick<PipelineRuntime, 'deps' | 'hooksQueue'>,
   job: Job,
   token: string | undefined,
   delayMs: number,
-  wake: {
-    recheck?: (() => Promise<void>) | undefined;
-    cancelSeen: boolean;
-    cancelRequested: () => Promise<boolean>;
-    /** The job's own queue, to promote it through. */
-    queue: () => Queue;
-  },
+  wake: { recheck?: (() => Promise<void>) | undefined; cancelSeen: boolean; cancelRequested: () => Promise<boolean> },
 ): Promise<never> {
   return repark(job, token, delayMs, async () => {
     const cancelAsked = async () => {
-      if (!wake.cancelSeen && (await wake.cancelRequested()) && job.id) await promoteParked(wake.queue(), job.name, job.id);
+      if (wake.cancelSeen || !job.id) return;
+      try {
+        if (await wake.cancelRequested()) await promoteParked(rt.hooksQueue(), job.name, job.id);
+      } catch (err) {
+        rt.deps.logger.warn(
+          { jobId: job.id, err: (err as Error)?.message ?? String(err) },
+          'could not look for a cancel after parking; the job wakes at its timer',
+        );
+      }
     };
     await Promise.all([wake.recheck?.(), cancelAsked()]);
   });
