@@ -727,6 +727,51 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
     }
   });
 
+  it('a look for a cancel after parking that fails (a Redis blip) leaves the post-hooks job parked until its timer, with a warning; the PVB ends still release it', async () => {
+    const name = 'park-cxl-3';
+    const hooksQueue = new Queue(QueueName.hooks, { connection: h.redis, prefix: h.queuePrefix });
+    const itemBlocksQueue = new Queue(QueueName.itemBlocks, { connection: h.redis, prefix: h.queuePrefix });
+    const state: BackupState = Object.create(h.deps.state);
+    let reads = 0;
+    let armed = false;
+    state.cancelRequestedAt = async (backupName) => {
+      // The look's own read answers; the one after parking fails.
+      if (armed && ++reads === 2) throw new Error('simulated Redis blip');
+      return h.deps.state.cancelRequestedAt(backupName);
+    };
+    try {
+      await startLongParkingWorkers({ state });
+      await submit(name, opsSpec('pair'));
+      const created = await waitFor('both PVBs', async () => {
+        const found = await h.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=${name}` });
+        return found.length === 2 ? found : undefined;
+      });
+      const block = created[0]?.spec.tags?.block ?? '';
+      const jobId = postHooksJobId(name, block);
+      await waitFor('the item-block job to be done', async () =>
+        (await itemBlocksQueue.getJobState(blockJobId(name, block))) === 'completed' ? true : undefined,
+      );
+      await new Promise((r) => setTimeout(r, 300)); // what the job's 'completed' handler does is done
+      armed = true;
+      expect(await promoteParked(hooksQueue, JobName.runPostHooks, jobId)).toBe(true);
+      await waitFor('the warning', async () =>
+        h.logs.some((l) => l.includes('could not look for a cancel after parking') && l.includes('simulated Redis blip'))
+          ? true
+          : undefined,
+      );
+      expect(reads).toBe(2);
+      expect(await hooksQueue.getJobState(jobId)).toBe('delayed');
+      for (const pvb of created) {
+        const now = new Date().toISOString();
+        await h.pvbs.patchPvbStatus(pvb.metadata.name, { phase: 'Completed', startTimestamp: now, completionTimestamp: now });
+      }
+      expect(await waitForBackupEnd(h.deps.state, name, 20_000)).toBe('Completed');
+    } finally {
+      await hooksQueue.close();
+      await itemBlocksQueue.close();
+    }
+  });
+
   it('volume policies and opt-out decide which PVBs exist, each skip recorded with its reason', async () => {
     controller = new TestPvbController({ pvbs: h.pvbs, durationMs: 100, perNodeConcurrency: 4 });
     await controller.start();
