@@ -312,6 +312,40 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
     workers = running;
     await waitFor('the informer to sync', async () => (running.pipeline.runtime.hub?.healthy() ? true : undefined));
   };
+  /** Submits a backup of the `pair` pod (one block, two PVBs left New) and returns once its post-hooks job is parked after the item-block job. */
+  const submitPairParked = async (name: string) => {
+    await submit(name, opsSpec('pair'));
+    const created = await waitFor('both PVBs', async () => {
+      const found = await h.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=${name}` });
+      return found.length === 2 ? found : undefined;
+    });
+    const block = created[0]?.spec.tags?.block ?? '';
+    const queues = [QueueName.itemBlocks, QueueName.hooks].map((q) => new Queue(q, { connection: h.redis, prefix: h.queuePrefix }));
+    const [itemBlocksQueue, hooksQueue] = queues as [Queue, Queue];
+    const jobId = postHooksJobId(name, block);
+    try {
+      await waitFor('the item-block job to be done', async () =>
+        (await itemBlocksQueue.getJobState(blockJobId(name, block))) === 'completed' ? true : undefined,
+      );
+      await new Promise((r) => setTimeout(r, 300)); // what the job's 'completed' handler does is done
+      expect(await hooksQueue.getJobState(jobId)).toBe('delayed');
+    } finally {
+      await Promise.all(queues.map((q) => q.close()));
+    }
+    return { created, jobId };
+  };
+  /** Both PVBs of the `pair` backup are asked to cancel; stopped, the backup ends Canceled and the started block's post hook runs once. */
+  const expectPvbsCanceledThenPostHook = async (name: string, postsBefore: number) => {
+    const asked = await waitFor('both PVBs asked to cancel', async () => {
+      const found = await h.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=${name}` });
+      return found.length === 2 && found.every((p) => p.spec.cancel === true) ? found : undefined;
+    });
+    for (const pvb of asked) {
+      await h.pvbs.patchPvbStatus(pvb.metadata.name, { phase: 'Canceled', completionTimestamp: new Date().toISOString() });
+    }
+    expect(await waitForBackupEnd(h.deps.state, name, 20_000)).toBe('Canceled');
+    expect(execsOf(h, 'ops', 'pair-0', POST)).toHaveLength(postsBefore + 1);
+  };
   const submit = (name: string, spec: Record<string, unknown>) =>
     submitBackup({ state: h.deps.state, connection: h.redis, queuePrefix: h.queuePrefix }, { name, spec });
 
@@ -658,17 +692,8 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
     try {
       await startLongParkingWorkers({ pvbs });
       await submit(name, opsSpec('pair'));
-      const created = await waitFor('both PVBs asked to cancel', async () => {
-        const found = await h.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=${name}` });
-        return found.length === 2 && found.every((p) => p.spec.cancel === true) ? found : undefined;
-      });
+      await expectPvbsCanceledThenPostHook(name, postsBefore);
       expect(canceled).toBe(true);
-      for (const pvb of created) {
-        await h.pvbs.patchPvbStatus(pvb.metadata.name, { phase: 'Canceled', completionTimestamp: new Date().toISOString() });
-      }
-      expect(await waitForBackupEnd(h.deps.state, name, 20_000)).toBe('Canceled');
-      // The block had started: its post hook runs once its PVBs stopped.
-      expect(execsOf(h, 'ops', 'pair-0', POST)).toHaveLength(postsBefore + 1);
     } finally {
       await hooksQueue.close();
     }
@@ -680,7 +705,6 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
     const name = 'park-cxl-2';
     const postsBefore = execsOf(h, 'ops', 'pair-0', POST).length; // earlier tests back the same pod up
     const hooksQueue = new Queue(QueueName.hooks, { connection: h.redis, prefix: h.queuePrefix });
-    const itemBlocksQueue = new Queue(QueueName.itemBlocks, { connection: h.redis, prefix: h.queuePrefix });
     const state: BackupState = Object.create(h.deps.state);
     let armedFor: string | undefined;
     const canceledWhile: string[] = [];
@@ -696,41 +720,20 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
     };
     try {
       await startLongParkingWorkers({ state });
-      await submit(name, opsSpec('pair'));
-      const created = await waitFor('both PVBs', async () => {
-        const found = await h.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=${name}` });
-        return found.length === 2 ? found : undefined;
-      });
-      const block = created[0]?.spec.tags?.block ?? '';
-      const jobId = postHooksJobId(name, block);
-      await waitFor('the item-block job to be done', async () =>
-        (await itemBlocksQueue.getJobState(blockJobId(name, block))) === 'completed' ? true : undefined,
-      );
-      await new Promise((r) => setTimeout(r, 300)); // what the job's 'completed' handler does is done
-      expect(await hooksQueue.getJobState(jobId)).toBe('delayed');
+      const { jobId } = await submitPairParked(name);
       // The job wakes for a look, as its timer would make it.
       armedFor = jobId;
       expect(await promoteParked(hooksQueue, JobName.runPostHooks, jobId)).toBe(true);
-      await waitFor('both PVBs asked to cancel', async () => {
-        const found = await h.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=${name}` });
-        return found.length === 2 && found.every((p) => p.spec.cancel === true) ? true : undefined;
-      });
+      await expectPvbsCanceledThenPostHook(name, postsBefore);
       expect(canceledWhile).toEqual(['active']);
-      for (const pvb of created) {
-        await h.pvbs.patchPvbStatus(pvb.metadata.name, { phase: 'Canceled', completionTimestamp: new Date().toISOString() });
-      }
-      expect(await waitForBackupEnd(h.deps.state, name, 20_000)).toBe('Canceled');
-      expect(execsOf(h, 'ops', 'pair-0', POST)).toHaveLength(postsBefore + 1);
     } finally {
       await hooksQueue.close();
-      await itemBlocksQueue.close();
     }
   });
 
   it('a look for a cancel after parking that fails (a Redis blip) leaves the post-hooks job parked until its timer, with a warning; the PVB ends still release it', async () => {
     const name = 'park-cxl-3';
     const hooksQueue = new Queue(QueueName.hooks, { connection: h.redis, prefix: h.queuePrefix });
-    const itemBlocksQueue = new Queue(QueueName.itemBlocks, { connection: h.redis, prefix: h.queuePrefix });
     const state: BackupState = Object.create(h.deps.state);
     let reads = 0;
     let armed = false;
@@ -741,17 +744,7 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
     };
     try {
       await startLongParkingWorkers({ state });
-      await submit(name, opsSpec('pair'));
-      const created = await waitFor('both PVBs', async () => {
-        const found = await h.pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=${name}` });
-        return found.length === 2 ? found : undefined;
-      });
-      const block = created[0]?.spec.tags?.block ?? '';
-      const jobId = postHooksJobId(name, block);
-      await waitFor('the item-block job to be done', async () =>
-        (await itemBlocksQueue.getJobState(blockJobId(name, block))) === 'completed' ? true : undefined,
-      );
-      await new Promise((r) => setTimeout(r, 300)); // what the job's 'completed' handler does is done
+      const { created, jobId } = await submitPairParked(name);
       armed = true;
       expect(await promoteParked(hooksQueue, JobName.runPostHooks, jobId)).toBe(true);
       await waitFor('the warning', async () =>
@@ -768,7 +761,6 @@ describe('backup pipeline semantics (all queues in this process, test PVB contro
       expect(await waitForBackupEnd(h.deps.state, name, 20_000)).toBe('Completed');
     } finally {
       await hooksQueue.close();
-      await itemBlocksQueue.close();
     }
   });
 
