@@ -65,6 +65,22 @@ describe('stepVolumeOpWait: how long a watcher parks', () => {
     expect(watchProgressChanged({ 'op-1': { polls: 3, lastGetAt: NOW - 1_000 } }, { 'op-1': res.progress })).toBe(false);
   });
 
+  it('with a healthy informer, a real GET that was due (still running) parks until the next one is due, not the poll base: one wake per real read', async () => {
+    const gets: string[] = [];
+    const res = await step(tracker(running, gets), hubWith(running), NOW - config.pvbRealReadEveryMs);
+    expect(gets).toEqual(['op-1']);
+    expect(res).toEqual({ kind: 'wait', delayMs: config.pvbRealReadEveryMs, progress: { polls: 3, lastGetAt: NOW } });
+  });
+
+  it('an operation the cache does not hold yet (just created) is read and polled from the base, counting the poll', async () => {
+    const gets: string[] = [];
+    const res = await step(tracker(running, gets), hubWith(undefined), NOW - 1_000);
+    expect(gets).toEqual(['op-1']);
+    expect(res).toMatchObject({ kind: 'wait', progress: { polls: 4, lastGetAt: NOW } });
+    if (res.kind !== 'wait') throw new Error('unreachable');
+    expect(res.delayMs).toBeLessThanOrEqual(config.pvbPollMaxMs);
+  });
+
   it('waits at least the poll cap when a GET is almost due, and wakes at the deadline', async () => {
     const late = await step(tracker(running, []), hubWith(running), NOW - config.pvbRealReadEveryMs + 10);
     expect(late).toMatchObject({ kind: 'wait', delayMs: config.pvbPollMaxMs });

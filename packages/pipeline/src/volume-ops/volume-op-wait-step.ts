@@ -185,10 +185,10 @@ export async function stepVolumeOpWait<T, P extends VolumeOpPrevious>(
   // With a healthy informer cache a promoting hub wakes this job the moment the operation turns
   // terminal, and a wake before the next real GET is due would only re-read that same cache and
   // re-park (~40 Redis commands for a post-hooks job): wait until the GET is due (at least the
-  // poll cap). The poll count, which only paces polling without a cache, stays as it was (the
-  // progress is then unchanged and the job's data need not be rewritten). Without a usable cache
-  // (or a watch that stays quiet) polling backs off from the base.
-  const informerWillPromote = input.promotedByHub === true && !mustGet && hub?.healthy() === true;
+  // poll cap) — also right after a GET that was merely due, which changes nothing about who wakes
+  // the job. The poll count, which only paces polling without a cache, stays as it was. Without a
+  // usable cache (unhealthy, or not holding the operation yet) polling backs off from the base.
+  const informerWillPromote = input.promotedByHub === true && cached !== undefined && hub?.healthy() === true;
   let delayMs = informerWillPromote
     ? Math.max(config.pvbPollMaxMs, progress.lastGetAt + config.pvbRealReadEveryMs - now)
     : cappedBackoffMs(progress.polls, { baseMs: config.pvbPollBaseMs, maxMs: config.pvbPollMaxMs });
