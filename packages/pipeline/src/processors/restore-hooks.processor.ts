@@ -175,10 +175,13 @@ async function runHooksOnceUp(
   const isUp = (hook: PlannedRestoreHook) => isUpIn(seen, hook);
   const stillWaiting = waitingIn(seen);
   if (stillWaiting.length > 0) {
-    // A healthy informer promotes this job when the pod changes: wait long (only to re-read now
-    // and then). Without one, poll with a capped backoff. Either way wake at the first timeout.
+    // A healthy informer promotes this job when the pod changes: wait until a real read of the pod
+    // is due (at least the poll cap), as a job watching its PVRs does. Without one, poll with a
+    // capped backoff. Either way wake at the first timeout.
     const informerWillPromote = podHub?.healthy() === true;
-    let delayMs = informerWillPromote ? deps.config.pvbPollMaxMs : cappedBackoffMs(wait.polls, { baseMs: 50, maxMs: 2_000 });
+    let delayMs = informerWillPromote
+      ? Math.max(deps.config.pvbPollMaxMs, (lastGetAt || since) + deps.config.pvbRealReadEveryMs - now)
+      : cappedBackoffMs(wait.polls, { baseMs: 50, maxMs: 2_000 });
     for (const hook of stillWaiting) delayMs = Math.min(delayMs, hook.waitTimeoutMs > 0 ? hook.waitTimeoutMs - waitedMs : restoreLeftMs);
     await job.updateData({ ...(job.data as object), wait: { ...wait, containersSince: since, polls: wait.polls + 1, lastGetAt } });
     // The pod may have changed while this look ran, or a cancel come after the record was read
