@@ -98,6 +98,20 @@ export function renderRestoreMarkdown(r: RestoreBenchResult, meta: { command: st
       parts.toWatchDoneMs.count === 0 ? '' : ` (= ${d(parts.toWatchDoneMs)} [${d(parts.watchRunMs)}] + ${d(parts.watchDoneToFirstRunMs)})`;
     lines.push(`- ${m.mode}: ${d(parts.toFirstRunMs)}${split} | ${d(parts.firstRunToExecMs)} | ${d(parts.containerPolls)}`);
   }
+  const bySecond = r.modes.filter((m) => (m.pods.hookLagByEndSecond ?? []).length > 0);
+  if (bySecond.length > 0) {
+    lines.push(
+      '',
+      "The hook lag by the second (from the restore's first PVR end) in which the pod's last PVR ended — hooks, lag p50 / max (ms):",
+      '',
+    );
+    for (const m of bySecond) {
+      const cells = (m.pods.hookLagByEndSecond ?? []).map(
+        (b) => `${b.second} s: ${b.lagMs.count}, ${fmt(b.lagMs.p50)} / ${fmt(b.lagMs.max)}`,
+      );
+      lines.push(`- ${m.mode}: ${cells.join(' | ')}`);
+    }
+  }
   const t = restoreTargets(r);
   if (t) {
     const mark = (met: boolean) => (met ? 'met' : '**missed**');

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parseRestoreBenchArgs } from './restore-options.js';
-import { hookLags, RESTORE_SCENARIO } from './restore-run.js';
+import { hookLags, hookLagsByEndSecond, RESTORE_SCENARIO } from './restore-run.js';
 
 const defaults = { markdown: '/repo/BENCHMARKS.md' };
 
@@ -66,5 +66,22 @@ describe('hookLags', () => {
       ],
     );
     expect(lags).toEqual([120, 40]);
+  });
+});
+
+describe('hookLagsByEndSecond', () => {
+  it("groups the lags by the second, from the first PVR end, in which each pod's last PVR ended", () => {
+    const pvr = (pod: string, done: string) =>
+      ({ spec: { pod: { namespace: 'ns', name: pod } }, status: { completionTimestamp: done } }) as never;
+    const exec = (pod: string, startedAt: string) => ({ namespace: 'ns', pod, startedAt });
+    const groups = hookLagsByEndSecond(
+      [pvr('a', '2026-01-01T00:00:01.000Z'), pvr('b', '2026-01-01T00:00:01.900Z'), pvr('c', '2026-01-01T00:00:03.500Z')],
+      [exec('a', '2026-01-01T00:00:01.500Z'), exec('b', '2026-01-01T00:00:02.000Z'), exec('c', '2026-01-01T00:00:03.540Z')],
+    );
+    expect(groups.map((g) => [g.second, g.lagMs.count, g.lagMs.max])).toEqual([
+      [0, 2, 500],
+      [2, 1, 40],
+    ]);
+    expect(hookLagsByEndSecond([], [])).toEqual([]);
   });
 });

@@ -84,6 +84,8 @@ export interface RestorePhaseResult {
   hookExecs?: number;
   /** Post-restore hook exec start − the last completionTimestamp among its pod's PVRs. */
   hookLagMs?: Distribution;
+  /** The same, by the second (from the first PVR end) in which each pod's last PVR ended. */
+  hookLagByEndSecond?: Array<{ second: number; lagMs: Distribution }>;
   /**
    * Redis commands of the whole restore (INFO commandstats delta: items, PVRs, hooks, finalize, and
    * this driver's polling of the record every 100 ms) ÷ the pods with PVRs.
@@ -289,6 +291,7 @@ export async function runRestoreBench(
         result.pvrs = { total: restored.length, completed: restored.filter((p) => p.status?.phase === 'Completed').length };
         result.hookExecs = execs.length;
         result.hookLagMs = distribution(hookLags(restored, execs));
+        result.hookLagByEndSecond = hookLagsByEndSecond(restored, execs);
         result.redisCommandsPerPod = commands / new Set(restored.map((p) => `${p.spec.pod.namespace}/${p.spec.pod.name}`)).size;
         result.hookLagParts = await hookLagParts(env, name, restored, execs);
       }
@@ -384,8 +387,11 @@ async function startRestoreWorkers(env: BenchEnv, s: RestoreScenario, maxInFligh
   });
 }
 
-/** Per hook exec: its start − the last PVR completion of its pod (restored pods have new uids: matched by namespace/name). */
-export function hookLags(pvrs: PodVolumeRestore[], execs: Array<{ namespace: string; pod: string; startedAt: string }>): number[] {
+/** Per hook exec: when its pod's last PVR completed, and the exec's start − that (restored pods have new uids: matched by namespace/name). */
+function hookLagSamples(
+  pvrs: PodVolumeRestore[],
+  execs: Array<{ namespace: string; pod: string; startedAt: string }>,
+): Array<{ done: number; lag: number }> {
   const lastDone = new Map<string, number>();
   for (const p of pvrs) {
     const done = Date.parse(p.status?.completionTimestamp ?? '');
@@ -393,13 +399,38 @@ export function hookLags(pvrs: PodVolumeRestore[], execs: Array<{ namespace: str
     const key = `${p.spec.pod.namespace}/${p.spec.pod.name}`;
     lastDone.set(key, Math.max(lastDone.get(key) ?? 0, done));
   }
-  const lags: number[] = [];
+  const samples: Array<{ done: number; lag: number }> = [];
   for (const e of execs) {
     const done = lastDone.get(`${e.namespace}/${e.pod}`);
     const start = Date.parse(e.startedAt);
-    if (done !== undefined && Number.isFinite(start)) lags.push(start - done);
+    if (done !== undefined && Number.isFinite(start)) samples.push({ done, lag: start - done });
   }
-  return lags;
+  return samples;
+}
+
+/** Per hook exec: its start − the last PVR completion of its pod. */
+export function hookLags(pvrs: PodVolumeRestore[], execs: Array<{ namespace: string; pod: string; startedAt: string }>): number[] {
+  return hookLagSamples(pvrs, execs).map((s) => s.lag);
+}
+
+/**
+ * The hook lags grouped by the second, counted from the restore's first PVR end, in which the
+ * pod's last PVR ended: whether the tail belongs to the hooks whose PVRs end while the restore is
+ * still creating pods.
+ */
+export function hookLagsByEndSecond(
+  pvrs: PodVolumeRestore[],
+  execs: Array<{ namespace: string; pod: string; startedAt: string }>,
+): Array<{ second: number; lagMs: Distribution }> {
+  const samples = hookLagSamples(pvrs, execs);
+  if (samples.length === 0) return [];
+  const first = Math.min(...samples.map((s) => s.done));
+  const bySecond = new Map<number, number[]>();
+  for (const s of samples) {
+    const second = Math.floor((s.done - first) / 1000);
+    bySecond.set(second, [...(bySecond.get(second) ?? []), s.lag]);
+  }
+  return [...bySecond.entries()].sort(([a], [b]) => a - b).map(([second, lags]) => ({ second, lagMs: distribution(lags) }));
 }
 
 /** Where the hook lag goes, per pod: see RestorePhaseResult.hookLagParts. */
