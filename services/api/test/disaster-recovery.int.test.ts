@@ -74,6 +74,9 @@ function startService(dir: string, env: Record<string, string>): Service {
     cwd: dir,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
+    // Its own process group: tsx runs the service in a child node process, which a SIGKILL of tsx
+    // alone would leave running (an old install's api and worker living on into the fresh one).
+    detached: true,
   });
   let out = '';
   child.stdout?.on('data', (d) => {
@@ -88,7 +91,8 @@ function startService(dir: string, env: Record<string, string>): Service {
 
 async function stopService(s: Service | undefined, signal: NodeJS.Signals): Promise<void> {
   if (!s || s.child.exitCode !== null || s.child.signalCode !== null) return;
-  s.child.kill(signal);
+  // The whole group: tsx and the node process running the service.
+  if (s.child.pid !== undefined) process.kill(-s.child.pid, signal);
   await s.exited;
 }
 
