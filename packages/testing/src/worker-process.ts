@@ -25,7 +25,19 @@ export async function spawnWorker(env: Record<string, string>, readyTimeoutMs = 
     cwd: REPO_ROOT,
     env: { ...process.env, LOG_LEVEL: 'warn', ...env, PORT: String(port) },
     stdio: ['ignore', 'pipe', 'pipe'],
+    // Its own process group: tsx runs the worker in a child node process, which a SIGKILL of tsx
+    // alone would leave running.
+    detached: true,
   });
+  // tsx and the node process running the worker.
+  const signalGroup = (signal: NodeJS.Signals) => {
+    if (child.pid === undefined) return;
+    try {
+      process.kill(-child.pid, signal);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err; // the group is gone already
+    }
+  };
   child.stdout?.on('data', (d: Buffer) => output.push(d.toString()));
   child.stderr?.on('data', (d: Buffer) => output.push(d.toString()));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
@@ -37,7 +49,7 @@ export async function spawnWorker(env: Record<string, string>, readyTimeoutMs = 
     if (ok) break;
     if (child.exitCode !== null) throw new Error(`worker exited with ${child.exitCode} before it was ready:\n${output.join('')}`);
     if (Date.now() > until) {
-      child.kill('SIGKILL');
+      signalGroup('SIGKILL');
       throw new Error(`worker not ready after ${readyTimeoutMs} ms:\n${output.join('')}`);
     }
     await new Promise((r) => setTimeout(r, 200));
@@ -48,8 +60,8 @@ export async function spawnWorker(env: Record<string, string>, readyTimeoutMs = 
     output,
     async stop() {
       if (child.exitCode !== null) return child.exitCode;
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+      child.kill('SIGTERM'); // tsx passes it on to the worker and exits with its code
+      const timer = setTimeout(() => signalGroup('SIGKILL'), 15_000);
       const code = await exited;
       clearTimeout(timer);
       return code;

@@ -92,7 +92,11 @@ function startService(dir: string, env: Record<string, string>): Service {
 async function stopService(s: Service | undefined, signal: NodeJS.Signals): Promise<void> {
   if (!s || s.child.exitCode !== null || s.child.signalCode !== null) return;
   // The whole group: tsx and the node process running the service.
-  if (s.child.pid !== undefined) process.kill(-s.child.pid, signal);
+  try {
+    if (s.child.pid !== undefined) process.kill(-s.child.pid, signal);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err; // the group is gone already
+  }
   await s.exited;
 }
 
