@@ -97,7 +97,7 @@ export async function processPostHooks(rt: PipelineRuntime, job: Job, token: str
     // A look may have read the cache just before the last end arrived, or the cancel flag just
     // before a cancel, whose wake-up then found this job running, not parked: both looked at again once parked.
     return reparkWatching(rt, job, token, watched.recheckInMs, {
-      recheck: () => rt.hub?.promoteIfDue(watched.open) ?? Promise.resolve(),
+      recheck: () => rt.hub?.promoteIfDue(watched.open),
       cancelSeen: watched.cancelSeen,
       cancelRequested: async () => (await deps.state.cancelRequestedAt(backupName)) !== undefined,
     });

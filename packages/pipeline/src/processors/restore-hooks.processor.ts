@@ -93,7 +93,7 @@ export async function processRestoreHooks(rt: PipelineRuntime, job: Job, token: 
       // A look may have read the cache just before the pod's last PVR ended, or the record just
       // before a cancel, whose wake-up then found this job running, not parked: both looked at again once parked.
       return reparkWatching(rt, job, token, watched.recheckInMs, {
-        recheck: () => rt.pvrHub?.promoteIfDue(watched.open) ?? Promise.resolve(),
+        recheck: () => rt.pvrHub?.promoteIfDue(watched.open),
         cancelSeen: watched.cancelSeen,
         cancelRequested: async () => (await restores.cancelRequestedAt(name)) !== undefined,
       });
@@ -184,13 +184,10 @@ async function runHooksOnceUp(
       : cappedBackoffMs(wait.polls, { baseMs: 50, maxMs: 2_000 });
     for (const hook of stillWaiting) delayMs = Math.min(delayMs, hook.waitTimeoutMs > 0 ? hook.waitTimeoutMs - waitedMs : restoreLeftMs);
     await job.updateData({ ...(job.data as object), wait: { ...wait, containersSince: since, polls: wait.polls + 1, lastGetAt } });
-    // The pod may have changed while this look ran, or a cancel come after the record was read
-    // (a wake-up then found the job running, not parked): both looked at again once parked.
+    // The pod may have changed while this look ran, or a cancel come after the record was read (one
+    // in it skipped the hooks above); a wake-up then found the job running, not parked: both looked at again once parked.
     return reparkWatching(rt, job, token, Math.max(1, delayMs), {
-      recheck: async () => {
-        await podHub?.promoteIfDue(data.podName, data.podNamespace, (cached) => waitingIn(cached).length < stillWaiting.length);
-      },
-      cancelSeen: false, // a cancel in the record read at the start skips the hooks before any wait
+      recheck: () => podHub?.promoteIfDue(data.podName, data.podNamespace, (cached) => waitingIn(cached).length < stillWaiting.length),
       cancelRequested: async () => (await restores.cancelRequestedAt(name)) !== undefined,
     });
   }

@@ -1,6 +1,6 @@
 import { pvrName, type RestoreSpec } from '@stowage/core';
 import { pvrLabels } from '@stowage/kube';
-import { addRestoreHooksFlow, JobName, parseRestoreItemsJobData, promoteParked, restoreJobIds } from '@stowage/queue';
+import { addRestoreHooksFlow, JobName, parseRestoreItemsJobData, restoreJobIds } from '@stowage/queue';
 import type { Job } from 'bullmq';
 import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
 import { InFlightLimit } from '../restore/in-flight-limit.js';
@@ -10,6 +10,7 @@ import type { PlannedRestoreItem } from '../restore/restore-plan-types.js';
 import { restoreDepsOf } from '../restore/restore-runtime.js';
 import type { ItemResult } from '../restore/restore-state.js';
 import type { PipelineRuntime } from '../runtime.js';
+import { lookAgainOnceParked } from '../volume-ops/watch-volume-ops.js';
 
 export type RestoreItemsResult =
   | { canceled: true }
@@ -154,12 +155,17 @@ async function startPodFollowUp(
   });
   const last = names.at(-1);
   if (last === undefined || parkMs === 0) return;
-  // A cancel asked before the job was parked woke nothing (cancelRestore wakes the parked jobs):
-  // it looks now. The PVRs may have ended already (nothing was parked to promote then): any one
-  // of the pod's PVRs stands for all of them (the hub checks the whole pod).
-  if ((await restores.cancelRequestedAt(base.restoreName)) !== undefined) {
-    await promoteParked(rt.hooksQueue(), JobName.runRestoreHooks, restoreJobIds.hooks(base.restoreName, namespace, item.name));
-  } else await rt.pvrHub?.promoteIfDue(last);
+  // Nothing could wake the job before it was parked: a cancel asked meanwhile (cancelRestore wakes
+  // the parked jobs), or PVRs that ended already — any one of the pod's stands for all of them
+  // (the hub checks the whole pod).
+  await lookAgainOnceParked(
+    rt,
+    { name: JobName.runRestoreHooks, id: restoreJobIds.hooks(base.restoreName, namespace, item.name) },
+    {
+      recheck: () => rt.pvrHub?.promoteIfDue(last),
+      cancelRequested: async () => (await restores.cancelRequestedAt(base.restoreName)) !== undefined,
+    },
+  );
 }
 
 /** A pod that existed already (not this restore's) gets no volume data and no hooks (as in Velero): said once, not silently. */

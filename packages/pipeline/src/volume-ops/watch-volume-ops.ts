@@ -120,35 +120,53 @@ export async function watchVolumeOps<T, P extends VolumeOpPrevious>(
   return { settled: false, recheckInMs: soonest.ms, progress, open: soonest.open, cancelSeen };
 }
 
+/** How a hooks job just parked looks again at what its wake-ups may have missed (lookAgainOnceParked). */
+export interface ParkedJobWake {
+  /** Promotes the job if the informer's cache already shows what it waits for. */
+  recheck?: (() => Promise<void> | undefined) | undefined;
+  /** The job saw the cancel already (and acted on it): no flag to read. */
+  cancelSeen?: boolean | undefined;
+  cancelRequested: () => Promise<boolean>;
+}
+
 /**
- * Re-parks a hooks job whose look found its volume operations still open, then looks once more,
- * now that it is parked, at what a wake-up may have missed while the look ran (a wake-up finds a
- * running job, not a parked one, and does nothing): an end its informer cached meanwhile
- * (`recheck`), and a cancel asked after the look read the flag — then the job is promoted at once,
- * so it asks its operations to stop now rather than at its timer (up to pvbRealReadEveryMs later).
- * One flag read per re-park, none when the look saw the cancel. A failed check leaves the job to
- * its timer, with a warning.
+ * A hooks job parked just now looks once more at what a wake-up may have missed while it was
+ * running or not added yet (a wake-up finds it not parked and does nothing): an end its informer
+ * cached meanwhile (`recheck`), and a cancel asked meanwhile — then it is promoted at once, so it
+ * asks its operations to stop now rather than at its timer (up to pvbRealReadEveryMs later). One
+ * flag read, none when the job saw the cancel. A failed check leaves the job to its timer, with a
+ * warning. Used after every re-park (reparkWatching) and after restore-items adds a parked
+ * restore-hooks job.
  */
+export async function lookAgainOnceParked(
+  rt: Pick<PipelineRuntime, 'deps' | 'hooksQueue'>,
+  job: { name: string; id: string },
+  wake: ParkedJobWake,
+): Promise<void> {
+  const cancelAsked = async () => {
+    if (wake.cancelSeen) return;
+    try {
+      if (await wake.cancelRequested()) await promoteParked(rt.hooksQueue(), job.name, job.id);
+    } catch (err) {
+      rt.deps.logger.warn(
+        { jobId: job.id, err: (err as Error)?.message ?? String(err) },
+        'could not look for a cancel after parking; the job wakes at its timer',
+      );
+    }
+  };
+  await Promise.all([wake.recheck?.(), cancelAsked()]);
+}
+
+/** Re-parks a hooks job whose look found its volume operations (or its container) still not ready, then lookAgainOnceParked. */
 export function reparkWatching(
   rt: Pick<PipelineRuntime, 'deps' | 'hooksQueue'>,
   job: Job,
   token: string | undefined,
   delayMs: number,
-  wake: { recheck?: (() => Promise<void>) | undefined; cancelSeen: boolean; cancelRequested: () => Promise<boolean> },
+  wake: ParkedJobWake,
 ): Promise<never> {
   return repark(job, token, delayMs, async () => {
-    const cancelAsked = async () => {
-      if (wake.cancelSeen || !job.id) return;
-      try {
-        if (await wake.cancelRequested()) await promoteParked(rt.hooksQueue(), job.name, job.id);
-      } catch (err) {
-        rt.deps.logger.warn(
-          { jobId: job.id, err: (err as Error)?.message ?? String(err) },
-          'could not look for a cancel after parking; the job wakes at its timer',
-        );
-      }
-    };
-    await Promise.all([wake.recheck?.(), cancelAsked()]);
+    if (job.id) await lookAgainOnceParked(rt, { name: job.name, id: job.id }, wake);
   });
 }
 
