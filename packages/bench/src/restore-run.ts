@@ -428,7 +428,9 @@ export function hookLagsByEndSecond(
   const bySecond = new Map<number, number[]>();
   for (const s of samples) {
     const second = Math.floor((s.done - first) / 1000);
-    bySecond.set(second, [...(bySecond.get(second) ?? []), s.lag]);
+    const lags = bySecond.get(second) ?? [];
+    lags.push(s.lag);
+    bySecond.set(second, lags);
   }
   return [...bySecond.entries()].sort(([a], [b]) => a - b).map(([second, lags]) => ({ second, lagMs: distribution(lags) }));
 }
