@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { cp, mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { createKubeClients, createPvbClient, type PvbClient, pvbLabels } from '@stowage/kube';
 import { type Simulator, startSimulator } from '@stowage/kube-sim';
 import { NodeAgentRegistry, statePrefixFor } from '@stowage/pipeline';
-import { getFreePort, type RedisServer, startRedisServer, uniquePrefix } from '@stowage/testing';
+import { getFreePort, type RedisServer, spawnService, startRedisServer, uniquePrefix } from '@stowage/testing';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LOST_IN_FLIGHT_REASON } from '../src/backup-sync.js';
@@ -22,7 +22,6 @@ import { openSse } from './sse-client.js';
  */
 
 const CRD_PATH = fileURLToPath(new URL('../../../k8s/base/crd-podvolumebackups.yaml', import.meta.url));
-const TSX = fileURLToPath(new URL('../../../node_modules/.bin/tsx', import.meta.url));
 const API_DIR = fileURLToPath(new URL('..', import.meta.url));
 const WORKER_DIR = fileURLToPath(new URL('../../worker', import.meta.url));
 const TOKEN = 'dr-token-0123456789abcdef';
@@ -70,13 +69,12 @@ interface Service {
 }
 
 function startService(dir: string, env: Record<string, string>): Service {
-  const child = spawn(TSX, ['--conditions=@stowage/source', 'src/main.ts'], {
+  // One process per service (spawnService): a SIGKILL must not leave an old install's api or
+  // worker living on into the fresh one.
+  const child = spawnService('src/main.ts', {
     cwd: dir,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
-    // Its own process group: tsx runs the service in a child node process, which a SIGKILL of tsx
-    // alone would leave running (an old install's api and worker living on into the fresh one).
-    detached: true,
   });
   let out = '';
   child.stdout?.on('data', (d) => {
@@ -91,12 +89,7 @@ function startService(dir: string, env: Record<string, string>): Service {
 
 async function stopService(s: Service | undefined, signal: NodeJS.Signals): Promise<void> {
   if (!s || s.child.exitCode !== null || s.child.signalCode !== null) return;
-  // The whole group: tsx and the node process running the service.
-  try {
-    if (s.child.pid !== undefined) process.kill(-s.child.pid, signal);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err; // the group is gone already
-  }
+  s.child.kill(signal);
   await s.exited;
 }
 

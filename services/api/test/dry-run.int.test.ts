@@ -5,19 +5,18 @@
  * key, every storage file), that bad specs get the same 400, and that the plan it shows is the plan
  * a real backup of the same spec stores, read with the same list calls.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { demoFixturePath, type Simulator, startSimulator } from '@stowage/kube-sim';
 import { NodeAgentRegistry, statePrefixFor } from '@stowage/pipeline';
-import { getFreePort, uniquePrefix, useTestRedis } from '@stowage/testing';
+import { getFreePort, spawnService, uniquePrefix, useTestRedis } from '@stowage/testing';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const SERVICE_DIR = fileURLToPath(new URL('..', import.meta.url));
-const TSX = fileURLToPath(new URL('../../../node_modules/.bin/tsx', import.meta.url));
 const TOKEN = 'dry-run-token-0123456789abcdef';
 const WRITE_VERBS = ['create', 'update', 'patch', 'delete', 'deletecollection'];
 
@@ -144,7 +143,7 @@ beforeAll(async () => {
 
   const port = await getFreePort();
   base = `http://127.0.0.1:${port}`;
-  api = spawn(TSX, ['--conditions=@stowage/source', 'src/main.ts'], {
+  api = spawnService('src/main.ts', {
     cwd: SERVICE_DIR,
     env: {
       PATH: process.env.PATH ?? '',

@@ -1,14 +1,13 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type Simulator, startSimulator } from '@stowage/kube-sim';
-import { getFreePort, uniquePrefix, useTestRedis } from '@stowage/testing';
+import { getFreePort, spawnService, uniquePrefix, useTestRedis } from '@stowage/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const SERVICE_DIR = fileURLToPath(new URL('..', import.meta.url));
-const TSX = fileURLToPath(new URL('../../../node_modules/.bin/tsx', import.meta.url));
 const TOKEN = 'process-token-0123456789abcdef';
 
 interface Run {
@@ -18,7 +17,7 @@ interface Run {
 }
 
 function runMain(env: Record<string, string>): Run {
-  const child = spawn(TSX, ['--conditions=@stowage/source', 'src/main.ts'], {
+  const child = spawnService('src/main.ts', {
     cwd: SERVICE_DIR,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -1,19 +1,18 @@
-import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { type Simulator, startSimulator } from '@stowage/kube-sim';
-import { getFreePort, type S3Server, startS3Server, useTestRedis } from '@stowage/testing';
+import { getFreePort, type S3Server, spawnService, startS3Server, useTestRedis } from '@stowage/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const REPO = fileURLToPath(new URL('../../../', import.meta.url));
-const TSX = `${REPO}node_modules/.bin/tsx`;
 
 /** Runs a service's main.ts with only `env`; resolves its exit code and everything it printed. */
 function runMain(
   service: 'api' | 'worker' | 'node-agent',
   env: Record<string, string>,
-  onStarted: (child: ReturnType<typeof spawn>) => void = () => {},
+  onStarted: (child: ChildProcess) => void = () => {},
 ): Promise<{ code: number | null; out: string }> {
-  const child = spawn(TSX, ['--conditions=@stowage/source', 'src/main.ts'], {
+  const child = spawnService('src/main.ts', {
     cwd: `${REPO}services/${service}`,
     // The SDK warns on Node 20 that its releases after January 2027 need Node 22 (see the storage README).
     env: {
