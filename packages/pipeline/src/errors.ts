@@ -18,6 +18,11 @@ export const PipelineErrorCode = {
   planUnreadable: 'PIPELINE_PLAN_UNREADABLE',
   /** The backup spec failed validation. */
   specInvalid: 'PIPELINE_SPEC_INVALID',
+  /**
+   * A count against a run whose live state finalize already archived and dropped: a stalled
+   * duplicate of a finished job, still running. Refused, so the run's counters stay as archived.
+   */
+  runArchived: 'PIPELINE_RUN_ARCHIVED',
 } as const;
 export type PipelineErrorCode = (typeof PipelineErrorCode)[keyof typeof PipelineErrorCode];
 

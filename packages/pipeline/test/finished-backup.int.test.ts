@@ -2,7 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { PipelineDeps, RunningWorkers } from '@stowage/pipeline';
-import { BackupState, readLiveBlocks, startWorkers, submitBackup, writeBackupArchive } from '@stowage/pipeline';
+import { BackupState, PipelineErrorCode, readLiveBlocks, startWorkers, submitBackup, writeBackupArchive } from '@stowage/pipeline';
 import { QueueName } from '@stowage/queue';
 import { backupLayout, FileSystemStorage } from '@stowage/storage';
 import { uniquePrefix, useTestRedis } from '@stowage/testing';
@@ -39,7 +39,7 @@ describe('a finished backup in storage (finalize writes it, then Redis drops all
     await redisHandle?.stop();
   });
 
-  it('finalize cut off before its final write runs again and finishes: marker last, nothing lost, the terminal event once, Redis keeps only rec and cnt', async () => {
+  it('finalize cut off before its final write runs again and finishes: marker last, nothing lost, the terminal event once, Redis keeps only rec, cnt and the dropped once-set', async () => {
     const storage = storageFailingWrites(h.deps.storage, '/velero-backup.json', 1);
     const deps: PipelineDeps = { ...h.deps, storage };
     workers = startWorkers({ deps, queues: ALL_QUEUES });
@@ -60,10 +60,57 @@ describe('a finished backup in storage (finalize writes it, then Redis drops all
     expect(finished.logs.length).toBe(finished.manifest.logLines);
 
     const keys = (await h.redis.keys(`${h.deps.state.prefix}:bk:{cut-1}:*`)).map((k) => k.split(':').at(-1)).sort();
-    expect(keys).toEqual(['cnt', 'rec']);
+    expect(keys).toEqual(['cnt', 'once', 'rec']);
     const rec = await h.deps.state.getBackup('cut-1');
     expect(rec).toMatchObject({ phase: 'Completed', pvbPhases: {} });
     expect(rec?.archivedAt).toBeGreaterThan(0);
+  });
+});
+
+describe('counts after finalize dropped the live state (a stalled duplicate of a finished job)', () => {
+  let redisHandle: { url: string; stop: () => Promise<void> };
+  let redis: Redis;
+
+  beforeAll(async () => {
+    redisHandle = await useTestRedis();
+    redis = new Redis(redisHandle.url);
+  });
+  afterAll(async () => {
+    await redis?.quit();
+    await redisHandle?.stop();
+  });
+
+  it('are refused with a clear error: the archived counters stay, no block state comes back; deleting the backup removes every key', async () => {
+    const state = new BackupState({ redis, prefix: uniquePrefix() });
+    const name = 'late-1';
+    const keysLeft = async () => (await redis.keys(`${state.prefix}:bk:{${name}}:*`)).map((k) => k.split(':').at(-1)).sort();
+    await state.createBackup({ name, uid: 'u', spec: {}, phase: 'InProgress', createdAt: 1 });
+    await state.putBlockPlans(name, [{ id: 'blk-0', plan: { id: 'blk-0', pods: [], items: [], skips: [] }, items: [] }]);
+    const itemStep = { set: { state: 'Completed' }, once: [{ onceKey: 'item:pods/ns/p-0', field: 'itemsBackedUp' }] };
+    expect(await state.blockStep(name, 'blk-0', itemStep)).toBe(1);
+    await state.transitionPhase(name, ['InProgress'], 'Completed', { completedAt: 9 });
+    await state.updateBackup(name, { archivedAt: 10 });
+    await state.dropInFlightState(name);
+    const archived = await state.counters(name);
+    expect(archived).toMatchObject({ itemsBackedUp: 1 });
+    expect(await keysLeft()).toEqual(['cnt', 'once', 'rec']);
+
+    // The duplicate's writes, as its job would make them: each refused, nothing counted twice.
+    const refused = { code: PipelineErrorCode.runArchived };
+    await expect(
+      state.blockStep(name, 'blk-0', { ...itemStep, once: [{ onceKey: 'item:pods/ns/p-1', field: 'itemsBackedUp' }] }),
+    ).rejects.toMatchObject(refused);
+    await expect(state.countOnce(name, 'item:pods/ns/p-2', 'itemsBackedUp')).rejects.toMatchObject(refused);
+    await expect(state.countOnceMany(name, [{ onceKey: 'item:pods/ns/p-3', field: 'itemsBackedUp' }])).rejects.toMatchObject(refused);
+    await expect(state.recordProblem(name, { level: 'error', onceKey: 'late', msg: 'late' })).rejects.toMatchObject(refused);
+    expect(await state.counters(name)).toEqual(archived);
+    expect(await keysLeft()).toEqual(['cnt', 'once', 'rec']);
+
+    // A re-run of finalize's drop is harmless; deleting the backup leaves nothing.
+    await state.dropInFlightState(name);
+    expect(await keysLeft()).toEqual(['cnt', 'once', 'rec']);
+    await state.deleteBackup(name);
+    expect(await keysLeft()).toEqual([]);
   });
 });
 
@@ -154,7 +201,7 @@ describe('the archive of a large backup: pages and segments', () => {
     await state.updateBackup(name, { archivedAt: 10 });
     await state.dropInFlightState(name);
     const left = (await redis.keys(`${state.prefix}:bk:{${name}}:*`)).map((k) => k.split(':').at(-1)).sort();
-    expect(left).toEqual(['cnt', 'rec']);
+    expect(left).toEqual(['cnt', 'once', 'rec']);
 
     // A late run of finalize (stalled, still going after another run archived and dropped the
     // live state under its reads) writes no manifest: the archive still reads whole.

@@ -1,6 +1,7 @@
 import { validateRestoreRequest } from '@stowage/core';
 import {
   type PipelineDeps,
+  PipelineErrorCode,
   type RunningWorkers,
   readRestoreArchive,
   readRestoreArchiveEvents,
@@ -67,5 +68,12 @@ describe('a finished restore in storage: finalize archives its events and record
     expect(terminal).toHaveLength(1);
     expect(archived.at(-1)).toEqual(terminal[0]);
     expect(await h.deps.storage.exists(restoreLayout('rs-cut').eventsSegment(0))).toBe(true);
+
+    // A stalled duplicate of a restore-items job, still writing after the drop: its count is refused.
+    const countersArchived = await restores.counters('rs-cut');
+    await expect(
+      restores.recordItemResults('rs-cut', [{ key: 'configmaps/shop/late', result: { outcome: 'created', at: 1 } }]),
+    ).rejects.toMatchObject({ code: PipelineErrorCode.runArchived });
+    expect(await restores.counters('rs-cut')).toEqual(countersArchived);
   });
 });

@@ -343,11 +343,13 @@ describe('restores through the API: the api service hosts restores, a worker pro
     // Storage takes restore.json again: finalize's retry archives the restore and drops its state.
     await rm(blocker, { recursive: true });
     await waitFor('rs-arch archived and dropped', async () =>
-      (await restores.getRestore('rs-arch'))?.archivedAt !== undefined && (await stateKeys()).length === 2 ? true : undefined,
+      (await restores.getRestore('rs-arch'))?.archivedAt !== undefined && (await stateKeys()).length === 3 ? true : undefined,
     );
-    // The documented remainder: the catalogue entry (record and counters) and its index entry; of
-    // the rest only BullMQ's finished jobs (kept by KEEP_FINISHED_JOBS) still name the restore.
-    expect(await stateKeys()).toEqual([restores.key('rs-arch', 'cnt'), restores.key('rs-arch', 'rec')]);
+    // The documented remainder: the catalogue entry (record and counters), the dropped once-set
+    // (a string refusing late counts) and its index entry; of the rest only BullMQ's finished jobs
+    // (kept by KEEP_FINISHED_JOBS) still name the restore.
+    const leftAfterDrop = ['cnt', 'once', 'rec'].map((suffix) => restores.key('rs-arch', suffix));
+    expect(await stateKeys()).toEqual(leftAfterDrop);
     expect(await api.producer.zscore(`${statePrefix}:restores`, 'rs-arch')).not.toBeNull();
     const jobKeyPrefixes = [QueueName.restores, QueueName.restoreItems, QueueName.pvbWatch, QueueName.hooks].map((q) => `${prefix}:${q}:`);
     const others = (await scanKeys(api.producer, '*rs-arch*')).filter(
@@ -356,7 +358,9 @@ describe('restores through the API: the api service hosts restores, a worker pro
     expect(others).toEqual([]);
     const catalogueBytes = (await api.producer.memory('USAGE', restores.key('rs-arch', 'rec'))) ?? 0;
     const counterBytes = (await api.producer.memory('USAGE', restores.key('rs-arch', 'cnt'))) ?? 0;
-    expect(catalogueBytes + counterBytes).toBeLessThan(4096);
+    const droppedOnceBytes = (await api.producer.memory('USAGE', restores.key('rs-arch', 'once'))) ?? 0;
+    expect(droppedOnceBytes).toBeLessThan(200); // its key and a short string
+    expect(catalogueBytes + counterBytes + droppedOnceBytes).toBeLessThan(4096);
     expect(await snapshot()).toEqual(live);
 
     // A re-run of finalize after the drop (BullMQ delivers at least once) changes nothing.
@@ -374,7 +378,7 @@ describe('restores through the API: the api service hosts restores, a worker pro
       await queue.close();
     }
     expect(await readFile(join(storageDir, restoreLayout('rs-arch').record), 'utf8')).toBe(archiveBefore);
-    expect(await stateKeys()).toEqual([restores.key('rs-arch', 'cnt'), restores.key('rs-arch', 'rec')]);
+    expect(await stateKeys()).toEqual(leftAfterDrop);
     expect(await snapshot()).toEqual(live);
 
     // A resumed SSE client gets only what follows its Last-Event-ID, from storage.

@@ -1,5 +1,5 @@
 import type { RedisClient } from '@stowage/queue';
-import { type RunEvent, type RunRecord, RunState, type RunStateOptions } from '../state/run-state.js';
+import { lateCountRefused, type RunEvent, type RunRecord, RunState, type RunStateOptions } from '../state/run-state.js';
 import type { PlannedRestoreItem, RestorePodPlan, RestoreTierPlan } from './restore-plan-types.js';
 
 /**
@@ -198,7 +198,7 @@ export class RestoreState extends RunState<RestoreRecord> {
     multi.stowageCountOnceMany(this.key(name, 'once'), this.key(name, 'cnt'), JSON.stringify(once));
     const replies = (await multi.exec()) ?? [];
     const failed = replies.find(([err]) => err);
-    if (failed) throw failed[0];
+    if (failed) lateCountRefused(name)(failed[0]);
   }
 
   /** Every item result, by key (for `GET /v1/restores/:name/items` and the results file). */

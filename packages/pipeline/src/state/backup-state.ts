@@ -7,6 +7,7 @@ import {
   type HookRunRecord,
   interruptedRun,
   type LogLine,
+  lateCountRefused,
   type RunEvent,
   type RunProblem,
   type RunRecord,
@@ -331,7 +332,9 @@ export class BackupState extends RunState<BackupRecord> {
    */
   async blockStep(name: string, blockId: string, step: BlockStep): Promise<number> {
     const { keys, args } = this.blockStepCall(name, blockId, step);
-    return (await this.cmd<StateScriptCommands>().stowageBlockStep(...keys, ...args)) as number;
+    return (await this.cmd<StateScriptCommands>()
+      .stowageBlockStep(...keys, ...args)
+      .catch(lateCountRefused(name))) as number;
   }
 
   /** The keys and arguments of blockStep's script (BLOCK_STEP_LUA), for scripts that run it with more. */

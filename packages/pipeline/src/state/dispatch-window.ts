@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import { type BackupState, type BlockStep, SHAPE_PAIR, SHAPE_SOLO } from './backup-state.js';
+import { lateCountRefused } from './run-state.js';
 import { BLOCK_STEP_LUA } from './scripts.js';
 
 /**
@@ -231,7 +232,9 @@ export class DispatchWindow {
    */
   async stepAndClaim<P = unknown>(name: string, blockId: string, step: BlockStep, claimer: string): Promise<Array<ClaimedBlock<P>>> {
     const { keys, args } = this.state.blockStepCall(name, blockId, step);
-    const flat = await this.redis.stowageBlockStepAndClaimBuffer(...keys, ...this.keys(name), ...args, claimer);
+    const flat = await this.redis
+      .stowageBlockStepAndClaimBuffer(...keys, ...this.keys(name), ...args, claimer)
+      .catch(lateCountRefused(name));
     return await this.blocks<P>(name, flat);
   }
 

@@ -1,5 +1,6 @@
 import type { RedisClient } from '@stowage/queue';
 import { runIndexKey, runKey } from '@stowage/queue';
+import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
 import { BACKUP_STATE_SCRIPTS } from './scripts.js';
 
 /**
@@ -134,6 +135,30 @@ const MAX_EVENTS = 200_000;
 const MAX_LOG_LINES = 100_000;
 /** Keys every run has that only a running run needs (the record `rec` and counters `cnt` stay). */
 const RUN_IN_FLIGHT_SUFFIXES = ['once', 'events', 'logs', 'hooks'] as const;
+/**
+ * What the once-set (`once`) becomes when finalize drops a run's live state: a string, so every
+ * later count (SADD first, HINCRBY only when it added) fails with WRONGTYPE and leaves the
+ * counters as archived — a stalled duplicate of a finished job may still be running (its lock
+ * expired, another worker finished the job) and would otherwise count again into the catalogue entry.
+ */
+const ONCE_DROPPED = 'archived';
+
+/**
+ * A count refused by the dropped once-set (ONCE_DROPPED), said as such; any other error as it is.
+ * For every script that counts once-keys of a run.
+ */
+export function lateCountRefused(runName: string): (err: unknown) => never {
+  return (err) => {
+    if (/WRONGTYPE/.test(String((err as Error)?.message))) {
+      throw new UnrecoverablePipelineError(
+        PipelineErrorCode.runArchived,
+        `run ${runName} is archived and its live state dropped: a late count (a stalled duplicate of a finished job) is refused`,
+        { cause: err },
+      );
+    }
+    throw err;
+  };
+}
 
 export class RunState<R extends RunRecord> {
   readonly redis: RedisClient;
@@ -300,13 +325,20 @@ export class RunState<R extends RunRecord> {
 
   /**
    * Drops everything of an ended run but its record and counters (the catalogue entry, with the
-   * index entry), once storage holds what its views show (finalize, after `archivedAt`). Safe to
-   * repeat, and after a crash midway: the listed keys go first, the keys that name them last.
+   * index entry), once storage holds what its views show (finalize, after `archivedAt`); the
+   * once-set becomes a short string that refuses later counts (ONCE_DROPPED). Safe to repeat, and
+   * after a crash midway: the listed keys go first, the keys that name them last.
    */
   async dropInFlightState(name: string): Promise<void> {
     const { listed, suffixes } = await this.inFlightKeys(name);
     for (let i = 0; i < listed.length; i += 500) await this.redis.unlink(...listed.slice(i, i + 500));
-    await this.redis.unlink(...[...RUN_IN_FLIGHT_SUFFIXES, ...suffixes].map((s) => this.key(name, s)));
+    const dropped = [...RUN_IN_FLIGHT_SUFFIXES.filter((s) => s !== 'once'), ...suffixes];
+    await this.redis.unlink(...dropped.map((s) => this.key(name, s)));
+    // In one transaction, so no count slips in between; UNLINK frees a large set off Redis' main thread.
+    const once = this.key(name, 'once');
+    const replies = (await this.redis.multi().unlink(once).set(once, ONCE_DROPPED).exec()) ?? [];
+    const failed = replies.find(([err]) => err);
+    if (failed) throw failed[0];
   }
 
   /**
@@ -365,23 +397,27 @@ export class RunState<R extends RunRecord> {
 
   /** Adds `by` to counter `field` unless `onceKey` was counted before. Returns whether it counted. */
   async countOnce(name: string, onceKey: string, field: string, by = 1): Promise<boolean> {
-    const res = (await this.cmd().stowageCountOnce(this.key(name, 'once'), this.key(name, 'cnt'), onceKey, field, by)) as number;
+    const res = (await this.cmd()
+      .stowageCountOnce(this.key(name, 'once'), this.key(name, 'cnt'), onceKey, field, by)
+      .catch(lateCountRefused(name))) as number;
     return res === 1;
   }
 
   /** countOnce, and `line` logged when it counted now (one round trip, both or neither). */
   async countOnceAndLog(name: string, onceKey: string, field: string, line: Omit<LogLine, 'at'> & { at?: number }): Promise<boolean> {
     const full = { at: this.now(), ...line };
-    const res = await this.cmd().stowageCountOnceAndLog(
-      this.key(name, 'once'),
-      this.key(name, 'cnt'),
-      this.key(name, 'logs'),
-      onceKey,
-      field,
-      1,
-      JSON.stringify(full),
-      this.maxLogLines,
-    );
+    const res = await this.cmd()
+      .stowageCountOnceAndLog(
+        this.key(name, 'once'),
+        this.key(name, 'cnt'),
+        this.key(name, 'logs'),
+        onceKey,
+        field,
+        1,
+        JSON.stringify(full),
+        this.maxLogLines,
+      )
+      .catch(lateCountRefused(name));
     return res === 1;
   }
 
@@ -389,7 +425,9 @@ export class RunState<R extends RunRecord> {
   async countOnceMany(name: string, entries: ReadonlyArray<{ onceKey: string; field: string; by?: number }>): Promise<number> {
     if (entries.length === 0) return 0;
     const payload = JSON.stringify(entries.map((e) => [e.onceKey, e.field, e.by ?? 1]));
-    return (await this.cmd().stowageCountOnceMany(this.key(name, 'once'), this.key(name, 'cnt'), payload)) as number;
+    return (await this.cmd()
+      .stowageCountOnceMany(this.key(name, 'once'), this.key(name, 'cnt'), payload)
+      .catch(lateCountRefused(name))) as number;
   }
 
   /**

@@ -55,10 +55,11 @@ end
 export const BLOCK_STEP_LUA = `${COUNT_ONCE_LUA}
 local function blockStep(blockKey, onceKey, countersKey, eventsKey, stepJson, maxLen)
   local step = cjson.decode(stepJson)
-  if step.set and #step.set > 0 then redis.call('HSET', blockKey, unpack(step.set)) end
   local ev = step.event
   local counted, eventKeyCounted = 0, false
+  -- Counted first: once a finalize dropped the run, the once-set is a string and this fails before any write.
   if step.once then counted, eventKeyCounted = countOnce(onceKey, countersKey, step.once, ev and ev.ifCounted or 0) end
+  if step.set and #step.set > 0 then redis.call('HSET', blockKey, unpack(step.set)) end
   if ev and (ev.ifCounted == 0 or eventKeyCounted) then
     redis.call('XADD', eventsKey, 'MAXLEN', '~', maxLen, '*', 'type', ev.type, 'at', tostring(ev.at), 'data', ev.data)
   end
