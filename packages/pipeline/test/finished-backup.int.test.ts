@@ -67,20 +67,23 @@ describe('a finished backup in storage (finalize writes it, then Redis drops all
   });
 });
 
-describe('counts after finalize dropped the live state (a stalled duplicate of a finished job)', () => {
+describe('what stays of a finished backup: its archive, page by page, and in Redis the catalogue entry', () => {
   let redisHandle: { url: string; stop: () => Promise<void> };
   let redis: Redis;
+  let dir: string;
 
   beforeAll(async () => {
     redisHandle = await useTestRedis();
     redis = new Redis(redisHandle.url);
+    dir = await mkdtemp(join(tmpdir(), 'stowage-archive-'));
   });
   afterAll(async () => {
     await redis?.quit();
     await redisHandle?.stop();
+    if (dir) await rm(dir, { recursive: true, force: true });
   });
 
-  it('are refused with a clear error: the archived counters stay, no block state comes back; deleting the backup removes every key', async () => {
+  it('counts after finalize dropped the live state (a stalled duplicate of a finished job) are refused with a clear error: the archived counters stay, no block state comes back; deleting the backup removes every key', async () => {
     const state = new BackupState({ redis, prefix: uniquePrefix() });
     const name = 'late-1';
     const keysLeft = async () => (await redis.keys(`${state.prefix}:bk:{${name}}:*`)).map((k) => k.split(':').at(-1)).sort();
@@ -111,23 +114,6 @@ describe('counts after finalize dropped the live state (a stalled duplicate of a
     expect(await keysLeft()).toEqual(['cnt', 'once', 'rec']);
     await state.deleteBackup(name);
     expect(await keysLeft()).toEqual([]);
-  });
-});
-
-describe('the archive of a large backup: pages and segments', () => {
-  let redisHandle: { url: string; stop: () => Promise<void> };
-  let redis: Redis;
-  let dir: string;
-
-  beforeAll(async () => {
-    redisHandle = await useTestRedis();
-    redis = new Redis(redisHandle.url);
-    dir = await mkdtemp(join(tmpdir(), 'stowage-archive-'));
-  });
-  afterAll(async () => {
-    await redis?.quit();
-    await redisHandle?.stop();
-    if (dir) await rm(dir, { recursive: true, force: true });
   });
 
   it('reads any block range and any event suffix back exactly as the live state had them, page by page', async () => {
