@@ -28,6 +28,9 @@ export const RESTORE_USAGE = `pnpm bench --scenario restore [options]
   --items-concurrency C       STOWAGE_RESTORE_ITEMS_CONCURRENCY per worker (default 8)
   --max-inflight M            STOWAGE_RESTORE_MAX_INFLIGHT of the parallel mode (default 100)
   --latency-ms L              added by the simulator to every API request (default 10)
+  --pods-repeat R             the parallel mode's pods restore R times, each into namespaces of
+                              its own; the hook lag's p99 is then pooled over the R restores
+                              (one restore's p99 is its second-slowest hook) (default 1)
   --json FILE                 write the results as JSON
   --markdown FILE             append the results (default: BENCHMARKS.md at the repo root)
   --no-markdown               do not append
@@ -48,6 +51,7 @@ const INT_FLAGS: Record<string, { key: keyof RestoreScenario; min: number }> = {
   '--items-concurrency': { key: 'itemsConcurrency', min: 1 },
   '--max-inflight': { key: 'maxInFlight', min: 1 },
   '--latency-ms': { key: 'latencyMs', min: 0 },
+  '--pods-repeat': { key: 'podsRepeat', min: 1 },
 };
 
 export type RestoreParseResult = { ok: true; options: RestoreBenchOptions } | { ok: false; problems: string[] } | { ok: 'help' };

@@ -41,6 +41,11 @@ export interface RestoreScenario {
   maxInFlight: number;
   /** Added by the simulator to every API request during the restores. */
   latencyMs: number;
+  /**
+   * Pods restores of the parallel mode, one after another (each into namespaces of its own): the
+   * hook lag's p99 is also given pooled over them (one restore's p99 is its second-slowest hook).
+   */
+  podsRepeat: number;
 }
 
 export const RESTORE_SCENARIO: RestoreScenario = {
@@ -57,6 +62,7 @@ export const RESTORE_SCENARIO: RestoreScenario = {
   itemsConcurrency: 8,
   maxInFlight: 100,
   latencyMs: 10,
+  podsRepeat: 1,
 };
 
 export type RestoreMode = 'parallel' | 'one-at-a-time';
@@ -84,6 +90,8 @@ export interface RestorePhaseResult {
   hookExecs?: number;
   /** Post-restore hook exec start − the last completionTimestamp among its pod's PVRs. */
   hookLagMs?: Distribution;
+  /** Those lags themselves, one per hook (for a distribution pooled over several restores). */
+  hookLagSamplesMs?: number[];
   /** The same, by the second (from the first PVR end) in which each pod's last PVR ended. */
   hookLagByEndSecond?: Array<{ second: number; lagMs: Distribution }>;
   /**
@@ -119,6 +127,9 @@ export interface RestoreModeResult {
   /** Absent with `--restore-part pods`. */
   plain?: RestorePhaseResult;
   pods: RestorePhaseResult;
+  /** With podsRepeat > 1 (parallel mode): the pods restores after the first, and the hook lag over all of them. */
+  podsAgain?: RestorePhaseResult[];
+  podsHookLagPooledMs?: Distribution;
 }
 
 export interface RestoreBenchResult {
@@ -290,7 +301,8 @@ export async function runRestoreBench(
         const execs = (await env.sim.execLog()).slice(execsBefore);
         result.pvrs = { total: restored.length, completed: restored.filter((p) => p.status?.phase === 'Completed').length };
         result.hookExecs = execs.length;
-        result.hookLagMs = distribution(hookLags(restored, execs));
+        result.hookLagSamplesMs = hookLags(restored, execs);
+        result.hookLagMs = distribution(result.hookLagSamplesMs);
         result.hookLagByEndSecond = hookLagsByEndSecond(restored, execs);
         result.redisCommandsPerPod = commands / new Set(restored.map((p) => `${p.spec.pod.namespace}/${p.spec.pod.name}`)).size;
         result.hookLagParts = await hookLagParts(env, name, restored, execs);
@@ -326,28 +338,44 @@ export async function runRestoreBench(
           `    ${plain.phase}: ${plain.itemsRestored} objects in ${plain.makespanMs} ms = ${Math.round(plain.objectsPerSecond)} objects/s; max in flight at the API server ${plain.maxInFlightAtApiServer}`,
         );
       }
-      say(`  ${mode}: restoring ${s.pods} pods with volumes and a post-restore hook each`);
-      const pods = await runRestore(
-        `${tag}-pods`,
-        {
-          includedNamespaces: podNamespaces,
-          namespaceMapping: Object.fromEntries(podNamespaces.map((n) => [n, `${tag}-${n}`])),
-          hooks: {
-            resources: [
-              {
-                name: 'mark-restored',
-                includedNamespaces: podNamespaces.map((n) => `${tag}-${n}`),
-                postHooks: [{ exec: { container: 'app', command: HOOK, onError: 'Fail' } }],
-              },
-            ],
+      // The pods restore, into namespaces `<into>-<pod namespace>`.
+      const restorePods = async (name: string, into: string) => {
+        const pods = await runRestore(
+          name,
+          {
+            includedNamespaces: podNamespaces,
+            namespaceMapping: Object.fromEntries(podNamespaces.map((n) => [n, `${into}-${n}`])),
+            hooks: {
+              resources: [
+                {
+                  name: 'mark-restored',
+                  includedNamespaces: podNamespaces.map((n) => `${into}-${n}`),
+                  postHooks: [{ exec: { container: 'app', command: HOOK, onError: 'Fail' } }],
+                },
+              ],
+            },
           },
-        },
-        cap,
-      );
-      say(
-        `    ${pods.phase}: ${pods.itemsRestored} objects, ${pods.pvrs?.completed ?? 0}/${pods.pvrs?.total ?? 0} PVRs, ${pods.hookExecs ?? 0} hooks in ${pods.makespanMs} ms; hook lag p50 ${pods.hookLagMs?.p50} ms p99 ${pods.hookLagMs?.p99} ms; ${pods.redisCommandsPerPod?.toFixed(0)} Redis commands per pod; max in flight ${pods.maxInFlightAtApiServer}`,
-      );
-      modes.push({ mode, maxInFlight: cap, shares: restoreApiShares(cap), ...(plain ? { plain } : {}), pods });
+          cap,
+        );
+        say(
+          `    ${pods.phase}: ${pods.itemsRestored} objects, ${pods.pvrs?.completed ?? 0}/${pods.pvrs?.total ?? 0} PVRs, ${pods.hookExecs ?? 0} hooks in ${pods.makespanMs} ms; hook lag p50 ${pods.hookLagMs?.p50} ms p99 ${pods.hookLagMs?.p99} ms; ${pods.redisCommandsPerPod?.toFixed(0)} Redis commands per pod; max in flight ${pods.maxInFlightAtApiServer}`,
+        );
+        return pods;
+      };
+      const repeat = mode === 'parallel' ? s.podsRepeat : 1;
+      say(`  ${mode}: restoring ${s.pods} pods with volumes and a post-restore hook each${repeat > 1 ? `, ${repeat} times` : ''}`);
+      const pods = await restorePods(`${tag}-pods`, tag);
+      const podsAgain: RestorePhaseResult[] = [];
+      for (let i = 2; i <= repeat; i++) podsAgain.push(await restorePods(`${tag}-pods-${i}`, `${tag}${i}`));
+      const pooled = podsAgain.length > 0 ? distribution([pods, ...podsAgain].flatMap((p) => p.hookLagSamplesMs ?? [])) : undefined;
+      modes.push({
+        mode,
+        maxInFlight: cap,
+        shares: restoreApiShares(cap),
+        ...(plain ? { plain } : {}),
+        pods,
+        ...(pooled ? { podsAgain, podsHookLagPooledMs: pooled } : {}),
+      });
     }
     return { scenario: s, backup: backupResult, modes, problems };
   } finally {
