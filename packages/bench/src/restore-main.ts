@@ -20,10 +20,9 @@ export interface RestoreTargets {
   maxInFlight: { value: number; cap: number; met: boolean };
 }
 
-/** A mode's pods restores, labelled: one, or `(k of n)` with --pods-repeat. */
-export function podsRestores(m: RestoreModeResult): Array<[label: string, result: RestorePhaseResult]> {
+/** A mode's pods restores, labelled `what` — with `(k of n)` after it under --pods-repeat. */
+export function podsRestores(m: RestoreModeResult, what = 'pods + volumes + hooks'): Array<[label: string, result: RestorePhaseResult]> {
   const all = [m.pods, ...(m.podsAgain ?? [])];
-  const what = 'pods + volumes + hooks';
   return all.map((p, i) => [all.length > 1 ? `${what} (${i + 1} of ${all.length})` : what, p]);
 }
 
@@ -103,10 +102,7 @@ export function renderRestoreMarkdown(r: RestoreBenchResult, meta: { command: st
     '',
   );
   // A pods restore's label in the lists below: the mode, and which restore with --pods-repeat.
-  const labelled = r.modes.flatMap((m) => {
-    const runs = podsRestores(m);
-    return runs.map(([, p], i) => [runs.length > 1 ? `${m.mode} (${i + 1} of ${runs.length})` : m.mode, p] as const);
-  });
+  const labelled = r.modes.flatMap((m) => podsRestores(m, m.mode));
   for (const [label, p] of labelled) {
     const parts = p.hookLagParts;
     if (!parts) continue;

@@ -2,7 +2,8 @@ import { type ChildProcess, type SpawnOptions, spawn } from 'node:child_process'
 import { createRequire } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
-const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+/** The repository's root directory, with a trailing slash. */
+export const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const TSX_LOADER = pathToFileURL(createRequire(`${REPO_ROOT}package.json`).resolve('tsx')).href;
 
 /**

@@ -1,9 +1,7 @@
 import type { ChildProcess } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { getFreePort } from '@stowage/platform';
-import { spawnService } from './service-process.js';
+import { REPO_ROOT, spawnService } from './service-process.js';
 
-const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const WORKER_MAIN = 'services/worker/src/main.ts';
 
 export interface WorkerProcess {

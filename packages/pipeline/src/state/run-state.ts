@@ -332,11 +332,16 @@ export class RunState<R extends RunRecord> {
   async dropInFlightState(name: string): Promise<void> {
     const { listed, suffixes } = await this.inFlightKeys(name);
     for (let i = 0; i < listed.length; i += 500) await this.redis.unlink(...listed.slice(i, i + 500));
-    const dropped = [...RUN_IN_FLIGHT_SUFFIXES.filter((s) => s !== 'once'), ...suffixes];
-    await this.redis.unlink(...dropped.map((s) => this.key(name, s)));
-    // In one transaction, so no count slips in between; UNLINK frees a large set off Redis' main thread.
+    // One transaction, so no count slips in between the once-set's drop and its string; UNLINK
+    // frees a large set off Redis' main thread.
     const once = this.key(name, 'once');
-    const replies = (await this.redis.multi().unlink(once).set(once, ONCE_DROPPED).exec()) ?? [];
+    const dropped = [...RUN_IN_FLIGHT_SUFFIXES, ...suffixes].map((s) => this.key(name, s));
+    const replies =
+      (await this.redis
+        .multi()
+        .unlink(...dropped)
+        .set(once, ONCE_DROPPED)
+        .exec()) ?? [];
     const failed = replies.find(([err]) => err);
     if (failed) throw failed[0];
   }
