@@ -259,14 +259,35 @@ const backupLevelHookInput = strictObject(
   'a backup hook: {name, namespace, labelSelector, container, mode, command, onError, timeout, retries}',
 );
 
-const resourceHookInput = strictObject(
-  {
-    name: z.string({ error: 'is required: a name for this hook set, shown in hook results' }).min(1, 'must not be empty'),
+/** A hook set's name and the pods it applies to (Velero's `hooks.resources[]`, backups and restores alike). */
+const hookSetScopeShape = {
+  name: z.string({ error: 'is required: a name for this hook set, shown in hook results' }).min(1, 'must not be empty'),
+  includedNamespaces: z.array(namespacePattern).optional(),
+  excludedNamespaces: z.array(namespacePattern).optional(),
+  includedResources: z.array(resourceName).optional(),
+  excludedResources: z.array(resourceName).optional(),
+  labelSelector: labelSelectorInput.optional(),
+};
+
+/** What a spec selects, with Velero's field names (backups and restores alike); `verb` ends includeClusterResources' message. */
+function selectionShape(verb: string) {
+  return {
     includedNamespaces: z.array(namespacePattern).optional(),
     excludedNamespaces: z.array(namespacePattern).optional(),
     includedResources: z.array(resourceName).optional(),
     excludedResources: z.array(resourceName).optional(),
-    labelSelector: labelSelectorInput.optional(),
+    includeClusterResources: z
+      .boolean({ error: `must be true, false or null (null = only when all namespaces are ${verb})` })
+      .nullable()
+      .optional(),
+    labelSelector: labelSelectorInput.nullable().optional(),
+    orLabelSelectors: z.array(labelSelectorInput).optional(),
+  };
+}
+
+const resourceHookInput = strictObject(
+  {
+    ...hookSetScopeShape,
     pre: z.array(hookInput).optional(),
     post: z.array(hookInput).optional(),
   },
@@ -338,16 +359,7 @@ const resourcePolicyInput = strictObject(
 
 const backupSpecInput = strictObject(
   {
-    includedNamespaces: z.array(namespacePattern).optional(),
-    excludedNamespaces: z.array(namespacePattern).optional(),
-    includedResources: z.array(resourceName).optional(),
-    excludedResources: z.array(resourceName).optional(),
-    includeClusterResources: z
-      .boolean({ error: 'must be true, false or null (null = only when all namespaces are backed up)' })
-      .nullable()
-      .optional(),
-    labelSelector: labelSelectorInput.nullable().optional(),
-    orLabelSelectors: z.array(labelSelectorInput).optional(),
+    ...selectionShape('backed up'),
     defaultVolumesToFsBackup: z.boolean().optional(),
     hooks: strictObject(
       {
@@ -882,9 +894,10 @@ export function applyIncludeExcludePolicy(
 export const specSchemaParts = {
   strictObject,
   namespacePattern,
-  resourceName,
   durationString,
-  labelSelectorInput,
+  containerName,
+  hookSetScopeShape,
+  selectionShape,
   toProblems,
   messageFor,
   tidy,

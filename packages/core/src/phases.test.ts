@@ -3,6 +3,8 @@ import {
   type BackupOutcomeCounters,
   canTransition,
   decideFinalPhase,
+  ENDED_BACKUP_PHASES,
+  ENDED_RESTORE_PHASES,
   isTerminalPvbPhase,
   PVB_PHASES,
   phasesThatMayMoveTo,
@@ -37,6 +39,12 @@ describe('phase machines', () => {
 
   it('terminal PVB phases are exactly Completed, Failed, Canceled', () => {
     expect(PVB_PHASES.filter(isTerminalPvbPhase)).toEqual(['Completed', 'Failed', 'Canceled']);
+  });
+
+  it('backups and restores end in Completed, PartiallyFailed, Failed, FailedValidation or Canceled', () => {
+    const ended = ['Completed', 'PartiallyFailed', 'Failed', 'FailedValidation', 'Canceled'];
+    expect(ENDED_BACKUP_PHASES).toEqual(ended);
+    expect(ENDED_RESTORE_PHASES).toEqual(ended);
   });
 
   it('lists the phases a compare-and-set may move from', () => {

@@ -67,6 +67,13 @@ const PVB_TRANSITIONS: Record<PvbPhase, readonly PvbPhase[]> = {
   Canceled: [],
 };
 
+/** Backup phases after which nothing changes any more: the machine's ends. */
+export const ENDED_BACKUP_PHASES: readonly BackupPhase[] = BACKUP_PHASES.filter((phase) => BACKUP_TRANSITIONS[phase].length === 0);
+
+/** A restore moves through the backup's phases (Velero's Restore uses the same names). */
+export const RESTORE_PHASES = BACKUP_PHASES;
+export const ENDED_RESTORE_PHASES = ENDED_BACKUP_PHASES;
+
 export type PhaseMachine = 'backup' | 'block' | 'pvb';
 type PhaseOf<M extends PhaseMachine> = M extends 'backup' ? BackupPhase : M extends 'block' ? BlockState : PvbPhase;
 

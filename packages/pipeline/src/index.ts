@@ -50,7 +50,6 @@ export { InFlightLimit } from './restore/in-flight-limit.js';
 export { applyRestoreApiCap, RESTORE_JOB_SHARE, restoreApiShares } from './restore/restore-api-cap.js';
 export type { PlannedRestoreHook, PlannedRestoreItem, RestorePodPlan, RestoreTierPlan } from './restore/restore-plan-types.js';
 export {
-  ENDED_RESTORE_PHASES,
   type ItemOutcome,
   type ItemResult,
   type PvrStateRecord,
@@ -99,7 +98,6 @@ export {
   BackupState,
   type BackupStateOptions,
   type BlockStateRecord,
-  ENDED_BACKUP_PHASES,
   type HookRunRecord,
   interruptedRun,
   type LogLine,

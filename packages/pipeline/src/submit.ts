@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { isPostHooksJobIdOf } from '@stowage/core';
+import { ENDED_BACKUP_PHASES, isPostHooksJobIdOf } from '@stowage/core';
 import type { RedisClient } from '@stowage/queue';
 import { addBackupFlow, addDeleteBackupJob, createFlowProducer, promoteParkedWhere } from '@stowage/queue';
 import type { FlowProducer, Queue } from 'bullmq';
 import { PipelineError, PipelineErrorCode } from './errors.js';
-import { type BackupRecord, type BackupState, ENDED_BACKUP_PHASES } from './state/backup-state.js';
+import type { BackupRecord, BackupState } from './state/backup-state.js';
 
 export interface SubmitBackupDeps {
   state: BackupState;

@@ -1,3 +1,4 @@
+import { BACKUP_PHASES, ENDED_BACKUP_PHASES } from '@stowage/core';
 import { z } from 'zod';
 
 /*
@@ -5,24 +6,9 @@ import { z } from 'zod';
  * serializer; request bodies of POST /v1/backups are validated by core (see backups.routes.ts).
  */
 
-export const BACKUP_PHASES = [
-  'New',
-  'InProgress',
-  'Finalizing',
-  'Completed',
-  'PartiallyFailed',
-  'Failed',
-  'FailedValidation',
-  'Canceled',
-] as const;
-export const TERMINAL_BACKUP_PHASES: ReadonlySet<string> = new Set([
-  'Completed',
-  'PartiallyFailed',
-  'Failed',
-  'FailedValidation',
-  'Canceled',
-]);
-export const PVB_PHASES = ['New', 'InProgress', 'Completed', 'Failed', 'Canceling', 'Canceled'] as const;
+export { PVB_PHASES } from '@stowage/core';
+/** Backup (and restore) phases after which nothing changes. */
+export const TERMINAL_BACKUP_PHASES: ReadonlySet<string> = new Set(ENDED_BACKUP_PHASES);
 
 /** A backup name in a URL: a DNS-1123 label (anything else can never name a backup). */
 export const backupNameParam = z

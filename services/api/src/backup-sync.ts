@@ -1,4 +1,5 @@
-import { BackupArchiveReader, type BackupRecord, type BackupState, ENDED_BACKUP_PHASES, type RestoreState } from '@stowage/pipeline';
+import { ENDED_BACKUP_PHASES } from '@stowage/core';
+import { BackupArchiveReader, type BackupRecord, type BackupState, type RestoreState } from '@stowage/pipeline';
 import { BACKUPS_ROOT, type BackupStorage, backupLayout, stowageSidecarLayout } from '@stowage/storage';
 import type { Logger } from 'pino';
 import { STRAY_RECORD_REASON, syncCatalogue } from './catalogue-sync.js';

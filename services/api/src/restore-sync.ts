@@ -1,4 +1,5 @@
-import { ENDED_RESTORE_PHASES, type RestoreRecord, type RestoreState, readRestoreArchive, restoreLayout } from '@stowage/pipeline';
+import { ENDED_RESTORE_PHASES } from '@stowage/core';
+import { type RestoreRecord, type RestoreState, readRestoreArchive, restoreLayout } from '@stowage/pipeline';
 import type { BackupStorage } from '@stowage/storage';
 import type { Logger } from 'pino';
 import { type CatalogueSyncResult, STRAY_RECORD_REASON, syncCatalogue } from './catalogue-sync.js';

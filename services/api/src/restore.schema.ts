@@ -1,18 +1,8 @@
+import { RESTORE_PHASES } from '@stowage/core';
 import { z } from 'zod';
 import { hookRunSchema } from './api.schema.js';
 
 /* Wire schemas of the restore API (OpenAPI and the response serializer). POST bodies are validated by core. */
-
-export const RESTORE_PHASES = [
-  'New',
-  'InProgress',
-  'Finalizing',
-  'Completed',
-  'PartiallyFailed',
-  'Failed',
-  'FailedValidation',
-  'Canceled',
-] as const;
 
 const isoTime = z.string().describe('RFC 3339 timestamp');
 

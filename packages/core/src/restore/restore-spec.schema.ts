@@ -12,10 +12,10 @@ import type { JsonObject } from './types.js';
 
 const {
   strictObject,
-  namespacePattern,
-  resourceName,
   durationString,
-  labelSelectorInput,
+  containerName,
+  hookSetScopeShape,
+  selectionShape,
   toProblems,
   messageFor,
   tidy,
@@ -105,11 +105,6 @@ const namespaceName = (what: string) =>
     if (problems.length > 0) ctx.addIssue({ code: 'custom', message: `${what} ${JSON.stringify(value)} ${problems.join('; ')}` });
   });
 
-const containerName = z.string().superRefine((value, ctx) => {
-  const problems = explainDns1123Label(value);
-  if (problems.length > 0) ctx.addIssue({ code: 'custom', message: `container name ${JSON.stringify(value)} ${problems.join('; ')}` });
-});
-
 const restoreExecInput = strictObject(
   {
     container: containerName.optional(),
@@ -157,12 +152,7 @@ const postHookInput = strictObject(
 
 const restoreResourceHookInput = strictObject(
   {
-    name: z.string({ error: 'is required: a name for this hook set, shown in hook results' }).min(1, 'must not be empty'),
-    includedNamespaces: z.array(namespacePattern).optional(),
-    excludedNamespaces: z.array(namespacePattern).optional(),
-    includedResources: z.array(resourceName).optional(),
-    excludedResources: z.array(resourceName).optional(),
-    labelSelector: labelSelectorInput.optional(),
+    ...hookSetScopeShape,
     postHooks: z.array(postHookInput).optional(),
   },
   'a restore hook spec',
@@ -174,16 +164,7 @@ const restoreSpecInput = strictObject(
       const problems = explainDns1123Label(name);
       if (problems.length > 0) ctx.addIssue({ code: 'custom', message: `backup name ${JSON.stringify(name)} ${problems.join('; ')}` });
     }),
-    includedNamespaces: z.array(namespacePattern).optional(),
-    excludedNamespaces: z.array(namespacePattern).optional(),
-    includedResources: z.array(resourceName).optional(),
-    excludedResources: z.array(resourceName).optional(),
-    includeClusterResources: z
-      .boolean({ error: 'must be true, false or null (null = only when all namespaces are restored)' })
-      .nullable()
-      .optional(),
-    labelSelector: labelSelectorInput.nullable().optional(),
-    orLabelSelectors: z.array(labelSelectorInput).optional(),
+    ...selectionShape('restored'),
     namespaceMapping: z
       // source names are checked with the raw input (restoreCrossFieldProblems): a key issue here
       // would carry the record's message, not the key's

@@ -1,4 +1,4 @@
-import { type BackupSpec, blockJobId, planJobId } from '@stowage/core';
+import { type BackupSpec, blockJobId, ENDED_BACKUP_PHASES, planJobId } from '@stowage/core';
 import { pvbLabels } from '@stowage/kube';
 import { parseFinalizeJobData, QueueName, qualifiedQueueName } from '@stowage/queue';
 import {
@@ -19,7 +19,7 @@ import { decideBackupPhase } from '../phase.js';
 import { type BlockPlan, podKey } from '../plan/block-plan.js';
 import type { PipelineRuntime } from '../runtime.js';
 import { writeBackupArchive } from '../state/backup-archive.js';
-import { type BackupRecord, ENDED_BACKUP_PHASES } from '../state/backup-state.js';
+import type { BackupRecord } from '../state/backup-state.js';
 import { addClaimedBlocks } from './window-refill.js';
 
 export { resultsFromLogs } from '../state/backup-archive.js';

@@ -1,4 +1,5 @@
 import type { BackupSpec } from '@stowage/core';
+import { ENDED_BACKUP_PHASES } from '@stowage/core';
 import { addBlockFlows, parsePlanJobData } from '@stowage/queue';
 import type { Job } from 'bullmq';
 import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
@@ -6,7 +7,6 @@ import { runBackupHooks } from '../hooks/backup-hooks.js';
 import { type BlockPlan, needsPostHooksJob } from '../plan/block-plan.js';
 import { type PlannedBlock, planCluster, resolveResourcePolicies } from '../plan/cluster-plan.js';
 import type { PipelineRuntime } from '../runtime.js';
-import { ENDED_BACKUP_PHASES } from '../state/backup-state.js';
 import type { ClaimedBlock } from '../state/dispatch-window.js';
 import { BlockPlanEncoder } from '../state/plan-codec.js';
 import { addClaimedBlocks, postHooksParkMs } from './window-refill.js';

@@ -1,9 +1,9 @@
+import { ENDED_RESTORE_PHASES } from '@stowage/core';
 import { JobName, parseRestoreRunJobData, QueueName, qualifiedQueueName, restoreJobIds } from '@stowage/queue';
 import type { Job } from 'bullmq';
 import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
 import { restoreDepsOf } from '../restore/restore-runtime.js';
 import type { RestoreRecord } from '../restore/restore-state.js';
-import { ENDED_RESTORE_PHASES } from '../restore/restore-state.js';
 import { writeRestoreArchive } from '../restore/restore-storage.js';
 import type { PipelineRuntime } from '../runtime.js';
 

@@ -1,6 +1,7 @@
 import {
   type BackedUpItem,
   type BackedUpPodVolume,
+  ENDED_RESTORE_PHASES,
   objectKey,
   type RestoreSpec,
   type RestoreTransformContext,
@@ -17,7 +18,6 @@ import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
 import { itemKeyOf } from '../plan/block-plan.js';
 import type { PlannedRestoreHook, PlannedRestoreItem, RestorePodPlan, RestoreTierPlan } from '../restore/restore-plan-types.js';
 import { restoreDepsOf } from '../restore/restore-runtime.js';
-import { ENDED_RESTORE_PHASES } from '../restore/restore-state.js';
 import type { PipelineRuntime } from '../runtime.js';
 
 export type RestorePlanResult = { skipped: 'ended' | 'canceled' } | { tiers: number; items: number; skipped: number };

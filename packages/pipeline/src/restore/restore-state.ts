@@ -1,3 +1,4 @@
+import { ENDED_RESTORE_PHASES } from '@stowage/core';
 import type { RedisClient } from '@stowage/queue';
 import { lateCountRefused, type RunEvent, type RunRecord, RunState, type RunStateOptions } from '../state/run-state.js';
 import type { PlannedRestoreItem, RestorePodPlan, RestoreTierPlan } from './restore-plan-types.js';
@@ -19,8 +20,6 @@ import type { PlannedRestoreItem, RestorePodPlan, RestoreTierPlan } from './rest
  * only `K:rec` (with `archivedAt`) and `K:cnt` stay — the catalogue entry the listing, the metrics
  * and restore sync read — with the index entry; `dropInFlightState` removes the rest, as for backups.
  */
-
-export const ENDED_RESTORE_PHASES = ['Completed', 'PartiallyFailed', 'Failed', 'FailedValidation', 'Canceled'] as const;
 
 export interface RestoreRecord extends RunRecord {
   backupName: string;

@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
+import { ENDED_RESTORE_PHASES } from '@stowage/core';
 import type { RedisClient } from '@stowage/queue';
 import { addRestoreFlow, createFlowProducer, promoteParkedWhere, restoreJobIds } from '@stowage/queue';
 import type { FlowProducer, Queue } from 'bullmq';
 import { PipelineError, PipelineErrorCode } from '../errors.js';
 import { applyRestoreApiCap } from './restore-api-cap.js';
-import { ENDED_RESTORE_PHASES, type RestoreRecord, type RestoreState } from './restore-state.js';
+import type { RestoreRecord, RestoreState } from './restore-state.js';
 
 export interface SubmitRestoreDeps {
   restores: RestoreState;

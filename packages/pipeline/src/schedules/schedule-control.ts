@@ -1,7 +1,13 @@
-import { type ScheduleSpec, scheduledBackupName, type ValidationProblem, validateScheduleRequest } from '@stowage/core';
+import {
+  ENDED_BACKUP_PHASES,
+  type ScheduleSpec,
+  scheduledBackupName,
+  type ValidationProblem,
+  validateScheduleRequest,
+} from '@stowage/core';
 import { DEFAULT_JOB_OPTIONS, JobName, QueueName } from '@stowage/queue';
 import type { Queue } from 'bullmq';
-import { type BackupState, ENDED_BACKUP_PHASES } from '../state/backup-state.js';
+import type { BackupState } from '../state/backup-state.js';
 import type { ScheduleRecord, ScheduleSkip, ScheduleStore } from './schedule-store.js';
 
 /** What a schedule shows besides its spec (Velero's `Schedule.status`, plus why ticks were skipped). */

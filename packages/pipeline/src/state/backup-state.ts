@@ -1,3 +1,4 @@
+import { ENDED_BACKUP_PHASES } from '@stowage/core';
 import { PipelineError, PipelineErrorCode } from '../errors.js';
 import { BlockPlanEncoder, decodeStoredBlock, dictionaryIdOf, PlanFormatError } from './plan-codec.js';
 import {
@@ -112,9 +113,6 @@ export interface BlockTail<P = unknown> {
   /** The state of each PVB the block names, in its order (undefined when one has no record). */
   pvbs: Array<PvbStateRecord | undefined>;
 }
-
-/** Backup phases after which nothing changes any more. */
-export const ENDED_BACKUP_PHASES = ['Completed', 'PartiallyFailed', 'Failed', 'FailedValidation', 'Canceled'] as const;
 
 /** A problem worth telling the user: counted once per key into `errors`/`warnings` and logged. */
 export type BackupProblem = RunProblem;
