@@ -1,11 +1,9 @@
-import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type DemoRun, runDemo } from './support/demo-run.js';
 
 /*
  * `pnpm demo --json` for real: a private redis-server, the simulator, three node agents, two
@@ -13,10 +11,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
  * with its own TMPDIR and a marker in its environment, so "nothing left behind" is checked
  * exactly: no process carrying the marker, no entry left in that TMPDIR.
  */
-
-const REPO_ROOT = fileURLToPath(new URL('../', import.meta.url));
-const DEMO = join(REPO_ROOT, 'packages/cli/src/demo.ts');
-const TSX = pathToFileURL(createRequire(join(REPO_ROOT, 'packages/cli/package.json')).resolve('tsx')).href;
 
 interface DemoSummary {
   ok: boolean;
@@ -64,40 +58,12 @@ describe.each([
 ] as const)('pnpm demo --json, storage %s', (storage, storageArgs) => {
   let tmp: string;
   const marker = `STOWAGE_E2E_MARKER=${randomUUID()}`;
-  let run: { code: number | null; stdout: string; stderr: string };
+  let run: DemoRun;
 
   beforeAll(async () => {
     tmp = await mkdtemp(join(tmpdir(), 'stowage-e2e-demo-'));
-    const env: Record<string, string | undefined> = { ...process.env };
-    for (const k of Object.keys(env))
-      if (k.startsWith('STOWAGE_') || k === 'REDIS_URL' || k === 'KUBECONFIG' || k === 'PORT') delete env[k];
     const [key, value] = marker.split('=') as [string, string];
-    env[key] = value;
-    env.TMPDIR = tmp;
-    run = await new Promise((resolve, reject) => {
-      const child = spawn(
-        process.execPath,
-        ['--conditions=@stowage/source', '--import', TSX, DEMO, '--json', '--timeout-s', '300', ...storageArgs],
-        {
-          cwd: REPO_ROOT,
-          env,
-          stdio: ['ignore', 'pipe', 'pipe'],
-        },
-      );
-      let stdout = '';
-      let stderr = '';
-      child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
-      child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-      const timer = setTimeout(() => {
-        child.kill('SIGTERM'); // the demo cleans up on SIGTERM
-        reject(new Error(`the demo did not finish within 420 s\n${stderr}`));
-      }, 420_000);
-      child.once('error', reject);
-      child.once('close', (code) => {
-        clearTimeout(timer);
-        resolve({ code, stdout, stderr });
-      });
-    });
+    run = await runDemo(storageArgs, { [key]: value, TMPDIR: tmp });
   }, 450_000);
 
   afterAll(async () => {

@@ -1,9 +1,6 @@
-import { spawn } from 'node:child_process';
-import { createRequire } from 'node:module';
-import { join } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisCluster, startRedisCluster } from '../packages/testing/src/index.js';
+import { type DemoRun, runDemo } from './support/demo-run.js';
 
 /*
  * `pnpm demo --json` (api, two workers, three node agents and the simulator as separate
@@ -11,40 +8,13 @@ import { type RedisCluster, startRedisCluster } from '../packages/testing/src/in
  * Redis Cluster of 3 masters and 3 replicas.
  */
 
-const REPO_ROOT = fileURLToPath(new URL('../', import.meta.url));
-const DEMO = join(REPO_ROOT, 'packages/cli/src/demo.ts');
-const TSX = pathToFileURL(createRequire(join(REPO_ROOT, 'packages/cli/package.json')).resolve('tsx')).href;
-
 describe('pnpm demo on a Redis Cluster', () => {
   let cluster: RedisCluster;
-  let run: { code: number | null; stdout: string; stderr: string };
+  let run: DemoRun;
 
   beforeAll(async () => {
     cluster = await startRedisCluster();
-    const env: Record<string, string | undefined> = { ...process.env };
-    for (const k of Object.keys(env))
-      if (k.startsWith('STOWAGE_') || k === 'REDIS_URL' || k === 'KUBECONFIG' || k === 'PORT') delete env[k];
-    env.REDIS_URL = cluster.url;
-    run = await new Promise((resolve, reject) => {
-      const child = spawn(process.execPath, ['--conditions=@stowage/source', '--import', TSX, DEMO, '--json', '--timeout-s', '300'], {
-        cwd: REPO_ROOT,
-        env,
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
-      child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-      const timer = setTimeout(() => {
-        child.kill('SIGTERM'); // the demo cleans up on SIGTERM
-        reject(new Error(`the demo did not finish within 420 s\n${stderr}`));
-      }, 420_000);
-      child.once('error', reject);
-      child.once('close', (code) => {
-        clearTimeout(timer);
-        resolve({ code, stdout, stderr });
-      });
-    });
+    run = await runDemo([], { REDIS_URL: cluster.url });
   }, 450_000);
 
   afterAll(async () => {

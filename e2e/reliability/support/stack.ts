@@ -6,13 +6,11 @@
  * the jobs, like a pod being OOM-killed. The root e2e folder has no dependencies of its own, so
  * workspace packages are imported through their sources.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
 import { createKubeClients, createPvbClient, type KubeClients, type PvbClient } from '../../../packages/kube/src/index.js';
 import { type Fixture, type Simulator, startSimulator } from '../../../packages/kube-sim/src/index.js';
 import {
@@ -27,11 +25,13 @@ import { createWorkerConnection } from '../../../packages/queue/src/index.js';
 import { FileSystemStorage, type ObjectStore, openObjectStore } from '../../../packages/storage/src/index.js';
 import {
   getFreePort,
+  REPO_ROOT,
   type RedisCluster,
   type RedisServer,
   type S3FaultPlan,
   type S3FaultProxy,
   type S3Server,
+  spawnService as spawnEntryPoint,
   startRedisCluster,
   startRedisServer,
   startS3FaultProxy,
@@ -40,10 +40,9 @@ import {
 } from '../../../packages/testing/src/index.js';
 import { type NodeAgent, type NodeAgentOptions, startNodeAgent } from '../../../services/node-agent/src/index.js';
 
-export const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+export { REPO_ROOT };
 export const CRD_PATH = join(REPO_ROOT, 'k8s/base/crd-podvolumebackups.yaml');
 export const PVR_CRD_PATH = join(REPO_ROOT, 'k8s/base/crd-podvolumerestores.yaml');
-const TSX_LOADER = pathToFileURL(createRequire(join(REPO_ROOT, 'package.json')).resolve('tsx')).href;
 
 const MAINS = {
   api: 'services/api/src/main.ts',
@@ -99,7 +98,7 @@ export async function spawnService(
 ): Promise<ServiceProcess> {
   const port = await getFreePort();
   const output: string[] = [];
-  const child = spawn(process.execPath, ['--conditions=@stowage/source', '--import', TSX_LOADER, MAINS[kind]], {
+  const child = spawnEntryPoint(MAINS[kind], {
     cwd: REPO_ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', LOG_LEVEL: 'warn', ...env, PORT: String(port) },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -18,6 +18,6 @@ export {
   startS3Server,
   useTestS3,
 } from './s3-server.js';
-export { spawnService } from './service-process.js';
+export { REPO_ROOT, spawnService } from './service-process.js';
 export { type DescribedEntry, describeTree, writeVolumeTree } from './volume-tree.js';
 export { spawnWorker, type WorkerProcess } from './worker-process.js';

@@ -7,11 +7,11 @@ export const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const TSX_LOADER = pathToFileURL(createRequire(`${REPO_ROOT}package.json`).resolve('tsx')).href;
 
 /**
- * Runs a service's TypeScript entry point (`main`, relative to `options.cwd`) as production runs
- * it from source, in one node process with tsx as its loader: a signal sent to the child reaches
- * the service itself. (The tsx command runs the script in a child node process of its own, which
- * a SIGKILL of tsx left running: services of one test living on into the next.)
+ * Runs a TypeScript entry point (`main`, relative to `options.cwd`: a service, the demo) as
+ * production runs it from source, in one node process with tsx as its loader: a signal sent to the
+ * child reaches the program itself. (The tsx command runs the script in a child node process of its
+ * own, which a SIGKILL of tsx left running: services of one test living on into the next.)
  */
-export function spawnService(main: string, options: SpawnOptions): ChildProcess {
-  return spawn(process.execPath, ['--conditions=@stowage/source', '--import', TSX_LOADER, main], options);
+export function spawnService(main: string, options: SpawnOptions, args: readonly string[] = []): ChildProcess {
+  return spawn(process.execPath, ['--conditions=@stowage/source', '--import', TSX_LOADER, main, ...args], options);
 }
