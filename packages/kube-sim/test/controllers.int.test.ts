@@ -337,7 +337,12 @@ describe('simulated cluster controllers (client-node over HTTP)', () => {
         expect(running.status?.containerStatuses?.[0]).toMatchObject({ name: 'main', ready: true });
         expect(running.metadata?.labels).toEqual({ touched: 'yes' });
         expect(sim.warnings).toEqual([]);
-        // watches saw the steps in order
+        // watches saw the steps in order (the watch's last event may still be on its way after the GET above)
+        await eventually(
+          async () => seen,
+          (events) => events.some((e) => e.phase === 'Running'),
+          'the watch to see the pod run',
+        );
         const phases = seen.map((s) => s.phase).filter((phase, i, all) => phase !== all[i - 1]);
         expect(phases).toEqual(['Pending', 'Running']);
         const initSteps = seen.map((s) => (s.init ?? []).join(',')).filter((step, i, all) => step !== all[i - 1]);

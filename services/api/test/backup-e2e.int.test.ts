@@ -21,6 +21,7 @@ import { uniquePrefix, useTestRedis } from '@stowage/testing';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ApiService, startApiService } from '../src/api-service.js';
+import { apiCaller } from './api-call.js';
 import { openSse } from './sse-client.js';
 
 const CRD_PATH = fileURLToPath(new URL('../../../k8s/base/crd-podvolumebackups.yaml', import.meta.url));
@@ -120,7 +121,6 @@ describe('a backup through the API against the simulator (api hosts backups; ite
   let pvbs: PvbClient;
   let hold = false;
   let stopCompleter: () => Promise<void>;
-  const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
 
   beforeAll(async () => {
     redis = await useTestRedis();
@@ -178,15 +178,7 @@ describe('a backup through the API against the simulator (api hosts backups; ite
     if (storageDir) await rm(storageDir, { recursive: true, force: true });
   });
 
-  const call = async (method: string, path: string, body?: unknown, extra: Record<string, string> = {}) => {
-    const res = await fetch(`${api.url}${path}`, {
-      method,
-      headers: { ...headers, ...extra },
-      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-    });
-    const text = await res.text();
-    return { status: res.status, text, json: () => JSON.parse(text) };
-  };
+  const call = apiCaller(() => api.url, TOKEN);
 
   it('runs to Completed; status, blocks, events and logs agree with the simulator', async () => {
     const sseBefore = openSse(`${api.url}/v1/backups/e2e-1/events`, { authorization: `Bearer ${TOKEN}` });

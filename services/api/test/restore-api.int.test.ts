@@ -13,10 +13,10 @@ import { FileSystemStorage, readBackupTarball } from '@stowage/storage';
 import { spawnWorker, uniquePrefix, useTestRedis, type WorkerProcess } from '@stowage/testing';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-
 import { type ApiService, startApiService } from '../src/api-service.js';
 import { syncBackupCatalogue } from '../src/backup-sync.js';
 import { restoreItemListSchema, restoreListSchema, restoreSchema } from '../src/restore.schema.js';
+import { apiCaller } from './api-call.js';
 import { openSse } from './sse-client.js';
 
 const PVB_CRD = fileURLToPath(new URL('../../../k8s/base/crd-podvolumebackups.yaml', import.meta.url));
@@ -112,16 +112,7 @@ describe('restores through the API: the api service hosts restores, a worker pro
   let storageDir: string;
   let kube: KubeClients;
   let prefix: string;
-  const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
-  const call = async (method: string, path: string, body?: unknown, extra: Record<string, string> = {}) => {
-    const res = await fetch(`${api.url}${path}`, {
-      method,
-      headers: { ...headers, ...extra },
-      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-    });
-    const text = await res.text();
-    return { status: res.status, text, json: () => JSON.parse(text) };
-  };
+  const call = apiCaller(() => api.url, TOKEN);
   const restoreEnded = (name: string) =>
     waitFor(`restore ${name} to end`, async () => {
       const res = await call('GET', `/v1/restores/${name}`);
