@@ -248,9 +248,12 @@ return { redis.call('HMGET', KEYS[1], 'name', 'cancelRequestedAt', 'fsDeadlineAt
     lua: `
 local block = redis.call('HGETALL', KEYS[2])
 local pvbs = {}
-local names = redis.call('HGET', KEYS[2], 'pvbs')
-if names then
-  for i, name in ipairs(cjson.decode(names)) do pvbs[i] = redis.call('HGETALL', ARGV[2] .. name) end
+-- the block's PVB names are its 'pvbs' field, already read: no second read of the hash
+for f = 1, #block, 2 do
+  if block[f] == 'pvbs' then
+    for i, name in ipairs(cjson.decode(block[f + 1])) do pvbs[i] = redis.call('HGETALL', ARGV[2] .. name) end
+    break
+  end
 end
 return { redis.call('HGET', KEYS[1], ARGV[1]) or '', block, pvbs }`,
   },
