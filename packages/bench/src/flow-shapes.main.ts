@@ -7,6 +7,9 @@
  *   block's PVBs end, then runs;
  * - `one job, parked`: the item-block job under finalize parks itself (moveToDelayed) after its
  *   items, is promoted when the PVBs end and runs the post hooks in its second run;
+ * - `one job, parked, its second run first`: the same, with new blocks added at a low BullMQ
+ *   priority and the parked job raised to a high one before it parks, so its promoted run (the
+ *   post hooks) does not wait behind every block queued after it;
  * - `one job` (today's solo block: no PVB, no post hook): one item-block job under finalize.
  *
  * Real redis-server, real BullMQ workers with Stowage's job options (`addBlockFlows`,
@@ -19,23 +22,30 @@
  * 10,000 per queue) and removed on completion (`removeOnComplete: { count: 0 }`). Prints a Markdown table
  * and the JSON.
  */
+
+import { blockJobId } from '@stowage/core';
 import { startEmbeddedRedis } from '@stowage/platform';
 import {
   addBlockFlows,
+  childJobOptions,
   createFlowProducer,
   createQueue,
   JobName,
   KEEP_FINISHED_JOBS,
   promoteParked,
   QueueName,
+  qualifiedQueueName,
   repark,
 } from '@stowage/queue';
 import { type Job, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { commandStatsDelta, parseCommandStats, sum } from './stats.js';
 
-type Shape = 'two jobs' | 'one job, parked' | 'one job';
-const SHAPES: readonly Shape[] = ['two jobs', 'one job, parked', 'one job'];
+type Shape = 'two jobs' | 'one job, parked' | 'one job, parked, its second run first' | 'one job';
+const SHAPES: readonly Shape[] = ['two jobs', 'one job, parked', 'one job, parked, its second run first', 'one job'];
+/** BullMQ priorities (1 is the highest): new blocks low, a promoted second run ahead of them. */
+const NEW_BLOCK_PRIORITY = 10;
+const SECOND_RUN_PRIORITY = 1;
 /** The bench's deployment: 2 worker processes, item-blocks concurrency 2 and hooks 16 in each. */
 const PROCESSES = 2;
 const ITEM_BLOCK_CONCURRENCY = 2;
@@ -93,8 +103,9 @@ async function measure(shape: Shape, finishedJobs: ShapeResult['finished'], bloc
     });
     const parkedOnce = new Set<string>();
     const itemBlock = async (job: Job, token?: string) => {
-      if (shape === 'one job, parked' && !parkedOnce.has(job.id as string)) {
+      if (shape.startsWith('one job, parked') && !parkedOnce.has(job.id as string)) {
         parkedOnce.add(job.id as string);
+        if (shape === 'one job, parked, its second run first') await job.changePriority({ priority: SECOND_RUN_PRIORITY });
         // Parked after its items; the PVB informer's promotion when the PVBs end (at once here).
         return repark(job, token, PARK_MS, async () => void (await promoteParked(itemBlocks, JobName.backupItemBlock, job.id as string)));
       }
@@ -130,16 +141,28 @@ async function measure(shape: Shape, finishedJobs: ShapeResult['finished'], bloc
     await Promise.all(workers.map((w) => w.waitUntilReady()));
     const before = parseCommandStats(await connection.info('commandstats'));
     const startedAt = Date.now();
-    await addBlockFlows(
-      { flowProducer, itemBlocks },
-      {
-        ...base,
-        finalizeJobId: 'finalize',
-        blocks: shape === 'two jobs' ? ids : ids.map((id) => ({ id, solo: true })),
-        parentKnown: true,
-        postHooksParkMs: PARK_MS,
-      },
-    );
+    if (shape === 'one job, parked, its second run first') {
+      // As addBlockFlows adds a solo block, at a low priority (it takes none).
+      const parent = { id: 'finalize', queue: qualifiedQueueName('{stowage}', QueueName.backups) };
+      await itemBlocks.addBulk(
+        ids.map((blockId) => ({
+          name: JobName.backupItemBlock,
+          data: { ...base, blockId, solo: true },
+          opts: { ...childJobOptions(QueueName.itemBlocks, blockJobId(base.backupName, blockId)), parent, priority: NEW_BLOCK_PRIORITY },
+        })),
+      );
+    } else {
+      await addBlockFlows(
+        { flowProducer, itemBlocks },
+        {
+          ...base,
+          finalizeJobId: 'finalize',
+          blocks: shape === 'two jobs' ? ids : ids.map((id) => ({ id, solo: true })),
+          parentKnown: true,
+          postHooksParkMs: PARK_MS,
+        },
+      );
+    }
     const timeout = setTimeout(() => done(), 120_000);
     await allDone;
     clearTimeout(timeout);
