@@ -1,6 +1,6 @@
 /**
  * pnpm bench:flow-shapes [blocks] — what BullMQ alone costs in Redis commands per block, for the
- * three job shapes a block could have (issue #23's "≤ 150 Redis commands per fs-backup block"):
+ * job shapes a block could have (issue #23's "≤ 150 Redis commands per fs-backup block"):
  *
  * - `two jobs` (today's, for a block with PVBs or post hooks): `post-hooks ← item-block` under
  *   finalize; the post-hooks job is parked (delayed) when its child ends and promoted when the
