@@ -33,6 +33,7 @@ import {
   JobName,
   KEEP_FINISHED_JOBS,
   promoteParked,
+  QUEUE_PREFIX,
   QueueName,
   qualifiedQueueName,
   repark,
@@ -84,6 +85,7 @@ async function measure(shape: Shape, finishedJobs: ShapeResult['finished'], bloc
   const itemBlocks = createQueue(QueueName.itemBlocks, { connection });
   const hooks = createQueue(QueueName.hooks, { connection });
   const workers: Worker[] = [];
+  const connections: Redis[] = [];
   try {
     const base = { backupName: 'shapes', backupUid: 'uid-shapes' };
     // finalize waits on a plan child nobody runs: it stays in waiting-children, as while a backup runs.
@@ -111,13 +113,12 @@ async function measure(shape: Shape, finishedJobs: ShapeResult['finished'], bloc
       }
       return { pvbs: [] };
     };
-    const connections: Redis[] = [];
     for (let p = 0; p < PROCESSES; p++) {
       const processConnection = new Redis(redis.url, { maxRetriesPerRequest: null });
       connections.push(processConnection);
       const blocksWorker = new Worker(QueueName.itemBlocks, itemBlock, {
         connection: processConnection,
-        prefix: '{stowage}',
+        prefix: QUEUE_PREFIX,
         concurrency: ITEM_BLOCK_CONCURRENCY,
         ...keep,
       });
@@ -129,7 +130,7 @@ async function measure(shape: Shape, finishedJobs: ShapeResult['finished'], bloc
       });
       const hooksWorker = new Worker(QueueName.hooks, async () => ({ hooks: 0 }), {
         connection: processConnection,
-        prefix: '{stowage}',
+        prefix: QUEUE_PREFIX,
         concurrency: HOOK_CONCURRENCY,
         ...keep,
       });
@@ -143,7 +144,7 @@ async function measure(shape: Shape, finishedJobs: ShapeResult['finished'], bloc
     const startedAt = Date.now();
     if (shape === 'one job, parked, its second run first') {
       // As addBlockFlows adds a solo block, at a low priority (it takes none).
-      const parent = { id: 'finalize', queue: qualifiedQueueName('{stowage}', QueueName.backups) };
+      const parent = { id: 'finalize', queue: qualifiedQueueName(QUEUE_PREFIX, QueueName.backups) };
       await itemBlocks.addBulk(
         ids.map((blockId) => ({
           name: JobName.backupItemBlock,
@@ -176,8 +177,6 @@ async function measure(shape: Shape, finishedJobs: ShapeResult['finished'], bloc
         .sort(([, a], [, b]) => b - a)
         .map(([cmd, calls]) => [cmd, Number((calls / blocks).toFixed(2))]),
     );
-    await Promise.all(workers.map((w) => w.close()));
-    await Promise.all(connections.map((c) => c.quit()));
     return {
       shape,
       finished: finishedJobs,
@@ -190,6 +189,7 @@ async function measure(shape: Shape, finishedJobs: ShapeResult['finished'], bloc
     };
   } finally {
     await Promise.allSettled(workers.map((w) => w.close()));
+    await Promise.allSettled(connections.map((c) => c.quit()));
     await Promise.allSettled([flowProducer.close(), backups.close(), itemBlocks.close(), hooks.close()]);
     await connection.quit().catch(() => undefined);
     await redis.stop();

@@ -6,7 +6,6 @@ import { z } from 'zod';
  * serializer; request bodies of POST /v1/backups are validated by core (see backups.routes.ts).
  */
 
-export { PVB_PHASES } from '@stowage/core';
 /** Backup (and restore) phases after which nothing changes. */
 export const TERMINAL_BACKUP_PHASES: ReadonlySet<string> = new Set(ENDED_BACKUP_PHASES);
 

@@ -1,4 +1,4 @@
-import { specForDisplay } from '@stowage/core';
+import { PVB_PHASES, specForDisplay } from '@stowage/core';
 import {
   type ArchivedBlock,
   type BackupArchiveManifest,
@@ -17,7 +17,7 @@ import {
 } from '@stowage/pipeline';
 import type { BackupStorage } from '@stowage/storage';
 import type { z } from 'zod';
-import { type backupSchema, type backupSummarySchema, type blockSchema, PVB_PHASES, type pvbCountsSchema } from './api.schema.js';
+import type { backupSchema, backupSummarySchema, blockSchema, pvbCountsSchema } from './api.schema.js';
 import { readAcrossArchiving } from './archive-race.js';
 
 /*
