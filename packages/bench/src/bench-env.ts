@@ -23,6 +23,7 @@ import { QueueName } from '@stowage/queue';
 import { FileSystemStorage } from '@stowage/storage';
 import { Redis } from 'ioredis';
 import { BenchChild } from './child-process.js';
+import type { ProcessParts } from './run-queue.js';
 import { commandStatsDelta, type MonitoredCommand, parseCommandStats } from './stats.js';
 
 export const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
@@ -256,6 +257,27 @@ export class BenchEnv {
         const scripts = (this.redis as unknown as { scriptsSet?: Record<string, { sha: string }> }).scriptsSet ?? {};
         return { lines, scriptNames: new Map(Object.entries(scripts).map(([name, script]) => [script.sha, name])) };
       },
+    };
+  }
+
+  /** redis-server's pid (INFO server), for /proc readings. */
+  async redisPid(): Promise<number> {
+    const info = await this.redis.info('server');
+    return Number(/^process_id:(\d+)/m.exec(info)?.[1]);
+  }
+
+  /**
+   * The bench's processes by part, for run-queue readings: workers, node-agent hosts, the
+   * simulator, redis-server and this driver.
+   */
+  async processParts(): Promise<ProcessParts> {
+    const of = (prefix: string) => this.children.filter((c) => c.name.startsWith(prefix) && !c.hasExited).map((c) => c.pid);
+    return {
+      workers: of('worker-'),
+      nodeAgents: of('agents-'),
+      simulator: [this.sim.child.pid],
+      redis: [await this.redisPid()],
+      driver: [process.pid],
     };
   }
 

@@ -45,6 +45,13 @@ export function renderHugeMarkdown(input: { command: string; startedAt: string; 
       'Redis CPU s / driver (plan, finalize) CPU s / simulator CPU s',
       (x) => `${x.redisCpuSeconds.toFixed(0)} / ${x.driverCpuSeconds.toFixed(0)} / ${x.simCpuSeconds.toFixed(0)}`,
     ),
+    row("a core's wait (run queue), each main thread's share of the run: workers / Redis / driver / simulator", (x) => {
+      const share = (part: string) => {
+        const w = x.runQueueWaitSeconds?.[part];
+        return w && w.processes > 0 ? `${((100 * w.mainThreadSeconds) / w.processes / (x.makespanMs / 1000)).toFixed(0)} %` : '–';
+      };
+      return `${share('workers')} / ${share('redis')} / ${share('driver')} / ${share('simulator')}`;
+    }),
     row(
       `the ${s.smallPods}-pod backup during the big one`,
       (x) => `${s1(x.small.makespanMs)} = **×${x.small.overAlone.toFixed(1)}** its time alone`,

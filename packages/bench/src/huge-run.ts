@@ -4,6 +4,7 @@ import { generateCluster } from '@stowage/kube-sim';
 import { QueueName } from '@stowage/queue';
 import { Queue } from 'bullmq';
 import { BenchEnv, objectsToMerge } from './bench-env.js';
+import { type PartRunQueueWait, readRunQueueWaits, runQueueWaitOfParts } from './run-queue.js';
 import { sum } from './stats.js';
 
 /** The `huge` scenario: a generated fleet-sized cluster, backed up whole by 4 workers on one Redis. */
@@ -71,6 +72,8 @@ export interface HugeBackupRun {
   redisCpuSeconds: number;
   driverCpuSeconds: number;
   simCpuSeconds: number;
+  /** Time each part's threads were ready to run but waited for a core during the backup (schedstat). */
+  runQueueWaitSeconds?: Record<string, PartRunQueueWait>;
   /** The small backup submitted `smallAfterMs` after the big one. */
   small: SmallRun;
   /**
@@ -357,6 +360,8 @@ export async function runHuge(s: HugeScenario, logDir: string, keepLogs: boolean
       const driverCpuBefore = process.cpuUsage();
       const simCpuBefore = (await env.sim.cpuSeconds()) ?? 0;
       const cpuBefore = await Promise.all(workers.map((w) => w.cpuSeconds()));
+      const parts = await env.processParts();
+      const waitsBefore = await readRunQueueWaits(parts);
       const submittedAt = await env.submit(name, bigNamespaces, spec);
       const bigDone = watch(name, submittedAt, 60 * 60_000);
       bigDone.catch(() => {});
@@ -373,6 +378,7 @@ export async function runHuge(s: HugeScenario, logDir: string, keepLogs: boolean
       const driverCpu = process.cpuUsage(driverCpuBefore);
       const simCpu = ((await env.sim.cpuSeconds()) ?? simCpuBefore) - simCpuBefore;
       const cpuAfter = await Promise.all(workers.map((wk) => wk.cpuSeconds()));
+      const runQueueWaitSeconds = runQueueWaitOfParts(parts, waitsBefore, await readRunQueueWaits(parts));
       // The two watches' polls (HGETALL record + counters each) are the driver's, not the pipeline's.
       redisDelta.hgetall = Math.max(0, (redisDelta.hgetall ?? 0) - 2 * (w.polls + smallWatch.polls) - loopDelay.polls);
       const counters = await env.state.counters(name);
@@ -417,6 +423,7 @@ export async function runHuge(s: HugeScenario, logDir: string, keepLogs: boolean
         redisCpuSeconds: redisCpu,
         driverCpuSeconds: (driverCpu.user + driverCpu.system) / 1e6,
         simCpuSeconds: simCpu,
+        runQueueWaitSeconds,
         small: smallRun(smallWatch, smallAt, smallAloneMs),
         finalizeLoopDelay: loopDelay.delay,
       };

@@ -76,3 +76,30 @@ describe('--pods-repeat: the hook lag pooled over several pods restores', () => 
     );
   });
 });
+
+describe('the run-queue table', () => {
+  it("shows each part's main-thread wait as a share of the makespan (mean per process) and all threads' seconds", () => {
+    const pods = {
+      ...podsRun('par-pods', [100, 200]),
+      makespanMs: 2_000,
+      runQueueWaitSeconds: {
+        workers: { processes: 2, mainThreadSeconds: 1.6, allThreadsSeconds: 3.25 },
+        simulator: { processes: 1, mainThreadSeconds: 0.5, allThreadsSeconds: 0.75 },
+        redis: { processes: 1, mainThreadSeconds: 0.2, allThreadsSeconds: 0.2 },
+        driver: { processes: 1, mainThreadSeconds: 0, allThreadsSeconds: 0.01 },
+        nodeAgents: { processes: 0, mainThreadSeconds: 0, allThreadsSeconds: 0 },
+      },
+    };
+    const md = renderRestoreMarkdown(
+      {
+        scenario: RESTORE_SCENARIO,
+        backup: { name: 'bench-source', phase: 'Completed', makespanMs: 1_000, items: 4 },
+        modes: [{ mode: 'parallel', maxInFlight: 100, shares: { jobsAtOnce: 10, perJob: 10 }, pods }],
+        problems: [],
+      },
+      { command: 'pnpm bench --scenario restore', startedAt: new Date(0).toISOString(), machine: 'm.' },
+    );
+    // workers: 1.6 s over 2 processes in 2 s = 40 %; a part without processes shows a dash.
+    expect(md).toContain('| pods + volumes + hooks | parallel | 2000 | 40 % (3.25 s) | 25 % (0.75 s) | 10 % (0.20 s) | 0 % (0.01 s) | – |');
+  });
+});

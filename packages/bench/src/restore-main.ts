@@ -96,6 +96,32 @@ export function renderRestoreMarkdown(r: RestoreBenchResult, meta: { command: st
         `| ${what} | ${m.mode} | ${fmt(c.workers, 1)} | ${fmt(c.simulator, 1)} | ${fmt(c.redis, 1)} | ${fmt(c.driver, 1)} | ${fmt(c.nodeAgents, 1)} | ${fmt(c.total, 1)} | ${fmt(perObject * 1000, 2)} | ${fmt(2 / perObject)} /s |`,
       );
     }
+  const waited = r.modes.flatMap((m) =>
+    [['plain objects', m.plain] as const, ...podsRestores(m)].flatMap(([what, p]) =>
+      p?.runQueueWaitSeconds ? [[what, m.mode, p] as const] : [],
+    ),
+  );
+  if (waited.length > 0) {
+    lines.push(
+      '',
+      "Time ready to run but waiting for a core (the run queue; Linux schedstat) during each restore: each process's main thread (its event loop), as a share of the restore's makespan (the mean over the part's processes), and in brackets the seconds of all the part's threads:",
+      '',
+      '| restore | mode | makespan ms | workers | simulator | redis | driver (restore host) | node-agent hosts |',
+      '|---|---|--:|--:|--:|--:|--:|--:|',
+    );
+    for (const [what, mode, p] of waited) {
+      const w = p.runQueueWaitSeconds ?? {};
+      const cell = (part: string) => {
+        const x = w[part];
+        if (!x || x.processes === 0) return '–';
+        const share = x.mainThreadSeconds / x.processes / (p.makespanMs / 1000);
+        return `${fmt(share * 100)} % (${fmt(x.allThreadsSeconds, 2)} s)`;
+      };
+      lines.push(
+        `| ${what} | ${mode} | ${p.makespanMs} | ${cell('workers')} | ${cell('simulator')} | ${cell('redis')} | ${cell('driver')} | ${cell('nodeAgents')} |`,
+      );
+    }
+  }
   lines.push(
     '',
     "Where the hook lag goes (ms, p50 / p99; from the restore-hooks jobs): last PVR done → the start of the hooks job's run that found the PVRs settled (restores of older versions: = last PVR done → its pvr-watch job finished [of which that job's last run] + that → the run) | that run → exec start (container wait) | re-parks waiting for the container (p50 / p99):",

@@ -18,6 +18,7 @@ import { FileSystemStorage } from '@stowage/storage';
 import { BenchEnv } from './bench-env.js';
 import type { BenchChild } from './child-process.js';
 import { splitRequests } from './fs-backup-run.js';
+import { type PartRunQueueWait, readRunQueueWaits, runQueueWaitOfParts } from './run-queue.js';
 import { commandStatsDelta, type Distribution, distribution, sum } from './stats.js';
 
 /** The restore scenario (issue 18): what is backed up, then restored twice, side by side. */
@@ -85,6 +86,11 @@ export interface RestorePhaseResult {
    * redis-server, process.cpuUsage for the driver): what the restore costs whatever the load.
    */
   cpuSeconds: { workers: number; simulator: number; redis: number; driver: number; nodeAgents: number; total: number };
+  /**
+   * Time each part's threads were ready to run but waited for a core during this restore
+   * (schedstat; by part: workers, nodeAgents, simulator, redis, driver), summed over its processes.
+   */
+  runQueueWaitSeconds?: Record<string, PartRunQueueWait>;
   /** Pods scenario only. */
   pvrs?: { total: number; completed: number };
   hookExecs?: number;
@@ -257,6 +263,8 @@ export async function runRestoreBench(
       const execsBefore = (await env.sim.execLog()).length;
       await env.sim.resetRequests();
       const cpuBefore = await cpuNow(env);
+      const parts = await env.processParts();
+      const waitsBefore = await readRunQueueWaits(parts);
       const commandsBefore = await env.commandStats();
       const submittedAt = Date.now();
       // As the api service does: the cap is stored before the restore's jobs exist.
@@ -271,6 +279,7 @@ export async function runRestoreBench(
         record = await restores.getRestore(name);
       }
       const cpuAfter = await cpuNow(env);
+      const runQueueWaitSeconds = runQueueWaitOfParts(parts, waitsBefore, await readRunQueueWaits(parts));
       const commands = sum(Object.values(commandStatsDelta(commandsBefore, await env.commandStats())));
       const requests = await env.sim.requests();
       const counters = await restores.counters(name);
@@ -294,6 +303,7 @@ export async function runRestoreBench(
         maxInFlightAtApiServer: requests.inFlight.peak,
         apiRequests: splitRequests(requests).total,
         cpuSeconds: { ...cpu, total: cpu.workers + cpu.simulator + cpu.redis + cpu.driver + cpu.nodeAgents },
+        runQueueWaitSeconds,
         problems: [],
       };
       const restored = await pvrs.list({ labelSelector: `${pvrLabels.restoreName}=${name}` });
