@@ -3,7 +3,7 @@ import { join } from 'node:path';
 /**
  * Profiling the driver (plan, finalize, the simulator) over the measured backup only:
  * BENCH_DRIVER_CPU_PROF=<dir> writes `<dir>/<run>.cpuprofile` (open it in Chrome DevTools). Used by the
- * orchestration runs and the measured backup of each fs-backup mode.
+ * orchestration runs, the measured backup of each fs-backup mode and the huge scenario's big backups.
  */
 export async function startDriverProfile(): Promise<{ stop(name: string): Promise<void> } | undefined> {
   const dir = process.env.BENCH_DRIVER_CPU_PROF;

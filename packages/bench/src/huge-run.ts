@@ -4,6 +4,7 @@ import { generateCluster } from '@stowage/kube-sim';
 import { QueueName } from '@stowage/queue';
 import { Queue } from 'bullmq';
 import { BenchEnv, objectsToMerge } from './bench-env.js';
+import { startDriverProfile } from './driver-profile.js';
 import { type PartRunQueueWait, readRunQueueWaits, runQueueWaitOfParts } from './run-queue.js';
 import { sum } from './stats.js';
 
@@ -362,6 +363,7 @@ export async function runHuge(s: HugeScenario, logDir: string, keepLogs: boolean
       const cpuBefore = await Promise.all(workers.map((w) => w.cpuSeconds()));
       const parts = await env.processParts();
       const waitsBefore = await readRunQueueWaits(parts);
+      const profiler = await startDriverProfile();
       const submittedAt = await env.submit(name, bigNamespaces, spec);
       const bigDone = watch(name, submittedAt, 60 * 60_000);
       bigDone.catch(() => {});
@@ -371,6 +373,7 @@ export async function runHuge(s: HugeScenario, logDir: string, keepLogs: boolean
       const smallAt = await env.submit(smallName, ['small-0'], spec);
       const smallWatch = await watch(smallName, smallAt, 60 * 60_000);
       const w = await bigDone;
+      await profiler?.stop(`huge-${name}`);
       const loopDelay = await finalizeLoopDelay;
       const requests = await env.sim.requests();
       const redisDelta = await env.commandStatsSince(redisBefore);
