@@ -40,7 +40,12 @@ export class KeepAliveAuthentication implements SecurityAuthentication {
     if (shared) context.setAgent(shared);
   }
 
-  private sharedAgentFor(fresh: unknown): http.Agent | undefined {
+  /**
+   * The shared keep-alive agent standing in for a per-request agent client-node built (for API
+   * calls, and for exec WebSockets through `KubeConfig.applyToHTTPSOptions`), so an exec's upgrade
+   * can go over an idle connection already open to the API server. Undefined for any other agent.
+   */
+  sharedAgentFor(fresh: unknown): http.Agent | undefined {
     // Exactly client-node's plain agents: a subclass (a proxy agent) keeps its own behaviour.
     const isHttps = Object.getPrototypeOf(fresh) === https.Agent.prototype;
     const isHttp = Object.getPrototypeOf(fresh) === http.Agent.prototype;

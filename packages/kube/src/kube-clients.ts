@@ -56,6 +56,8 @@ export interface KubeClients {
   /** Retry counters of every request made through these clients (for metrics). */
   retryStats: RetryStats;
   retry: RetryContext;
+  /** The keep-alive connections of these clients (also for exec WebSockets). */
+  connections: Pick<KeepAliveAuthentication, 'sharedAgentFor'>;
   /** A JSON request on any API path, with the kubeconfig's auth/TLS and the same retries. */
   requestJson<T>(request: KubeJsonRequest): Promise<T>;
 }
@@ -179,6 +181,7 @@ export function createKubeClients(options: KubeClientOptions = {}): KubeClients 
     apiextensions: new ApiextensionsV1Api(configuration),
     retryStats,
     retry,
+    connections: auth,
     requestJson,
   };
 }

@@ -1,4 +1,4 @@
-import { Exec, type KubeConfig, type V1Status } from '@kubernetes/client-node';
+import { Exec, type V1Status } from '@kubernetes/client-node';
 import WebSocket from 'ws';
 import type { KubeClients } from './kube-clients.js';
 import { isConnectionError, KubeError, KubeErrorCodes } from './kube-errors.js';
@@ -56,14 +56,18 @@ const closeChannel = 255;
  * timeout can end it even while connecting. client-node's default handler also routes v5
  * close-channel frames to process.stdout/stderr, which must never be ended in a service.
  */
-function execTransport(kubeConfig: KubeConfig, onSocket: (socket: WebSocket) => void): ExecTransport {
+function execTransport(kube: Pick<KubeClients, 'kubeConfig' | 'connections'>, onSocket: (socket: WebSocket) => void): ExecTransport {
   return {
     async connect(path, textHandler, binaryHandler) {
-      const cluster = kubeConfig.getCurrentCluster();
+      const cluster = kube.kubeConfig.getCurrentCluster();
       if (!cluster) throw new Error('kubeconfig has no current cluster');
       const url = cluster.server.replace(/\/+$/, '').replace(/^http/, 'ws') + path;
       const options: WebSocket.ClientOptions = {};
-      await kubeConfig.applyToHTTPSOptions(options);
+      await kube.kubeConfig.applyToHTTPSOptions(options);
+      // client-node made a fresh agent for this socket: the shared keep-alive one instead, so the
+      // upgrade goes over an idle connection when there is one (it leaves the pool once upgraded)
+      // and no connection is set up per exec. A proxy's agent is kept.
+      options.agent = kube.connections.sharedAgentFor(options.agent) ?? options.agent;
       return new Promise<WebSocket>((resolve, reject) => {
         const socket = new WebSocket(url, channelProtocols, options);
         onSocket(socket);
@@ -156,7 +160,7 @@ export function execInPod(kube: KubeClients, options: ExecInPodOptions): Promise
   let pendingSocket: WebSocket | undefined;
   const exec = new Exec(
     kube.kubeConfig,
-    execTransport(kube.kubeConfig, (created) => {
+    execTransport(kube, (created) => {
       pendingSocket = created;
     }),
   );

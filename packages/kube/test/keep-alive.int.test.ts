@@ -1,6 +1,6 @@
 import { type Simulator, startSimulator } from '@stowage/kube-sim';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createKubeClients, createPvbClient, type KubeClients, listNodes } from '../src/index.js';
+import { createKubeClients, createPvbClient, execInPod, type KubeClients, listNodes } from '../src/index.js';
 import { pvbCrdFile, smallCluster } from './sim-fixture.js';
 
 let sim: Simulator;
@@ -47,5 +47,24 @@ describe('connections to the API server', () => {
     expect(counts.total).toBe(40);
     expect(counts.connections).toBeGreaterThan(1);
     expect(counts.connections).toBeLessThanOrEqual(8);
+  });
+
+  it('an exec goes over an idle kept-alive connection, which then leaves the pool for good', async () => {
+    await listNodes(kube); // at least one idle connection in the pool
+    sim.resetRequests();
+    const result = await execInPod(kube, {
+      namespace: 'apps',
+      pod: 'db',
+      container: 'main',
+      command: ['pg_ctl', 'check'],
+      timeoutMs: 5000,
+    });
+    expect(result).toMatchObject({ outcome: 'exited', exitCode: 0 });
+    expect(sim.requests().connections).toBe(0);
+    // The upgraded connection was the exec's: later calls are served, on a connection of their own.
+    sim.resetRequests();
+    await Promise.all(Array.from({ length: 4 }, () => listNodes(kube)));
+    await listNodes(kube);
+    expect(sim.requests().total).toBe(5);
   });
 });
