@@ -1,5 +1,6 @@
 import type { HugeBackupRun, HugeResult, SmallRun } from './huge-run.js';
 import type { MachineInfo } from './report.js';
+import { mainThreadShare } from './run-queue.js';
 
 const n0 = (n: number | undefined) => (n === undefined ? '–' : Math.round(n).toLocaleString('en-US'));
 const s1 = (ms: number | undefined) => (ms === undefined ? '–' : `${(ms / 1000).toFixed(1)} s`);
@@ -47,8 +48,8 @@ export function renderHugeMarkdown(input: { command: string; startedAt: string; 
     ),
     row("a core's wait (run queue), each main thread's share of the run: workers / Redis / driver / simulator", (x) => {
       const share = (part: string) => {
-        const w = x.runQueueWaitSeconds?.[part];
-        return w && w.processes > 0 ? `${((100 * w.mainThreadSeconds) / w.processes / (x.makespanMs / 1000)).toFixed(0)} %` : '–';
+        const s = mainThreadShare(x.runQueueWaitSeconds?.[part], x.makespanMs);
+        return s === undefined ? '–' : `${(100 * s).toFixed(0)} %`;
       };
       return `${share('workers')} / ${share('redis')} / ${share('driver')} / ${share('simulator')}`;
     }),

@@ -11,6 +11,7 @@ import { REPO_ROOT } from './bench-env.js';
 import { appendMarkdownSection } from './report.js';
 import { parseRestoreBenchArgs, RESTORE_USAGE } from './restore-options.js';
 import { type RestoreBenchResult, type RestoreModeResult, type RestorePhaseResult, runRestoreBench } from './restore-run.js';
+import { mainThreadShare } from './run-queue.js';
 
 /** The issue's targets; the two throughput ones only when the run restored plain objects in both modes. */
 export interface RestoreTargets {
@@ -113,9 +114,8 @@ export function renderRestoreMarkdown(r: RestoreBenchResult, meta: { command: st
       const w = p.runQueueWaitSeconds ?? {};
       const cell = (part: string) => {
         const x = w[part];
-        if (!x || x.processes === 0) return '–';
-        const share = x.mainThreadSeconds / x.processes / (p.makespanMs / 1000);
-        return `${fmt(share * 100)} % (${fmt(x.allThreadsSeconds, 2)} s)`;
+        const share = mainThreadShare(x, p.makespanMs);
+        return x && share !== undefined ? `${fmt(share * 100)} % (${fmt(x.allThreadsSeconds, 2)} s)` : '–';
       };
       lines.push(
         `| ${what} | ${mode} | ${p.makespanMs} | ${cell('workers')} | ${cell('simulator')} | ${cell('redis')} | ${cell('driver')} | ${cell('nodeAgents')} |`,

@@ -1,6 +1,13 @@
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
-import { type RunQueueReading, readRunQueue, readRunQueueWaits, runQueueWaitOfParts, runQueueWaitSince } from './run-queue.js';
+import {
+  mainThreadShare,
+  type RunQueueReading,
+  readRunQueue,
+  readRunQueueWaits,
+  runQueueWaitOfParts,
+  runQueueWaitSince,
+} from './run-queue.js';
 
 /** A reading from per-thread seconds, the first entry the main thread. */
 function reading(threads: Record<string, number>): RunQueueReading {
@@ -53,5 +60,11 @@ describe('run-queue wait (schedstat)', () => {
     const readings = await readRunQueueWaits({ driver: [process.pid], also: [process.pid] });
     expect([...readings.keys()]).toEqual([process.pid]);
     expect(readings.get(process.pid)?.mainThreadSeconds).toBeGreaterThanOrEqual(0);
+  });
+
+  it("gives a part's main-thread share of a run as the mean over its processes; none without processes", () => {
+    expect(mainThreadShare({ processes: 2, mainThreadSeconds: 1, allThreadsSeconds: 3 }, 2_000)).toBe(0.25);
+    expect(mainThreadShare({ processes: 0, mainThreadSeconds: 0, allThreadsSeconds: 0 }, 2_000)).toBeUndefined();
+    expect(mainThreadShare(undefined, 2_000)).toBeUndefined();
   });
 });

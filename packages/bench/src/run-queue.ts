@@ -87,3 +87,9 @@ export function runQueueWaitOfParts(
   }
   return out;
 }
+
+/** A part's main-thread wait as a share of a run (the mean over its processes), or undefined without processes. */
+export function mainThreadShare(wait: PartRunQueueWait | undefined, runMs: number): number | undefined {
+  if (!wait || wait.processes === 0) return undefined;
+  return wait.mainThreadSeconds / wait.processes / (runMs / 1000);
+}

@@ -259,23 +259,25 @@ const backupLevelHookInput = strictObject(
   'a backup hook: {name, namespace, labelSelector, container, mode, command, onError, timeout, retries}',
 );
 
-/** A hook set's name and the pods it applies to (Velero's `hooks.resources[]`, backups and restores alike). */
-const hookSetScopeShape = {
-  name: z.string({ error: 'is required: a name for this hook set, shown in hook results' }).min(1, 'must not be empty'),
+/** Namespace and resource filters, Velero's names: a spec's selection and a hook set's scope alike. */
+const namespaceResourceFilters = {
   includedNamespaces: z.array(namespacePattern).optional(),
   excludedNamespaces: z.array(namespacePattern).optional(),
   includedResources: z.array(resourceName).optional(),
   excludedResources: z.array(resourceName).optional(),
+};
+
+/** A hook set's name and the pods it applies to (Velero's `hooks.resources[]`, backups and restores alike). */
+const hookSetScopeShape = {
+  name: z.string({ error: 'is required: a name for this hook set, shown in hook results' }).min(1, 'must not be empty'),
+  ...namespaceResourceFilters,
   labelSelector: labelSelectorInput.optional(),
 };
 
 /** What a spec selects, with Velero's field names (backups and restores alike); `verb` ends includeClusterResources' message. */
 function selectionShape(verb: string) {
   return {
-    includedNamespaces: z.array(namespacePattern).optional(),
-    excludedNamespaces: z.array(namespacePattern).optional(),
-    includedResources: z.array(resourceName).optional(),
-    excludedResources: z.array(resourceName).optional(),
+    ...namespaceResourceFilters,
     includeClusterResources: z
       .boolean({ error: `must be true, false or null (null = only when all namespaces are ${verb})` })
       .nullable()

@@ -1,5 +1,4 @@
-import type { BackupSpec } from '@stowage/core';
-import { ENDED_BACKUP_PHASES } from '@stowage/core';
+import { type BackupSpec, ENDED_BACKUP_PHASES } from '@stowage/core';
 import { addBlockFlows, parsePlanJobData } from '@stowage/queue';
 import type { Job } from 'bullmq';
 import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
