@@ -45,6 +45,20 @@ describe('KeepAliveAuthentication', () => {
     expect((afterCa.getAgent() as https.Agent).options.ca).toEqual(Buffer.from('ca-two'));
   });
 
+  it('matches options by value: the same bytes in a new Buffer share an agent, another client certificate does not', () => {
+    const auth = new KeepAliveAuthentication(kubeConfig('https://api.example:6443'));
+    const fresh = (cert: string) => new https.Agent({ ca: [Buffer.from('ca')], cert: Buffer.from(cert), key: Buffer.from('key') });
+    const first = auth.sharedAgentFor(fresh('cert-one'));
+    expect(first).toBeInstanceOf(https.Agent);
+    expect(auth.sharedAgentFor(fresh('cert-one'))).toBe(first);
+    const rotated = auth.sharedAgentFor(fresh('cert-two'));
+    expect(rotated).not.toBe(first);
+    expect((rotated as https.Agent).options.cert).toEqual(Buffer.from('cert-two'));
+    // A proxy agent (a subclass) keeps its own behaviour.
+    class ProxyAgent extends https.Agent {}
+    expect(auth.sharedAgentFor(new ProxyAgent())).toBeUndefined();
+  });
+
   it('keeps a plain HTTP agent for an insecure http:// server (the simulator)', async () => {
     const auth = new KeepAliveAuthentication(kubeConfig('http://127.0.0.1:1', { skipTLSVerify: true }));
     const a = await applied(auth, 'http://127.0.0.1:1/api');

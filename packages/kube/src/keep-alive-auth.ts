@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
 import type { KubeConfig, RequestContext, SecurityAuthentication } from '@kubernetes/client-node';
@@ -25,7 +24,8 @@ const AGENT_OPTION_KEYS = ['ca', 'cert', 'key', 'pfx', 'passphrase', 'rejectUnau
  * changed CA or client certificate gets an agent of its own. Proxy agents are left as they are.
  */
 export class KeepAliveAuthentication implements SecurityAuthentication {
-  private readonly agents = new Map<string, http.Agent>();
+  /** The shared agents, oldest first, each with the options it was made for. */
+  private readonly agents: Array<{ isHttps: boolean; options: Record<string, unknown>; agent: http.Agent }> = [];
 
   constructor(private readonly kubeConfig: KubeConfig) {}
 
@@ -44,6 +44,8 @@ export class KeepAliveAuthentication implements SecurityAuthentication {
    * The shared keep-alive agent standing in for a per-request agent client-node built (for API
    * calls, and for exec WebSockets through `KubeConfig.applyToHTTPSOptions`), so an exec's upgrade
    * can go over an idle connection already open to the API server. Undefined for any other agent.
+   * Found by comparing options (a few Buffers, byte for byte), not by hashing them: this runs on
+   * every API call, and a digest per call was a few per cent of a node agent's CPU.
    */
   sharedAgentFor(fresh: unknown): http.Agent | undefined {
     // Exactly client-node's plain agents: a subclass (a proxy agent) keeps its own behaviour.
@@ -53,33 +55,24 @@ export class KeepAliveAuthentication implements SecurityAuthentication {
     const options = (fresh as { options?: Record<string, unknown> }).options ?? {};
     const picked: Record<string, unknown> = {};
     for (const key of AGENT_OPTION_KEYS) if (options[key] !== undefined) picked[key] = options[key];
-    const id = `${isHttps ? 'https' : 'http'}:${fingerprint(picked)}`;
-    let agent = this.agents.get(id);
-    if (!agent) {
-      const agentOptions = { ...picked, keepAlive: true, timeout: KEEP_ALIVE_IDLE_MS };
-      agent = isHttps ? new https.Agent(agentOptions) : new http.Agent(agentOptions);
-      if (this.agents.size >= MAX_AGENTS) {
-        const [oldestId, oldest] = this.agents.entries().next().value as [string, http.Agent];
-        this.agents.delete(oldestId);
-        oldest.destroy();
-      }
-      this.agents.set(id, agent);
-    }
+    const known = this.agents.find((entry) => entry.isHttps === isHttps && sameAgentOptions(entry.options, picked));
+    if (known) return known.agent;
+    const agentOptions = { ...picked, keepAlive: true, timeout: KEEP_ALIVE_IDLE_MS };
+    const agent = isHttps ? new https.Agent(agentOptions) : new http.Agent(agentOptions);
+    if (this.agents.length >= MAX_AGENTS) this.agents.shift()?.agent.destroy();
+    this.agents.push({ isHttps, options: picked, agent });
     return agent;
   }
 }
 
-/** A stable digest of agent options (Buffers and strings, possibly in arrays). */
-function fingerprint(options: Record<string, unknown>): string {
-  const hash = createHash('sha256');
-  for (const key of Object.keys(options).sort()) {
-    hash.update(`${key}\0`);
-    const values = Array.isArray(options[key]) ? (options[key] as unknown[]) : [options[key]];
-    for (const value of values) {
-      if (Buffer.isBuffer(value)) hash.update(value);
-      else hash.update(String(value));
-      hash.update('\0');
-    }
-  }
-  return hash.digest('hex');
+function sameAgentOptions(a: Record<string, unknown>, b: Record<string, unknown>): boolean {
+  return AGENT_OPTION_KEYS.every((key) => sameOptionValue(a[key], b[key]));
+}
+
+/** Equal option values: the same string or flag, Buffers with the same bytes, arrays of such. */
+function sameOptionValue(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (Buffer.isBuffer(a) && Buffer.isBuffer(b)) return a.equals(b);
+  if (Array.isArray(a) && Array.isArray(b)) return a.length === b.length && a.every((value, i) => sameOptionValue(value, b[i]));
+  return false;
 }
