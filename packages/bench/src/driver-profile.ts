@@ -3,7 +3,8 @@ import { join } from 'node:path';
 /**
  * Profiling the driver (plan, finalize, the simulator) over the measured backup only:
  * BENCH_DRIVER_CPU_PROF=<dir> writes `<dir>/<run>.cpuprofile` (open it in Chrome DevTools). Used by the
- * orchestration runs, the measured backup of each fs-backup mode and the huge scenario's big backups.
+ * orchestration runs, the measured backup of each fs-backup mode, the huge scenario's big backups and each
+ * measured restore of the restore scenario (plan, tiers and finalize run in the driver).
  */
 export async function startDriverProfile(): Promise<{ stop(name: string): Promise<void> } | undefined> {
   const dir = process.env.BENCH_DRIVER_CPU_PROF;

@@ -17,6 +17,7 @@ import { createQueue, JobName, QueueName } from '@stowage/queue';
 import { FileSystemStorage } from '@stowage/storage';
 import { BenchEnv } from './bench-env.js';
 import type { BenchChild } from './child-process.js';
+import { startDriverProfile } from './driver-profile.js';
 import { splitRequests } from './fs-backup-run.js';
 import { type PartRunQueueWait, readRunQueueWaits, runQueueWaitOfParts } from './run-queue.js';
 import { commandStatsDelta, type Distribution, distribution, sum } from './stats.js';
@@ -266,6 +267,7 @@ export async function runRestoreBench(
       const parts = await env.processParts();
       const waitsBefore = await readRunQueueWaits(parts);
       const commandsBefore = await env.commandStats();
+      const profiler = await startDriverProfile();
       const submittedAt = Date.now();
       // As the api service does: the cap is stored before the restore's jobs exist.
       await submitRestore({ restores, connection: env.redis, queuePrefix: env.queuePrefix, maxInFlight }, { name, spec: validation.value });
@@ -279,6 +281,7 @@ export async function runRestoreBench(
         record = await restores.getRestore(name);
       }
       const cpuAfter = await cpuNow(env);
+      await profiler?.stop(`restore-${name}`);
       const runQueueWaitSeconds = runQueueWaitOfParts(parts, waitsBefore, await readRunQueueWaits(parts));
       const commands = sum(Object.values(commandStatsDelta(commandsBefore, await env.commandStats())));
       const requests = await env.sim.requests();
