@@ -129,7 +129,7 @@ describe('restore: a namespace subset, namespace mapping (PV claimRef, RoleBindi
     await submitRestore({ restores: h.deps.restores!, connection: h.redis, queuePrefix: h.queuePrefix }, { name, spec: validation.value });
     // Read from storage: once archived, Redis keeps only the restore's record and counters.
     const ended = await waitForRestoreEnd(h.deps.restores!, h.deps.storage, name, 30_000);
-    return { phase: ended.phase, spec: validation.value, uid: ended.record.uid, results: ended.items };
+    return { phase: ended.phase, spec: validation.value, uid: ended.record.uid, results: ended.items, logs: ended.logs };
   };
   const contextOf = (name: string, spec: RestoreSpec, uid: string): RestoreTransformContext => ({
     backupName: 'bk1',
@@ -165,9 +165,15 @@ describe('restore: a namespace subset, namespace mapping (PV claimRef, RoleBindi
       body: { data: { mode: 'edited' } },
       contentType: 'application/merge-patch+json',
     });
-    const { phase, results } = await restore('rs-subset', { includedNamespaces: ['billing'] });
+    const { phase, results, logs } = await restore('rs-subset', { includedNamespaces: ['billing'] });
     expect(phase).toBe('Completed');
     expect(Object.keys(results).sort()).toEqual(['configmaps/billing/invoices', 'namespaces/-cluster-/billing', 'secrets/billing/key']);
+    // The log says once why shop's objects are not restored, with their count, not a line per object.
+    const shopLines = logs.filter((l) => l.reason === 'namespace-excluded');
+    const shopObjects = originals.filter((o) => o.metadata.namespace === 'shop' || (o.kind === 'Namespace' && o.metadata.name === 'shop'));
+    expect(shopLines.map((l) => [l.msg, l.items])).toEqual([
+      [`namespace shop is not restored (${shopObjects.length} items)`, shopObjects.length],
+    ]);
     expect(Object.values(results).map((r) => r.outcome)).toEqual(['created', 'created', 'created']);
     expect(await readBack('/api/v1/namespaces/billing/configmaps/invoices')).toBeDefined();
     // shop was left as it is (an edited object not brought back, no PV restored).

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { type RestoreSelectionSpec, selectRestoreItems } from './restore-selection.js';
+import { groupSkippedItems, type RestoreSelectionSpec, selectRestoreItems } from './restore-selection.js';
 import { item, pod } from './test-objects.js';
 import type { BackedUpItem, BackedUpPodVolume } from './types.js';
 
@@ -224,6 +224,34 @@ describe('selectRestoreItems: filters', () => {
       pvbs,
     );
     expect(selection.volumes.podVolumes).toEqual({ 'shop/db': [{ volume: 'data', snapshotID: 's-shop' }] });
+  });
+});
+
+describe('groupSkippedItems: the restore log says an excluded namespace or resource once', () => {
+  it('counts the items of an excluded namespace on one line, keeps item-specific lines, in the order first seen', () => {
+    const big: BackedUpItem[] = [
+      ...backup,
+      ...Array.from({ length: 500 }, (_, i) => item('configmaps', 'media', `cm-${i}`)),
+      ...Array.from({ length: 300 }, (_, i) => item('secrets', 'media', `s-${i}`)),
+    ];
+    const selection = selectRestoreItems(big, { ...everything, includedNamespaces: ['shop'], excludedResources: ['secrets'] }, []);
+    const groups = groupSkippedItems(selection.skipped);
+    // every skipped item is counted once
+    expect(groups.reduce((n, g) => n + g.count, 0)).toBe(selection.skipped.length);
+    const media = groups.filter((g) => g.reason === 'namespace-excluded' && g.message === 'namespace media is not restored');
+    expect(media).toHaveLength(1);
+    // the namespace object, thumbs and 500 config maps; media's 300 secrets were excluded by resource first
+    expect(media[0]).toMatchObject({ count: 502 });
+    expect(media[0]?.item).toBeUndefined();
+    expect(groups.find((g) => g.reason === 'resource-excluded')).toMatchObject({
+      message: 'secrets is not among the restored resources',
+      count: 301,
+    });
+    // a message that names its item stays its own line, with the item
+    const events = groups.filter((g) => g.reason === 'never-restored' && g.message.startsWith('events '));
+    expect(events).toHaveLength(1);
+    expect(events[0]).toMatchObject({ count: 1, item: { resource: 'events', name: 'web.1' } });
+    expect(groups.map((g) => g.message)).toEqual([...new Set(selection.skipped.map((s) => s.message))]);
   });
 });
 

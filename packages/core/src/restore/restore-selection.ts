@@ -65,6 +65,36 @@ export interface SkippedRestoreItem {
   message: string;
 }
 
+/** One line of a restore's log for its skipped items: the items that share a reason and message, counted. */
+export interface SkippedRestoreGroup {
+  reason: RestoreSkipReason;
+  message: string;
+  /** How many items this line stands for. */
+  count: number;
+  /** The item, when the line stands for one. */
+  item?: BackedUpItem;
+}
+
+/**
+ * The skipped items as the restore's log says them: items skipped for the same reason with the same
+ * message (every item of an excluded namespace or resource) become one line with their count, in
+ * the order first seen; a message naming its item stays a line of its own. A restore of one
+ * namespace from a backup of a hundred thousand objects then logs a line per other namespace, not
+ * per object (the count of skipped items is kept as `itemsNotSelected`).
+ */
+export function groupSkippedItems(skipped: readonly SkippedRestoreItem[]): SkippedRestoreGroup[] {
+  const groups = new Map<string, SkippedRestoreGroup>();
+  for (const { item, reason, message } of skipped) {
+    const key = `${reason}\u0000${message}`;
+    const group = groups.get(key);
+    if (group) {
+      group.count++;
+      delete group.item;
+    } else groups.set(key, { reason, message, count: 1, item });
+  }
+  return [...groups.values()];
+}
+
 /** The volume data a restore brings back, keyed by the backed-up pod/claim (`<ns>/<name>`). */
 export interface RestoreVolumePlan {
   /** Backed-up pod `<ns>/<name>` → its volumes that get a PodVolumeRestore (empty when restorePVs is false). */

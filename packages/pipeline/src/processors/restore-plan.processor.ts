@@ -2,6 +2,7 @@ import {
   type BackedUpItem,
   type BackedUpPodVolume,
   ENDED_RESTORE_PHASES,
+  groupSkippedItems,
   objectKey,
   type RestoreSpec,
   type RestoreTransformContext,
@@ -74,13 +75,17 @@ export async function processRestorePlan(rt: PipelineRuntime, job: Job): Promise
       : [],
   );
   const selection = selectRestoreItems(items, spec, volumeBackups);
+  // Why each item is not restored; an excluded namespace or resource is one line with its count.
   await restores.logMany(
     name,
-    selection.skipped.map((s) => ({
+    groupSkippedItems(selection.skipped).map(({ reason, message, count, item }) => ({
       level: 'info' as const,
-      msg: s.message,
-      reason: s.reason,
-      item: itemKeyOf(s.item.group ? `${s.item.resource}.${s.item.group}` : s.item.resource, s.item.namespace ?? undefined, s.item.name),
+      msg: count === 1 ? message : `${message} (${count} items)`,
+      reason,
+      ...(item
+        ? { item: itemKeyOf(item.group ? `${item.resource}.${item.group}` : item.resource, item.namespace ?? undefined, item.name) }
+        : {}),
+      ...(count === 1 ? {} : { items: count }),
     })),
   );
 
