@@ -247,11 +247,41 @@ describe('groupSkippedItems: the restore log says an excluded namespace or resou
       message: 'secrets is not among the restored resources',
       count: 301,
     });
-    // a message that names its item stays its own line, with the item
+    // a line standing for one item carries the item
     const events = groups.filter((g) => g.reason === 'never-restored' && g.message.startsWith('events '));
     expect(events).toHaveLength(1);
     expect(events[0]).toMatchObject({ count: 1, item: { resource: 'events', name: 'web.1' } });
+    // a message that names its item stays a line of its own
+    const collisions = groupSkippedItems([
+      {
+        item: item('configmaps', 'a', 'x'),
+        reason: 'target-collision',
+        message: 'configmaps copy/x is already restored from another namespace',
+      },
+      {
+        item: item('configmaps', 'b', 'y'),
+        reason: 'target-collision',
+        message: 'configmaps copy/y is already restored from another namespace',
+      },
+    ]);
+    expect(collisions.map((g) => [g.count, g.item?.name])).toEqual([
+      [1, 'x'],
+      [1, 'y'],
+    ]);
     expect(groups.map((g) => g.message)).toEqual([...new Set(selection.skipped.map((s) => s.message))]);
+  });
+
+  it('a label selector restore says per resource how many items did not match, not per item', () => {
+    const many: BackedUpItem[] = [
+      ...Array.from({ length: 40 }, (_, i) => item('configmaps', 'shop', `cm-${i}`, {}, { labels: { app: i < 3 ? 'web' : 'other' } })),
+      ...Array.from({ length: 10 }, (_, i) => item('secrets', 'shop', `s-${i}`, {}, { labels: { app: 'other' } })),
+    ];
+    const selection = selectRestoreItems(many, { ...everything, labelSelector: { matchLabels: { app: 'web' } } }, []);
+    expect(selection.items.filter((i) => i.resource === 'configmaps')).toHaveLength(3);
+    expect(groupSkippedItems(selection.skipped).map((g) => [g.message, g.count])).toEqual([
+      ['configmaps not matching the label selector are not restored', 37],
+      ['secrets not matching the label selector are not restored', 10],
+    ]);
   });
 });
 

@@ -189,10 +189,10 @@ function completionMessage(item: BackedUpItem): string | null {
 
 function explainExclusion(item: BackedUpItem, spec: RestoreSelectionSpec): SkippedRestoreItem | null {
   const groupResource = groupResourceOf(item);
-  const where = item.namespace === null ? item.name : `${item.namespace}/${item.name}`;
+  // Messages name the rule, not the item, so the log says each rule once with a count (groupSkippedItems).
   const skip = (reason: RestoreSkipReason, message: string): SkippedRestoreItem => ({ item, reason, message });
   if (NEVER_RESTORED_RESOURCES.includes(groupResource)) {
-    return skip('never-restored', `${groupResource} ${where} is never restored (cluster-specific or managed by Stowage itself)`);
+    return skip('never-restored', `${groupResource} are never restored (cluster-specific or managed by Stowage itself)`);
   }
   if (!isResourceIncluded(item, spec)) return skip('resource-excluded', `${groupResource} is not among the restored resources`);
   if (item.namespace !== null) {
@@ -201,7 +201,7 @@ function explainExclusion(item: BackedUpItem, spec: RestoreSelectionSpec): Skipp
     if (!isNamespaceIncluded(item.name, spec)) return skip('namespace-excluded', `namespace ${item.name} is not restored`);
   }
   if (!matchesBackupSelectors(item.object.metadata.labels, spec)) {
-    return skip('labels-not-matched', `${groupResource} ${where} does not match the label selector`);
+    return skip('labels-not-matched', `${groupResource} not matching the label selector are not restored`);
   }
   return null;
 }
