@@ -45,7 +45,7 @@ export class KeepAliveAuthentication implements SecurityAuthentication {
    * calls, and for exec WebSockets through `KubeConfig.applyToHTTPSOptions`), so an exec's upgrade
    * can go over an idle connection already open to the API server. Undefined for any other agent.
    * Found by comparing options (a few Buffers, byte for byte), not by hashing them: this runs on
-   * every API call, and a digest per call was a few per cent of a node agent's CPU.
+   * every API call, and a SHA-256 per call cost more than the comparison.
    */
   sharedAgentFor(fresh: unknown): http.Agent | undefined {
     // Exactly client-node's plain agents: a subclass (a proxy agent) keeps its own behaviour.

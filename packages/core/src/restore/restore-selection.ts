@@ -77,8 +77,9 @@ export interface SkippedRestoreGroup {
 
 /**
  * The skipped items as the restore's log says them: items skipped for the same reason with the same
- * message (every item of an excluded namespace or resource) become one line with their count, in
- * the order first seen; a message naming its item stays a line of its own. A restore of one
+ * message (the items of an excluded namespace or resource, of a kind never restored, of a kind not
+ * matching the label selector) become one line with their count, in the order first seen; a
+ * message naming its item (a completed pod, a collision) stays a line of its own. A restore of one
  * namespace from a backup of a hundred thousand objects then logs a line per other namespace, not
  * per object (the count of skipped items is kept as `itemsNotSelected`).
  */
