@@ -373,7 +373,6 @@ export async function runHuge(s: HugeScenario, logDir: string, keepLogs: boolean
       const smallAt = await env.submit(smallName, ['small-0'], spec);
       const smallWatch = await watch(smallName, smallAt, 60 * 60_000);
       const w = await bigDone;
-      await profiler?.stop(`huge-${name}`);
       const loopDelay = await finalizeLoopDelay;
       const requests = await env.sim.requests();
       const redisDelta = await env.commandStatsSince(redisBefore);
@@ -382,6 +381,8 @@ export async function runHuge(s: HugeScenario, logDir: string, keepLogs: boolean
       const simCpu = ((await env.sim.cpuSeconds()) ?? simCpuBefore) - simCpuBefore;
       const cpuAfter = await Promise.all(workers.map((wk) => wk.cpuSeconds()));
       const runQueueWaitSeconds = runQueueWaitOfParts(parts, waitsBefore, await readRunQueueWaits(parts));
+      // Written after the readings: serializing a profile costs the driver CPU of its own.
+      await profiler?.stop(`huge-${name}`);
       // The two watches' polls (HGETALL record + counters each) are the driver's, not the pipeline's.
       redisDelta.hgetall = Math.max(0, (redisDelta.hgetall ?? 0) - 2 * (w.polls + smallWatch.polls) - loopDelay.polls);
       const counters = await env.state.counters(name);

@@ -57,6 +57,7 @@ describe('KeepAliveAuthentication', () => {
     // A proxy agent (a subclass) keeps its own behaviour.
     class ProxyAgent extends https.Agent {}
     expect(auth.sharedAgentFor(new ProxyAgent())).toBeUndefined();
+    expect(auth.sharedAgentFor(undefined)).toBeUndefined();
   });
 
   it('keeps a plain HTTP agent for an insecure http:// server (the simulator)', async () => {

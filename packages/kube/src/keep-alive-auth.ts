@@ -35,19 +35,20 @@ export class KeepAliveAuthentication implements SecurityAuthentication {
 
   async applySecurityAuthentication(context: RequestContext): Promise<void> {
     await this.kubeConfig.applySecurityAuthentication(context);
-    const fresh = context.getAgent();
-    const shared = fresh ? this.sharedAgentFor(fresh) : undefined;
+    const shared = this.sharedAgentFor(context.getAgent());
     if (shared) context.setAgent(shared);
   }
 
   /**
    * The shared keep-alive agent standing in for a per-request agent client-node built (for API
    * calls, and for exec WebSockets through `KubeConfig.applyToHTTPSOptions`), so an exec's upgrade
-   * can go over an idle connection already open to the API server. Undefined for any other agent.
+   * can go over an idle connection already open to the API server. Undefined for anything else (no
+   * agent, a proxy agent).
    * Found by comparing options (a few Buffers, byte for byte), not by hashing them: this runs on
    * every API call, and a SHA-256 per call cost more than the comparison.
    */
   sharedAgentFor(fresh: unknown): http.Agent | undefined {
+    if (typeof fresh !== 'object' || fresh === null) return undefined;
     // Exactly client-node's plain agents: a subclass (a proxy agent) keeps its own behaviour.
     const isHttps = Object.getPrototypeOf(fresh) === https.Agent.prototype;
     const isHttp = Object.getPrototypeOf(fresh) === http.Agent.prototype;
