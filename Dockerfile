@@ -88,8 +88,10 @@ HEALTHCHECK --interval=10s --timeout=3s --start-period=15s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 8082) + '/readyz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 
 FROM runtime AS kube-sim
+# The simulator makes its TLS certificate with openssl at start (kubectl sends credentials only over TLS).
+RUN apt-get update && apt-get install -y --no-install-recommends openssl && rm -rf /var/lib/apt/lists/*
 COPY --from=deploy-kube-sim /out /app
-EXPOSE 6443
+EXPOSE 6443 6444
 USER 10001
 HEALTHCHECK --interval=5s --timeout=3s --start-period=10s --retries=5 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:6443/version').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]

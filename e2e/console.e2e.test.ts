@@ -150,9 +150,18 @@ describe('the console in Chromium', () => {
       await page.getByLabel('API token').fill(stack.token);
       await page.getByRole('button', { name: 'Open console' }).click();
       await page.getByRole('heading', { name: 'Backups' }).waitFor({ timeout: 15_000 });
+      await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Schedules' }).click();
       const scheduleRow = page.locator('table.schedules tbody tr', { hasText: 'nightly' });
       await scheduleRow.waitFor({ timeout: 10_000 });
-      expect(await scheduleRow.locator('td').allTextContents()).toEqual(['0 3 * * *', 'paused', '–', '–', '0']);
+      expect(await scheduleRow.locator('td').allTextContents()).toEqual([
+        '0 3 * * *',
+        'paused',
+        '–',
+        '–',
+        '0',
+        'Resume Back up now Delete',
+      ]);
+      await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Backups' }).click();
       await page.getByRole('link', { name: CANARY }).waitFor({ timeout: 10_000 });
       await page.locator('tbody tr', { hasText: 'Completed' }).first().waitFor({ timeout: 30_000 });
       await mkdir(OUTPUT_DIR, { recursive: true });

@@ -24,7 +24,12 @@ interface DemoSummary {
   repositoryVerify: { ok: boolean; chunksChecked: number } | null;
   dashboard: { url: string };
   api: { token: string };
-  processes: Array<{ name: string; pid: number }>;
+  processes: Array<{ name: string; pid: number; identity: string }>;
+  restore: {
+    phase: string;
+    objects: { total: number; failed: number };
+    volumes: Array<{ pod: string; volume: string; files: number; equal: boolean }>;
+  } | null;
   cleanup: { processesStopped: boolean; tempRemoved: boolean } | null;
 }
 
@@ -91,9 +96,34 @@ describe.each([
     expect(s.repositoryVerify).toMatchObject({ ok: true });
     expect(s.dashboard.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/admin\/queues$/);
     expect(s.api.token.length).toBeGreaterThanOrEqual(32);
-    // Three node agents, two workers and the API ran as separate processes.
-    expect(s.processes.map((p) => p.name).sort()).toEqual(['agent-node-a', 'agent-node-b', 'agent-node-c', 'api', 'worker-1', 'worker-2']);
-    expect(new Set(s.processes.map((p) => p.pid)).size).toBe(6);
+    // Three node agents, two backup workers, a restore worker and the API ran as separate processes.
+    expect(s.processes.map((p) => p.name).sort()).toEqual([
+      'agent-node-a',
+      'agent-node-b',
+      'agent-node-c',
+      'api',
+      'restorer-1',
+      'worker-1',
+      'worker-2',
+    ]);
+    expect(new Set(s.processes.map((p) => p.pid)).size).toBe(7);
+    // Each ran as the dev overlay's account of its kind, as the simulator (SelfSubjectReview) says.
+    const identities = Object.fromEntries(s.processes.map((p) => [p.name, p.identity]));
+    expect(identities).toEqual({
+      'agent-node-a': 'system:serviceaccount:stowage:stowage-node-agent',
+      'agent-node-b': 'system:serviceaccount:stowage:stowage-node-agent',
+      'agent-node-c': 'system:serviceaccount:stowage:stowage-node-agent',
+      api: 'system:serviceaccount:stowage:stowage-api',
+      'restorer-1': 'system:serviceaccount:stowage:stowage-restorer',
+      'worker-1': 'system:serviceaccount:stowage:stowage-worker',
+      'worker-2': 'system:serviceaccount:stowage:stowage-worker',
+    });
+    // The restore of shop after it: every object back, every volume's files equal to the backed-up ones.
+    expect(s.restore?.phase).toBe('Completed');
+    expect(s.restore?.objects.failed).toBe(0);
+    expect(s.restore?.objects.total).toBeGreaterThan(0);
+    expect(s.restore?.volumes.length).toBeGreaterThan(0);
+    for (const v of s.restore?.volumes ?? []) expect(v.equal, `${v.pod} ${v.volume}`).toBe(true);
     expect(s.storage.kept).toBe(false);
     if (storage === 's3') {
       expect(s.storage.dir).toMatch(/^s3:\/\/stowage-demo at http:\/\/127\.0\.0\.1:\d+ /);

@@ -9,6 +9,7 @@ import {
   splitGroupResource,
 } from '../packages/core/src/index.js';
 import { pvrLabels } from '../packages/kube/src/index.js';
+import { DEFAULT_RESTORE_WAIT_IMAGE } from '../packages/platform/src/index.js';
 import { backupLayout, FileSystemStorage, readBackupTarball, readGzipJson } from '../packages/storage/src/index.js';
 import { type DescribedEntry, describeTree } from '../packages/testing/src/index.js';
 import { apiClient, REPO_ROOT, type ServiceProcess, type Stack, startStack, waitFor } from './reliability/support/stack.js';
@@ -42,7 +43,7 @@ describe('restore of the demo cluster through real processes', () => {
     stack = await startStack({ fixture: DEMO_FIXTURE, withCrd: false });
     stack.sim.setNodeAgents(NODES);
     api = await stack.spawn('api', 'api');
-    await stack.spawn('worker', 'worker-1');
+    await stack.spawnWorkers('worker-1');
     for (const node of NODES) await stack.spawn('node-agent', `agent-${node}`, stack.agentEnv(node));
     for (const node of NODES) await stack.agents.registerNodeAgent(node, 30 * 60_000);
     client = apiClient(stack, () => api);
@@ -151,7 +152,7 @@ describe('restore of the demo cluster through real processes', () => {
       restoreUid: String(restore.uid),
       spec: restoreSpec,
       volumes: selection.volumes,
-      restoreWait: { image: 'stowage/node-agent:latest', command: ['node', '/app/dist/restore-wait.js'] },
+      restoreWait: { image: DEFAULT_RESTORE_WAIT_IMAGE, command: ['node', '/app/dist/restore-wait.js'] },
     };
     for (const item of selection.items) {
       const base = item.group === '' ? `/api/${item.object.apiVersion}` : `/apis/${item.object.apiVersion}`;
@@ -213,6 +214,8 @@ describe('restore of the demo cluster through real processes', () => {
     await stack.redis.flushall();
     expect(await stack.redis.dbsize()).toBe(0);
     const after = await read();
+    // The same, the storage figures too: storage's copy counts finalize's own writes of it.
+    expect((before.view as { storage: { requests: { put: number } } }).storage.requests.put).toBeGreaterThan(0);
     expect(after).toEqual(before);
     const cancel = await client.call('POST', '/v1/restores/rs-demo/cancel');
     expect(cancel.status).toBe(409);

@@ -42,7 +42,7 @@ const fixture = {
 };
 
 let stack: Stack;
-/** The api processes get the repository key: deleting a backup forgets its snapshots and runs prune (default grace). */
+/** As shipped, the backup workers get the repository key, never the api: a deletion (on the workers' repository queue) forgets its snapshots and runs prune (default grace). */
 const REPO_ENV = () => ({ STOWAGE_REPO_KEY: stack.repoKey });
 const apis: ServiceProcess[] = [];
 const agents: NodeAgent[] = [];
@@ -58,13 +58,10 @@ beforeAll(async () => {
     })),
   );
   apis.push(
-    ...(
-      await Promise.all([
-        stack.spawn('api', 'api-1', REPO_ENV()),
-        stack.spawn('api', 'api-2', REPO_ENV()),
-        stack.spawn('worker', 'worker-1'),
-      ])
-    ).slice(0, 2),
+    ...(await Promise.all([stack.spawn('api', 'api-1'), stack.spawn('api', 'api-2'), stack.spawn('worker', 'worker-1', REPO_ENV())])).slice(
+      0,
+      2,
+    ),
   );
   // Requests alternate between the two api processes: both serve schedules from the same state.
   let turn = 0;
@@ -239,7 +236,7 @@ describe('deletion', () => {
 
     // Every api (they host finalize and the deletion job) dies at once; the request is in Redis.
     await Promise.all(apis.map((a) => a.killHard()));
-    apis.splice(0, apis.length, await stack.spawn('api', 'api-3', REPO_ENV()));
+    apis.splice(0, apis.length, await stack.spawn('api', 'api-3'));
 
     const ended = await waitForBackupEnd(stack.state, 'doomed').catch(() => undefined);
     if (ended) expect(ended.phase).toBe('Canceled');

@@ -15,7 +15,18 @@ export const REQUIRED_TOOLS = [
   { command: 'redis-server', aptPackage: 'redis-server', neededBy: 'every test that uses Redis starts its own redis-server' },
   { command: 'redis-cli', aptPackage: 'redis-server', neededBy: 'the deploy tests probe Redis with it' },
   { command: 'kubectl', aptPackage: 'kubernetes-client', neededBy: 'the simulator and deploy tests run kubectl' },
+  {
+    command: 'openssl',
+    aptPackage: 'openssl',
+    neededBy: 'the simulator makes its TLS certificate with it (kubectl sends credentials only over HTTPS)',
+  },
   { command: 'docker-compose', aptPackage: 'docker-compose', neededBy: 'the deploy tests validate docker-compose.yml' },
+  {
+    command: 'setpriv',
+    aptPackage: 'util-linux',
+    neededBy: "the repository tests back up an unreadable file as root without root's read-any-file rights",
+  },
+  { command: 'promtool', aptPackage: 'prometheus', neededBy: 'the deploy tests check and unit-test the alert rules' },
 ];
 
 /** The full path of `command` on `pathEnv`, or undefined. */

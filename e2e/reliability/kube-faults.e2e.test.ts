@@ -27,7 +27,7 @@ beforeAll(async () => {
   stack = await startStack({ fixture });
   const logger = createLogger({ level: 'warn', name: 'reliability-agents' });
   agentKube = createKubeClients({
-    kubeconfigPath: stack.sim.kubeconfigPath,
+    kubeconfigPath: stack.kubeconfigOf('node-agent'),
     retryDeps: {
       sleep: (ms) => {
         agentSleeps.push(ms);

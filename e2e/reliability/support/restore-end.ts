@@ -1,3 +1,4 @@
+import { expect } from 'vitest';
 import {
   type ItemResult,
   type RestoreArchive,
@@ -36,4 +37,13 @@ export async function waitForRestoreEnd(stack: Stack, restores: RestoreState, na
     readRestoreArchiveLogs(stack.backupStorage, name),
   ]);
   return { ...archive, phase, items, logs };
+}
+
+/**
+ * The counters a restore's archive holds against those Redis keeps: the same, finalize's own storage
+ * writes (the archive itself, restore.json last) included.
+ */
+export function expectArchivedCounters(archived: Readonly<Record<string, number>>, live: Readonly<Record<string, number>>): void {
+  expect(live.storagePut ?? 0).toBeGreaterThan(0);
+  expect(archived).toEqual(live);
 }

@@ -24,6 +24,8 @@ import {
 import { createWorkerConnection } from '../../../packages/queue/src/index.js';
 import { FileSystemStorage, type ObjectStore, openObjectStore } from '../../../packages/storage/src/index.js';
 import {
+  type DeployedIdentities,
+  deployIdentities,
   getFreePort,
   REPO_ROOT,
   type RedisCluster,
@@ -43,10 +45,13 @@ import { type NodeAgent, type NodeAgentOptions, startNodeAgent } from '../../../
 export { REPO_ROOT };
 export const CRD_PATH = join(REPO_ROOT, 'k8s/base/crd-podvolumebackups.yaml');
 export const PVR_CRD_PATH = join(REPO_ROOT, 'k8s/base/crd-podvolumerestores.yaml');
+export const DATA_UPLOAD_CRD_PATH = join(REPO_ROOT, 'k8s/base/crd-datauploads.yaml');
+export const DATA_DOWNLOAD_CRD_PATH = join(REPO_ROOT, 'k8s/base/crd-datadownloads.yaml');
 
 const MAINS = {
   api: 'services/api/src/main.ts',
   worker: 'services/worker/src/main.ts',
+  'restore-worker': 'services/worker/src/main.ts',
   'node-agent': 'services/node-agent/src/main.ts',
 } as const;
 export type ServiceKind = keyof typeof MAINS;
@@ -191,6 +196,8 @@ export interface StackOptions {
   storage?: 'directory' | 's3';
   /** With `storage: 's3'`: the services reach the S3 server through a fault proxy with this plan. */
   s3Faults?: S3FaultPlan;
+  /** More manifests loaded before the fixture (e.g. the CSI snapshot and data mover CRDs). */
+  extraManifests?: string[];
 }
 
 export interface Stack {
@@ -215,12 +222,25 @@ export interface Stack {
   queuePrefix: string;
   token: string;
   repoKey: string;
-  /** Env every service shares (Redis, simulator, storage, prefix, tokens, fast lock takeover). */
+  /** The dev overlay's ServiceAccounts, roles and bindings, applied to the simulator, and a kubeconfig per account. */
+  identities: DeployedIdentities;
+  /** The kubeconfig a service of `kind` runs with: its own ServiceAccount's, as the overlay deploys it. */
+  kubeconfigOf(kind: ServiceKind): string;
+  /** Env every service shares (Redis, storage, prefix, tokens, fast lock takeover); KUBECONFIG is per kind. */
   env: Record<string, string>;
   /** Env of a node agent process for `node`. */
   agentEnv(node: string, extra?: Record<string, string>): Record<string, string>;
-  /** Processes started through `spawn` are killed on close. */
+  /**
+   * Processes started through `spawn` are killed on close. Each runs as its identity (`kubeconfigOf`):
+   * `worker` is a backup worker (stowage-worker), `restore-worker` a restore worker (stowage-restorer),
+   * each on the queues the overlay's Deployment gives it.
+   */
   spawn(kind: ServiceKind, name: string, extra?: Record<string, string>): Promise<ServiceProcess>;
+  /**
+   * What a test that backs up and restores needs: a backup worker (stowage-worker) and a restore
+   * worker (stowage-restorer), each on the queues its Deployment hosts (STOWAGE_WORKER_QUEUES).
+   */
+  spawnWorkers(name: string, extra?: Record<string, string>): Promise<{ backup: ServiceProcess; restore: ServiceProcess }>;
   processes: ServiceProcess[];
   close(): Promise<void>;
 }
@@ -238,7 +258,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
   const sim = await startSimulator({
     fixture: opts.fixture,
     port: 0,
-    extraManifests: opts.withCrd === false ? [] : [CRD_PATH, PVR_CRD_PATH],
+    extraManifests: [...(opts.withCrd === false ? [] : [CRD_PATH, PVR_CRD_PATH]), ...(opts.extraManifests ?? [])],
     ...(opts.materializeVolumes ? { materializeVolumes: opts.materializeVolumes } : {}),
   });
   const storageDir = await mkdtemp(join(tmpdir(), 'stowage-reliability-'));
@@ -261,13 +281,26 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
   }
   const queuePrefix = uniquePrefix();
   const statePrefix = statePrefixFor(queuePrefix);
+  const identities = await deployIdentities(sim);
+  const kubeconfigs: Record<ServiceKind, string> = {
+    api: identities.api,
+    worker: identities.worker,
+    'restore-worker': identities.restorer,
+    'node-agent': identities.nodeAgent,
+  };
+  // The queues each worker Deployment of the overlay hosts (STOWAGE_WORKER_QUEUES), by kind.
+  const queuesOf = (kind: ServiceKind): Record<string, string> => {
+    const account = kind === 'worker' ? 'stowage-worker' : kind === 'restore-worker' ? 'stowage-restorer' : undefined;
+    const queues = account ? identities.workerQueues.get(account) : undefined;
+    return queues ? { STOWAGE_WORKER_QUEUES: queues } : {};
+  };
   const redis = createWorkerConnection(redisUrl, { onError: () => undefined });
+  // The test's own client is the admin: it looks at the world, it is not one of the services.
   const kube = createKubeClients({ kubeconfigPath: sim.kubeconfigPath });
   const token = randomBytes(24).toString('base64url');
   const repoKey = randomBytes(32).toString('base64');
   const env = {
     REDIS_URL: redisUrl,
-    KUBECONFIG: sim.kubeconfigPath,
     ...storageEnv,
     STOWAGE_QUEUE_PREFIX: queuePrefix,
     STOWAGE_NAMESPACE: 'stowage',
@@ -295,6 +328,8 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     queuePrefix,
     token,
     repoKey,
+    identities,
+    kubeconfigOf: (kind) => kubeconfigs[kind],
     env,
     processes,
     agentEnv: (node, extra = {}) => ({
@@ -306,9 +341,16 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       ...extra,
     }),
     async spawn(kind, name, extra = {}) {
-      const proc = await spawnService(kind, name, { ...env, ...extra });
+      const proc = await spawnService(kind, name, { ...env, KUBECONFIG: kubeconfigs[kind], ...queuesOf(kind), ...extra });
       processes.push(proc);
       return proc;
+    },
+    async spawnWorkers(name, extra = {}) {
+      const [backup, restore] = await Promise.all([
+        stack.spawn('worker', `${name}-backup`, extra),
+        stack.spawn('restore-worker', `${name}-restore`, extra),
+      ]);
+      return { backup, restore };
     },
     async close() {
       await Promise.allSettled(processes.map((p) => p.killHard()));
@@ -367,7 +409,8 @@ export function waitForBackupEnd(state: BackupState, name: string, timeoutMs = 9
 
 /**
  * Starts one in-process node agent per node against the stack's simulator and repository, and
- * registers each with the planner, as a DaemonSet would. `kube` defaults to the stack's client.
+ * registers each with the planner, as a DaemonSet would. `kube` defaults to a client of the node
+ * agent's ServiceAccount.
  */
 export async function startAgents(
   stack: Stack,
@@ -375,11 +418,12 @@ export async function startAgents(
   opts: Pick<NodeAgentOptions, 'loadConcurrency' | 'bandwidthBytesPerSec' | 'progressIntervalMs' | 'logger'> & { kube?: KubeClients },
 ): Promise<NodeAgent[]> {
   const agents: NodeAgent[] = [];
+  const kube = opts.kube ?? createKubeClients({ kubeconfigPath: stack.kubeconfigOf('node-agent') });
   for (const nodeName of nodes) {
     agents.push(
       await startNodeAgent({
         nodeName,
-        kube: opts.kube ?? stack.kube,
+        kube,
         namespace: 'stowage',
         repoDir: join(stack.storageDir, 'repository'),
         repoKey: stack.repoKey,

@@ -28,6 +28,8 @@ import { commandStatsDelta, type MonitoredCommand, parseCommandStats } from './s
 
 export const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const WORKER_MAIN = join(REPO_ROOT, 'services/worker/src/main.ts');
+/** The inline mode's workers: the worker service with the inline comparison wired in. */
+const INLINE_WORKER_MAIN = fileURLToPath(new URL('./inline-worker.main.ts', import.meta.url));
 const AGENT_HOST_MAIN = fileURLToPath(new URL('./agent-host.main.ts', import.meta.url));
 const SIM_HOST_MAIN = fileURLToPath(new URL('./sim-host.main.ts', import.meta.url));
 const QUEUE_PREFIX = '{bench}';
@@ -45,13 +47,17 @@ export function objectsToMerge(objects: readonly unknown[]): unknown[] {
   });
 }
 
+/** A log call's fields as one line; an error (logged as `{ err }`) as its message, which JSON drops. */
+const fieldsText = (obj: object) =>
+  JSON.stringify(obj, (_key, value) => (value instanceof Error ? `${value.name}: ${value.message}` : value));
+
 /** Warnings and errors only; the driver hosts plan/finalize and must stay quiet. */
-function driverLogger(problems: string[]): PipelineLogger {
+export function driverLogger(problems: string[]): PipelineLogger {
   const logger: PipelineLogger = {
     debug: () => {},
     info: () => {},
-    warn: (obj, msg) => void problems.push(`warn ${msg ?? ''} ${JSON.stringify(obj)}`),
-    error: (obj, msg) => void problems.push(`error ${msg ?? ''} ${JSON.stringify(obj)}`),
+    warn: (obj, msg) => void problems.push(`warn ${msg ?? ''} ${fieldsText(obj)}`),
+    error: (obj, msg) => void problems.push(`error ${msg ?? ''} ${fieldsText(obj)}`),
     child: () => logger,
   };
   return logger;
@@ -80,26 +86,36 @@ export class BenchEnv {
     readonly sim: SimProcess,
     readonly redis: Redis,
     readonly state: BackupState,
+    /** The admin's client: what the driver reads to measure, never what a service does. */
     readonly kube: KubeClients,
+    /** The api's ServiceAccount (stowage-api): what the driver uses where it hosts the api's queues. */
+    readonly apiKube: KubeClients,
     readonly pvbs: PvbClient,
     readonly workDir: string,
     readonly logDir: string,
     readonly repoKey: string,
   ) {}
 
-  static async start(fixture: Fixture, materializeVolumes: MaterializeMode, logDir: string): Promise<BenchEnv> {
+  /** `simReadyTimeoutMs`: how long the simulator may take to start (it writes every volume's files first); default 120 s. */
+  static async start(
+    fixture: Fixture,
+    materializeVolumes: MaterializeMode,
+    logDir: string,
+    opts: { simReadyTimeoutMs?: number } = {},
+  ): Promise<BenchEnv> {
     const workDir = await mkdtemp(join(tmpdir(), 'stowage-bench-'));
     await mkdir(logDir, { recursive: true });
     const redisServer = await startEmbeddedRedis();
-    const sim = await SimProcess.start(fixture, materializeVolumes, workDir, logDir).catch(async (err: unknown) => {
+    const sim = await SimProcess.start(fixture, materializeVolumes, workDir, logDir, opts.simReadyTimeoutMs).catch(async (err: unknown) => {
       await redisServer.stop();
       throw err;
     });
     const redis = new Redis(redisServer.url, { maxRetriesPerRequest: null });
     const state = new BackupState({ redis, prefix: statePrefixFor(QUEUE_PREFIX) });
     const kube = createKubeClients({ kubeconfigPath: sim.kubeconfigPath });
+    const apiKube = createKubeClients({ kubeconfigPath: sim.identities.api });
     const pvbs = createPvbClient(kube, { namespace: 'stowage' });
-    return new BenchEnv(redisServer, sim, redis, state, kube, pvbs, workDir, logDir, randomBytes(32).toString('base64'));
+    return new BenchEnv(redisServer, sim, redis, state, kube, apiKube, pvbs, workDir, logDir, randomBytes(32).toString('base64'));
   }
 
   get storageDir(): string {
@@ -112,7 +128,6 @@ export class BenchEnv {
     return {
       ...env,
       REDIS_URL: this.redisServer.url,
-      KUBECONFIG: this.sim.kubeconfigPath,
       STOWAGE_STORAGE: this.storageDir,
       STOWAGE_QUEUE_PREFIX: QUEUE_PREFIX,
       STOWAGE_NAMESPACE: 'stowage',
@@ -121,31 +136,44 @@ export class BenchEnv {
     };
   }
 
-  /** W real worker processes (services/worker/src/main.ts); resolves when every /readyz says ready. */
+  /**
+   * W real worker processes (services/worker/src/main.ts; in the inline mode inline-worker.main.ts,
+   * the same service holding each block's slot until its PVBs end); resolves when every /readyz says ready.
+   */
   async startWorkers(opts: {
     count: number;
     blockConcurrency: number;
     hookConcurrency: number;
-    waitMode: string;
+    waitMode: 'decoupled' | 'inline';
     /** More worker settings (e.g. the restore scenario's STOWAGE_RESTORE_*). */
     env?: Record<string, string>;
+    /**
+     * Who they are: backup workers (stowage-worker, default) or restore workers (stowage-restorer), each
+     * on the queues the overlay gives its Deployment.
+     */
+    identity?: 'worker' | 'restorer';
   }): Promise<BenchChild[]> {
+    const ids = this.sim.identities;
+    const [account, kubeconfig, prefix] =
+      opts.identity === 'restorer' ? ['stowage-restorer', ids.restorer, 'worker-r'] : ['stowage-worker', ids.worker, 'worker-'];
+    const queues = ids.workerQueues[account];
     const started: Array<{ child: BenchChild; port: number }> = [];
     for (let i = 1; i <= opts.count; i++) {
       const port = await getFreePort();
       const child = new BenchChild({
-        name: `worker-${i}`,
-        script: WORKER_MAIN,
+        name: `${prefix}${i}`,
+        script: opts.waitMode === 'inline' ? INLINE_WORKER_MAIN : WORKER_MAIN,
         // Profiling hook: e.g. BENCH_WORKER_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof".
         nodeArgs: (process.env.BENCH_WORKER_NODE_ARGS ?? '').split(' ').filter(Boolean),
         cwd: REPO_ROOT,
-        logFile: join(this.logDir, `worker-${i}.log`),
+        logFile: join(this.logDir, `${prefix}${i}.log`),
         env: {
           ...this.baseEnv(),
+          KUBECONFIG: kubeconfig,
+          ...(queues ? { STOWAGE_WORKER_QUEUES: queues } : {}),
           PORT: String(port),
           STOWAGE_BLOCK_CONCURRENCY: String(opts.blockConcurrency),
           STOWAGE_HOOK_CONCURRENCY: String(opts.hookConcurrency),
-          STOWAGE_WAIT_MODE: opts.waitMode,
           ...opts.env,
         },
       });
@@ -161,7 +189,8 @@ export class BenchEnv {
     nodes: string[];
     perProcess: number;
     loadConcurrency: number;
-    bandwidthBytesPerSec: number;
+    /** Per node agent; undefined = no limit. */
+    bandwidthBytesPerSec: number | undefined;
   }): Promise<BenchChild[]> {
     const hosts: BenchChild[] = [];
     const readiness: Promise<void>[] = [];
@@ -178,9 +207,10 @@ export class BenchEnv {
         logFile: join(this.logDir, `agents-${hosts.length + 1}.log`),
         env: {
           ...this.baseEnv(),
+          KUBECONFIG: this.sim.identities.nodeAgent,
           STOWAGE_REPO_KEY: this.repoKey,
           STOWAGE_LOAD_CONCURRENCY: JSON.stringify({ globalConfig: opts.loadConcurrency }),
-          STOWAGE_BANDWIDTH_LIMIT: String(opts.bandwidthBytesPerSec),
+          ...(opts.bandwidthBytesPerSec !== undefined ? { STOWAGE_BANDWIDTH_LIMIT: String(opts.bandwidthBytesPerSec) } : {}),
           BENCH_AGENT_NODES: group.join(','),
           BENCH_DATA_ROOT: this.sim.dataRoot,
         },
@@ -218,8 +248,8 @@ export class BenchEnv {
       queuePrefix: QUEUE_PREFIX,
       state: this.state,
       agents: new NodeAgentRegistry({ redis: this.redis, prefix: statePrefixFor(QUEUE_PREFIX) }),
-      kube: this.kube,
-      pvbs: this.pvbs,
+      kube: this.apiKube,
+      pvbs: createPvbClient(this.apiKube, { namespace: 'stowage' }),
       storage: new FileSystemStorage(this.storageDir),
       logger: driverLogger(this.problems),
       clock: { now: Date.now },
@@ -385,19 +415,40 @@ async function waitReady(child: BenchChild, port: number, timeoutMs: number): Pr
  * The simulator in its own process (`sim-host.main.ts`), as a cluster's API server is not part of
  * Stowage's API service; what the report reads from it comes over its `/_sim/` control API.
  */
+/** The kubeconfig file of each ServiceAccount the services run as (the dev overlay's, applied by sim-host). */
+export interface SimIdentities {
+  api: string;
+  worker: string;
+  nodeAgent: string;
+  restorer: string;
+  /** STOWAGE_WORKER_QUEUES of each account's workload, as the overlay sets it. */
+  workerQueues: Record<string, string>;
+}
+
 export class SimProcess {
   private constructor(
     readonly child: BenchChild,
     readonly url: string,
+    /** The admin's: the driver's own look at the cluster, never a service's. */
     readonly kubeconfigPath: string,
     readonly dataRoot: string,
+    readonly identities: SimIdentities,
+    /** How the simulator cuts a snapshot: `reflink` (clones: metadata only) or `copy` (every byte). */
+    readonly cutMode: 'reflink' | 'copy',
   ) {}
 
-  static async start(fixture: Fixture, materialize: MaterializeMode, workDir: string, logDir: string): Promise<SimProcess> {
+  static async start(
+    fixture: Fixture,
+    materialize: MaterializeMode,
+    workDir: string,
+    logDir: string,
+    readyTimeoutMs = 120_000,
+  ): Promise<SimProcess> {
     const fixturePath = join(workDir, 'fixture.json');
     await writeFile(fixturePath, JSON.stringify(fixture));
-    let ready: (info: { url: string; kubeconfigPath: string; dataRoot: string }) => void = () => {};
-    const readyInfo = new Promise<{ url: string; kubeconfigPath: string; dataRoot: string }>((r) => (ready = r));
+    type ReadyInfo = { url: string; kubeconfigPath: string; dataRoot: string; identities: SimIdentities; cutMode: 'reflink' | 'copy' };
+    let ready: (info: ReadyInfo) => void = () => {};
+    const readyInfo = new Promise<ReadyInfo>((r) => (ready = r));
     const child = new BenchChild({
       name: 'simulator',
       script: SIM_HOST_MAIN,
@@ -419,11 +470,11 @@ export class SimProcess {
     });
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error('the simulator was not ready within 120 s')), 120_000);
+      timer = setTimeout(() => reject(new Error(`the simulator was not ready within ${readyTimeoutMs / 1000} s`)), readyTimeoutMs);
     });
     try {
       const info = await Promise.race([readyInfo, exited, timeout]);
-      return new SimProcess(child, info.url, info.kubeconfigPath, info.dataRoot);
+      return new SimProcess(child, info.url, info.kubeconfigPath, info.dataRoot, info.identities, info.cutMode);
     } catch (err) {
       child.killNow();
       throw err;

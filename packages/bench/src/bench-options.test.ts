@@ -1,16 +1,18 @@
 import { describe, expect, it } from 'vitest';
 import { parseBenchArgs, SCENARIOS } from './bench-options.js';
 
-const defaults = { markdown: '/repo/BENCHMARKS.md', svgDir: '/repo/docs/bench' };
+const defaults = { svgDir: '/repo/docs/bench' };
 
 describe('parseBenchArgs', () => {
-  it('uses the default scenario, both modes, the orchestration run, markdown and SVGs', () => {
+  it('uses the default scenario, both modes, the orchestration run and SVGs; the report is only printed', () => {
     const r = parseBenchArgs([], defaults);
     if (r.ok !== true) throw new Error('expected ok');
     expect(r.options.fs).toEqual(SCENARIOS.default.fs);
     expect(r.options.modes).toEqual(['decoupled', 'inline']);
     expect(r.options.runOrchestration).toBe(true);
-    expect(r.options.markdown).toBe(defaults.markdown);
+    expect(r.options.markdown).toBeUndefined();
+    const md = parseBenchArgs(['--markdown', '/tmp/b.md'], defaults);
+    expect(md.ok === true && md.options.markdown).toBe('/tmp/b.md');
     expect(r.options.svgDir).toBe(defaults.svgDir);
   });
   it('starts from the large preset and applies flags over it, sizes included', () => {
@@ -31,7 +33,7 @@ describe('parseBenchArgs', () => {
     expect(r.ok).toBe(false);
     if (r.ok !== false) return;
     expect(r.problems).toHaveLength(5);
-    expect(r.problems.join('\n')).toMatch(/--scenario must be default, large or huge, got giant/);
+    expect(r.problems.join('\n')).toMatch(/--scenario must be default, large, huge, restore or freeze, got giant/);
     expect(r.problems.join('\n')).toMatch(/--blocks needs an integer >= 1, got 0/);
     expect(r.problems.join('\n')).toMatch(/unknown option --frobnicate/);
   });

@@ -39,7 +39,7 @@ export interface BenchOptions {
   modes: Mode[];
   runOrchestration: boolean;
   json: string | undefined;
-  /** BENCHMARKS.md to append to; undefined = do not append. */
+  /** Where to write the Markdown report too (it is always printed); undefined = nowhere. */
   markdown: string | undefined;
   svgDir: string | undefined;
   /** Wait (up to this long) for the 1-minute load average to drop below `maxLoad` before measuring. */
@@ -95,6 +95,8 @@ export const USAGE = `pnpm bench [options]
 
   --scenario default|large|huge  preset (default: default, about four minutes here); huge = 100k pods,
                                the dispatch window against none, and a small backup during a big one
+                               (restore, freeze and restore-memory have options of their own:
+                               --scenario restore --help, --scenario freeze --help, …)
   --huge-pods N                pods of the big backup in the huge scenario (default 100000)
   --huge-namespaces N          their namespaces (default 1000)
   --huge-nodes N               nodes (default 100)
@@ -118,8 +120,8 @@ export const USAGE = `pnpm bench [options]
   --orch-concurrency C         block and hook concurrency per worker there
   --no-orchestration           skip the orchestration scenario
   --json FILE                  write the results as JSON
-  --markdown FILE              append the results table (default: BENCHMARKS.md at the repo root)
-  --no-markdown                do not append to BENCHMARKS.md
+  --markdown FILE              write the printed report to FILE as well (replacing it)
+  --no-markdown                no file (the default; older commands pass it)
   --svg-dir DIR                timelines (default: docs/bench at the repo root); --no-svg to skip
   --wait-for-load SECONDS      wait up to this long for a quiet machine first (default 0)
   --max-load X                 the 1-minute load average that counts as quiet (default 1.5)
@@ -144,7 +146,7 @@ const INT_FLAGS: Record<string, keyof FsScenario> = {
 };
 
 /** Parses argv (after the script name); every problem is reported at once. */
-export function parseBenchArgs(argv: readonly string[], defaults: { markdown: string; svgDir: string }): ParseResult {
+export function parseBenchArgs(argv: readonly string[], defaults: { svgDir: string }): ParseResult {
   const problems: string[] = [];
   // pnpm passes a separating `--` through to the script: ignore it.
   const args = argv.filter((a) => a !== '--');
@@ -153,7 +155,7 @@ export function parseBenchArgs(argv: readonly string[], defaults: { markdown: st
   if (scenarioAt >= 0) {
     const v = args[scenarioAt + 1];
     if (v === 'default' || v === 'large' || v === 'huge') scenario = v;
-    else problems.push(`--scenario must be default, large or huge, got ${v ?? 'nothing'}`);
+    else problems.push(`--scenario must be default, large, huge, restore or freeze, got ${v ?? 'nothing'}`);
     args.splice(scenarioAt, 2);
   }
   const preset = SCENARIOS[scenario === 'huge' ? 'default' : scenario];
@@ -168,7 +170,7 @@ export function parseBenchArgs(argv: readonly string[], defaults: { markdown: st
     modes: ['decoupled', 'inline'],
     runOrchestration: true,
     json: undefined,
-    markdown: defaults.markdown,
+    markdown: undefined,
     svgDir: defaults.svgDir,
     waitForLoadMs: 0,
     maxLoad: 1.5,

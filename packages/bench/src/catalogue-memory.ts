@@ -7,7 +7,7 @@ import { BenchEnv } from './bench-env.js';
 import { fsNamespaces } from './fs-backup-run.js';
 
 /*
- * Redis memory of one finished backup (DESIGN §10: Redis keeps a small catalogue entry, storage the
+ * Redis memory of one finished backup (docs/architecture.md#where-a-backup-lives-once-it-has-ended: Redis keeps a small catalogue entry, storage the
  * rest). A real backup — worker process, node agents, hooks, one fs-backup volume per pod — runs
  * to its end; then every key of the backup's state is weighed with MEMORY USAGE. While it runs,
  * the same is sampled every 2 s, for the size of its live state (what the drop frees).

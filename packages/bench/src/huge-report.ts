@@ -9,7 +9,7 @@ const kib = (b: number | undefined) => (b === undefined ? '–' : `${(b / 1024).
 const smallParts = (x: SmallRun) => `${s1(x.planMs)} / ${s1(x.blocksDoneMs)} / ${s1(x.makespanMs)}`;
 const yes = (ok: boolean) => (ok ? 'met' : '**not met**');
 
-/** The huge scenario's section of BENCHMARKS.md. */
+/** The huge scenario's Markdown report (printed; `--markdown FILE` writes it). */
 export function renderHugeMarkdown(input: { command: string; startedAt: string; machine: MachineInfo; result: HugeResult }): string {
   const { result: r, machine } = input;
   const s = r.scenario;

@@ -6,14 +6,14 @@
  */
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { REPO_ROOT } from './bench-env.js';
 import { parseBenchArgs, USAGE } from './bench-options.js';
 import { type FsModeResult, runFsMode } from './fs-backup-run.js';
 import { renderHugeMarkdown } from './huge-report.js';
 import { runHuge } from './huge-run.js';
 import { type OrchestrationResult, runOrchestration } from './orchestration-run.js';
-import { appendMarkdownSection, type BenchReport, checkTargets, machineInfo, renderMarkdown } from './report.js';
+import { type BenchReport, checkTargets, machineInfo, renderMarkdown, writeReport } from './report.js';
 import { renderTimelineSvg } from './timeline-svg.js';
 
 const say = (line: string) => process.stderr.write(`${line}\n`);
@@ -23,7 +23,17 @@ if (argv[argv.indexOf('--scenario') + 1] === 'restore' && argv.includes('--scena
   const { runRestoreMain } = await import('./restore-main.js');
   process.exit(await runRestoreMain(argv));
 }
-const parsed = parseBenchArgs(argv, { markdown: join(REPO_ROOT, 'BENCHMARKS.md'), svgDir: join(REPO_ROOT, 'docs/bench') });
+// The freeze scenario (issue 47): fs-backup against CSI snapshots with data movement, freeze-main.ts.
+if (argv[argv.indexOf('--scenario') + 1] === 'freeze' && argv.includes('--scenario')) {
+  const { runFreezeMain } = await import('./freeze-main.js');
+  process.exit(await runFreezeMain(argv));
+}
+// The restore-memory scenario (issue #45): restore-memory-main.ts.
+if (argv[argv.indexOf('--scenario') + 1] === 'restore-memory' && argv.includes('--scenario')) {
+  const { runRestoreMemoryMain } = await import('./restore-memory-main.js');
+  process.exit(await runRestoreMemoryMain(argv));
+}
+const parsed = parseBenchArgs(argv, { svgDir: join(REPO_ROOT, 'docs/bench') });
 if (parsed.ok === 'help') {
   process.stdout.write(`${USAGE}\n`);
   process.exit(0);
@@ -56,14 +66,8 @@ if (opts.scenario === 'huge') {
     result,
   });
   process.stdout.write(markdown);
-  if (opts.json) {
-    await mkdir(dirname(resolve(opts.json)), { recursive: true });
-    await writeFile(resolve(opts.json), `${JSON.stringify(result, null, 2)}\n`);
-  }
-  if (opts.markdown) {
-    await appendMarkdownSection(opts.markdown, markdown);
-    say(`appended the results to ${opts.markdown}`);
-  }
+  if (opts.json) say(`wrote ${await writeReport(opts.json, `${JSON.stringify(result, null, 2)}\n`)}`);
+  if (opts.markdown) say(`wrote ${await writeReport(opts.markdown, markdown)}`);
   if (opts.keepLogs) say(`logs kept in ${logDir}`);
   else await rm(logDir, { recursive: true, force: true });
   process.exit(result.windowed.phase === 'Completed' && result.unwindowed.phase === 'Completed' ? 0 : 1);
@@ -122,11 +126,7 @@ const report: BenchReport = { ...base, targets: checkTargets(base) };
 const markdown = renderMarkdown(report);
 process.stdout.write(markdown);
 
-if (opts.json) {
-  await mkdir(dirname(resolve(opts.json)), { recursive: true });
-  await writeFile(resolve(opts.json), `${JSON.stringify(report, null, 2)}\n`);
-  say(`wrote ${resolve(opts.json)}`);
-}
+if (opts.json) say(`wrote ${await writeReport(opts.json, `${JSON.stringify(report, null, 2)}\n`)}`);
 if (opts.svgDir) {
   await mkdir(opts.svgDir, { recursive: true });
   const svgs: string[] = [];
@@ -138,10 +138,7 @@ if (opts.svgDir) {
   }
   if (svgs.length > 0) say(`wrote ${svgs.join(', ')}`);
 }
-if (opts.markdown) {
-  await appendMarkdownSection(opts.markdown, markdown);
-  say(`appended the results to ${opts.markdown}`);
-}
+if (opts.markdown) say(`wrote ${await writeReport(opts.markdown, markdown)}`);
 if (opts.keepLogs) say(`logs kept in ${logDir}`);
 else await rm(logDir, { recursive: true, force: true });
 const failed =

@@ -1,5 +1,6 @@
-import { appendFile, readFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { cpus, loadavg, totalmem } from 'node:os';
+import { dirname, resolve } from 'node:path';
 import type { BenchOptions } from './bench-options.js';
 import type { FsModeResult } from './fs-backup-run.js';
 import type { OrchestrationResult } from './orchestration-run.js';
@@ -27,10 +28,15 @@ export function machineInfo(loadAverageStart: number[]): MachineInfo {
   };
 }
 
-/** Appends a results section to a markdown file (BENCHMARKS.md), one blank line from what is there. */
-export async function appendMarkdownSection(path: string, markdown: string): Promise<void> {
-  const existing = await readFile(path, 'utf8').catch(() => '');
-  await appendFile(path, `${existing.endsWith('\n\n') || existing === '' ? '' : '\n'}${markdown}`);
+/**
+ * Writes a report (`--json FILE`, `--markdown FILE`), replacing what the file held. BENCHMARKS.md is
+ * edited by hand from such a report: one current table per scenario, the history in git.
+ */
+export async function writeReport(path: string, text: string): Promise<string> {
+  const file = resolve(path);
+  await mkdir(dirname(file), { recursive: true });
+  await writeFile(file, text);
+  return file;
 }
 
 export interface TargetCheck {

@@ -27,10 +27,10 @@ function podsRun(name: string, lags: number[]): RestorePhaseResult {
 
 describe('--pods-repeat: the hook lag pooled over several pods restores', () => {
   it('is parsed, at least 1', () => {
-    const ok = parseRestoreBenchArgs(['--scenario', 'restore', '--pods-repeat', '3'], { markdown: 'B.md' });
+    const ok = parseRestoreBenchArgs(['--scenario', 'restore', '--pods-repeat', '3']);
     expect(ok.ok === true && ok.options.scenario.podsRepeat).toBe(3);
     expect(RESTORE_SCENARIO.podsRepeat).toBe(1);
-    const bad = parseRestoreBenchArgs(['--scenario', 'restore', '--pods-repeat', '0'], { markdown: 'B.md' });
+    const bad = parseRestoreBenchArgs(['--scenario', 'restore', '--pods-repeat', '0']);
     expect(bad.ok === false && bad.problems).toEqual(['--pods-repeat needs an integer >= 1, got 0']);
   });
 

@@ -4,11 +4,11 @@
  * most requests the simulator ever had in flight. See restore-run.ts and the README.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import { cpus, loadavg, tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { REPO_ROOT } from './bench-env.js';
-import { appendMarkdownSection } from './report.js';
+import { writeReport } from './report.js';
 import { parseRestoreBenchArgs, RESTORE_USAGE } from './restore-options.js';
 import { type RestoreBenchResult, type RestoreModeResult, type RestorePhaseResult, runRestoreBench } from './restore-run.js';
 import { mainThreadShare } from './run-queue.js';
@@ -187,7 +187,7 @@ export function renderRestoreMarkdown(r: RestoreBenchResult, meta: { command: st
 
 export async function runRestoreMain(argv: string[]): Promise<number> {
   const say = (line: string) => process.stderr.write(`${line}\n`);
-  const parsed = parseRestoreBenchArgs(argv, { markdown: join(REPO_ROOT, 'BENCHMARKS.md') });
+  const parsed = parseRestoreBenchArgs(argv);
   if (parsed.ok === 'help') {
     process.stdout.write(`${RESTORE_USAGE}\n`);
     return 0;
@@ -221,15 +221,9 @@ export async function runRestoreMain(argv: string[]): Promise<number> {
     machine,
   });
   process.stdout.write(markdown);
-  if (opts.json) {
-    await mkdir(dirname(resolve(opts.json)), { recursive: true });
-    await writeFile(resolve(opts.json), `${JSON.stringify({ ...result, targets: restoreTargets(result) }, null, 2)}\n`);
-    say(`wrote ${resolve(opts.json)}`);
-  }
-  if (opts.markdown) {
-    await appendMarkdownSection(opts.markdown, markdown);
-    say(`appended the results to ${opts.markdown}`);
-  }
+  if (opts.json)
+    say(`wrote ${await writeReport(opts.json, `${JSON.stringify({ ...result, targets: restoreTargets(result) }, null, 2)}\n`)}`);
+  if (opts.markdown) say(`wrote ${await writeReport(opts.markdown, markdown)}`);
   if (opts.keepLogs) say(`logs kept in ${logDir}`);
   else await rm(logDir, { recursive: true, force: true });
   const failed = result.modes.some(

@@ -2,46 +2,43 @@ import { describe, expect, it } from 'vitest';
 import { parseRestoreBenchArgs } from './restore-options.js';
 import { hookLags, hookLagsByEndSecond, RESTORE_SCENARIO } from './restore-run.js';
 
-const defaults = { markdown: '/repo/BENCHMARKS.md' };
-
 describe('parseRestoreBenchArgs', () => {
   it("defaults to the issue's scenario: 20 × 1,000 plain objects, 200 pods, 2 workers, cap 100, 10 ms", () => {
-    const r = parseRestoreBenchArgs(['--scenario', 'restore'], defaults);
+    const r = parseRestoreBenchArgs(['--scenario', 'restore']);
     if (r.ok !== true) throw new Error('expected ok');
     expect(r.options.scenario).toEqual(RESTORE_SCENARIO);
     expect(RESTORE_SCENARIO.plainNamespaces * (RESTORE_SCENARIO.secretsPerNamespace + RESTORE_SCENARIO.configMapsPerNamespace)).toBe(
       20_000,
     );
     expect(RESTORE_SCENARIO).toMatchObject({ pods: 200, workers: 2, maxInFlight: 100, latencyMs: 10 });
-    expect(r.options.markdown).toBe(defaults.markdown);
+    expect(r.options.markdown).toBeUndefined(); // printed only: BENCHMARKS.md is never appended to
+    const md = parseRestoreBenchArgs(['--scenario', 'restore', '--markdown', '/tmp/r.md']);
+    expect(md.ok === true && md.options.markdown).toBe('/tmp/r.md');
   });
 
   it('applies flags and reports every problem at once, naming the flag', () => {
-    const ok = parseRestoreBenchArgs(['--', '--scenario', 'restore', '--pods', '10', '--bytes', '8KiB', '--no-markdown'], defaults);
+    const ok = parseRestoreBenchArgs(['--', '--scenario', 'restore', '--pods', '10', '--bytes', '8KiB', '--no-markdown']);
     if (ok.ok !== true) throw new Error('expected ok');
     expect(ok.options.scenario).toMatchObject({ pods: 10, bytesPerVolume: 8192 });
     expect(ok.options.markdown).toBeUndefined();
     expect(ok.options.part).toBe('all');
-    const pods = parseRestoreBenchArgs(['--scenario', 'restore', '--restore-part', 'pods'], defaults);
+    const pods = parseRestoreBenchArgs(['--scenario', 'restore', '--restore-part', 'pods']);
     expect(pods.ok === true && pods.options.part).toBe('pods');
-    const bad = parseRestoreBenchArgs(
-      [
-        '--scenario',
-        'restore',
-        '--pods',
-        '0',
-        '--max-inflight',
-        'x',
-        '--plain-namespaces',
-        '1',
-        '--serial-namespaces',
-        '2',
-        '--frobnicate',
-        '--restore-part',
-        'plain',
-      ],
-      defaults,
-    );
+    const bad = parseRestoreBenchArgs([
+      '--scenario',
+      'restore',
+      '--pods',
+      '0',
+      '--max-inflight',
+      'x',
+      '--plain-namespaces',
+      '1',
+      '--serial-namespaces',
+      '2',
+      '--frobnicate',
+      '--restore-part',
+      'plain',
+    ]);
     if (bad.ok !== false) throw new Error('expected problems');
     expect(bad.problems).toEqual([
       '--pods needs an integer >= 1, got 0',

@@ -4,7 +4,7 @@ import { RESTORE_SCENARIO, type RestoreScenario } from './restore-run.js';
 export interface RestoreBenchOptions {
   scenario: RestoreScenario;
   json: string | undefined;
-  /** BENCHMARKS.md to append to; undefined = do not append. */
+  /** Where to write the Markdown report too (it is always printed); undefined = nowhere. */
   markdown: string | undefined;
   keepLogs: boolean;
   /** `all` (the issue's benchmark) or `pods`: only the parallel pods restore (hook lag), on a backup of the pod namespaces. */
@@ -32,8 +32,8 @@ export const RESTORE_USAGE = `pnpm bench --scenario restore [options]
                               its own; the hook lag's p99 is then pooled over the R restores
                               (one restore's p99 is its second-slowest hook) (default 1)
   --json FILE                 write the results as JSON
-  --markdown FILE             append the results (default: BENCHMARKS.md at the repo root)
-  --no-markdown               do not append
+  --markdown FILE             write the printed report to FILE as well (replacing it)
+  --no-markdown               no file (the default; older commands pass it)
   --keep-logs                 keep the child processes' logs (printed path)
   --restore-part all|pods     all (default) or only the parallel mode's pods restore (hook lag;
                               backs up only the pod namespaces, warms up on one of them)
@@ -57,13 +57,13 @@ const INT_FLAGS: Record<string, { key: keyof RestoreScenario; min: number }> = {
 export type RestoreParseResult = { ok: true; options: RestoreBenchOptions } | { ok: false; problems: string[] } | { ok: 'help' };
 
 /** Parses argv (after the script name, with `--scenario restore` anywhere); every problem is reported at once. */
-export function parseRestoreBenchArgs(argv: readonly string[], defaults: { markdown: string }): RestoreParseResult {
+export function parseRestoreBenchArgs(argv: readonly string[]): RestoreParseResult {
   const problems: string[] = [];
   const args = argv.filter((a) => a !== '--');
   const at = args.indexOf('--scenario');
   if (at >= 0) args.splice(at, 2);
   const scenario: RestoreScenario = { ...RESTORE_SCENARIO };
-  const opts: RestoreBenchOptions = { scenario, json: undefined, markdown: defaults.markdown, keepLogs: false, part: 'all' };
+  const opts: RestoreBenchOptions = { scenario, json: undefined, markdown: undefined, keepLogs: false, part: 'all' };
   for (let i = 0; i < args.length; i++) {
     const flag = args[i] ?? '';
     if (flag === '-h' || flag === '--help') return { ok: 'help' };

@@ -1,11 +1,10 @@
 import { join } from 'node:path';
 import { validateRestoreRequest } from '@stowage/core';
-import { createPvrClient, type PodVolumeRestore, pvrLabels } from '@stowage/kube';
+import { createPvbClient, createPvrClient, type PodVolumeRestore, pvrLabels } from '@stowage/kube';
 import { generateCluster } from '@stowage/kube-sim';
 import {
   DEFAULT_PIPELINE_CONFIG,
   NodeAgentRegistry,
-  type PipelineLogger,
   RestoreState,
   type RunningWorkers,
   restoreApiShares,
@@ -15,7 +14,7 @@ import {
 } from '@stowage/pipeline';
 import { createQueue, JobName, QueueName } from '@stowage/queue';
 import { FileSystemStorage } from '@stowage/storage';
-import { BenchEnv } from './bench-env.js';
+import { BenchEnv, driverLogger } from './bench-env.js';
 import type { BenchChild } from './child-process.js';
 import { startDriverProfile } from './driver-profile.js';
 import { splitRequests } from './fs-backup-run.js';
@@ -150,17 +149,6 @@ const ENDED = new Set(['Completed', 'PartiallyFailed', 'Failed', 'Canceled', 'Fa
 const PODS_PER_NAMESPACE = 50;
 const HOOK = ['/bin/sh', '-c', 'echo restored > /data/0/.restored'];
 
-function quietLogger(problems: string[]): PipelineLogger {
-  const logger: PipelineLogger = {
-    debug: () => {},
-    info: () => {},
-    warn: (obj, msg) => void problems.push(`warn ${msg ?? ''} ${JSON.stringify(obj)}`),
-    error: (obj, msg) => void problems.push(`error ${msg ?? ''} ${JSON.stringify(obj)}`),
-    child: () => logger,
-  };
-  return logger;
-}
-
 /** The cluster: plain-* namespaces of Secrets and ConfigMaps, pods-* namespaces of pods with a PVC each. */
 function restoreFixture(s: RestoreScenario) {
   const podNamespaces = Math.ceil(s.pods / PODS_PER_NAMESPACE);
@@ -223,19 +211,19 @@ export async function runRestoreBench(
     // The driver hosts what the api service hosts: backups (plan, finalize) and restores (plan, tiers, finalize).
     env.hostBackupsQueue();
     const restores = new RestoreState({ redis: env.redis, prefix: statePrefixFor(env.queuePrefix) });
-    const pvrs = createPvrClient(env.kube, { namespace: 'stowage' });
+    const pvrs = createPvrClient(env.apiKube, { namespace: 'stowage' });
     restoresHost = startWorkers({
       deps: {
         connection: env.redis,
         queuePrefix: env.queuePrefix,
         state: env.state,
         agents: new NodeAgentRegistry({ redis: env.redis, prefix: statePrefixFor(env.queuePrefix) }),
-        kube: env.kube,
-        pvbs: env.pvbs,
+        kube: env.apiKube,
+        pvbs: createPvbClient(env.apiKube, { namespace: 'stowage' }),
         restores,
         pvrs,
         storage: new FileSystemStorage(env.storageDir),
-        logger: quietLogger(problems),
+        logger: driverLogger(problems),
         clock: { now: Date.now },
         config: { ...DEFAULT_PIPELINE_CONFIG },
       },
@@ -419,14 +407,15 @@ async function stopWorkers(env: BenchEnv, workers: BenchChild[]): Promise<void> 
   for (const w of workers) env.children.splice(env.children.indexOf(w), 1);
 }
 
+/**
+ * W workers that restore (restore-items, as stowage-restorer) and W backup workers beside them
+ * (blocks, PVR watches and post-restore hooks, as stowage-worker), as the overlay splits them.
+ */
 async function startRestoreWorkers(env: BenchEnv, s: RestoreScenario, maxInFlight: number): Promise<BenchChild[]> {
-  return env.startWorkers({
-    count: s.workers,
-    blockConcurrency: 4,
-    hookConcurrency: 16,
-    waitMode: 'decoupled',
-    env: { STOWAGE_RESTORE_MAX_INFLIGHT: String(maxInFlight), STOWAGE_RESTORE_ITEMS_CONCURRENCY: String(s.itemsConcurrency) },
-  });
+  const common = { count: s.workers, blockConcurrency: 4, hookConcurrency: 16, waitMode: 'decoupled' } as const;
+  const settings = { STOWAGE_RESTORE_MAX_INFLIGHT: String(maxInFlight), STOWAGE_RESTORE_ITEMS_CONCURRENCY: String(s.itemsConcurrency) };
+  const restorers = await env.startWorkers({ ...common, identity: 'restorer', env: settings });
+  return [...restorers, ...(await env.startWorkers({ ...common, env: settings }))];
 }
 
 /** Per hook exec: when its pod's last PVR completed, and the exec's start − that (restored pods have new uids: matched by namespace/name). */

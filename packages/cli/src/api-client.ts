@@ -2,12 +2,14 @@ import type {
   Backup,
   BackupEvent,
   BackupList,
+  BackupSummary,
   Block,
   BlockPage,
   CreateBackupRequest,
   Restore,
   RestoreItemPage,
   RestoreList,
+  RestoreSummary,
   Schedule,
 } from './api-types.js';
 import { isTerminalBackupEvent } from './api-types.js';
@@ -19,6 +21,8 @@ export interface ApiClientOptions {
   /** e.g. `http://127.0.0.1:8080` (a path prefix is kept: `https://host/stowage`). */
   baseUrl: string;
   token?: string | undefined;
+  /** `-n`: creates namespaced backups and restores, lists only this namespace's. */
+  namespace?: string | undefined;
   /** Bound of each ordinary request; default 30 s. Event streams are not bounded. */
   timeoutMs?: number;
   fetch?: typeof fetch;
@@ -79,39 +83,81 @@ export function parseApiUrl(raw: string | undefined): string {
 export class StowageApiClient {
   readonly baseUrl: string;
   private readonly token: string | undefined;
+  private readonly namespace: string | undefined;
   private readonly timeoutMs: number;
   private readonly doFetch: typeof fetch;
 
   constructor(opts: ApiClientOptions) {
     this.baseUrl = opts.baseUrl.replace(/\/+$/, '');
     this.token = opts.token?.trim() || undefined;
+    this.namespace = opts.namespace || undefined;
     this.timeoutMs = opts.timeoutMs ?? 30_000;
     this.doFetch = opts.fetch ?? fetch;
   }
 
+  /** A create body with `-n`'s namespace (the API then narrows the run to it). */
+  private scoped<T extends object>(body: T): T {
+    return this.namespace ? { ...body, namespace: this.namespace } : body;
+  }
+
+  private inScope<T extends { namespace?: string | undefined }>(items: T[]): T[] {
+    return this.namespace ? items.filter((i) => i.namespace === this.namespace) : items;
+  }
+
   createBackup(body: CreateBackupRequest, requestId?: string): Promise<Backup> {
-    return this.json('POST', '/v1/backups', { body, headers: requestId ? { 'x-request-id': requestId } : {} });
+    return this.json('POST', '/v1/backups', { body: this.scoped(body), headers: requestId ? { 'x-request-id': requestId } : {} });
   }
 
   /** POST /v1/backups?dryRun=true: the plan, with nothing created. */
   planBackup(body: CreateBackupRequest): Promise<DryRunPlan> {
-    return this.json('POST', '/v1/backups?dryRun=true', { body });
+    return this.json('POST', '/v1/backups?dryRun=true', { body: this.scoped(body) });
   }
 
   getBackup(name: string): Promise<Backup> {
     return this.json('GET', `/v1/backups/${encodeURIComponent(name)}`);
   }
 
-  listBackups(query: { phase?: string; limit?: number; cursor?: string } = {}): Promise<BackupList> {
+  /** A page of backups (with `-n`, only that namespace's: a page may hold fewer than `limit`). */
+  async listBackups(query: { phase?: string; limit?: number; cursor?: string } = {}): Promise<BackupList> {
     const q = new URLSearchParams();
     if (query.phase) q.set('phase', query.phase);
     if (query.limit) q.set('limit', String(query.limit));
     if (query.cursor) q.set('cursor', query.cursor);
     const qs = q.toString();
-    return this.json('GET', `/v1/backups${qs ? `?${qs}` : ''}`);
+    const page = await this.json<BackupList>('GET', `/v1/backups${qs ? `?${qs}` : ''}`);
+    return { ...page, items: this.inScope(page.items) };
+  }
+
+  /** GET /v1/backups/:name/resources: `<apiVersion>/<Kind>` → items (a finished backup's resource list). */
+  backupResources(name: string): Promise<{ resources: Record<string, string[]> }> {
+    return this.json('GET', `/v1/backups/${encodeURIComponent(name)}/resources`);
+  }
+
+  /** GET /v1/backups/:name/download: the resources tarball as a byte stream. */
+  async downloadBackup(name: string): Promise<AsyncIterable<Uint8Array>> {
+    const res = await this.send('GET', `/v1/backups/${encodeURIComponent(name)}/download`, { timeout: false, accept: 'application/gzip' });
+    if (!res.ok || !res.body) throw await this.errorFrom(res);
+    return res.body as unknown as AsyncIterable<Uint8Array>;
+  }
+
+  /** Every backup, page by page (newest first). */
+  async allBackups(query: { phase?: string } = {}): Promise<BackupSummary[]> {
+    const out: BackupSummary[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await this.listBackups({ ...query, limit: 1000, ...(cursor ? { cursor } : {}) });
+      out.push(...page.items);
+      cursor = page.nextCursor;
+    } while (cursor);
+    return out;
   }
 
   // ---- schedules ----
+
+  /** POST /v1/schedules/:name/backups: a backup from the schedule's template, now. */
+  backupFromSchedule(name: string): Promise<BackupSummary> {
+    return this.json('POST', `/v1/schedules/${encodeURIComponent(name)}/backups`);
+  }
 
   createSchedule(body: { name: string; spec: Record<string, unknown> }): Promise<Schedule> {
     return this.json('POST', '/v1/schedules', { body });
@@ -162,7 +208,8 @@ export class StowageApiClient {
     return this.json('DELETE', `/v1/backups/${encodeURIComponent(name)}`);
   }
 
-  createRestore(body: { name?: string; spec: Record<string, unknown> }, requestId?: string): Promise<Restore> {
+  createRestore(rawBody: { name?: string; spec: Record<string, unknown> }, requestId?: string): Promise<Restore> {
+    const body = this.scoped(rawBody);
     return this.json('POST', '/v1/restores', { body, headers: requestId ? { 'x-request-id': requestId } : {} });
   }
 
@@ -170,13 +217,14 @@ export class StowageApiClient {
     return this.json('GET', `/v1/restores/${encodeURIComponent(name)}`);
   }
 
-  listRestores(query: { phase?: string; limit?: number; cursor?: string } = {}): Promise<RestoreList> {
+  async listRestores(query: { phase?: string; limit?: number; cursor?: string } = {}): Promise<RestoreList> {
     const q = new URLSearchParams();
     if (query.phase) q.set('phase', query.phase);
     if (query.limit) q.set('limit', String(query.limit));
     if (query.cursor) q.set('cursor', query.cursor);
     const qs = q.toString();
-    return this.json('GET', `/v1/restores${qs ? `?${qs}` : ''}`);
+    const page = await this.json<RestoreList>('GET', `/v1/restores${qs ? `?${qs}` : ''}`);
+    return { ...page, items: this.inScope(page.items) };
   }
 
   restoreItems(name: string, query: { outcome?: string; limit?: number; cursor?: string } = {}): Promise<RestoreItemPage> {
@@ -186,6 +234,23 @@ export class StowageApiClient {
     if (query.cursor) q.set('cursor', query.cursor);
     const qs = q.toString();
     return this.json('GET', `/v1/restores/${encodeURIComponent(name)}/items${qs ? `?${qs}` : ''}`);
+  }
+
+  /** DELETE /v1/restores/:name: the restore's record and its log/results in storage (the restored objects stay). */
+  deleteRestore(name: string): Promise<{ name: string; deleted: true }> {
+    return this.json('DELETE', `/v1/restores/${encodeURIComponent(name)}`);
+  }
+
+  /** Every restore, page by page (newest first). */
+  async allRestores(): Promise<RestoreSummary[]> {
+    const out: RestoreSummary[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await this.listRestores({ limit: 1000, ...(cursor ? { cursor } : {}) });
+      out.push(...page.items);
+      cursor = page.nextCursor;
+    } while (cursor);
+    return out;
   }
 
   cancelRestore(name: string): Promise<{ name: string; phase: string; cancelRequested: true }> {
@@ -305,9 +370,10 @@ export class StowageApiClient {
       timeout?: boolean;
       timeoutMs?: number;
       signal?: AbortSignal | undefined;
+      accept?: string;
     } = {},
   ): Promise<Response> {
-    const headers: Record<string, string> = { accept: 'application/json', ...opts.headers };
+    const headers: Record<string, string> = { accept: opts.accept ?? 'application/json', ...opts.headers };
     if (this.token) headers.authorization = `Bearer ${this.token}`;
     if (opts.body !== undefined) headers['content-type'] = 'application/json';
     const signals: AbortSignal[] = [];
@@ -373,6 +439,8 @@ export class StowageApiClient {
         return new CliError(CliErrorCode.validation, `the API rejected the request: ${message}`);
       case 409:
         return new CliError(CliErrorCode.conflict, message);
+      case 403:
+        return new CliError(CliErrorCode.forbidden, `the API refused: ${message}`);
       default:
         return new CliError(
           CliErrorCode.apiFailed,

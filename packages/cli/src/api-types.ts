@@ -1,3 +1,4 @@
+import type { StorageCost } from './format.js';
 /*
  * What the Stowage REST API returns (mirrors services/api's api.schema.ts). The CLI reads these
  * shapes tolerantly: optional fields may be absent and unknown fields are ignored.
@@ -33,6 +34,8 @@ export interface Backup {
   podVolumeBackups: PvbCounts;
   errors: number;
   warnings: number;
+  /** What the run asked of object storage (absent from servers before it was counted). */
+  storage?: StorageCost;
   failureReason?: string;
   createdAt: string;
   startedAt?: string;
@@ -40,17 +43,23 @@ export interface Backup {
   cancelRequestedAt?: string;
   /** When the backup is deleted (created + ttl). */
   expiration?: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
   /** What the backup-level hooks did (pre before the first block, post after every block). */
   backupHooks?: { pre?: BackupHookPhase; post?: BackupHookPhase };
 }
 
 export interface BackupSummary {
   name: string;
+  /** A namespaced backup's namespace; absent: cluster-wide. */
+  namespace?: string;
   uid: string;
   phase: string;
   createdAt: string;
   startedAt?: string;
   completedAt?: string;
+  expiration?: string;
+  labels?: Record<string, string>;
 }
 
 export interface BackupList {
@@ -134,6 +143,8 @@ export interface BackupEvent {
 
 export interface CreateBackupRequest {
   name?: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
   spec: Record<string, unknown>;
 }
 
@@ -187,6 +198,8 @@ export interface Restore {
   hookRuns: HookRun[];
   errors: number;
   warnings: number;
+  /** What the run asked of object storage (absent from servers before it was counted). */
+  storage?: StorageCost;
   failureReason?: string;
   createdAt: string;
   startedAt?: string;
@@ -196,6 +209,8 @@ export interface Restore {
 
 export interface RestoreSummary {
   name: string;
+  /** A namespaced restore's namespace; absent: cluster-wide. */
+  namespace?: string;
   uid: string;
   backupName: string;
   phase: string;

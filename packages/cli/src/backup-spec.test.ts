@@ -84,6 +84,11 @@ describe('spec documents', () => {
     await expect(readSpecFile(join(dir, 'broken.yaml'))).rejects.toThrow(/broken.yaml is not valid YAML\/JSON/);
     expect(() => requestFromDocument(['a'], 'x.yaml')).toThrow(CliError);
     expect(() => requestFromDocument({ kind: 'Restore', spec: {} }, 'x.yaml')).toThrow(/kind must be Backup/);
-    expect(() => requestFromDocument({ spec: {}, labels: {} }, 'x.yaml')).toThrow(/unexpected top-level field\(s\) labels/);
+    expect(() => requestFromDocument({ spec: {}, status: {} }, 'x.yaml')).toThrow(/unexpected top-level field\(s\) status/);
+    // Labels and annotations come along from the API body and from a Velero manifest's metadata.
+    expect(requestFromDocument({ spec: {}, labels: { a: 'b' } }, 'x.yaml')).toEqual({ spec: {}, labels: { a: 'b' } });
+    expect(
+      requestFromDocument({ kind: 'Backup', metadata: { name: 'n', labels: { a: 'b' }, annotations: { c: 'd' } }, spec: {} }, 'x.yaml'),
+    ).toEqual({ name: 'n', labels: { a: 'b' }, annotations: { c: 'd' }, spec: {} });
   });
 });

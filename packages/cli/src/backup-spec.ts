@@ -117,16 +117,29 @@ export function requestFromDocument(doc: unknown, source: string): CreateBackupR
     const meta = isRecord(doc.metadata) ? doc.metadata : {};
     const spec = doc.spec ?? {};
     if (!isRecord(spec)) throw new CliError(CliErrorCode.specFile, `${source}: spec must be a mapping, got ${describe(spec)}`);
-    return { ...(typeof meta.name === 'string' ? { name: meta.name } : {}), spec };
+    return {
+      ...(typeof meta.name === 'string' ? { name: meta.name } : {}),
+      ...(isRecord(meta.labels) ? { labels: meta.labels as Record<string, string> } : {}),
+      ...(isRecord(meta.annotations) ? { annotations: meta.annotations as Record<string, string> } : {}),
+      spec,
+    };
   }
   if ('spec' in doc) {
-    const extra = Object.keys(doc).filter((k) => k !== 'spec' && k !== 'name');
+    const extra = Object.keys(doc).filter((k) => !['spec', 'name', 'labels', 'annotations'].includes(k));
     if (extra.length > 0)
-      throw new CliError(CliErrorCode.specFile, `${source}: unexpected top-level field(s) ${extra.join(', ')}; a request is {name, spec}`);
+      throw new CliError(
+        CliErrorCode.specFile,
+        `${source}: unexpected top-level field(s) ${extra.join(', ')}; a request is {name, labels, annotations, spec}`,
+      );
     if (!isRecord(doc.spec)) throw new CliError(CliErrorCode.specFile, `${source}: spec must be a mapping, got ${describe(doc.spec)}`);
     if (doc.name !== undefined && typeof doc.name !== 'string')
       throw new CliError(CliErrorCode.specFile, `${source}: name must be a string, got ${describe(doc.name)}`);
-    return { ...(typeof doc.name === 'string' ? { name: doc.name } : {}), spec: doc.spec };
+    return {
+      ...(typeof doc.name === 'string' ? { name: doc.name } : {}),
+      ...(isRecord(doc.labels) ? { labels: doc.labels as Record<string, string> } : {}),
+      ...(isRecord(doc.annotations) ? { annotations: doc.annotations as Record<string, string> } : {}),
+      spec: doc.spec,
+    };
   }
   return { spec: doc };
 }
@@ -160,7 +173,12 @@ export async function readSpecFile(path: string, stdinText?: () => Promise<strin
 export function mergeRequest(fromFile: CreateBackupRequest | undefined, flags: BackupSpecFlags): CreateBackupRequest {
   const spec = { ...(fromFile?.spec ?? {}), ...specFromFlags(flags) };
   const name = flags.name ?? fromFile?.name;
-  return { ...(name !== undefined ? { name } : {}), spec };
+  return {
+    ...(name !== undefined ? { name } : {}),
+    ...(fromFile?.labels ? { labels: fromFile.labels } : {}),
+    ...(fromFile?.annotations ? { annotations: fromFile.annotations } : {}),
+    spec,
+  };
 }
 
 function describe(v: unknown): string {

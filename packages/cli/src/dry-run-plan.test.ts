@@ -6,6 +6,7 @@ const empty: DryRunPlan = {
   dryRun: true,
   summary: { blocks: 0, items: 0, pods: 0, preHooks: 0, postHooks: 0, fsBackupVolumes: 0, skippedVolumes: 0, volumeErrors: 0 },
   estimate: { isEstimate: true, basis: 'provisioned sizes', totalBytes: 0, perNode: [] },
+  backupHooks: { pre: [], post: [] },
   blocks: [],
   warnings: [],
   errors: [],
@@ -33,7 +34,7 @@ describe('formatDryRunPlan', () => {
       blocks: [
         {
           id: 'b1',
-          items: [{ key: 'pods/ns/p1', kind: 'Pod', namespace: 'ns', name: 'p1' }],
+          items: [{ key: 'pods/ns/p1', apiVersion: 'v1', kind: 'Pod', namespace: 'ns', name: 'p1' }],
           pods: [
             {
               namespace: 'ns',
@@ -49,8 +50,15 @@ describe('formatDryRunPlan', () => {
             { pod: 'ns/p1', volume: 'cache', decision: 'fs-backup', estimatedBytes: null, estimateBasis: 'unknown' },
             { pod: 'ns/p1', volume: 'data', decision: 'error', reason: 'the PVC has no PV', claimName: 'd' },
           ],
+          skips: [],
         },
-        { id: 'b2', items: [{ key: 'configmaps/ns/a', kind: 'ConfigMap', namespace: 'ns', name: 'a' }], pods: [], volumes: [] },
+        {
+          id: 'b2',
+          items: [{ key: 'configmaps/ns/a', apiVersion: 'v1', kind: 'ConfigMap', namespace: 'ns', name: 'a' }],
+          pods: [],
+          volumes: [],
+          skips: [],
+        },
       ],
       warnings: ['w1'],
       errors: ['pods/ns/p1 volume data not backed up: the PVC has no PV'],
@@ -74,11 +82,20 @@ describe('formatDryRunPlan', () => {
             namespace: 'gitops',
             command: ['flux', 'suspend'],
             onError: 'Fail',
+            timeoutMs: 30_000,
             targets: [{ pod: 'flux-0', container: 'manager' }],
           },
         ],
         post: [
-          { name: 'resume', namespace: 'gitops', command: ['flux', 'resume'], onError: 'Continue', targets: [], failure: 'no Running pod' },
+          {
+            name: 'resume',
+            namespace: 'gitops',
+            command: ['flux', 'resume'],
+            onError: 'Continue',
+            timeoutMs: 30_000,
+            targets: [],
+            failure: 'no Running pod',
+          },
         ],
       },
     });

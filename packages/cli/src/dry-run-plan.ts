@@ -1,68 +1,12 @@
 /*
  * `stowage backup create --dry-run`: the plan the API answers to POST /v1/backups?dryRun=true,
  * printed for a person (blocks with their pods, hooks and volume decisions, estimates, warnings).
- * The wire shape is the API's dryRunPlanSchema; only what is printed is typed here.
+ * The wire shape is core's DryRunPlan (the API's dryRunPlanSchema describes it).
  */
+import type { DryRunPlan } from '@stowage/core';
 import { formatBytes } from './format.js';
 
-export interface DryRunHook {
-  container: string;
-  command: string[];
-  onError: string;
-  timeoutMs: number;
-  source: string;
-  hookName?: string;
-  invalid?: string;
-}
-
-export interface DryRunPlan {
-  name: string;
-  dryRun: true;
-  failedValidation?: string;
-  summary: {
-    blocks: number;
-    items: number;
-    pods: number;
-    preHooks: number;
-    postHooks: number;
-    fsBackupVolumes: number;
-    skippedVolumes: number;
-    volumeErrors: number;
-  };
-  estimate: {
-    isEstimate: true;
-    basis: string;
-    totalBytes: number;
-    perNode: Array<{ node: string; volumes: number; estimatedBytes: number; volumesWithoutEstimate: number }>;
-  };
-  blocks: Array<{
-    id: string;
-    items: Array<{ key: string; kind: string; namespace?: string; name: string }>;
-    pods: Array<{ namespace: string; name: string; node?: string; hooks: { pre: DryRunHook[]; post: DryRunHook[] } }>;
-    volumes: Array<{
-      pod: string;
-      volume: string;
-      decision: 'fs-backup' | 'skip' | 'error';
-      reason?: string;
-      claimName?: string;
-      estimatedBytes?: number | null;
-      estimateBasis?: string;
-    }>;
-  }>;
-  backupHooks?: Record<'pre' | 'post', BackupHookPreview[]>;
-  warnings: string[];
-  errors: string[];
-  notes: string[];
-}
-
-interface BackupHookPreview {
-  name: string;
-  namespace: string;
-  command: string[];
-  onError: string;
-  targets: Array<{ pod: string; container: string; invalid?: string }>;
-  failure?: string;
-}
+export type { DryRunPlan };
 
 /** Blocks with pods are shown in full; pod-free blocks (config, services, cluster items) as one line each. */
 export function formatDryRunPlan(plan: DryRunPlan): string[] {
@@ -110,7 +54,7 @@ export function formatDryRunPlan(plan: DryRunPlan): string[] {
               : `, ~${formatBytes(v.estimatedBytes)} (${v.estimateBasis})`
             : '';
         lines.push(
-          `    volume ${v.volume}${v.claimName ? ` (PVC ${v.claimName})` : ''}: ${v.decision}${size}${v.reason ? ` — ${v.reason}` : ''}`,
+          `    volume ${v.volume}${v.claimName ? ` (PVC ${v.claimName})` : ''}: ${v.decision}${v.snapshot ? ` (${v.snapshot.method}, class ${v.snapshot.className})` : ''}${size}${v.reason ? ` — ${v.reason}` : ''}`,
         );
       }
     }

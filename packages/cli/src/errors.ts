@@ -10,6 +10,8 @@ export const CliErrorCode = {
   apiUnreachable: 'CLI_API_UNREACHABLE',
   apiTimeout: 'CLI_API_TIMEOUT',
   apiUnauthorized: 'CLI_API_UNAUTHORIZED',
+  /** RBAC refused the caller (the message is the API server's). */
+  forbidden: 'CLI_FORBIDDEN',
   notFound: 'CLI_NOT_FOUND',
   validation: 'CLI_VALIDATION',
   conflict: 'CLI_CONFLICT',

@@ -20,7 +20,7 @@ export {
   postHookLags,
 } from './backup-report.js';
 export { type BackupSpecFlags, mergeRequest, parseSelector, readSpecFile, requestFromDocument, specFromFlags } from './backup-spec.js';
-export { type CliEnv, type CliIo, clientFromEnv, runCli, USAGE } from './cli.js';
+export { CLI_VERSION, type CliEnv, type CliIo, clientFromEnv, runCli, USAGE } from './cli.js';
 export { DEMO_USAGE, type DemoOptions, parseDemoArgs } from './demo/demo-options.js';
 export { type DemoIo, type DemoSummary, formatDemoSummary, runDemo } from './demo/demo-runner.js';
 export { type ExitInfo, ManagedProcess, type ManagedProcessOptions } from './demo/managed-process.js';

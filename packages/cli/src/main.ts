@@ -1,8 +1,9 @@
+import { createInterface } from 'node:readline/promises';
 import { text } from 'node:stream/consumers';
 import { runCli } from './cli.js';
 import { ExitCode } from './errors.js';
 
-// `stowage …`: the CLI entry (bin/stowage.js runs this through tsx).
+// `stowage …`: the CLI entry (bin/stowage.js runs this through tsx; build.mjs bundles it into dist/stowage.mjs).
 // `stowage backup logs x | head`: a reader that went away is not an error.
 for (const stream of [process.stdout, process.stderr]) {
   stream.on('error', (err: NodeJS.ErrnoException) => {
@@ -14,6 +15,19 @@ runCli(process.argv.slice(2), process.env, {
   stdout: process.stdout,
   stderr: process.stderr,
   readStdin: () => text(process.stdin),
+  // A destructive verb asks on a terminal (y/N); without one it needs --confirm.
+  ...(process.stdin.isTTY
+    ? {
+        prompt: async (question: string) => {
+          const rl = createInterface({ input: process.stdin, output: process.stderr });
+          try {
+            return await rl.question(question);
+          } finally {
+            rl.close();
+          }
+        },
+      }
+    : {}),
 }).then(
   (code) => {
     process.exitCode = code;

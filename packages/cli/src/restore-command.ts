@@ -1,26 +1,32 @@
-import { parseArgs } from 'node:util';
 import { stringify as toYaml } from 'yaml';
 import type { StowageApiClient } from './api-client.js';
 import type { BackupEvent, Restore, RestoreSummary } from './api-types.js';
-import { parseSelector } from './backup-spec.js';
+import { csv, type OutputFormat, oneName, outputFormatOf, parseCommand, printAs, serialise } from './args.js';
+import { ageOf, formatLogLine } from './backup-commands.js';
+import { parseSelector, readSpecFile } from './backup-spec.js';
+import { type CliIo, confirm } from './cli-io.js';
 import { CliError, CliErrorCode, ExitCode } from './errors.js';
-import { formatDuration, formatTable, msBetween } from './format.js';
+import { formatDuration, formatLocalTime, formatStorageCost, formatTable, formatTime, msBetween } from './format.js';
 
 export const RESTORE_USAGE = `Restores (the same API and token):
-  restore create [NAME] --from-backup BACKUP [-f FILE|-] [--include-namespaces a,b] [--exclude-namespaces a,b]
+  restore create [NAME] --from-backup BACKUP | --from-schedule SCHEDULE [-f FILE|-]
+                 [--include-namespaces a,b] [--exclude-namespaces a,b]
                  [--include-resources r,s] [--exclude-resources r,s] [--selector k=v,...]
                  [--include-cluster-resources] [--namespace-mappings src:dst,...] [--restore-volumes=false]
-                 [--existing-resource-policy none|update] [--preserve-nodeports] [--wait] [--json]
-  restore get NAME [--json]           phase, items (created/updated/skipped/failed), PVRs, hooks
-  restore describe NAME [--json]      … plus the spec, the tiers, every PVR and hook run, failed items
-  restore list [--phase P] [--limit N] [--cursor C] [--json]
-  restore wait NAME [--json]          follow a running restore to its end, with progress
+                 [--existing-resource-policy none|update] [--preserve-nodeports] [--wait] [-o ...]
+                 --from-schedule: the schedule's newest Completed backup
+  restore get [NAME ...] [-o json|yaml|table]   one row per restore (all without a name)
+  restore describe NAME [-o ...]      phase, items, the spec, the tiers, every PVR and hook run, failed items
+  restore list [--phase P] [--limit N] [--cursor C] [-o ...]
+  restore wait NAME [-o ...]          follow a running restore to its end, with progress
   restore logs NAME [--json]          the restore's log lines (every skip with its reason)
-  restore cancel NAME [--json]`;
+  restore cancel NAME
+  restore delete NAME ... | --all [--confirm]   its record, log and results (restored objects stay)`;
 
-const RESTORE_OPTIONS = {
+const OPTIONS = {
   file: { type: 'string', short: 'f' },
   'from-backup': { type: 'string' },
+  'from-schedule': { type: 'string' },
   'include-namespaces': { type: 'string' },
   'exclude-namespaces': { type: 'string' },
   'include-resources': { type: 'string' },
@@ -32,65 +38,74 @@ const RESTORE_OPTIONS = {
   'existing-resource-policy': { type: 'string' },
   'preserve-nodeports': { type: 'boolean' },
   wait: { type: 'boolean', short: 'w' },
-  json: { type: 'boolean' },
   phase: { type: 'string' },
   limit: { type: 'string' },
   cursor: { type: 'string' },
-  help: { type: 'boolean', short: 'h' },
+  all: { type: 'boolean' },
+  confirm: { type: 'boolean' },
 } as const;
 
-const list = (v: string | undefined) =>
-  v === undefined
-    ? undefined
-    : v
-        .split(',')
-        .map((s) => s.trim())
-        .filter((s) => s.length > 0);
+const ALLOWED: Record<string, readonly string[]> = {
+  create: [
+    'file',
+    'from-backup',
+    'from-schedule',
+    'include-namespaces',
+    'exclude-namespaces',
+    'include-resources',
+    'exclude-resources',
+    'selector',
+    'include-cluster-resources',
+    'namespace-mappings',
+    'restore-volumes',
+    'existing-resource-policy',
+    'preserve-nodeports',
+    'wait',
+  ],
+  get: [],
+  describe: [],
+  list: ['phase', 'limit', 'cursor'],
+  wait: [],
+  logs: [],
+  cancel: [],
+  delete: ['all', 'confirm'],
+};
+
+const list = (v: string | undefined) => (v === undefined ? undefined : csv(v));
 
 /** `src:dst,…` → namespaceMapping (Velero's --namespace-mappings). */
 function mappingOf(v: string | undefined): Record<string, string> | undefined {
   if (v === undefined) return undefined;
   const out: Record<string, string> = {};
-  for (const pair of list(v) ?? []) {
-    const [from, to] = pair.split(':');
-    if (!from || !to) throw new CliError(CliErrorCode.usage, `--namespace-mappings: "${pair}" is not source:target`);
+  for (const pair of csv(v)) {
+    const [from, to, ...more] = pair.split(':');
+    if (!from || !to || more.length > 0)
+      throw new CliError(CliErrorCode.usage, `restore create: flag --namespace-mappings: "${pair}" is not source:target`);
     out[from] = to;
   }
   return out;
 }
 
-export async function runRestoreCommand(
-  argv: readonly string[],
-  client: () => StowageApiClient,
-  io: { stdout: { write(t: string): void; isTTY?: boolean }; stderr: { write(t: string): void }; readStdin?: () => Promise<string> },
-  readSpecFile: (path: string, readStdin?: () => Promise<string>) => Promise<unknown>,
-): Promise<number> {
+export async function runRestoreCommand(argv: readonly string[], client: () => StowageApiClient, io: CliIo): Promise<number> {
   const [command, ...rest] = argv;
-  let parsed: ReturnType<
-    typeof parseArgs<{ args: string[]; options: typeof RESTORE_OPTIONS; allowPositionals: true; allowNegative: true; strict: true }>
-  >;
-  try {
-    parsed = parseArgs({ args: [...rest], options: RESTORE_OPTIONS, allowPositionals: true, allowNegative: true, strict: true });
-  } catch (err) {
-    throw new CliError(CliErrorCode.usage, `${(err as Error).message.split('. To specify')[0]}; try "stowage help"`);
-  }
-  const { values, positionals } = parsed;
-  if (values.help || command === undefined || command === 'help') {
+  if (command === undefined || command === 'help' || command === '--help' || command === '-h') {
     io.stdout.write(`${RESTORE_USAGE}\n`);
     return command === undefined ? ExitCode.usage : ExitCode.ok;
   }
-  const json = values.json === true;
+  const allowed = ALLOWED[command];
+  if (!allowed) throw new CliError(CliErrorCode.usage, `unknown restore command ${JSON.stringify(command)}; see "stowage restore --help"`);
+  const what = `restore ${command}`;
+  const { values, positionals } = parseCommand(what, rest, OPTIONS, allowed);
+  if (values.help) {
+    io.stdout.write(`${RESTORE_USAGE}\n`);
+    return ExitCode.ok;
+  }
+  const format = command === 'logs' ? 'table' : outputFormatOf(values, what);
   const out = (text: string) => io.stdout.write(`${text}\n`);
-  const printJson = (value: unknown) => out(JSON.stringify(value, null, 2));
-  const nameArg = (): string => {
-    const name = positionals[0];
-    if (!name)
-      throw new CliError(CliErrorCode.usage, `restore ${command}: give the restore name, e.g. "stowage restore ${command} shop-back"`);
-    if (positionals.length > 1) throw new CliError(CliErrorCode.usage, `restore ${command}: one name only, got ${positionals.join(' ')}`);
-    return name;
-  };
+  const name = () => oneName(positionals, what, 'shop-back');
   switch (command) {
     case 'create': {
+      if (positionals.length > 1) throw new CliError(CliErrorCode.usage, `${what}: one name only, got ${positionals.join(' ')}`);
       const fromFile = values.file
         ? ((await readSpecFile(values.file, io.readStdin)) as { name?: string; spec?: Record<string, unknown> })
         : {};
@@ -98,7 +113,10 @@ export async function runRestoreCommand(
       const set = (key: string, value: unknown) => {
         if (value !== undefined) spec[key] = value;
       };
+      if (values['from-backup'] !== undefined && values['from-schedule'] !== undefined)
+        throw new CliError(CliErrorCode.usage, `${what}: give --from-backup or --from-schedule, not both`);
       set('backupName', values['from-backup']);
+      if (values['from-schedule'] !== undefined) set('backupName', await newestBackupOf(client(), values['from-schedule']));
       set('includedNamespaces', list(values['include-namespaces']));
       set('excludedNamespaces', list(values['exclude-namespaces']));
       set('includedResources', list(values['include-resources']));
@@ -109,65 +127,101 @@ export async function runRestoreCommand(
       set('restorePVs', values['restore-volumes']);
       set('existingResourcePolicy', values['existing-resource-policy']);
       set('preserveNodePorts', values['preserve-nodeports']);
-      if (spec.backupName === undefined) throw new CliError(CliErrorCode.usage, 'restore create: say which backup with --from-backup NAME');
-      const name = positionals[0] ?? fromFile.name;
-      const created = await client().createRestore({ ...(name ? { name } : {}), spec });
+      if (spec.backupName === undefined)
+        throw new CliError(CliErrorCode.usage, `${what}: say which backup with --from-backup NAME (or --from-schedule NAME)`);
+      const restoreName = positionals[0] ?? fromFile.name;
+      const created = await client().createRestore({ ...(restoreName ? { name: restoreName } : {}), spec });
       if (!values.wait) {
-        if (json) printJson(created);
-        else
-          out(
+        printAs(
+          format,
+          created,
+          () => [
             `restore "${created.name}" submitted from backup "${created.backupName}"; follow it with: stowage restore wait ${created.name}`,
-          );
+          ],
+          out,
+        );
         return ExitCode.ok;
       }
-      if (!json) out(`restore "${created.name}" submitted from backup "${created.backupName}"`);
-      return await waitAndReport(client(), created.name, json, io);
+      if (format === 'table') out(`restore "${created.name}" submitted from backup "${created.backupName}"; waiting for it to end`);
+      return await waitAndReport(client(), created.name, io, format);
     }
     case 'wait':
-      return await waitAndReport(client(), nameArg(), json, io);
+      return await waitAndReport(client(), name(), io, format);
     case 'get': {
-      const restore = await client().getRestore(nameArg());
-      if (json) printJson(restore);
-      else for (const line of formatRestore(restore)) out(line);
+      if (positionals.length === 0) {
+        const items = await client().allRestores();
+        printAs(format, { items }, () => formatRestoreList(items), out);
+        return ExitCode.ok;
+      }
+      const restores = await Promise.all(positionals.map((n) => client().getRestore(n)));
+      printAs(format, restores.length === 1 ? restores[0] : { items: restores }, () => formatRestoreGetTable(restores), out);
       return ExitCode.ok;
     }
     case 'describe': {
-      const name = nameArg();
-      const [restore, failed] = await Promise.all([
-        client().getRestore(name),
-        client().restoreItems(name, { outcome: 'failed', limit: 1000 }),
-      ]);
-      if (json) printJson({ restore, failedItems: failed.items });
-      else for (const line of formatRestoreDescribe(restore, failed.items)) out(line);
+      const n = name();
+      const [restore, failed] = await Promise.all([client().getRestore(n), client().restoreItems(n, { outcome: 'failed', limit: 1000 })]);
+      printAs(format, { restore, failedItems: failed.items }, () => formatRestoreDescribe(restore, failed.items), out);
       return ExitCode.ok;
     }
     case 'list': {
+      if (positionals.length > 0) throw new CliError(CliErrorCode.usage, `${what} takes no name; use --phase to filter`);
       const limit = values.limit === undefined ? undefined : Number(values.limit);
       if (limit !== undefined && (!Number.isInteger(limit) || limit < 1 || limit > 1000))
-        throw new CliError(CliErrorCode.usage, `--limit must be a whole number from 1 to 1000, got ${JSON.stringify(values.limit)}`);
+        throw new CliError(
+          CliErrorCode.usage,
+          `${what}: flag --limit must be a whole number from 1 to 1000, got ${JSON.stringify(values.limit)}`,
+        );
       const page = await client().listRestores({
         ...(values.phase ? { phase: values.phase } : {}),
         ...(limit ? { limit } : {}),
         ...(values.cursor ? { cursor: values.cursor } : {}),
       });
-      if (json) printJson(page);
-      else for (const line of formatRestoreList(page.items)) out(line);
+      printAs(format, page, () => formatRestoreList(page.items), out);
       return ExitCode.ok;
     }
     case 'logs': {
-      const { formatLogLine } = await import('./cli.js');
-      for await (const line of client().logs(nameArg(), 'restores')) out(json ? JSON.stringify(line) : formatLogLine(line));
+      const json = values.json === true || values.output === 'json';
+      for await (const line of client().logs(name(), 'restores')) out(json ? JSON.stringify(line) : formatLogLine(line));
       return ExitCode.ok;
     }
     case 'cancel': {
-      const res = await client().cancelRestore(nameArg());
-      if (json) printJson(res);
-      else out(`cancel requested for restore "${res.name}" (phase ${res.phase}); objects already created stay`);
+      const res = await client().cancelRestore(name());
+      printAs(format, res, () => [`cancel requested for restore "${res.name}" (phase ${res.phase}); objects already created stay`], out);
+      return ExitCode.ok;
+    }
+    case 'delete': {
+      if (positionals.length > 0 === (values.all === true))
+        throw new CliError(CliErrorCode.usage, `${what}: give restore names or --all (one of them)`);
+      const names = values.all ? (await client().allRestores()).map((r) => r.name) : positionals;
+      if (names.length === 0) {
+        out('no restores to delete');
+        return ExitCode.ok;
+      }
+      const question = `delete ${names.length === 1 ? `restore "${names[0]}"` : `${names.length} restores (${names.join(', ')})`} (the restored objects stay)`;
+      if (!(await confirm(io, values.confirm === true, what, question))) {
+        out('nothing deleted');
+        return ExitCode.ok;
+      }
+      const results = [];
+      for (const n of names) {
+        const res = await client().deleteRestore(n);
+        results.push(res);
+        if (format === 'table') out(`restore "${res.name}" deleted (its record, log and results; the restored objects stay)`);
+      }
+      if (format !== 'table') out(serialise(format, results.length === 1 ? results[0] : { items: results }));
       return ExitCode.ok;
     }
     default:
-      throw new CliError(CliErrorCode.usage, `unknown restore command ${JSON.stringify(command)}; try "stowage help"`);
+      throw new CliError(CliErrorCode.usage, `unknown restore command ${JSON.stringify(command)}`);
   }
+}
+
+/** Velero's `restore create --from-schedule`: the schedule's newest Completed backup. */
+async function newestBackupOf(client: StowageApiClient, schedule: string): Promise<string> {
+  const s = await client.getSchedule(schedule);
+  const name = s.status.lastSuccessfulBackup?.name;
+  if (!name) throw new CliError(CliErrorCode.notFound, `schedule "${schedule}" has no Completed backup to restore from yet`);
+  return name;
 }
 
 /** One progress line per event worth a line: tiers, batches (as a running count), PVRs ending, hooks. */
@@ -193,21 +247,20 @@ export function restoreProgressLine(ev: BackupEvent, totals: { items: number; do
   }
 }
 
-async function waitAndReport(
-  client: StowageApiClient,
-  name: string,
-  json: boolean,
-  io: { stdout: { write(t: string): void }; stderr: { write(t: string): void } },
-): Promise<number> {
-  const progress = json ? io.stderr : io.stdout;
+async function waitAndReport(client: StowageApiClient, name: string, io: CliIo, format: OutputFormat): Promise<number> {
+  const progress = format === 'table' ? io.stdout : io.stderr;
   const totals = { items: 0, done: 0 };
   for await (const ev of client.events(name, { resource: 'restores' })) {
     const line = restoreProgressLine(ev, totals);
     if (line) progress.write(`${line}\n`);
   }
   const restore = await client.getRestore(name);
-  if (json) io.stdout.write(`${JSON.stringify(restore, null, 2)}\n`);
-  else for (const line of formatRestore(restore)) io.stdout.write(`${line}\n`);
+  printAs(
+    format,
+    restore,
+    () => formatRestore(restore),
+    (l) => io.stdout.write(`${l}\n`),
+  );
   return restore.phase === 'Completed' ? ExitCode.ok : ExitCode.backupNotCompleted;
 }
 
@@ -223,12 +276,13 @@ export function formatRestore(r: Restore): string[] {
     `Name:       ${r.name}`,
     `Backup:     ${r.backupName}`,
     `Phase:      ${r.phase}${r.failureReason ? ` (${r.failureReason})` : ''}`,
-    `Created:    ${r.createdAt}`,
-    `Completed:  ${r.completedAt ?? '-'}${took !== undefined ? ` (took ${formatDuration(took)})` : ''}`,
+    `Created:    ${formatTime(r.createdAt)}`,
+    `Completed:  ${formatTime(r.completedAt)}${took !== undefined ? ` (took ${formatDuration(took)})` : ''}`,
     `Items:      ${r.progress.itemsRestored}/${r.progress.totalItems} restored (${ir.created} created, ${ir.updated} updated, ${ir.existsSkipped} existed, ${ir.failed} failed; ${ir.notSelected} not selected)`,
     `PVRs:       ${pvr.total}${pvrPhases ? ` (${pvrPhases})` : ''}`,
     `Hooks:      ${r.hookStatus.hooksAttempted} attempted, ${r.hookStatus.hooksFailed} failed`,
     `Errors:     ${r.errors}    Warnings: ${r.warnings}`,
+    `Storage:    ${formatStorageCost(r.storage)}`,
   ];
 }
 
@@ -273,7 +327,7 @@ export function formatRestoreDescribe(r: Restore, failedItems: ReadonlyArray<{ k
           h.container,
           h.message && h.outcome !== 'exited' ? `${h.outcome} (${h.message})` : h.outcome,
           h.exitCode === undefined ? '-' : String(h.exitCode),
-          h.startedAt ?? '-',
+          formatLocalTime(h.startedAt),
         ]),
       ).map((l) => `  ${l}`),
     );
@@ -284,10 +338,33 @@ export function formatRestoreDescribe(r: Restore, failedItems: ReadonlyArray<{ k
   return lines;
 }
 
-export function formatRestoreList(items: readonly RestoreSummary[]): string[] {
+export function formatRestoreList(items: readonly RestoreSummary[], now = Date.now()): string[] {
   if (items.length === 0) return ['no restores'];
   return formatTable(
-    ['NAME', 'BACKUP', 'PHASE', 'CREATED', 'TOOK'],
-    items.map((r) => [r.name, r.backupName, r.phase, r.createdAt, formatDuration(msBetween(r.startedAt ?? r.createdAt, r.completedAt))]),
+    ['NAME', 'BACKUP', 'STATUS', 'CREATED', 'AGE', 'TOOK'],
+    items.map((r) => [
+      r.name,
+      r.backupName,
+      r.phase,
+      formatLocalTime(r.createdAt),
+      ageOf(r.createdAt, now),
+      formatDuration(msBetween(r.startedAt ?? r.createdAt, r.completedAt)),
+    ]),
+  );
+}
+
+/** `restore get NAME…`: one row per restore with its counts. */
+export function formatRestoreGetTable(restores: readonly Restore[], now = Date.now()): string[] {
+  return formatTable(
+    ['NAME', 'BACKUP', 'STATUS', 'ERRORS', 'WARNINGS', 'CREATED', 'AGE'],
+    restores.map((r) => [
+      r.name,
+      r.backupName,
+      r.phase,
+      String(r.errors),
+      String(r.warnings),
+      formatLocalTime(r.createdAt),
+      ageOf(r.createdAt, now),
+    ]),
   );
 }

@@ -1,118 +1,142 @@
-import { parseArgs } from 'node:util';
 import { stringify as toYaml } from 'yaml';
-import { parseApiUrl, StowageApiClient } from './api-client.js';
+import type { StowageApiClient } from './api-client.js';
 import type { Schedule } from './api-types.js';
-import { readSpecFile } from './backup-spec.js';
-import type { CliEnv, CliIo } from './cli.js';
+import { oneName, outputFormatOf, parseCommand, printAs } from './args.js';
+import { ageOf, SPEC_FLAGS, specFlagsOf } from './backup-commands.js';
+import { readSpecFile, specFromFlags } from './backup-spec.js';
+import { type CliIo, confirm } from './cli-io.js';
 import { CliError, CliErrorCode, ExitCode } from './errors.js';
-import { formatTable } from './format.js';
+import { formatLocalTime, formatTable, formatTime } from './format.js';
 
 export const SCHEDULE_USAGE = `Schedules (Velero's Schedule shape; one backup per tick, named <schedule>-<yyyyMMddHHmmss>):
-  schedule create NAME --schedule CRON [-f TEMPLATE_FILE|-] [--include-namespaces a,b] [--ttl 720h]
-                  [--paused] [--skip-immediately] [--json]
+  schedule create NAME --schedule CRON [-f TEMPLATE_FILE|-] [--include-namespaces a,b] [--exclude-namespaces a,b]
+                  [--include-resources r,s] [--exclude-resources r,s] [--selector k=v,...]
+                  [--include-cluster-resources] [--default-volumes-to-fs-backup] [--fs-backup-timeout 1h]
+                  [--ttl 720h] [--paused] [--skip-immediately] [-o ...]
                   CRON: "0 3 * * *", 6 fields with seconds first, @daily, @every 6h; prefix CRON_TZ=Europe/Berlin
-  schedule get NAME [--json]          spec, phase, last backup, last successful backup, next run, skipped ticks
-  schedule list [--json]
-  schedule pause NAME | unpause NAME [--json]
-  schedule delete NAME [--json]       the schedule only; its backups stay`;
+  schedule get [NAME ...] [-o json|yaml|table]   one row per schedule (all without a name)
+  schedule describe NAME [-o ...]     spec, status, last (successful) backup, next run, skipped ticks, template
+  schedule list [-o ...]
+  schedule pause NAME | unpause NAME
+  schedule delete NAME [--confirm]    the schedule only; its backups stay`;
 
 const OPTIONS = {
   schedule: { type: 'string' },
   file: { type: 'string', short: 'f' },
   'include-namespaces': { type: 'string' },
+  'exclude-namespaces': { type: 'string' },
+  'include-resources': { type: 'string' },
+  'exclude-resources': { type: 'string' },
+  selector: { type: 'string', short: 'l' },
+  'include-cluster-resources': { type: 'boolean' },
+  'default-volumes-to-fs-backup': { type: 'boolean' },
+  'fs-backup-timeout': { type: 'string' },
   ttl: { type: 'string' },
   paused: { type: 'boolean' },
   'skip-immediately': { type: 'boolean' },
-  json: { type: 'boolean' },
-  help: { type: 'boolean', short: 'h' },
+  confirm: { type: 'boolean' },
 } as const;
 
-const CREATE_ONLY = ['schedule', 'file', 'include-namespaces', 'ttl', 'paused', 'skip-immediately'];
+const ALLOWED: Record<string, readonly string[]> = {
+  create: ['schedule', 'file', ...SPEC_FLAGS, 'paused', 'skip-immediately'],
+  get: [],
+  describe: [],
+  list: [],
+  pause: [],
+  unpause: [],
+  delete: ['confirm'],
+};
 
-export async function runScheduleCommand(argv: readonly string[], env: CliEnv, io: CliIo): Promise<number> {
+export async function runScheduleCommand(argv: readonly string[], client: () => StowageApiClient, io: CliIo): Promise<number> {
   const [command, ...rest] = argv;
-  let parsed: ReturnType<typeof parseArgs<{ args: string[]; options: typeof OPTIONS; allowPositionals: true; strict: true }>>;
-  try {
-    parsed = parseArgs({ args: [...rest], options: OPTIONS, allowPositionals: true, strict: true });
-  } catch (err) {
-    throw new CliError(CliErrorCode.usage, `${(err as Error).message.split('. To specify')[0]}; try "stowage help"`);
-  }
-  const { values, positionals } = parsed;
-  if (values.help || command === undefined || command === 'help') {
+  if (command === undefined || command === 'help' || command === '--help' || command === '-h') {
     io.stdout.write(`${SCHEDULE_USAGE}\n`);
     return command === undefined ? ExitCode.usage : ExitCode.ok;
   }
+  const allowed = ALLOWED[command];
+  if (!allowed)
+    throw new CliError(CliErrorCode.usage, `unknown schedule command ${JSON.stringify(command)}; see "stowage schedule --help"`);
+  const what = `schedule ${command}`;
+  const { values, positionals } = parseCommand(what, rest, OPTIONS, allowed);
+  if (values.help) {
+    io.stdout.write(`${SCHEDULE_USAGE}\n`);
+    return ExitCode.ok;
+  }
+  const format = outputFormatOf(values, what);
   const out = (text: string) => io.stdout.write(`${text}\n`);
-  const show = (schedule: Schedule) => (values.json ? out(JSON.stringify(schedule, null, 2)) : formatSchedule(schedule).forEach(out));
-  const wrong = Object.keys(values).filter((f) => CREATE_ONLY.includes(f) && command !== 'create');
-  if (wrong.length > 0)
-    throw new CliError(CliErrorCode.usage, `schedule ${command} does not take ${wrong.map((f) => `--${f}`).join(', ')}`);
-  const nameArg = (): string => {
-    const [name, ...more] = positionals;
-    if (!name)
-      throw new CliError(CliErrorCode.usage, `schedule ${command}: give the schedule name, e.g. "stowage schedule ${command} nightly"`);
-    if (more.length > 0) throw new CliError(CliErrorCode.usage, `schedule ${command}: one name only, got ${positionals.join(' ')}`);
-    return name;
-  };
-  const client = new StowageApiClient({ baseUrl: parseApiUrl(env.STOWAGE_API_URL), token: env.STOWAGE_API_TOKEN });
+  const show = (schedule: Schedule) => printAs(format, schedule, () => formatSchedule(schedule), out);
+  const name = () => oneName(positionals, what, 'nightly');
   switch (command) {
     case 'create': {
-      const name = nameArg();
-      if (!values.schedule) throw new CliError(CliErrorCode.usage, 'schedule create: --schedule is required, e.g. --schedule "0 3 * * *"');
+      const n = name();
+      if (!values.schedule) throw new CliError(CliErrorCode.usage, `${what}: flag --schedule is required, e.g. --schedule "0 3 * * *"`);
       const fromFile = values.file ? await readSpecFile(values.file, io.readStdin) : undefined;
-      const template: Record<string, unknown> = { ...((fromFile?.spec as Record<string, unknown> | undefined) ?? {}) };
-      if (values['include-namespaces']) template.includedNamespaces = values['include-namespaces'].split(',').filter(Boolean);
-      if (values.ttl) template.ttl = values.ttl;
+      const template: Record<string, unknown> = { ...(fromFile?.spec ?? {}), ...specFromFlags(specFlagsOf(values)) };
       const spec: Record<string, unknown> = { schedule: values.schedule, template };
-      if (values.paused) spec.paused = true;
-      if (values['skip-immediately']) spec.skipImmediately = true;
-      show(await client.createSchedule({ name, spec }));
+      if (values.paused !== undefined) spec.paused = values.paused;
+      if (values['skip-immediately'] !== undefined) spec.skipImmediately = values['skip-immediately'];
+      show(await client().createSchedule({ name: n, spec }));
       return ExitCode.ok;
     }
-    case 'get':
-      show(await client.getSchedule(nameArg()));
+    case 'describe':
+      show(await client().getSchedule(name()));
       return ExitCode.ok;
+    case 'get':
     case 'list': {
-      if (positionals.length > 0) throw new CliError(CliErrorCode.usage, 'schedule list takes no name');
-      const { items } = await client.listSchedules();
-      if (values.json) out(JSON.stringify({ items }, null, 2));
-      else
-        formatTable(
-          ['NAME', 'SCHEDULE', 'PAUSED', 'PHASE', 'LAST BACKUP', 'NEXT RUN', 'SKIPPED'],
-          items.map((s) => [
-            s.name,
-            String(s.spec.schedule ?? '-'),
-            s.spec.paused ? 'yes' : 'no',
-            s.status.phase,
-            s.status.lastBackup?.name ?? '-',
-            s.status.nextRunAt ?? '-',
-            String(s.status.skipped),
-          ]),
-        ).forEach(out);
+      if (command === 'list' && positionals.length > 0) throw new CliError(CliErrorCode.usage, `${what} takes no name`);
+      const items =
+        positionals.length > 0
+          ? await Promise.all(positionals.map((n) => client().getSchedule(n)))
+          : (await client().listSchedules()).items;
+      printAs(format, positionals.length === 1 ? items[0] : { items }, () => formatScheduleTable(items), out);
       return ExitCode.ok;
     }
     case 'pause':
     case 'unpause':
-      show(await client.patchSchedule(nameArg(), { paused: command === 'pause' }));
+      show(await client().patchSchedule(name(), { paused: command === 'pause' }));
       return ExitCode.ok;
     case 'delete': {
-      const res = await client.deleteSchedule(nameArg());
-      out(values.json ? JSON.stringify(res, null, 2) : `schedule "${res.name}" deleted (its backups stay)`);
+      const n = name();
+      if (!(await confirm(io, values.confirm === true, what, `delete schedule "${n}" (its backups stay)`))) {
+        out('nothing deleted');
+        return ExitCode.ok;
+      }
+      const res = await client().deleteSchedule(n);
+      printAs(format, res, () => [`schedule "${res.name}" deleted (its backups stay)`], out);
       return ExitCode.ok;
     }
     default:
-      throw new CliError(CliErrorCode.usage, `unknown schedule command ${JSON.stringify(command)}; try "stowage help"`);
+      throw new CliError(CliErrorCode.usage, `unknown schedule command ${JSON.stringify(command)}`);
   }
 }
 
-export function formatSchedule(s: Schedule): string[] {
+export function formatScheduleTable(items: readonly Schedule[], now = Date.now()): string[] {
+  if (items.length === 0) return ['no schedules'];
+  return formatTable(
+    ['NAME', 'STATUS', 'SCHEDULE', 'PAUSED', 'LAST BACKUP', 'NEXT RUN', 'SKIPPED', 'AGE'],
+    items.map((s) => [
+      s.name,
+      s.status.phase,
+      String(s.spec.schedule ?? '-'),
+      s.spec.paused ? 'true' : 'false',
+      s.status.lastBackup?.name ?? '-',
+      formatLocalTime(s.status.nextRunAt),
+      String(s.status.skipped),
+      ageOf(s.createdAt, now),
+    ]),
+  );
+}
+
+export function formatSchedule(s: Schedule, now = Date.now()): string[] {
   const lines = [
     `Name:          ${s.name}`,
-    `Schedule:      ${String(s.spec.schedule ?? '-')}${s.spec.paused ? '  (paused)' : ''}`,
     `Phase:         ${s.status.phase}`,
-    `Last backup:   ${s.status.lastBackup ? `${s.status.lastBackup.name} (${s.status.lastBackup.startedAt})` : '-'}`,
-    `Last success:  ${s.status.lastSuccessfulBackup?.name ?? '-'}`,
-    `Next run:      ${s.status.nextRunAt ?? '-'}`,
+    `Schedule:      ${String(s.spec.schedule ?? '-')}`,
+    `Paused:        ${s.spec.paused ? 'true' : 'false'}`,
+    `Created:       ${formatTime(s.createdAt, now)}`,
+    `Last backup:   ${s.status.lastBackup ? `${s.status.lastBackup.name} (started ${formatTime(s.status.lastBackup.startedAt, now)})` : '-'}`,
+    `Last success:  ${s.status.lastSuccessfulBackup ? `${s.status.lastSuccessfulBackup.name}${s.status.lastSuccessfulBackup.completedAt ? ` (completed ${formatTime(s.status.lastSuccessfulBackup.completedAt, now)})` : ''}` : '-'}`,
+    `Next run:      ${s.status.nextRunAt ? formatTime(s.status.nextRunAt, now) : s.spec.paused ? '- (paused)' : '-'}`,
     `Skipped ticks: ${s.status.skipped}${s.status.lastSkipped ? ` (last: ${s.status.lastSkipped.backup}: ${s.status.lastSkipped.reason})` : ''}`,
   ];
   for (const p of s.status.validationErrors) lines.push(`Invalid:       ${p.path}: ${p.message}`);

@@ -16,7 +16,8 @@ describe('stowage restore', () => {
   afterAll(async () => {
     await stack?.close();
   });
-  const kube = (method: string, path: string) => fetch(`${stack.sim.url}${path}`, { method });
+  const kube = (method: string, path: string) =>
+    fetch(`${stack.sim.url}${path}`, { method, headers: { Authorization: `Bearer ${stack.sim.adminToken}` } });
 
   it('create --wait shows progress and ends Completed; describe, list and logs show it', async () => {
     const backup = await runStowage(

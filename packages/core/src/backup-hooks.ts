@@ -1,8 +1,8 @@
 /*
  * Backup-level hooks (`spec.hooks.backup.pre[]`/`.post[]`): which pods each one runs in. Pure: the
- * pipeline lists the namespace's pods and runs the execs (DESIGN §3, backup-level hooks).
+ * pipeline lists the namespace's pods and runs the execs (docs/architecture.md#backup-level-hooks).
  */
-import type { BackupLevelHook } from './backup-spec.schema.js';
+import type { BackupLevelHook } from './backup-spec.js';
 import { type HookInvalidReason, resolveHookContainer } from './hooks.js';
 import type { Pod } from './kube-types.js';
 import { matchesLabelSelector } from './label-selector.js';

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { validateBackupRequest, validateResourcePolicyDocument } from './backup-spec.schema.js';
+import { validateBackupRequest } from './backup-spec.schema.js';
+import { validateResourcePolicyDocument } from './resource-policy.schema.js';
 
 function problemsOf(request: unknown) {
   const result = validateBackupRequest(request);
@@ -13,6 +14,7 @@ describe('validateBackupRequest: defaults', () => {
     expect(result).toEqual({
       ok: true,
       name: null,
+      metadata: { labels: {}, annotations: {} },
       value: {
         includedNamespaces: [],
         excludedNamespaces: [],
@@ -25,10 +27,22 @@ describe('validateBackupRequest: defaults', () => {
         hooks: { resources: [] },
         resourcePolicy: null,
         fsBackupTimeoutMs: 4 * 3_600_000,
+        snapshotVolumes: false,
+        snapshotMoveData: false,
+        csiSnapshotTimeoutMs: 10 * 60_000,
         ttlMs: 720 * 3_600_000,
         storageLocation: 'default',
       },
     });
+  });
+
+  it('takes the snapshot fields, and names a bad csiSnapshotTimeout', () => {
+    const result = validateBackupRequest({ spec: { snapshotVolumes: true, snapshotMoveData: true, csiSnapshotTimeout: '2m' } });
+    expect(result).toMatchObject({ ok: true, value: { snapshotVolumes: true, snapshotMoveData: true, csiSnapshotTimeoutMs: 120_000 } });
+    const bad = validateBackupRequest({ spec: { csiSnapshotTimeout: 'soon', snapshotMoveData: 'yes' } });
+    expect(bad.ok).toBe(false);
+    const fields = bad.ok ? [] : bad.problems.map((p) => p.path);
+    expect(fields).toEqual(expect.arrayContaining(['spec.csiSnapshotTimeout', 'spec.snapshotMoveData']));
   });
 
   it('converts durations and fills hook defaults', () => {
@@ -94,7 +108,12 @@ describe('validateBackupRequest: problems', () => {
     ['an uppercase name', { name: 'Nightly', spec: {} }, 'name', /must be lowercase/],
     ['a missing spec', {}, 'spec', /is required/],
     ['an unknown field with a typo', { spec: { includedNamespace: ['a'] } }, 'spec.includedNamespace', /did you mean "includedNamespaces"/],
-    ['an unsupported Velero field', { spec: { snapshotVolumes: true } }, 'spec.snapshotVolumes', /native snapshots are not supported/],
+    [
+      'an unsupported Velero field',
+      { spec: { volumeSnapshotLocations: ['aws'] } },
+      'spec.volumeSnapshotLocations',
+      /native volume snapshotters are not supported/,
+    ],
     [
       'an empty hook command',
       { spec: { hooks: { resources: [{ name: 'h', pre: [{ exec: { command: [] } }] }] } } },

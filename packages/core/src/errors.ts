@@ -15,6 +15,8 @@ export const CORE_ERROR_CODES = {
   CORE_GROUPING_PV_NOT_FOUND: 'CORE_GROUPING_PV_NOT_FOUND',
   /** Two items share a key (same resource, namespace and name); the later duplicate is ignored. */
   CORE_GROUPING_DUPLICATE_ITEM: 'CORE_GROUPING_DUPLICATE_ITEM',
+  /** An item labelled stowage.dev/never-backup=true (Stowage's own key or credentials) is left out of every backup. */
+  CORE_GROUPING_NEVER_BACKUP: 'CORE_GROUPING_NEVER_BACKUP',
 
   // Hook resolution
   /** A hook names a container the pod does not have: recorded as a failed hook, never run. */
@@ -46,6 +48,12 @@ export const CORE_ERROR_CODES = {
   CORE_VOLUME_BLOCK_MODE: 'CORE_VOLUME_BLOCK_MODE',
   /** A PVC without a PV (Pending, Lost) that no volume policy matched: an error, as in Velero. */
   CORE_VOLUME_PVC_WITHOUT_PV: 'CORE_VOLUME_PVC_WITHOUT_PV',
+  /** Snapshotted because the backup's snapshotVolumes is true and nothing chose fs-backup. */
+  CORE_VOLUME_SNAPSHOT_VOLUMES: 'CORE_VOLUME_SNAPSHOT_VOLUMES',
+  /** A block-mode volume chosen for fs-backup is snapshotted instead (snapshotVolumes is true). */
+  CORE_VOLUME_BLOCK_MODE_SNAPSHOT: 'CORE_VOLUME_BLOCK_MODE_SNAPSHOT',
+  /** A volume chosen for a snapshot that cannot be snapshotted (not a CSI PVC, no class, ...): an error. */
+  CORE_VOLUME_SNAPSHOT_IMPOSSIBLE: 'CORE_VOLUME_SNAPSHOT_IMPOSSIBLE',
 
   /** A phase change that the state machine does not allow. */
   CORE_ILLEGAL_TRANSITION: 'CORE_ILLEGAL_TRANSITION',

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { pod, pv, pvc, specOf } from '../test/builders.js';
-import { type FsBackupContext, selectFsBackupVolumes } from './fs-backup-volumes.js';
+import { type FsBackupContext, type SnapshotContext, selectFsBackupVolumes } from './fs-backup-volumes.js';
 import type { PersistentVolume, PersistentVolumeClaim, Pod, PodVolume } from './kube-types.js';
+import { chooseSnapshotClass, type SnapshotClassInfo } from './snapshot-class.js';
 import type { VolumePolicy } from './volume-policy.js';
 
 const claims: PersistentVolumeClaim[] = [
@@ -131,9 +132,17 @@ describe('selectFsBackupVolumes: volume policies', () => {
     ];
     const result = selectFsBackupVolumes(target(), context({ volumePolicies: policies }));
     expect(result.volumes.map((decision) => [decision.volume, decision.decision, decision.reason])).toEqual([
-      ['vol-data', 'snapshot', 'volume policy #2 says snapshot; Stowage takes no snapshots, so no PVB is created'],
+      [
+        'vol-data',
+        'error',
+        'cannot be snapshotted (volume policy #2 says snapshot): the cluster serves no VolumeSnapshotClass (snapshot.storage.k8s.io is not installed)',
+      ],
       ['vol-nfs-share', 'fs-backup', 'volume policy #1 says fs-backup'],
-      ['vol-big', 'snapshot', 'volume policy #2 says snapshot; Stowage takes no snapshots, so no PVB is created'],
+      [
+        'vol-big',
+        'error',
+        'cannot be snapshotted (volume policy #2 says snapshot): the cluster serves no VolumeSnapshotClass (snapshot.storage.k8s.io is not installed)',
+      ],
       ['vol-unbound', 'fs-backup', 'volume policy #4 says fs-backup'],
       ['scratch', 'skip', 'volume policy #3 says skip'],
     ]);
@@ -205,7 +214,7 @@ describe('selectFsBackupVolumes: run-time skips', () => {
     const claimed = new Map(first.newClaims.map((claim) => [claim.pvcKey, claim.podKey]));
     const second = selectFsBackupVolumes(pod('b', { claims: ['data'], annotations: optIn }), context({ claimedPvcs: claimed }));
     expect(second.volumes[0]).toMatchObject({ decision: 'skip', code: 'CORE_VOLUME_PVC_ALREADY_CLAIMED' });
-    expect(second.volumes[0]?.reason).toContain('through pod default/a (one PVB per PVC)');
+    expect(second.volumes[0]?.reason).toContain('through pod default/a (one PVB or snapshot per PVC)');
     expect(second.newClaims).toEqual([]);
   });
 
@@ -242,5 +251,145 @@ describe('selectFsBackupVolumes: run-time skips', () => {
     container.volumeMounts = [];
     container.volumeDevices = [{ name: 'raw', devicePath: '/dev/xvda' }];
     expect(decisions(target, context())).toEqual({ raw: 'skip CORE_VOLUME_BLOCK_MODE', unmounted: 'skip CORE_VOLUME_NOT_MOUNTED' });
+  });
+});
+
+describe('selectFsBackupVolumes: snapshots', () => {
+  const ebs = 'ebs.csi.aws.com';
+  const classes: SnapshotClassInfo[] = [
+    { name: 'ebs-default', driver: ebs, annotations: { 'snapshot.storage.kubernetes.io/is-default-class': 'true' } },
+    { name: 'ebs-other', driver: ebs },
+    { name: 'nfs-snap', driver: 'nfs.csi.k8s.io' },
+  ];
+  const snapshots = (over: Partial<SnapshotContext> = {}): SnapshotContext => ({ volumes: false, moveData: false, classes, ...over });
+  const everything: VolumePolicy[] = [{ conditions: {}, action: { type: 'snapshot' } }];
+
+  it('a policy snapshot takes the driver default class, with its data kept or moved as snapshotMoveData says', () => {
+    for (const moveData of [false, true]) {
+      const [data] = selectFsBackupVolumes(
+        pod('db', { claims: ['data'] }),
+        context({ volumePolicies: everything, snapshots: snapshots({ moveData }) }),
+      ).volumes;
+      expect(data).toMatchObject({
+        decision: 'snapshot',
+        code: 'CORE_VOLUME_POLICY_SNAPSHOT',
+        snapshot: { className: 'ebs-default', driver: ebs, pvName: 'pv-data', volumeMode: 'Filesystem', moveData },
+      });
+      expect(data?.reason).toContain(moveData ? 'its data moved into the repository' : 'the snapshot kept');
+    }
+  });
+
+  it('the PVC annotation stowage.dev/snapshot-move-data overrides snapshotMoveData for its claim; another value is an error naming it', () => {
+    const annotated = (value: string) => (namespace: string, name: string) => {
+      const claim = claims.find((c) => c.metadata.namespace === namespace && c.metadata.name === name);
+      return claim && { ...claim, metadata: { ...claim.metadata, annotations: { 'stowage.dev/snapshot-move-data': value } } };
+    };
+    for (const [value, backupMoves, moved] of [
+      ['false', true, false],
+      ['true', false, true],
+    ] as const) {
+      const [data] = selectFsBackupVolumes(
+        pod('db', { claims: ['data'] }),
+        context({ volumePolicies: everything, snapshots: snapshots({ moveData: backupMoves }), findPvc: annotated(value) }),
+      ).volumes;
+      expect(data).toMatchObject({ decision: 'snapshot', snapshot: { moveData: moved } });
+      expect(data?.reason).toContain(`(PVC annotation stowage.dev/snapshot-move-data: "${value}")`);
+    }
+    const [bad] = selectFsBackupVolumes(
+      pod('db', { claims: ['data'] }),
+      context({ volumePolicies: everything, snapshots: snapshots(), findPvc: annotated('yes') }),
+    ).volumes;
+    expect(bad).toMatchObject({ decision: 'error', code: 'CORE_VOLUME_SNAPSHOT_IMPOSSIBLE' });
+    expect(bad?.reason).toContain('annotation stowage.dev/snapshot-move-data: "yes"; it must be "true" or "false"');
+  });
+
+  it('chooses the class by the PVC annotation, then the class label, then the default; refuses ambiguity and absence', () => {
+    expect(chooseSnapshotClass(ebs, classes, { 'velero.io/csi-volumesnapshot-class': 'ebs-other' })).toMatchObject({
+      className: 'ebs-other',
+    });
+    const labelled = [...classes, { name: 'ebs-backup', driver: ebs, labels: { 'velero.io/csi-volumesnapshot-class': 'true' } }];
+    expect(chooseSnapshotClass(ebs, labelled, undefined)).toMatchObject({ ok: true, className: 'ebs-backup' });
+    const twice = [...labelled, { name: 'ebs-backup-2', driver: ebs, labels: { 'stowage.dev/csi-volumesnapshot-class': 'true' } }];
+    expect(chooseSnapshotClass(ebs, twice, undefined)).toMatchObject({ ok: true, className: 'ebs-backup-2' });
+    const ambiguous = [...twice, { name: 'ebs-backup-3', driver: ebs, labels: { 'stowage.dev/csi-volumesnapshot-class': 'true' } }];
+    expect(chooseSnapshotClass(ebs, ambiguous, undefined)).toMatchObject({ ok: false });
+    expect(chooseSnapshotClass(ebs, classes, { 'stowage.dev/csi-volumesnapshot-class': 'nfs-snap' })).toMatchObject({
+      ok: false,
+      message: expect.stringContaining('which is for driver nfs.csi.k8s.io'),
+    });
+    expect(chooseSnapshotClass('pd.csi.storage.gke.io', classes, undefined)).toEqual({
+      ok: false,
+      message: 'no VolumeSnapshotClass exists for its CSI driver pd.csi.storage.gke.io',
+    });
+  });
+
+  it('a volume the policy says to snapshot but that cannot be is an error naming why, never a skip', () => {
+    const onlyNfsClass = snapshots({ classes: [{ name: 'nfs-snap', driver: 'nfs.csi.k8s.io' }] });
+    const result = selectFsBackupVolumes(
+      pod('db', { claims: ['data', 'nfs-share', 'unbound'], volumes: [{ name: 'scratch', emptyDir: {} }] }),
+      context({ volumePolicies: everything, snapshots: onlyNfsClass }),
+    ).volumes;
+    expect(result.map((v) => [v.volume, v.decision, v.code])).toEqual([
+      ['vol-data', 'error', 'CORE_VOLUME_SNAPSHOT_IMPOSSIBLE'],
+      ['vol-nfs-share', 'error', 'CORE_VOLUME_SNAPSHOT_IMPOSSIBLE'],
+      ['vol-unbound', 'error', 'CORE_VOLUME_SNAPSHOT_IMPOSSIBLE'],
+      ['scratch', 'error', 'CORE_VOLUME_SNAPSHOT_IMPOSSIBLE'],
+    ]);
+    expect(result.map((v) => v.reason)).toEqual([
+      'cannot be snapshotted (volume policy #1 says snapshot): no VolumeSnapshotClass exists for its CSI driver ebs.csi.aws.com',
+      'cannot be snapshotted (volume policy #1 says snapshot): PersistentVolume pv-nfs-share is not a CSI volume',
+      'cannot be snapshotted (volume policy #1 says snapshot): PVC default/unbound is not bound to a PersistentVolume',
+      'cannot be snapshotted (volume policy #1 says snapshot): only PVC-backed volumes can be snapshotted',
+    ]);
+    const moved = selectFsBackupVolumes(
+      pod('db', { claims: ['data'] }),
+      context({ volumePolicies: everything, snapshots: snapshots({ moveData: true }), nodesWithAgent: new Set() }),
+    ).volumes[0];
+    expect(moved?.reason).toContain('no node agent runs to move its data');
+  });
+
+  it('snapshotVolumes snapshots the PVC-backed volumes nothing chose fs-backup for; fs-backup choices stay', () => {
+    const target = pod('db', {
+      claims: ['data', 'big'],
+      volumes: [{ name: 'scratch', emptyDir: {} }],
+      annotations: { 'backup.velero.io/backup-volumes': 'vol-big' },
+    });
+    expect(decisions(target, context({ snapshots: snapshots({ volumes: true }) }))).toEqual({
+      'vol-data': 'snapshot CORE_VOLUME_SNAPSHOT_VOLUMES',
+      'vol-big': 'fs-backup CORE_VOLUME_OPTED_IN',
+      scratch: 'skip CORE_VOLUME_NOT_OPTED_IN',
+    });
+    const optedOut = pod('db', { claims: ['data'], annotations: { 'backup.velero.io/backup-volumes-excludes': 'vol-data' } });
+    expect(decisions(optedOut, context({ spec: { defaultVolumesToFsBackup: true }, snapshots: snapshots({ volumes: true }) }))).toEqual({
+      'vol-data': 'snapshot CORE_VOLUME_SNAPSHOT_VOLUMES',
+    });
+    expect(decisions(target, context({ snapshots: snapshots({ volumes: false }) }))['vol-data']).toBe('skip CORE_VOLUME_NOT_OPTED_IN');
+  });
+
+  it('a block-mode volume chosen for fs-backup is snapshotted with snapshotVolumes, else skipped with a hint', () => {
+    const block = pod('db', { claims: ['data'], annotations: { 'backup.velero.io/backup-volumes': 'vol-data' } });
+    block.spec.containers[0]!.volumeMounts = [];
+    block.spec.containers[0]!.volumeDevices = [{ name: 'vol-data', devicePath: '/dev/xvdb' }];
+    expect(decisions(block, context({ snapshots: snapshots({ volumes: true }) }))).toEqual({
+      'vol-data': 'snapshot CORE_VOLUME_BLOCK_MODE_SNAPSHOT',
+    });
+    const skipped = selectFsBackupVolumes(block, context()).volumes[0];
+    expect(skipped).toMatchObject({ decision: 'skip', code: 'CORE_VOLUME_BLOCK_MODE' });
+    expect(skipped?.reason).toContain('snapshotVolumes: true');
+  });
+
+  it('takes one snapshot per PVC: the second pod mounting it stands by', () => {
+    const claimed = new Map<string, string>();
+    const first = selectFsBackupVolumes(
+      pod('a', { claims: ['data'] }),
+      context({ volumePolicies: everything, snapshots: snapshots(), claimedPvcs: claimed }),
+    );
+    for (const claim of first.newClaims) claimed.set(claim.pvcKey, claim.podKey);
+    const second = selectFsBackupVolumes(
+      pod('b', { claims: ['data'] }),
+      context({ volumePolicies: everything, snapshots: snapshots(), claimedPvcs: claimed }),
+    );
+    expect(first.volumes[0]?.decision).toBe('snapshot');
+    expect(second.volumes[0]).toMatchObject({ decision: 'skip', code: 'CORE_VOLUME_PVC_ALREADY_CLAIMED' });
   });
 });

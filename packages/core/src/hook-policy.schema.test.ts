@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { backupHookTargets } from './backup-hooks.js';
-import { type BackupLevelHook, validateBackupRequest } from './backup-spec.schema.js';
+import type { BackupLevelHook } from './backup-spec.js';
+import { validateBackupRequest } from './backup-spec.schema.js';
 import { resolvePodHooks } from './hooks.js';
 import type { Pod } from './kube-types.js';
 

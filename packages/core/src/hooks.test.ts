@@ -143,7 +143,12 @@ describe('resolvePodHooks: annotations', () => {
   it.each<[string, Record<string, string>, Partial<ResolvedHook>, string]>([
     ['a bad timeout', { 'pre.hook.backup.velero.io/timeout': 'abc' }, { timeoutMs: 30_000 }, 'pre.hook.backup.velero.io/timeout'],
     ['a bad on-error', { 'pre.hook.backup.velero.io/on-error': 'Maybe' }, { onError: 'Fail' }, 'pre.hook.backup.velero.io/on-error'],
-    ['a timeout over 4h', { 'pre.hook.backup.velero.io/timeout': '5h' }, { timeoutMs: 4 * 3_600_000 }, 'pre.hook.backup.velero.io/timeout'],
+    [
+      'a timeout over the 30m cap',
+      { 'pre.hook.backup.velero.io/timeout': '5h' },
+      { timeoutMs: 30 * 60_000 },
+      'pre.hook.backup.velero.io/timeout',
+    ],
     [
       'a broken JSON command',
       { 'pre.hook.backup.velero.io/command': '["a", ' },
@@ -155,6 +160,22 @@ describe('resolvePodHooks: annotations', () => {
     expect(result.hooks[0]).toMatchObject(expected);
     expect(result.warnings).toHaveLength(1);
     expect(result.warnings[0]).toMatchObject({ code: 'CORE_HOOK_ANNOTATION_INVALID', annotation });
+  });
+
+  it("holds a timeout annotation to the operator's cap: at it as asked, over it clamped with a warning naming the limit", () => {
+    const withTimeout = (timeout: string) =>
+      dbPod({ 'pre.hook.backup.velero.io/command': 'x', 'pre.hook.backup.velero.io/timeout': timeout });
+    const atCap = resolvePodHooks(withTimeout('30m'), specHooks, 'pre');
+    expect(atCap.hooks[0]?.timeoutMs).toBe(30 * 60_000);
+    expect(atCap.warnings).toEqual([]);
+    const over = resolvePodHooks(withTimeout('2h'), specHooks, 'pre', 60 * 60_000);
+    expect(over.hooks[0]?.timeoutMs).toBe(60 * 60_000);
+    expect(over.warnings).toEqual([
+      expect.objectContaining({ annotation: 'pre.hook.backup.velero.io/timeout', message: expect.stringContaining('1h0m0s limit') }),
+    ]);
+    // A raised cap lets a longer one through, never past Velero's 4h.
+    expect(resolvePodHooks(withTimeout('2h'), specHooks, 'pre', 3 * 3_600_000).hooks[0]?.timeoutMs).toBe(2 * 3_600_000);
+    expect(resolvePodHooks(withTimeout('9h'), specHooks, 'pre', 10 * 3_600_000).hooks[0]?.timeoutMs).toBe(4 * 3_600_000);
   });
 
   it('marks an annotation hook on a missing container invalid', () => {

@@ -1,5 +1,5 @@
 /*
- * Hook resolution per pod and phase (DESIGN §3, Velero §5):
+ * Hook resolution per pod and phase (docs/architecture.md#hooks, Velero's: docs/velero.md#hooks):
  * - annotations `pre.hook.backup.velero.io/{command,container,on-error,timeout}` and `post.…`;
  *   the legacy un-prefixed `hook.backup.velero.io/*` keys are the pre hook when there is no
  *   `pre.` command (all four legacy keys are then read, as Velero does);
@@ -17,11 +17,12 @@ import {
   type BackupResourceHookSpec,
   type BackupSpec,
   DEFAULT_HOOK_TIMEOUT_MS,
+  DEFAULT_MAX_HOOK_TIMEOUT_MS,
   type HookExecutionPolicy,
   type HookOnError,
   type HookRetries,
   MAX_HOOK_TIMEOUT_MS,
-} from './backup-spec.schema.js';
+} from './backup-spec.js';
 import { formatDuration, parseDuration } from './duration.js';
 import { CORE_ERROR_CODES } from './errors.js';
 import type { Pod } from './kube-types.js';
@@ -121,7 +122,7 @@ function resolveContainer(pod: Pod, requested: string | null): { container: stri
   return { container: requested, invalid: null };
 }
 
-function annotationHook(pod: Pod, phase: HookPhase, warnings: HookWarning[]): ResolvedHook | null {
+function annotationHook(pod: Pod, phase: HookPhase, warnings: HookWarning[], maxTimeoutMs: number): ResolvedHook | null {
   const annotations = pod.metadata.annotations ?? {};
   let prefix = ANNOTATION_PREFIX[phase];
   let commandValue = annotations[`${prefix}command`];
@@ -159,12 +160,13 @@ function annotationHook(pod: Pod, phase: HookPhase, warnings: HookWarning[]): Re
       );
     } else if (parsed.ms < 0) {
       warn('timeout', `${JSON.stringify(timeoutValue)} is negative; using ${formatDuration(DEFAULT_HOOK_TIMEOUT_MS)}`);
-    } else if (parsed.ms > MAX_HOOK_TIMEOUT_MS) {
+    } else if (parsed.ms > maxTimeoutMs) {
+      // A pod's annotation is not a request we can refuse: the hook runs, held to the operator's cap.
       warn(
         'timeout',
-        `${JSON.stringify(timeoutValue)} is longer than the ${formatDuration(MAX_HOOK_TIMEOUT_MS)} limit; using ${formatDuration(MAX_HOOK_TIMEOUT_MS)}`,
+        `${JSON.stringify(timeoutValue)} is longer than the ${formatDuration(maxTimeoutMs)} limit on hook timeouts (STOWAGE_MAX_HOOK_TIMEOUT); using ${formatDuration(maxTimeoutMs)}`,
       );
-      timeoutMs = MAX_HOOK_TIMEOUT_MS;
+      timeoutMs = maxTimeoutMs;
     } else if (parsed.ms > 0) {
       timeoutMs = parsed.ms;
     }
@@ -183,8 +185,17 @@ export function hookSpecAppliesToPod(hookSpec: BackupResourceHookSpec, pod: Pod)
   return true;
 }
 
-/** The hooks to run in `pod` for `phase`, in order, with warnings about annotation values. */
-export function resolvePodHooks(pod: Pod, spec: Pick<BackupSpec, 'hooks'>, phase: HookPhase): PodHookResolution {
+/**
+ * The hooks to run in `pod` for `phase`, in order, with warnings about annotation values. A
+ * timeout annotation longer than `maxTimeoutMs` (the operator's cap on hook timeouts, which a spec
+ * is held to with a 400) is clamped to it, with a warning.
+ */
+export function resolvePodHooks(
+  pod: Pod,
+  spec: Pick<BackupSpec, 'hooks'>,
+  phase: HookPhase,
+  maxTimeoutMs: number = DEFAULT_MAX_HOOK_TIMEOUT_MS,
+): PodHookResolution {
   const podPhase = pod.status?.phase;
   if (podPhase === 'Succeeded' || podPhase === 'Failed') {
     return {
@@ -196,7 +207,7 @@ export function resolvePodHooks(pod: Pod, spec: Pick<BackupSpec, 'hooks'>, phase
     };
   }
   const warnings: HookWarning[] = [];
-  const fromAnnotation = annotationHook(pod, phase, warnings);
+  const fromAnnotation = annotationHook(pod, phase, warnings, Math.min(maxTimeoutMs, MAX_HOOK_TIMEOUT_MS));
   if (fromAnnotation) return { status: 'resolved', hooks: [fromAnnotation], warnings };
 
   const hooks: ResolvedHook[] = [];

@@ -1,5 +1,5 @@
 /*
- * ItemBlock grouping (DESIGN §3): a pod pulls in the PVCs it mounts; a bound PVC pulls in its PV
+ * ItemBlock grouping (docs/architecture.md#itemblocks): a pod pulls in the PVCs it mounts; a bound PVC pulls in its PV
  * and every running pod that mounts it. Blocks are the connected components of "pod mounts PVC"
  * and "PVC is bound to PV" among the items that are in the backup, so pods sharing a PVC always
  * share a block — also when one of them is not running (it seeds the block itself; Velero's
@@ -12,7 +12,7 @@
  * (path halving, union by size) — no pod × PVC scan (Velero issue #9169). Ids and order are
  * derived from item keys only, never from input order.
  */
-import type { BackupSpec } from './backup-spec.schema.js';
+import type { BackupSpec } from './backup-spec.js';
 import { CORE_ERROR_CODES } from './errors.js';
 import { hashParts } from './hash.js';
 import { claimNameOfVolume, isPodRunning, type KubeObject, type PersistentVolumeClaim, type Pod } from './kube-types.js';
@@ -21,6 +21,7 @@ import {
   groupResourceOf,
   isItemIncluded,
   isRelatedItemIncluded,
+  NEVER_BACKUP_LABEL,
   type SelectableItem,
   type SelectionSpec,
   selectsEverything,
@@ -48,7 +49,8 @@ export interface GroupingWarning {
   code:
     | typeof CORE_ERROR_CODES.CORE_GROUPING_PVC_NOT_FOUND
     | typeof CORE_ERROR_CODES.CORE_GROUPING_PV_NOT_FOUND
-    | typeof CORE_ERROR_CODES.CORE_GROUPING_DUPLICATE_ITEM;
+    | typeof CORE_ERROR_CODES.CORE_GROUPING_DUPLICATE_ITEM
+    | typeof CORE_ERROR_CODES.CORE_GROUPING_NEVER_BACKUP;
   itemKey: string;
   message: string;
 }
@@ -152,11 +154,11 @@ interface ItemIndex<T extends ClusterItem> {
  * group-resources contain no '/' (true of every valid Kubernetes object); otherwise null is
  * returned and the caller retries with `byKey`, which compares whole keys.
  */
-function indexItems<T extends ClusterItem>(
+function* indexItems<T extends ClusterItem>(
   items: readonly T[],
   spec: SelectionSpec | BackupSpec,
   byKey: Set<string> | null,
-): ItemIndex<T> | null {
+): Generator<void, ItemIndex<T> | null, void> {
   const total = items.length;
   const nodes: T[] = [];
   const keys: string[] = [];
@@ -181,7 +183,11 @@ function indexItems<T extends ClusterItem>(
   const probe: SelectableItem = { group: '', resource: '', namespaced: true, namespace: null, name: '' };
   const everything = selectsEverything(spec);
 
+  let seen = 0;
   for (const item of items) {
+    // The selection below is the costly part (a spec at its bounds tests thousands of selector
+    // terms per item): a step ends every ITEMS_PER_STEP items.
+    if (++seen % ITEMS_PER_STEP === 0) yield;
     const meta = item.object.metadata;
     const name = meta.name;
     const namespace = item.namespaced ? (meta.namespace ?? '') : '';
@@ -253,6 +259,14 @@ function indexItems<T extends ClusterItem>(
 
     if (meta.deletionTimestamp) {
       state[i] = 3;
+    } else if (meta.labels?.[NEVER_BACKUP_LABEL] === 'true') {
+      // Stowage's own key or credentials: never in a backup, not even pulled in; said, not silent.
+      state[i] = 2;
+      warnings.push({
+        code: CORE_ERROR_CODES.CORE_GROUPING_NEVER_BACKUP,
+        itemKey: key,
+        message: `${key} is left out: it carries ${NEVER_BACKUP_LABEL}=true (Stowage's own key or credentials are never stored beside the backups they protect)`,
+      });
     } else if (everything) {
       // no filters: only the exclude label decides, without filling the probe
       if (meta.labels?.[EXCLUDE_FROM_BACKUP_LABEL] === 'true') {
@@ -347,8 +361,33 @@ export function groupItemBlocks<T extends ClusterItem>(
   spec: SelectionSpec | BackupSpec,
   options: GroupingOptions = {},
 ): GroupingResult<T> {
+  return runSteps(groupItemBlocksInSteps(items, spec, options));
+}
+
+/** Items selected between two steps of groupItemBlocksInSteps. */
+const ITEMS_PER_STEP = 128;
+
+/** Runs a stepwise computation to its end in one go. */
+export function runSteps<R>(steps: Generator<void, R, void>): R {
+  for (;;) {
+    const next = steps.next();
+    if (next.done) return next.value;
+  }
+}
+
+/**
+ * groupItemBlocks in steps: the generator yields between steps (every few hundred items
+ * selected, every few thousand related) and returns the result, so a caller that must not hold
+ * its thread for long (the api planning a backup) can let other work run in between. Pure: when
+ * to pause is the caller's decision (a clock is not core's).
+ */
+export function* groupItemBlocksInSteps<T extends ClusterItem>(
+  items: readonly T[],
+  spec: SelectionSpec | BackupSpec,
+  options: GroupingOptions = {},
+): Generator<void, GroupingResult<T>, void> {
   const batchSize = Math.max(1, Math.floor(options.unrelatedBatchSize ?? 1));
-  const index = indexItems(items, spec, null) ?? (indexItems(items, spec, new Set()) as ItemIndex<T>);
+  const index = (yield* indexItems(items, spec, null)) ?? ((yield* indexItems(items, spec, new Set())) as ItemIndex<T>);
   const { nodes, keys, ranks, namespaces, state, queue, warnings, pvByName } = index;
   const { claimStart, claimEnd, claimNames, claimPvc, mounterHead, mounterNext, mounterPod } = index;
   const count = nodes.length;
@@ -389,6 +428,7 @@ export function groupItemBlocks<T extends ClusterItem>(
   };
 
   for (let head = 0; head < queue.length; head++) {
+    if (head % (ITEMS_PER_STEP * 16) === ITEMS_PER_STEP * 16 - 1) yield;
     const i = queue[head] as number;
     const rank = ranks[i];
     if (rank === RANK_POD) {

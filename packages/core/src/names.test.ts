@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
+  backupHooksJobId,
   blockJobId,
   explainDns1123Label,
   finalizeJobId,
@@ -89,6 +90,15 @@ describe('job ids', () => {
   it('a post-hooks job id is told from the other job ids of its backup', () => {
     expect(ids.map((id) => isPostHooksJobIdOf('nightly', id))).toEqual([false, false, false, true, false]);
     expect(isPostHooksJobIdOf('night', postHooksJobId('nightly', 'blk-0011'))).toBe(false);
+  });
+
+  it('a backup-level hooks job has one id per backup and phase, never taken for a post-hooks job', () => {
+    expect([backupHooksJobId('nightly', 'pre'), backupHooksJobId('nightly', 'post')]).toEqual([
+      'nightly.backup-hooks.pre',
+      'nightly.backup-hooks.post',
+    ]);
+    expect(isPostHooksJobIdOf('nightly', backupHooksJobId('nightly', 'post'))).toBe(false);
+    expect(ids).not.toContain(backupHooksJobId('nightly', 'pre'));
   });
 
   it('never contain ":" and are never all digits, even for a numeric backup name', () => {

@@ -53,6 +53,18 @@ export function pvbName(backupName: string, podUid: string, volumeName: string):
 }
 
 /**
+ * Deterministic name of the objects one snapshotted volume of a backup gets — its VolumeSnapshot
+ * (in the pod's namespace), and with data movement its DataUpload and the temporary claim and pod
+ * that expose the snapshot (in Stowage's namespace): `<backup prefix>-<16 hex>` over backup name,
+ * pod uid and volume name, with a kind of its own (`vs`) so it never equals the volume's PVB name.
+ */
+export function volumeSnapshotName(backupName: string, podUid: string, volumeName: string): string {
+  const hash = hashParts('vs', backupName, podUid, volumeName).slice(0, PVB_HASH_LENGTH);
+  const prefix = trimFragment(toLabelFragment(backupName), DNS1123_LABEL_MAX_LENGTH - PVB_HASH_LENGTH - 1);
+  return prefix.length > 0 ? `${prefix}-${hash}` : `vs-${hash}`;
+}
+
+/**
  * Deterministic PodVolumeRestore name: `<restore prefix>-<16 hex>`, the hash over restore name,
  * restored pod uid and volume name (the contract's `<restore>-<short hash of pod uid + volume>`),
  * so a re-run restore-items job recreates the same PVR (409 = already there).
@@ -108,6 +120,14 @@ export function blockJobId(backupName: string, blockId: string): string {
 /** `<backup>.<blockId>.post-hooks` — the block's post-hooks job (parent of item-block and pvb-watch jobs). */
 export function postHooksJobId(backupName: string, blockId: string): string {
   return jobId(['backup name', backupName], ['block id', blockId], ['suffix', 'post-hooks']);
+}
+
+/**
+ * `<backup>.backup-hooks.<phase>` — the job that runs the backup-level hooks of one phase
+ * (`pre`, `post`) in a backup worker: a child of plan (pre) or finalize (post).
+ */
+export function backupHooksJobId(backupName: string, phase: 'pre' | 'post'): string {
+  return jobId(['backup name', backupName], ['suffix', 'backup-hooks'], ['phase', phase]);
 }
 
 /**

@@ -65,6 +65,7 @@ describe('decideFinalPhase', () => {
     pvbsCanceled: 0,
     podsSkippedByHooks: 0,
     otherErrors: 0,
+    typesNotRead: 0,
   };
 
   it.each<[string, Partial<BackupOutcomeCounters>, string, RegExp | null]>([
@@ -81,6 +82,12 @@ describe('decideFinalPhase', () => {
     ['the fs-backup deadline canceled PVBs', { pvbsCanceled: 1 }, 'PartiallyFailed', /canceled/],
     ['an item write failed', { itemWriteFailures: 1, itemsBackedUp: 9 }, 'PartiallyFailed', /could not be written/],
     ['another error', { otherErrors: 1 }, 'PartiallyFailed', /other error/],
+    [
+      'a type could not be listed (403): only warnings, yet not Completed',
+      { typesNotRead: 1 },
+      'PartiallyFailed',
+      /1 resource type\(s\) could not be read/,
+    ],
     ['a fatal error', { fatalErrors: 1, hooksFailed: 3 }, 'Failed', /fatal/],
     ['nothing could be backed up', { itemsBackedUp: 0, itemWriteFailures: 10 }, 'Failed', /none of the 10/],
     ['canceled by the user, whatever else happened', { canceled: true, fatalErrors: 1, pvbsCanceled: 3 }, 'Canceled', /canceled/],

@@ -48,7 +48,7 @@ const BLOCK_TRANSITIONS: Record<BlockState, readonly BlockState[]> = {
   Pending: ['InProgress', 'Failed', 'Canceled'],
   // no PVBs → straight to post hooks
   InProgress: ['WaitingForPvbs', 'RunningPostHooks', 'Completed', 'PartiallyFailed', 'Failed', 'Canceled'],
-  // post hooks still run after a cancel/deadline (DESIGN §3), so no direct cancel from here
+  // post hooks still run after a cancel/deadline (docs/architecture.md#the-hook-ordering-contract), so no direct cancel from here
   WaitingForPvbs: ['RunningPostHooks'],
   RunningPostHooks: ['Completed', 'PartiallyFailed', 'Failed', 'Canceled'],
   Completed: [],
@@ -136,6 +136,11 @@ export interface BackupOutcomeCounters {
   podsSkippedByHooks: number;
   /** Any other error recorded in the backup's results (e.g. a PVB that could not be created). */
   otherErrors: number;
+  /**
+   * Resource types the API server would not let the plan read (403): each is a warning naming the
+   * type and the permission, and their items are missing, so the backup is not Completed.
+   */
+  typesNotRead: number;
 }
 
 export type FinalBackupPhase = Extract<BackupPhase, 'Completed' | 'PartiallyFailed' | 'Failed' | 'Canceled'>;
@@ -147,9 +152,9 @@ export interface FinalPhaseDecision {
 }
 
 /**
- * The final phase (DESIGN §3): canceled → Canceled; a fatal error, or items to back up and none
+ * The final phase (docs/architecture.md#backup-phases): canceled → Canceled; a fatal error, or items to back up and none
  * written, → Failed; any hook failure, failed or deadline-canceled PVB, failed item write, pod
- * skipped by a failing pre hook or other error → PartiallyFailed; otherwise Completed.
+ * skipped by a failing pre hook, other error or resource type the API server would not let it read → PartiallyFailed; otherwise Completed.
  */
 export function decideFinalPhase(counters: BackupOutcomeCounters): FinalPhaseDecision {
   if (counters.canceled) return { phase: 'Canceled', reasons: ['the backup was canceled'] };
@@ -165,6 +170,8 @@ export function decideFinalPhase(counters: BackupOutcomeCounters): FinalPhaseDec
   if (counters.pvbsFailed > 0) partial.push(`${counters.pvbsFailed} pod volume backup(s) failed`);
   if (counters.pvbsCanceled > 0) partial.push(`${counters.pvbsCanceled} pod volume backup(s) were canceled`);
   if (counters.otherErrors > 0) partial.push(`${counters.otherErrors} other error(s) were recorded`);
+  if (counters.typesNotRead > 0)
+    partial.push(`${counters.typesNotRead} resource type(s) could not be read (forbidden: see the warnings for the types and permissions)`);
   if (partial.length > 0) return { phase: 'PartiallyFailed', reasons: partial };
   return { phase: 'Completed', reasons: [] };
 }

@@ -1,5 +1,5 @@
 /*
- * Core stays pure (DESIGN §6): its source imports only relative modules and zod, and touches no
+ * Core stays pure (docs/architecture.md#core-is-pure): its source imports only relative modules and zod, and touches no
  * process environment, clock or randomness. This test reads the sources, so it lives here and
  * not in core itself.
  */

@@ -10,7 +10,10 @@
  * - Label selection: `labelSelector` or any of `orLabelSelectors` must match. It applies to the
  *   items listed for the backup, NOT to items pulled in by a relation (a pod's PVC, a PVC's PV),
  *   as in Velero, where related items only pass the namespace/resource checks.
- * - `velero.io/exclude-from-backup=true` on an item always excludes it.
+ * - `velero.io/exclude-from-backup=true` on an item always excludes it; so does
+ *   `stowage.dev/never-backup=true`, which the deployment puts on Stowage's own key and credential
+ *   Secrets: a backup never holds the key to its own repository (SECURITY.md). Grouping records
+ *   each such item as a warning, never silently.
  * - Cluster-scoped items (`includeClusterResources`):
  *     true  → listed like any other item;
  *     null  → listed only when the backup covers every namespace (no include restriction, no
@@ -26,8 +29,8 @@
  *   the backup covers every namespace and every namespace-scoped resource. Cluster-scoped items
  *   pulled in by a relation (a PVC's PV) are kept unless the cluster excludes name them.
  */
-import type { BackupSpec } from './backup-spec.schema.js';
-import { isGlob, matchGlob } from './glob.js';
+import type { BackupSpec } from './backup-spec.js';
+import { globListMatcher, isGlob } from './glob.js';
 import { matchesLabelSelector } from './label-selector.js';
 
 export interface SelectableItem {
@@ -57,9 +60,12 @@ export type SelectionSpec = NamespaceFilter &
   Pick<BackupSpec, 'includeClusterResources' | 'labelSelector' | 'orLabelSelectors'>;
 
 export const EXCLUDE_FROM_BACKUP_LABEL = 'velero.io/exclude-from-backup';
+/** On Stowage's key and credential Secrets: left out of every backup, whatever its filters (SECURITY.md). */
+export const NEVER_BACKUP_LABEL = 'stowage.dev/never-backup';
 
 export type ExclusionReason =
   | 'exclude-label'
+  | 'never-backup-label'
   | 'resource-excluded'
   | 'namespace-excluded'
   | 'cluster-scoped-not-included'
@@ -185,10 +191,22 @@ export function isNamespaceIncluded(namespace: string, filter: NamespaceFilter):
   return included;
 }
 
+/** Each namespace list's matcher, by the list's identity (as namespaceDecisions). */
+const namespaceListMatchers = new WeakMap<readonly string[], (namespace: string) => boolean>();
+
+function anyPatternMatches(patterns: readonly string[], namespace: string): boolean {
+  let matcher = namespaceListMatchers.get(patterns);
+  if (!matcher) {
+    matcher = globListMatcher(patterns);
+    namespaceListMatchers.set(patterns, matcher);
+  }
+  return matcher(namespace);
+}
+
 function decideNamespace(namespace: string, filter: NamespaceFilter): boolean {
-  if (filter.excludedNamespaces.some((pattern) => matchGlob(pattern, namespace))) return false;
+  if (anyPatternMatches(filter.excludedNamespaces, namespace)) return false;
   if (includesEverything(filter.includedNamespaces)) return true;
-  return filter.includedNamespaces.some((pattern) => matchGlob(pattern, namespace));
+  return anyPatternMatches(filter.includedNamespaces, namespace);
 }
 
 /** True when the backup covers every namespace (Velero's `IncludeEverything`). */
@@ -261,6 +279,7 @@ function isNamespaceObject(item: SelectableItem): boolean {
 
 /** Filters shared by listed and related items: the exclude label, resources, namespaces. */
 function scopeExclusion(item: SelectableItem, spec: SelectionSpec): ExclusionReason | null {
+  if (item.labels?.[NEVER_BACKUP_LABEL] === 'true') return 'never-backup-label';
   if (item.labels?.[EXCLUDE_FROM_BACKUP_LABEL] === 'true') return 'exclude-label';
   if (!isResourceIncluded(item, spec)) return 'resource-excluded';
   if (item.namespaced) {

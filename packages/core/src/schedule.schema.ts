@@ -6,9 +6,12 @@
  * Every problem is reported at once, each with its JSON path.
  */
 import { CronExpressionParser } from 'cron-parser';
-import { type BackupSpec, type BackupSpecDefaults, type ValidationProblem, validateBackupRequest } from './backup-spec.schema.js';
+import { z } from 'zod';
+import type { BackupSpec, BackupSpecDefaults } from './backup-spec.js';
+import { backupSpecSchema, validateBackupRequest } from './backup-spec.schema.js';
 import { parseDuration } from './duration.js';
 import { explainDns1123Label } from './names.js';
+import type { ValidationProblem } from './spec-validation.js';
 
 /** When a schedule fires: a cron pattern in a time zone, or a fixed interval. */
 export type ScheduleTiming = { kind: 'cron'; pattern: string; timeZone: string } | { kind: 'every'; everyMs: number };
@@ -94,6 +97,9 @@ export function nextScheduleTick(timing: ScheduleTiming, afterMs: number): numbe
     .getTime();
 }
 
+/** The label every backup a schedule started carries, naming the schedule (Velero's `velero.io/schedule-name`). */
+export const SCHEDULE_NAME_LABEL = 'stowage.dev/schedule-name';
+
 /** `<schedule>-<yyyyMMddHHmmss>` of the tick in UTC, as Velero names scheduled backups: one name per tick. */
 export function scheduledBackupName(scheduleName: string, tickMs: number): string {
   const iso = new Date(tickMs).toISOString(); // 2026-12-04T03:00:05.000Z
@@ -113,7 +119,19 @@ function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-const SPEC_FIELDS = ['schedule', 'template', 'paused', 'skipImmediately'];
+/**
+ * The schedule spec's shape, for what is generated from it (the CRDs' OpenAPI schemas) and for the
+ * fields `validateScheduleRequest` accepts; the validation itself is that function's (cron
+ * expressions, every problem with its path).
+ */
+export const scheduleSpecSchema = z.strictObject({
+  schedule: z.string(),
+  template: backupSpecSchema,
+  paused: z.boolean().optional(),
+  skipImmediately: z.boolean().optional(),
+});
+
+const SPEC_FIELDS = Object.keys(scheduleSpecSchema.shape);
 
 /**
  * Validates a schedule request `{name, spec: {schedule, template, paused?, skipImmediately?}}`

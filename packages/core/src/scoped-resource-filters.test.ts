@@ -8,13 +8,9 @@
  */
 import { describe, expect, it } from 'vitest';
 import { specOf } from '../test/builders.js';
-import {
-  applyIncludeExcludePolicy,
-  type IncludeExcludePolicy,
-  validateBackupRequest,
-  validateResourcePolicies,
-} from './backup-spec.schema.js';
+import { validateBackupRequest } from './backup-spec.schema.js';
 import { addsCrdsOfCustomResources } from './related-items.js';
+import { applyIncludeExcludePolicy, type IncludeExcludePolicy, validateResourcePolicies } from './resource-policy.schema.js';
 import {
   clusterScopedListed,
   isItemIncluded,

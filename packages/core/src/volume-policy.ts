@@ -1,6 +1,6 @@
 /*
  * Velero-compatible volume policies (`resourcePolicy` → `volumePolicies[]`): types, the list of
- * volume source types, and condition matching. Validation lives in backup-spec.schema.ts.
+ * volume source types, and condition matching. Validation lives in resource-policy.schema.ts.
  */
 import { parseQuantity } from './quantity.js';
 

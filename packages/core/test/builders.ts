@@ -1,5 +1,5 @@
 /** Small builders for core tests: plain objects shaped like what client-node returns. */
-import type { BackupSpec } from '../src/backup-spec.schema.js';
+import type { BackupSpec } from '../src/backup-spec.js';
 import { validateBackupRequest } from '../src/backup-spec.schema.js';
 import type { ClusterItem } from '../src/item-blocks.js';
 import type { PersistentVolume, PersistentVolumeClaim, Pod, PodVolume } from '../src/kube-types.js';

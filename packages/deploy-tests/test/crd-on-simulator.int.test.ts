@@ -6,7 +6,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KUBECTL_HINT, REPO_ROOT, runTool } from './run-tool.js';
 
 // The CRD files as an operator applies them, through kubectl, to the simulator (a real HTTP API server).
-const CRD_FILES = ['k8s/base/crd-podvolumebackups.yaml', 'k8s/base/crd-podvolumerestores.yaml'].map((file) => join(REPO_ROOT, file));
+const CRD_FILES = [
+  'podvolumebackups',
+  'podvolumerestores',
+  'backups',
+  'clusterbackups',
+  'restores',
+  'clusterrestores',
+  'schedules',
+  'clusterschedules',
+].map((plural) => join(REPO_ROOT, `k8s/base/crd-${plural}.yaml`));
 
 let sim: Simulator;
 let dir: string;
@@ -115,5 +124,70 @@ describe('k8s/base/crd-podvolumerestores.yaml applied to the simulator', () => {
     expect(rejected.stderr).toMatch(/spec\.pod\.uid/);
     const lookup = await kubectl('get', 'pvr', '-n', 'stowage', 'broken-pvr-1');
     expect(lookup.exitCode).not.toBe(0);
+  });
+});
+
+describe('the stowage.dev/v1 CRDs (generated from core’s spec schemas) applied to the simulator', () => {
+  const backup = (name: string, spec: Record<string, unknown>) => ({
+    apiVersion: 'stowage.dev/v1',
+    kind: 'Backup',
+    metadata: { name, namespace: 'shop' },
+    spec,
+  });
+
+  it('accepts a Backup as Velero users write one, label selector and hooks included', async () => {
+    const spec = {
+      labelSelector: { matchLabels: { app: 'postgres' } },
+      defaultVolumesToFsBackup: true,
+      ttl: '72h',
+      hooks: { resources: [{ name: 'freeze', pre: [{ exec: { command: ['/bin/freeze'], onError: 'Fail', timeout: '30s' } }] }] },
+      serviceAccountName: 'backup-operator',
+    };
+    const created = await applyManifest('valid-backup', backup('nightly', spec));
+    expect(created.stderr).toBe('');
+    expect(created.exitCode).toBe(0);
+    const stored = await kubectl('get', 'backups.stowage.dev', '-n', 'shop', 'nightly', '-o', 'json');
+    expect((JSON.parse(stored.stdout) as { spec: unknown }).spec).toEqual(spec);
+  });
+
+  it('rejects at apply what the schema can say, naming each field: types, enums, selector operators, typos', async () => {
+    const rejected = await applyManifest(
+      'invalid-backup',
+      backup('broken', {
+        ttl: 72,
+        snapshotVolumes: 'yes',
+        labelSelector: { matchExpressions: [{ key: 'app', operator: 'Equals' }] },
+        hooks: { resources: [{ name: 'freeze', pre: [{ exec: { command: ['/bin/freeze'], onError: 'Sometimes' } }] }] },
+      }),
+    );
+    expect(rejected.exitCode).not.toBe(0);
+    expect(rejected.stderr).toMatch(/spec\.ttl/);
+    expect(rejected.stderr).toMatch(/spec\.snapshotVolumes/);
+    expect(rejected.stderr).toMatch(/spec\.labelSelector\.matchExpressions\[0\]\.operator/);
+    expect(rejected.stderr).toMatch(/spec\.hooks\.resources\[0\]\.pre\[0\]\.exec\.onError/);
+    expect((await kubectl('get', 'backups.stowage.dev', '-n', 'shop', 'broken')).exitCode).not.toBe(0);
+    // an unknown field (a typo) is refused while decoding, as kube-apiserver's strict field validation does
+    const typo = await applyManifest('typo-backup', backup('typo', { includedNamespace: ['shop'] }));
+    expect(typo.exitCode).not.toBe(0);
+    expect(typo.stderr).toMatch(/unknown field "spec\.includedNamespace"/);
+  });
+
+  it('refuses a ClusterSchedule without a schedule and a Restore without a backup name', async () => {
+    const schedule = await applyManifest('invalid-schedule', {
+      apiVersion: 'stowage.dev/v1',
+      kind: 'ClusterSchedule',
+      metadata: { name: 'nightly' },
+      spec: { template: {} },
+    });
+    expect(schedule.exitCode).not.toBe(0);
+    expect(schedule.stderr).toMatch(/spec\.schedule/);
+    const restore = await applyManifest('invalid-restore', {
+      apiVersion: 'stowage.dev/v1',
+      kind: 'Restore',
+      metadata: { name: 'r1', namespace: 'shop' },
+      spec: { namespaceMapping: { shop: 'shop-2' } },
+    });
+    expect(restore.exitCode).not.toBe(0);
+    expect(restore.stderr).toMatch(/spec\.backupName/);
   });
 });

@@ -148,7 +148,7 @@ describe('docker-compose.yml', () => {
     const command = compose.services['kube-sim']?.command;
     expect(Array.isArray(command)).toBe(true);
     const flag = (name: string) => (command as string[])[(command as string[]).indexOf(name) + 1];
-    // the kubeconfig's server is http://<host>:<port>, so the host must be reachable from the other containers
+    // the kubeconfig's server is https://<host>:<https port>, so the host must be reachable from the other containers
     expect(flag('--host')).toBe('kube-sim');
     expect(flag('--kubeconfig')).toBe(compose.services.api?.environment?.KUBECONFIG);
     expect(flag('--data-root')).toBe('/var/lib/stowage/sim');

@@ -20,12 +20,14 @@ const EXTERNAL_SECRETS = ['stowage-api-tokens', 'stowage-repo-key'];
 /** Prod keeps backups in S3; the bucket's credentials are a Secret created out of band too. */
 const PROD_EXTERNAL_SECRETS = [...EXTERNAL_SECRETS, 'stowage-s3-credentials'].sort();
 /** The api, worker and node agent answer these (services/*); Redis is probed with redis-cli. */
-const STOWAGE_WORKLOADS = ['stowage-api', 'stowage-worker', NODE_AGENT];
+const STOWAGE_WORKLOADS = ['stowage-api', 'stowage-worker', 'stowage-restorer', NODE_AGENT];
 
-const rendered: Record<'dev' | 'prod', KubeObject[]> = { dev: [], prod: [] };
+const rendered: Record<'dev' | 's3' | 'prod', KubeObject[]> = { dev: [], s3: [], prod: [] };
 
 beforeAll(async () => {
   rendered.dev = await renderOverlay('dev');
+  // The base with S3 storage: what `stowage install --storage s3://…` applies.
+  rendered.s3 = await renderOverlay('s3');
   rendered.prod = await renderOverlay('prod');
 });
 
@@ -50,7 +52,7 @@ function matches(selector: Record<string, string>, labels: Record<string, string
   return Object.entries(selector).every(([key, value]) => labels[key] === value);
 }
 
-describe.each(['dev', 'prod'] as const)('k8s/overlays/%s', (overlay) => {
+describe.each(['dev', 's3', 'prod'] as const)('k8s/overlays/%s', (overlay) => {
   const objects = () => rendered[overlay];
 
   it('renders and every object passes its Kubernetes schema', () => {
@@ -66,12 +68,75 @@ describe.each(['dev', 'prod'] as const)('k8s/overlays/%s', (overlay) => {
     expect(misplaced).toEqual([]);
   });
 
+  const volumeOperationPhases = { enum: ['New', 'InProgress', 'Completed', 'Failed', 'Canceling', 'Canceled'] };
   it.each([
-    { kind: 'PodVolumeBackup', plural: 'podvolumebackups', columns: ['Phase', 'Node', 'Bytes Done'] },
-    { kind: 'PodVolumeRestore', plural: 'podvolumerestores', columns: ['Phase', 'Pod', 'Volume', 'Node', 'Bytes Done'] },
+    {
+      kind: 'PodVolumeBackup',
+      plural: 'podvolumebackups',
+      version: 'v1alpha1',
+      scope: 'Namespaced',
+      columns: ['Phase', 'Node', 'Bytes Done'],
+      phase: volumeOperationPhases,
+    },
+    {
+      kind: 'PodVolumeRestore',
+      plural: 'podvolumerestores',
+      version: 'v1alpha1',
+      scope: 'Namespaced',
+      columns: ['Phase', 'Pod', 'Volume', 'Node', 'Bytes Done'],
+      phase: volumeOperationPhases,
+    },
+    {
+      kind: 'Backup',
+      plural: 'backups',
+      version: 'v1',
+      scope: 'Namespaced',
+      columns: ['Phase', 'Progress', 'Errors', 'Warnings', 'Expires', 'Age'],
+      phase: { type: 'string' },
+    },
+    {
+      kind: 'ClusterBackup',
+      plural: 'clusterbackups',
+      version: 'v1',
+      scope: 'Cluster',
+      columns: ['Phase', 'Progress', 'Errors', 'Warnings', 'Expires', 'Age'],
+      phase: { type: 'string' },
+    },
+    {
+      kind: 'Restore',
+      plural: 'restores',
+      version: 'v1',
+      scope: 'Namespaced',
+      columns: ['Phase', 'Backup', 'Progress', 'Errors', 'Warnings', 'Age'],
+      phase: { type: 'string' },
+    },
+    {
+      kind: 'ClusterRestore',
+      plural: 'clusterrestores',
+      version: 'v1',
+      scope: 'Cluster',
+      columns: ['Phase', 'Backup', 'Progress', 'Errors', 'Warnings', 'Age'],
+      phase: { type: 'string' },
+    },
+    {
+      kind: 'Schedule',
+      plural: 'schedules',
+      version: 'v1',
+      scope: 'Namespaced',
+      columns: ['Phase', 'Schedule', 'Paused', 'Last-Backup', 'Next-Run', 'Age'],
+      phase: { type: 'string' },
+    },
+    {
+      kind: 'ClusterSchedule',
+      plural: 'clusterschedules',
+      version: 'v1',
+      scope: 'Cluster',
+      columns: ['Phase', 'Schedule', 'Paused', 'Last-Backup', 'Next-Run', 'Age'],
+      phase: { type: 'string' },
+    },
   ])(
     'ships the $kind CRD with a structural schema, status subresource and printer columns',
-    ({ kind, plural, columns: expectedColumns }) => {
+    ({ kind, plural, version: versionName, scope, columns: expectedColumns, phase }) => {
       const crd = findObject(objects(), 'CustomResourceDefinition', `${plural}.stowage.dev`);
       const spec = crd.spec as {
         group: string;
@@ -88,12 +153,12 @@ describe.each(['dev', 'prod'] as const)('k8s/overlays/%s', (overlay) => {
       };
       expect({ group: spec.group, scope: spec.scope, kind: spec.names.kind, plural: spec.names.plural }).toEqual({
         group: 'stowage.dev',
-        scope: 'Namespaced',
+        scope,
         kind,
         plural,
       });
       const [version] = spec.versions;
-      expect(version).toMatchObject({ name: 'v1alpha1', served: true, storage: true, subresources: { status: {} } });
+      expect(version).toMatchObject({ name: versionName, served: true, storage: true, subresources: { status: {} } });
       const schema = version!.schema.openAPIV3Schema;
       expect(structuralSchemaProblems(schema)).toEqual([]);
       const columns = version!.additionalPrinterColumns.map((column) => column.name);
@@ -103,9 +168,7 @@ describe.each(['dev', 'prod'] as const)('k8s/overlays/%s', (overlay) => {
         .filter((column) => !column.jsonPath.startsWith('.metadata.') && schemaAt(schema, column.jsonPath) === undefined)
         .map((column) => column.jsonPath);
       expect(dangling).toEqual([]);
-      expect(schemaAt(schema, '.status.phase')).toMatchObject({
-        enum: ['New', 'InProgress', 'Completed', 'Failed', 'Canceling', 'Canceled'],
-      });
+      expect(schemaAt(schema, '.status.phase')).toMatchObject(phase);
     },
   );
 
@@ -192,7 +255,8 @@ describe.each(['dev', 'prod'] as const)('k8s/overlays/%s', (overlay) => {
 
   it('resolves every reference: ConfigMaps, Secrets, claims and service accounts', () => {
     const has = (kind: string, name: string) => objects().some((object) => object.kind === kind && object.metadata.name === name);
-    const external = overlay === 'prod' ? new Set(PROD_EXTERNAL_SECRETS) : new Set<string>();
+    // dev generates its placeholders; s3 (install makes them) and prod reference them.
+    const external = overlay === 'dev' ? new Set<string>() : new Set(PROD_EXTERNAL_SECRETS);
     const missing: string[] = [];
     for (const { object, pod } of workloadsOf(objects())) {
       const where = describeObject(object);
@@ -249,65 +313,39 @@ describe.each(['dev', 'prod'] as const)('k8s/overlays/%s', (overlay) => {
     const redisUrl = (findGenerated(objects(), 'ConfigMap', 'stowage-config')?.data as Record<string, string> | undefined)?.REDIS_URL;
     expect(redisUrl).toBe('redis://stowage-redis:6379');
   });
-
-  it('grants least privilege: no wildcards, exec only to the worker, PVB status only to the node agent', () => {
-    const rules = (kind: string, name: string) =>
-      ((findObject(objects(), kind, name).rules as { apiGroups: string[]; resources: string[]; verbs: string[] }[]) ?? []).flatMap((rule) =>
-        rule.resources.flatMap((resource) => rule.verbs.map((verb) => `${rule.apiGroups.join(',')}/${resource}:${verb}`)),
-      );
-    const roles = objects().filter((object) => object.kind === 'Role' || object.kind === 'ClusterRole');
-    const wildcards = roles.flatMap((role) =>
-      ((role.rules as { apiGroups: string[]; resources: string[]; verbs: string[] }[]) ?? [])
-        .filter((rule) => [...rule.apiGroups, ...rule.resources, ...rule.verbs].includes('*'))
-        .map(() => describeObject(role)),
-    );
-    expect(wildcards).toEqual([]);
-
-    const grantsOf = (serviceAccount: string): string[] =>
-      objects()
-        .filter((object) => object.kind === 'RoleBinding' || object.kind === 'ClusterRoleBinding')
-        .filter((binding) => ((binding.subjects as { name: string }[]) ?? []).some((subject) => subject.name === serviceAccount))
-        .flatMap((binding) => {
-          const roleRef = binding.roleRef as { kind: string; name: string };
-          return rules(roleRef.kind, roleRef.name);
-        });
-    const worker = grantsOf('stowage-worker');
-    const agent = grantsOf('stowage-node-agent');
-    const api = grantsOf('stowage-api');
-
-    expect(worker).toEqual(
-      expect.arrayContaining([
-        '/pods/exec:create',
-        'stowage.dev/podvolumebackups:create',
-        'stowage.dev/podvolumerestores:create',
-        '/pods:list',
-      ]),
-    );
-    expect(agent).toEqual(
-      expect.arrayContaining([
-        'stowage.dev/podvolumebackups:watch',
-        'stowage.dev/podvolumebackups/status:patch',
-        // every agent watches all PVRs and takes those whose pod runs on its node
-        'stowage.dev/podvolumerestores:watch',
-        'stowage.dev/podvolumerestores/status:update',
-        '/pods:get',
-        // the bound PV of a PVC names the kubelet directory of a PVC-backed volume
-        '/persistentvolumeclaims:get',
-      ]),
-    );
-    expect(api).toEqual(
-      expect.arrayContaining(['stowage.dev/podvolumebackups:patch', 'stowage.dev/podvolumerestores:patch', '/namespaces:list']),
-    );
-    expect(agent.filter((grant) => grant.includes('exec') || grant.endsWith(':create') || grant.includes('secrets'))).toEqual([]);
-    expect(api.filter((grant) => grant.includes('exec') || grant.endsWith(':create') || grant.endsWith(':delete'))).toEqual([]);
-    const writesOutsidePvbs = [...worker, ...agent, ...api].filter(
-      (grant) => /:(create|update|patch|delete)$/.test(grant) && !grant.startsWith('stowage.dev/') && grant !== '/pods/exec:create',
-    );
-    expect(writesOutsidePvbs).toEqual([]);
-    // Secrets are read only where the opt-in component is enabled (dev), never in prod by default
-    const readsSecrets = [...worker, ...api].some((grant) => grant.startsWith('/secrets:'));
-    expect(readsSecrets).toBe(overlay === 'dev');
+  it('gives restored pods the node agent image as deployed for their restore-wait init container, never :latest', () => {
+    const config = findGenerated(objects(), 'ConfigMap', 'stowage-config')?.data as Record<string, string> | undefined;
+    const agentImage = workload(objects(), NODE_AGENT).pod.containers[0]?.image;
+    expect(agentImage).toMatch(/^stowage\/node-agent:(dev|0\.1\.0)$/);
+    expect(config?.STOWAGE_RESTORE_WAIT_IMAGE).toBe(agentImage);
   });
+
+  it('gives the repository key to the backup workers and node agents only, never to the api or the restorer', () => {
+    const holders = workloadsOf(objects())
+      .filter(({ pod }) => containersOf(pod).some((container) => envOf(container, 'STOWAGE_REPO_KEY') !== undefined))
+      .map(({ object }) => object.metadata.name)
+      .sort();
+    expect(holders).toEqual(['stowage-node-agent', 'stowage-worker']);
+    const queues = envOf(workload(objects(), 'stowage-worker').pod.containers[0]!, 'STOWAGE_WORKER_QUEUES')?.value;
+    expect(queues?.split(',')).toContain('repository');
+    expect(envOf(workload(objects(), 'stowage-restorer').pod.containers[0]!, 'STOWAGE_WORKER_QUEUES')?.value).toBe('restore-items');
+  });
+
+  it("runs the api with users' Kubernetes tokens and the resource controller on (docs/tenancy.md), no other workload", () => {
+    const api = workload(objects(), 'stowage-api').pod.containers[0]!;
+    expect(envOf(api, 'STOWAGE_KUBE_AUTH')?.value).toBe('enabled');
+    expect(envOf(api, 'STOWAGE_CONTROLLER')?.value).toBe('enabled');
+    const elsewhere = workloadsOf(objects())
+      .filter(({ object }) => object.metadata.name !== 'stowage-api')
+      .flatMap(({ object, pod }) =>
+        containersOf(pod)
+          .filter((c) => envOf(c, 'STOWAGE_KUBE_AUTH') !== undefined || envOf(c, 'STOWAGE_CONTROLLER') !== undefined)
+          .map((c) => `${describeObject(object)} ${c.name}`),
+      );
+    expect(elsewhere).toEqual([]);
+  });
+
+  // What each identity may and must not do is asked of an API server: identities.int.test.ts.
 });
 
 describe('k8s/overlays/dev', () => {
@@ -334,11 +372,18 @@ describe('k8s/overlays/prod', () => {
     expect([...new Set(referenced)].sort()).toEqual(PROD_EXTERNAL_SECRETS);
   });
 
-  it('keeps backups and the repository in S3: s3:// storage, credentials from a Secret, no ReadWriteMany claim, no backup volume', () => {
-    const objects = rendered.prod;
-    const config = findGenerated(objects, 'ConfigMap', 'stowage-config')?.data as Record<string, string>;
+  it('names the bucket with a prefix and its region', () => {
+    const config = findGenerated(rendered.prod, 'ConfigMap', 'stowage-config')?.data as Record<string, string>;
     expect(config.STOWAGE_STORAGE).toMatch(/^s3:\/\/[a-z0-9.-]+\/[a-z0-9/-]+$/);
     expect(config.STOWAGE_S3_REGION).toBeDefined();
+  });
+});
+
+describe.each(['s3', 'prod'] as const)('k8s/overlays/%s (k8s/components/s3-storage)', (overlay) => {
+  it('keeps backups and the repository in S3: s3:// storage, credentials from a Secret, no ReadWriteMany claim, no backup volume', () => {
+    const objects = rendered[overlay];
+    const config = findGenerated(objects, 'ConfigMap', 'stowage-config')?.data as Record<string, string>;
+    expect(config.STOWAGE_STORAGE).toMatch(/^s3:\/\/[a-z0-9.-]+(\/[a-z0-9/-]+)?$/);
     const claims = objects.filter((object) => object.kind === 'PersistentVolumeClaim');
     expect(claims.map(describeObject)).toEqual([]);
     expect(JSON.stringify(objects)).not.toContain('ReadWriteMany');
@@ -362,7 +407,9 @@ describe('k8s/overlays/prod', () => {
       expect(JSON.stringify(container.volumeMounts ?? []), name).not.toContain('/var/lib/stowage/backups');
     }
   });
+});
 
+describe('k8s/overlays/prod: scaling', () => {
   it('runs two or more api replicas and workers, each protected by a PodDisruptionBudget', () => {
     const objects = rendered.prod;
     expect((findObject(objects, 'Deployment', 'stowage-api').spec as { replicas?: number }).replicas).toBeGreaterThanOrEqual(2);

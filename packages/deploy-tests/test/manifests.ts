@@ -10,7 +10,7 @@ export interface KubeObject {
 }
 
 /** Renders an overlay with `kubectl kustomize` and parses every document. */
-export async function renderOverlay(overlay: 'dev' | 'prod'): Promise<KubeObject[]> {
+export async function renderOverlay(overlay: 'dev' | 's3' | 'prod'): Promise<KubeObject[]> {
   const result = await runTool('kubectl', ['kustomize', `k8s/overlays/${overlay}`], KUBECTL_HINT);
   if (result.exitCode !== 0) {
     throw new Error(`kubectl kustomize k8s/overlays/${overlay} failed (exit ${result.exitCode}):\n${result.stderr}`);

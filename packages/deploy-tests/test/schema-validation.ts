@@ -68,12 +68,16 @@ interface JsonSchema {
   additionalProperties?: JsonSchema | boolean;
   'x-kubernetes-preserve-unknown-fields'?: boolean;
   'x-kubernetes-int-or-string'?: boolean;
+  [keyword: string]: unknown;
 }
 
 /**
  * The API server's structural-schema rules that the apiextensions OpenAPI schema cannot
  * express: every node names its type (unless int-or-string or preserve-unknown-fields),
- * and `properties` / `items` / `additionalProperties` only appear under the matching type.
+ * and `properties` / `items` / `additionalProperties` only appear under the matching type;
+ * `properties` and `additionalProperties` never together, `additionalProperties: false`
+ * never, one type per node (`nullable` instead of a null type), and none of the JSON Schema
+ * keywords Kubernetes does not take (`$ref`, `anyOf`/`oneOf`/`allOf` of types, `const`, …).
  */
 export function structuralSchemaProblems(schema: JsonSchema, path = 'openAPIV3Schema'): string[] {
   const problems: string[] = [];
@@ -84,6 +88,13 @@ export function structuralSchemaProblems(schema: JsonSchema, path = 'openAPIV3Sc
   }
   if (schema.items && schema.type !== 'array') problems.push(`${path}: items on a non-array`);
   if (schema.type === 'array' && !schema.items) problems.push(`${path}: array without items`);
+  if (Array.isArray(schema.type)) problems.push(`${path}: more than one type`);
+  if (schema.properties && schema.additionalProperties !== undefined)
+    problems.push(`${path}: properties and additionalProperties together`);
+  if (schema.additionalProperties === false) problems.push(`${path}: additionalProperties: false`);
+  for (const keyword of ['$schema', '$ref', '$defs', 'anyOf', 'oneOf', 'allOf', 'const', 'propertyNames', 'default']) {
+    if (schema[keyword] !== undefined) problems.push(`${path}: ${keyword} is not allowed`);
+  }
   for (const [name, child] of Object.entries(schema.properties ?? {})) {
     problems.push(...structuralSchemaProblems(child, `${path}.properties.${name}`));
   }

@@ -4,14 +4,31 @@ import type { Duplex } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type WebSocket, WebSocketServer } from 'ws';
 import { parse as parseYaml } from 'yaml';
+import { admitPodSecurity, type PodSecurityContext } from './admission/pod-security.js';
 import { ApiError, apiError, failureStatus, type KubeStatus, notFound } from './api-status.js';
+import { checkRbacWrite } from './auth/escalation.js';
+import { anonymous, systemMasters, type UserInfo } from './auth/identity.js';
+import { requestAttributesOf } from './auth/request-info.js';
+import {
+  localSubjectAccessReview,
+  type ReviewContext,
+  selfSubjectAccessReview,
+  selfSubjectReview,
+  selfSubjectRulesReview,
+  subjectAccessReview,
+  tokenRequest,
+  tokenReview,
+} from './auth/reviews.js';
+import type { Security } from './auth/security.js';
 import type { ClusterState, PatchType, WatchEvent } from './cluster-state.js';
-import { containerBehaviour, type ExecLog, type PodExecBehaviour, resolveExecOutcome } from './exec-sim.js';
+import { containerBehaviour, type ExecLog, type HeldExecs, type PodExecBehaviour, resolveExecOutcome } from './exec-sim.js';
 import type { FaultInjector, FaultStatus, RequestStats } from './faults.js';
 import { isPlainObject, type KubeObject } from './kube-object.js';
 import { openApiGroupVersionDoc, openApiRoot } from './openapi.js';
+import { canEncode, decodeProtobuf, encodeProtobuf, isProtobuf, prefersProtobuf, protobufMediaType } from './protobuf.js';
 import { apiVersionOf, compareKubeVersions, type ResourceType, standardVerbs, storageKey } from './resource-registry.js';
 import { type ObjectFilter, parseFieldSelector, parseLabelSelector } from './selectors.js';
+import { toTable, wantsTable } from './table.js';
 import { watchLine } from './watch-line.js';
 
 export const serverVersion = {
@@ -35,10 +52,19 @@ export interface ApiContext {
   execLog: ExecLog;
   /** Control-API overrides of exec behaviour, keyed `namespace/pod`. */
   execOverrides: Map<string, PodExecBehaviour>;
+  /** Execs whose outcome says `hold`, until the control API releases them. */
+  heldExecs: HeldExecs;
   bookmarkIntervalMs: number;
   /** Logged warnings (e.g. bad exec annotations); never thrown at clients. */
   warn: (message: string) => void;
+  /** Tokens, RBAC and impersonation; always there (TokenRequest and the reviews answer either way). */
+  security: Security;
+  /** Enforce authentication and authorization (default); false lets every request through as an admin. */
+  authz: boolean;
 }
+
+/** Who an unauthenticated request is when enforcement is off (`authz: false`): allowed everything. */
+const uncheckedAdmin: UserInfo = { name: 'system:admin', groups: [systemMasters, 'system:authenticated'] };
 
 interface ActiveWatch {
   resource: string;
@@ -63,6 +89,21 @@ function sendJson(res: ServerResponse, code: number, body: unknown, headers: Rec
   res.end(text);
 }
 
+/**
+ * An object answer: protobuf when the client asks for it first (kubectl's typed commands do) and the
+ * kind has a message (protobuf.ts), JSON otherwise.
+ */
+function sendObject(req: IncomingMessage, res: ServerResponse, code: number, body: unknown, headers: Record<string, string> = {}): void {
+  const object = body as { apiVersion?: unknown; kind?: unknown };
+  if (prefersProtobuf(req.headers.accept) && canEncode(String(object.apiVersion), String(object.kind)) && !res.headersSent) {
+    const bytes = encodeProtobuf(body as Record<string, unknown>);
+    res.writeHead(code, { 'Content-Type': protobufMediaType, 'Content-Length': bytes.length, ...headers });
+    res.end(bytes);
+    return;
+  }
+  sendJson(res, code, body, headers);
+}
+
 function sendStatus(res: ServerResponse, status: KubeStatus, headers: Record<string, string> = {}): void {
   sendJson(res, status.code, status, headers);
 }
@@ -85,6 +126,7 @@ async function readBody(req: IncomingMessage): Promise<Buffer> {
 }
 
 function parseBody(raw: Buffer, contentType: string): unknown {
+  if (isProtobuf(contentType)) return decodeProtobuf(raw);
   const text = raw.toString('utf8');
   if (text.trim() === '') throw apiError('BadRequest', 'the request body is empty');
   if (/yaml/i.test(contentType)) {
@@ -137,6 +179,10 @@ export class KubeApi {
     },
   });
   private readonly openExecSockets = new Set<WebSocket>();
+  private readonly podSecurity: PodSecurityContext = {
+    namespace: (name) => this.ctx.state.store.get('namespaces', '', name),
+    podsIn: (namespace) => this.ctx.state.store.list('pods', namespace),
+  };
 
   constructor(private readonly ctx: ApiContext) {}
 
@@ -159,7 +205,9 @@ export class KubeApi {
 
   async handle(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
     try {
-      await this.route(req, res, url);
+      const segments = pathSegments(url);
+      const user = this.admit(req, url, segments);
+      await this.route(req, res, url, segments, user);
     } catch (error) {
       if (error instanceof ApiError) {
         sendStatus(res, error.status, error.headers);
@@ -207,8 +255,43 @@ export class KubeApi {
     };
   }
 
-  private async route(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
-    const segments = pathSegments(url);
+  /**
+   * Authentication, impersonation and authorization of a request, before anything is looked up (a
+   * 401 or 403 says nothing of what exists). Returns who the request acts as.
+   */
+  private admit(req: IncomingMessage, url: URL, segments: string[], extraVerbs: string[] = []): UserInfo {
+    const security = this.ctx.security;
+    if (!this.ctx.authz) {
+      // Enforcement off: a valid token still says who it is (for the reviews), anything else is an admin.
+      const token = req.headers.authorization?.replace(/^bearer\s+/i, '');
+      const checked = token ? security.tokens.check(token) : undefined;
+      return checked?.ok ? checked.user : uncheckedAdmin;
+    }
+    const requester = security.authenticate(req, url.pathname);
+    const user = requester === anonymous ? requester : security.impersonate(req, requester);
+    const attributes = requestAttributesOf(req.method ?? 'GET', segments, url);
+    security.require(user, attributes);
+    for (const verb of extraVerbs) security.require(user, { ...attributes, verb });
+    return user;
+  }
+
+  private reviewContext(user: UserInfo): ReviewContext {
+    const security = this.ctx.security;
+    const store = this.ctx.state.store;
+    return {
+      user,
+      authorize: (subject, request) => (this.ctx.authz ? security.authorize(subject, request) : { allowed: true, reason: '' }),
+      rulesFor: (subject, namespace) =>
+        this.ctx.authz
+          ? security.authorizer.rulesFor(subject, namespace)
+          : security.authorizer.rulesFor({ ...subject, groups: [...subject.groups, systemMasters] }, namespace),
+      tokens: security.tokens,
+      uidOf: (resource, namespace, name) => store.get(resource, namespace, name)?.metadata.uid,
+      now: () => new Date(),
+    };
+  }
+
+  private async route(req: IncomingMessage, res: ServerResponse, url: URL, segments: string[], user: UserInfo): Promise<void> {
     const method = req.method ?? 'GET';
     const [first, second, third] = segments;
     // Discovery and server info.
@@ -228,7 +311,7 @@ export class KubeApi {
       return this.discovery(res, `apis/${second}/${third}`, () => this.resourceList(second!, third!));
     }
     const target = this.resolve(segments);
-    await this.serveResource(req, res, url, method, target);
+    await this.serveResource(req, res, url, method, target, user);
   }
 
   /** `/openapi/v3` and `/openapi/v3/<api|apis/group>/<version>` (see openapi.ts); no v2. */
@@ -291,7 +374,7 @@ export class KubeApi {
         singularName: type.singular,
         namespaced: type.namespaced,
         kind: type.kind,
-        verbs: standardVerbs,
+        verbs: type.createOnly ? ['create'] : standardVerbs,
       };
       if (type.shortNames.length > 0) entry.shortNames = type.shortNames;
       if (type.categories.length > 0) entry.categories = type.categories;
@@ -308,6 +391,16 @@ export class KubeApi {
         resources.push({ name: 'pods/exec', singularName: '', namespaced: true, kind: 'PodExecOptions', verbs: ['create', 'get'] });
         resources.push({ name: 'pods/log', singularName: '', namespaced: true, kind: 'Pod', verbs: ['get'] });
       }
+      if (type.kind === 'ServiceAccount' && group === '')
+        resources.push({
+          name: 'serviceaccounts/token',
+          singularName: '',
+          namespaced: true,
+          group: 'authentication.k8s.io',
+          version: 'v1',
+          kind: 'TokenRequest',
+          verbs: ['create'],
+        });
     }
     return { kind: 'APIResourceList', apiVersion: 'v1', groupVersion: group ? `${group}/${version}` : version, resources };
   }
@@ -347,7 +440,8 @@ export class KubeApi {
     if (subresource !== undefined) {
       const known =
         (subresource === 'status' && type.hasStatus) ||
-        (type.kind === 'Pod' && group === '' && (subresource === 'exec' || subresource === 'log'));
+        (type.kind === 'Pod' && group === '' && (subresource === 'exec' || subresource === 'log')) ||
+        (type.kind === 'ServiceAccount' && group === '' && subresource === 'token');
       if (!known) throw apiError('NotFound', 'the server could not find the requested resource');
     }
     return { type, namespace, name, subresource, watchPath };
@@ -360,7 +454,14 @@ export class KubeApi {
     };
   }
 
-  private async serveResource(req: IncomingMessage, res: ServerResponse, url: URL, method: string, target: ResourceRequest): Promise<void> {
+  private async serveResource(
+    req: IncomingMessage,
+    res: ServerResponse,
+    url: URL,
+    method: string,
+    target: ResourceRequest,
+    user: UserInfo,
+  ): Promise<void> {
     const { type, name, subresource } = target;
     const namespace = target.namespace ?? '';
     const isWatch = target.watchPath || url.searchParams.get('watch') === 'true' || url.searchParams.get('watch') === '1';
@@ -376,10 +477,20 @@ export class KubeApi {
     if (verb === 'list' && (url.searchParams.get('labelSelector') || url.searchParams.get('fieldSelector')))
       this.ctx.stats.countSelectorList(label);
     if (await this.applyFaults(res, label, verb)) return;
+    if (type.createOnly || subresource === 'token') {
+      if (verb !== 'create') throw apiError('MethodNotAllowed', 'the server does not allow this method on the requested resource');
+      const body = parseBody(await readBody(req), req.headers['content-type'] ?? 'application/json');
+      return sendObject(req, res, 201, this.review(type, namespace, name, body, user));
+    }
     const dryRun = url.searchParams.getAll('dryRun').includes('All');
     const fieldValidation = fieldValidationOf(url);
     const warnings: string[] = [];
-    const writeOptions = { dryRun, warnings, ...(fieldValidation ? { fieldValidation } : {}) };
+    const writeOptions: Parameters<ClusterState['create']>[3] = { dryRun, warnings, ...(fieldValidation ? { fieldValidation } : {}) };
+    if (this.ctx.authz)
+      writeOptions.admit = (admittedType, object, previous, admittedSubresource) => {
+        checkRbacWrite(this.ctx.security.authorizer, user, admittedType, object, previous, name ?? '');
+        admitPodSecurity(this.podSecurity, admittedType, object, previous, admittedSubresource, warnings);
+      };
     const warningHeaders = (): Record<string, string> =>
       warnings.length > 0 ? { Warning: warnings.map((w) => `299 - ${JSON.stringify(w)}`).join(', ') } : {};
     const state = this.ctx.state;
@@ -396,6 +507,8 @@ export class KubeApi {
         const metadata: Record<string, unknown> = { resourceVersion: result.resourceVersion };
         if (result.continueToken) metadata.continue = result.continueToken;
         if (result.remainingItemCount !== undefined) metadata.remainingItemCount = result.remainingItemCount;
+        const table = this.tableVersion(req, type);
+        if (table) return sendJson(res, 200, toTable(type, result.items, metadata, table, url.searchParams.get('includeObject')));
         return sendJson(res, 200, { kind: `${type.kind}List`, apiVersion: apiVersionOf(type), metadata, items: result.items });
       }
       case 'get':
@@ -405,16 +518,24 @@ export class KubeApi {
           res.end('');
           return;
         }
-        return sendJson(res, 200, state.get(type, namespace, name!));
+        {
+          const object = state.get(type, namespace, name!);
+          const table = subresource === undefined ? this.tableVersion(req, type) : undefined;
+          if (table) {
+            const metadata = { resourceVersion: object.metadata.resourceVersion };
+            return sendJson(res, 200, toTable(type, [object], metadata, table, url.searchParams.get('includeObject')));
+          }
+          return sendObject(req, res, 200, object);
+        }
       case 'create': {
         const body = parseBody(await readBody(req), req.headers['content-type'] ?? 'application/json');
         const created = state.create(type, namespace, body, writeOptions);
-        return sendJson(res, 201, created, warningHeaders());
+        return sendObject(req, res, 201, created, warningHeaders());
       }
       case 'update': {
         const body = parseBody(await readBody(req), req.headers['content-type'] ?? 'application/json');
         const updated = state.update(type, namespace, name!, body, subresource === 'status' ? 'status' : undefined, writeOptions);
-        return sendJson(res, 200, updated, warningHeaders());
+        return sendObject(req, res, 200, updated, warningHeaders());
       }
       case 'patch': {
         const contentType = req.headers['content-type'] ?? '';
@@ -422,7 +543,7 @@ export class KubeApi {
         const body = parseBody(await readBody(req), patchType === 'apply' ? 'application/yaml' : 'application/json');
         const existed = state.tryGet(type, namespace, name!) !== undefined;
         const result = state.patch(type, namespace, name!, patchType, body, subresource === 'status' ? 'status' : undefined, writeOptions);
-        return sendJson(res, existed ? 200 : 201, result, warningHeaders());
+        return sendObject(req, res, existed ? 200 : 201, result, warningHeaders());
       }
       case 'delete': {
         const raw = await readBody(req);
@@ -437,7 +558,7 @@ export class KubeApi {
             if (Array.isArray(body.dryRun) && body.dryRun.includes('All')) options.dryRun = true;
           }
         }
-        return sendJson(res, 200, state.delete(type, namespace, name!, options));
+        return sendObject(req, res, 200, state.delete(type, namespace, name!, options));
       }
       case 'deletecollection': {
         const deleted = state.deleteCollection(type, target.namespace, this.filterFrom(url, type));
@@ -455,8 +576,36 @@ export class KubeApi {
     }
   }
 
+  /** The Table version to answer in (custom resources only; built-ins stay JSON, which kubectl prints itself). */
+  private tableVersion(req: IncomingMessage, type: ResourceType): 'v1' | 'v1beta1' | undefined {
+    return type.crdName === undefined ? undefined : wantsTable(req.headers.accept);
+  }
+
+  /** Answers a create of a review API (or a TokenRequest) from its handler; nothing is stored. */
+  private review(type: ResourceType, namespace: string, name: string | undefined, body: unknown, user: UserInfo): unknown {
+    const ctx = this.reviewContext(user);
+    if (type.kind === 'ServiceAccount') return tokenRequest(ctx, namespace, name!, body);
+    switch (type.kind) {
+      case 'SelfSubjectAccessReview':
+        return selfSubjectAccessReview(ctx, body);
+      case 'SubjectAccessReview':
+        return subjectAccessReview(ctx, body);
+      case 'LocalSubjectAccessReview':
+        return localSubjectAccessReview(ctx, namespace, body);
+      case 'SelfSubjectRulesReview':
+        return selfSubjectRulesReview(ctx, body);
+      case 'TokenReview':
+        return tokenReview(ctx, body);
+      case 'SelfSubjectReview':
+        return selfSubjectReview(ctx, body);
+      default:
+        throw apiError('MethodNotAllowed', 'the server does not allow this method on the requested resource');
+    }
+  }
+
   private verbOf(method: string, name: string | undefined, subresource: string | undefined, isWatch: boolean): string {
     if (subresource === 'exec') return 'connect';
+    if (subresource === 'token') return method === 'POST' ? 'create' : 'unsupported';
     if (subresource === 'log') return method === 'GET' ? 'get' : 'unsupported';
     switch (method) {
       case 'GET':
@@ -505,9 +654,16 @@ export class KubeApi {
       pending = [];
       if (!res.writableEnded && !res.destroyed) res.write(text);
     };
+    // `kubectl get -w` asks for Tables: each event's object is then a one-row Table.
+    const table = this.tableVersion(req, type);
+    const includeObject = url.searchParams.get('includeObject');
     const write = (event: WatchEvent | { type: 'BOOKMARK'; object: unknown }) => {
       if (res.writableEnded || res.destroyed) return;
-      pending.push(watchLine(event));
+      const asTable =
+        table && event.type !== 'BOOKMARK' && event.type !== 'ERROR'
+          ? { type: event.type, object: toTable(type, [event.object as KubeObject], {}, table, includeObject) }
+          : event;
+      pending.push(watchLine(asTable));
       if (!flushQueued) {
         flushQueued = true;
         setImmediate(flush);
@@ -583,6 +739,10 @@ export class KubeApi {
     socket.on('error', () => socket.destroy());
     try {
       const segments = pathSegments(url);
+      // kube-apiserver authorizes the upgrade (a GET) as `get` on pods/exec; 1.35 (feature
+      // AuthorizePodWebsocketUpgradeCreatePermission, on by default) also asks for `create`, as an
+      // SPDY exec (a POST) always did. The simulator asks for both.
+      this.admit(req, url, segments, ['create']);
       const target = this.resolve(segments);
       if (target.subresource !== 'exec' || target.name === undefined)
         throw apiError('BadRequest', 'only pods/exec accepts WebSocket connections');
@@ -669,7 +829,7 @@ export class KubeApi {
     let finished = false;
     const frame = (channel: number, data: string | Buffer) =>
       Buffer.concat([Buffer.from([channel]), Buffer.isBuffer(data) ? data : Buffer.from(data, 'utf8')]);
-    const timer = setTimeout(() => {
+    const finish = () => {
       finished = true;
       record.endedAt = new Date().toISOString();
       record.exitCode = run.outcome.exitCode;
@@ -689,13 +849,21 @@ export class KubeApi {
             };
       ws.send(frame(3, JSON.stringify(status)));
       ws.close(1000);
-    }, run.outcome.durationMs);
+    };
+    let timer: NodeJS.Timeout | undefined;
+    const unhold = run.outcome.hold
+      ? this.ctx.heldExecs.hold(run.namespace, run.pod, () => {
+          timer = setTimeout(finish, run.outcome.durationMs);
+        })
+      : undefined;
+    if (!unhold) timer = setTimeout(finish, run.outcome.durationMs);
     ws.on('message', () => {
       // stdin and resize frames are accepted and ignored: the scripted command does not read them.
     });
     ws.on('error', () => ws.terminate());
     ws.on('close', () => {
       this.openExecSockets.delete(ws);
+      unhold?.();
       if (finished) return;
       clearTimeout(timer);
       record.endedAt = new Date().toISOString();

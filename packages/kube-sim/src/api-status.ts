@@ -14,7 +14,9 @@ export type StatusReason =
   | 'TooManyRequests'
   | 'InternalError'
   | 'ServiceUnavailable'
-  | 'Timeout';
+  | 'Timeout'
+  | 'Unauthorized'
+  | 'Forbidden';
 
 export interface StatusCause {
   reason?: string;
@@ -57,6 +59,8 @@ const codeByReason: Record<StatusReason, number> = {
   InternalError: 500,
   ServiceUnavailable: 503,
   Timeout: 504,
+  Unauthorized: 401,
+  Forbidden: 403,
 };
 
 export function failureStatus(reason: StatusReason, message: string, details?: StatusDetails): KubeStatus {
@@ -115,6 +119,25 @@ export function conflict(resource: string, group: string, name: string): ApiErro
   );
 }
 
+/**
+ * kube-apiserver's Forbidden: `deployments.apps "web" is forbidden: <why>` (`deployments.apps is
+ * forbidden: …` without a name, `forbidden: …` without a resource).
+ */
+export function forbidden(resource: string, group: string, name: string, why: string): ApiError {
+  const qualified = group ? `${resource}.${group}` : resource;
+  const message =
+    qualified === ''
+      ? `forbidden: ${why}`
+      : name === ''
+        ? `${qualified} is forbidden: ${why}`
+        : `${qualified} ${JSON.stringify(name)} is forbidden: ${why}`;
+  const details: StatusDetails = {};
+  if (name) details.name = name;
+  if (group) details.group = group;
+  if (resource) details.kind = resource;
+  return apiError('Forbidden', message, details);
+}
+
 export function invalid(kind: string, group: string, name: string, causes: StatusCause[]): ApiError {
   const qualifiedKind = group ? `${kind}.${group}` : kind;
   const summary = causes.map((cause) => (cause.field ? `${cause.field}: ${cause.message}` : cause.message)).join(', ');
@@ -131,6 +154,7 @@ export const SimErrorCode = {
   CONTROL_BAD_REQUEST: 'CONTROL_BAD_REQUEST',
   CONTROL_NOT_FOUND: 'CONTROL_NOT_FOUND',
   CLI_BAD_ARGUMENT: 'CLI_BAD_ARGUMENT',
+  TLS_UNAVAILABLE: 'TLS_UNAVAILABLE',
 } as const;
 export type SimErrorCode = (typeof SimErrorCode)[keyof typeof SimErrorCode];
 

@@ -5,6 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { ApiError, alreadyExists, apiError, conflict, invalid, notFound, type StatusCause } from './api-status.js';
+import { defaultRbacObject, validateRbacObject } from './auth/rbac-validation.js';
 import { deepEqual, isPlainObject, type KubeObject, type ObjectMeta } from './kube-object.js';
 import { type ChangeEvent, ObjectStore } from './object-store.js';
 import { applyJsonPatch, applyMergePatch, applyStrategicMergePatch } from './patches.js';
@@ -12,6 +13,7 @@ import { apiVersionOf, ResourceRegistry, type ResourceType, storageKey } from '.
 import { validateCustomResource } from './schema-validator.js';
 import { hasSelector, matchesFilter, type ObjectFilter } from './selectors.js';
 import { allocateServiceAddresses } from './service-allocation.js';
+import type { PrinterColumn } from './table.js';
 import { servedAs } from './watch-line.js';
 
 export type PatchType = 'merge' | 'json' | 'strategic' | 'apply';
@@ -28,6 +30,12 @@ export interface WriteOptions {
   warnings?: string[];
   /** Fixture loading: keep the given status even on create of a kind with a status subresource. */
   keepStatus?: boolean;
+  /**
+   * Admission (escalation checks, Pod Security): sees the object as it would be stored (after
+   * defaults, patches and validation; before dry-run stops) and its previous state on updates;
+   * throws an ApiError to refuse the write, may add to `warnings`.
+   */
+  admit?: (type: ResourceType, object: KubeObject, previous: KubeObject | undefined, subresource: 'status' | undefined) => void;
 }
 
 export interface ListOptions {
@@ -68,6 +76,8 @@ export interface ClusterHooks {
   onCreated?: (type: ResourceType, object: KubeObject) => void;
   /** Every stored change of an existing object (API writes and the controllers' own), after it is stored. */
   onUpdated?: (type: ResourceType, object: KubeObject, previous: KubeObject) => void;
+  /** Every object removed from the store (a delete, or its namespace's), after it is gone. */
+  onDeleted?: (type: ResourceType, object: KubeObject) => void;
   /**
    * Replaces the default scheduling and start-up of a pod created through the API (the default puts
    * it on nodes round-robin and starts it Running): see controllers.ts.
@@ -164,7 +174,15 @@ export class ClusterState {
     const max = type.kind === 'Namespace' ? 63 : 253;
     if (name === '')
       causes.push({ reason: 'FieldValueRequired', field: 'metadata.name', message: 'Required value: name or generateName is required' });
-    else if (!pattern.test(name) || name.length > max) {
+    else if (type.group === 'rbac.authorization.k8s.io') {
+      // RBAC names are path segments (`system:basic-user`), not DNS names.
+      if (name === '.' || name === '..' || name.includes('/') || name.includes('%'))
+        causes.push({
+          reason: 'FieldValueInvalid',
+          field: 'metadata.name',
+          message: `Invalid value: ${JSON.stringify(name)}: may not be '.' or '..' and may not contain '/' or '%'`,
+        });
+    } else if (!pattern.test(name) || name.length > max) {
       causes.push({
         reason: 'FieldValueInvalid',
         field: 'metadata.name',
@@ -218,8 +236,11 @@ export class ClusterState {
     return { ...body, apiVersion, kind: type.kind, metadata };
   }
 
-  private validateContent(type: ResourceType, object: KubeObject, options: WriteOptions = {}): KubeObject {
+  private validateContent(type: ResourceType, given: KubeObject, options: WriteOptions = {}, previous?: KubeObject): KubeObject {
+    const isRbac = type.group === 'rbac.authorization.k8s.io';
+    const object = isRbac ? defaultRbacObject(type.kind, given) : given;
     const causes = this.validateMeta(type, object.metadata);
+    if (isRbac) causes.push(...validateRbacObject(type.kind, object, previous));
     let result = object;
     if (type.schema) {
       const validated = validateCustomResource(type.schema, object);
@@ -250,6 +271,7 @@ export class ClusterState {
     this.checkNamespace(type, namespace);
     if (type.hasStatus && type.schema && !options.keepStatus) delete object.status;
     object = this.validateContent(type, object, options);
+    options.admit?.(type, object, undefined, undefined);
     const key = storageKey(type);
     const objectNamespace = type.namespaced ? namespace : '';
     if (this.store.get(key, objectNamespace, object.metadata.name!)) throw alreadyExists(type.plural, type.group, object.metadata.name!);
@@ -367,7 +389,8 @@ export class ClusterState {
         else next.status = current.status;
       }
     }
-    next = this.validateContent(type, next, options);
+    next = this.validateContent(type, next, options, current);
+    options.admit?.(type, next, current, subresource);
     if (type.kind === 'Service' && type.group === '' && subresource !== 'status') {
       next = allocateServiceAddresses(next, this.otherServices(type, current), current);
     }
@@ -382,7 +405,7 @@ export class ClusterState {
     metadata.generation = (current.metadata.generation ?? 1) + (specChanged && subresource !== 'status' ? 1 : 0);
     metadata.resourceVersion = current.metadata.resourceVersion;
     next = { ...next, metadata };
-    if (type.kind === 'CustomResourceDefinition') next.status = crdStatus(next, this.timestamp());
+    if (type.kind === 'CustomResourceDefinition') next.status = keepTransitionTimes(crdStatus(next, this.timestamp()), current.status);
     // A no-op write keeps the resourceVersion and sends no event, as the API server does.
     if (deepEqual(next, current)) return this.withServedVersion(type, current);
     if (options.dryRun) return next;
@@ -470,6 +493,7 @@ export class ClusterState {
     this.store.remove(key, finalState);
     if (key === 'namespaces') this.deleteNamespaceContents(finalState.metadata.name!);
     if (key === crdKey) this.unregisterCrd(finalState);
+    this.hooks.onDeleted?.(type, finalState);
   }
 
   deleteCollection(type: ResourceType, namespace: string | undefined, filter: ObjectFilter): KubeObject[] {
@@ -490,6 +514,7 @@ export class ClusterState {
           for (const object of [...this.store.list(key, namespace)]) {
             const finalState: KubeObject = { ...object, metadata: { ...object.metadata, resourceVersion: String(this.store.nextRv()) } };
             this.store.remove(key, finalState);
+            this.hooks.onDeleted?.(type, finalState);
           }
         }
       }
@@ -657,6 +682,22 @@ function crdStatus(crd: KubeObject, timestamp: string, established = true): Reco
   };
 }
 
+/**
+ * A condition's lastTransitionTime moves only when its status does (as every Kubernetes controller
+ * keeps it): a write that leaves a CRD's conditions as they were changes nothing.
+ */
+function keepTransitionTimes(status: Record<string, unknown>, previous: unknown): Record<string, unknown> {
+  const before = isPlainObject(previous) && Array.isArray(previous.conditions) ? previous.conditions.filter(isPlainObject) : [];
+  const conditions = Array.isArray(status.conditions) ? status.conditions.filter(isPlainObject) : [];
+  return {
+    ...status,
+    conditions: conditions.map((c) => {
+      const old = before.find((b) => b.type === c.type && b.status === c.status);
+      return old ? { ...c, lastTransitionTime: old.lastTransitionTime } : c;
+    }),
+  };
+}
+
 /** True when the CRD's Established condition is True (its resources are served). */
 export function isEstablished(crd: KubeObject): boolean {
   const status = isPlainObject(crd.status) ? crd.status : {};
@@ -689,6 +730,11 @@ export function resourceTypesOfCrd(crd: KubeObject): ResourceType[] {
       crdName: crd.metadata.name!,
     };
     if (isPlainObject(schemaHolder.openAPIV3Schema)) type.schema = schemaHolder.openAPIV3Schema as never;
+    const columns = Array.isArray(version.additionalPrinterColumns) ? version.additionalPrinterColumns : [];
+    type.printerColumns = columns.filter(
+      (c): c is PrinterColumn =>
+        isPlainObject(c) && typeof c.name === 'string' && typeof c.jsonPath === 'string' && typeof c.type === 'string',
+    );
     types.push(type);
   }
   return types;

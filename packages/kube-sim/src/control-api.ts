@@ -1,4 +1,4 @@
-/** The simulator's own JSON API under `/_sim/`: exec log, request counts, faults, pod phase, exec behaviour, reset. Never faulted. */
+/** The simulator's own JSON API under `/_sim/`: exec log, request counts, faults, pod phase, exec behaviour and held execs, reset. Never faulted. */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { pathSegments } from './api-server.js';
 import { SimErrorCode } from './api-status.js';
@@ -17,6 +17,7 @@ export interface ControlTarget {
   clearFaults(): void;
   setPodPhase(namespace: string, name: string, phase: string): unknown;
   setExecBehaviour(namespace: string, name: string, behaviour: PodExecBehaviour | undefined): void;
+  releaseExecs(namespace: string, name: string): number;
   volumes(namespace: string, name: string): PodVolumeDir[];
   setNodeAgents(nodes: string[]): void;
   reset(): void;
@@ -107,6 +108,8 @@ export async function handleControl(target: ControlTarget, req: IncomingMessage,
     case 'DELETE pods/*/*/exec':
       target.setExecBehaviour(parts[1]!, parts[2]!, undefined);
       return send(res, 200, {});
+    case 'POST pods/*/*/exec/release':
+      return send(res, 200, { released: target.releaseExecs(parts[1]!, parts[2]!) });
     case 'GET pods/*/*/volumes':
       return send(res, 200, { items: target.volumes(parts[1]!, parts[2]!) });
     case 'PUT node-agents': {

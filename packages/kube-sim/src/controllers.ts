@@ -23,14 +23,16 @@
  * One timer drives all of it (every `tickMs` while there is work), so nothing runs while idle.
  */
 import { randomUUID } from 'node:crypto';
-import { mkdir, readdir, rmdir, stat, unlink } from 'node:fs/promises';
-import { join } from 'node:path';
+import { mkdir, readdir, rmdir, stat, unlink, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { ApiError } from './api-status.js';
 import type { ClusterState } from './cluster-state.js';
 import { containerBehaviour, type PodExecBehaviour, resolveExecOutcome } from './exec-sim.js';
 import { type MaterializeMode, materializePodVolumes, podVolumeDirs } from './fixture-loader.js';
 import { isPlainObject, type KubeObject } from './kube-object.js';
 import type { ResourceType } from './resource-registry.js';
+import { quantityBytes, SNAPSHOT_API_GROUP, SnapshotController } from './snapshot-controller.js';
+import { type CopyMode, VolumeDisks } from './volume-disks.js';
 
 export const RESTORE_WAIT_CONTAINER = 'stowage-restore-wait';
 export const RESTORE_UID_ENV = 'STOWAGE_RESTORE_UID';
@@ -64,6 +66,8 @@ export interface ControllerOptions {
   crdEstablishDelayMs?: number;
   /** How often `stowage-restore-wait` looks between wakes; default RESTORE_WAIT_POLL_MS. */
   restoreWaitPollMs?: number;
+  /** Milliseconds from a snapshot's cut to readyToUse when its class does not say; default 0. */
+  snapshotReadyDelayMs?: number;
   now?: () => Date;
 }
 
@@ -105,6 +109,14 @@ function podKey(namespace: string, name: string): string {
   return `${namespace}/${name}`;
 }
 
+/** The VolumeSnapshot a claim is to be provisioned from (`dataSource` or `dataSourceRef`), if any. */
+function snapshotSourceOf(spec: Json): string | undefined {
+  for (const source of [record(spec.dataSourceRef), record(spec.dataSource)]) {
+    if (source.kind === 'VolumeSnapshot' && source.apiGroup === SNAPSHOT_API_GROUP && typeof source.name === 'string') return source.name;
+  }
+  return undefined;
+}
+
 export class SimControllers {
   private readonly state: ClusterState;
   private readonly podType: ResourceType;
@@ -121,6 +133,11 @@ export class SimControllers {
   private ticking = false;
   private scheduleCounter = 0;
   private closed = false;
+  /** Where volumes' bytes live while no pod mounts them, and snapshots' (volume-disks.ts). */
+  readonly disks: VolumeDisks;
+  readonly snapshots: SnapshotController;
+  /** Claims provisioned from a snapshot whose new volume is being filled (PV name → done). */
+  private readonly filling = new Map<string, { done: boolean; restoreSizeBytes?: number | undefined }>();
 
   constructor(private readonly options: ControllerOptions) {
     this.state = options.state;
@@ -129,6 +146,15 @@ export class SimControllers {
     this.pvType = this.state.registry.get('', 'v1', 'persistentvolumes')!;
     this.tickMs = options.tickMs ?? 20;
     this.now = options.now ?? (() => new Date());
+    this.disks = new VolumeDisks(this.state, options.dataRoot);
+    this.snapshots = new SnapshotController({
+      state: this.state,
+      disks: this.disks,
+      warn: options.warn,
+      readyDelayMs: options.snapshotReadyDelayMs ?? 0,
+      track: (work) => this.track(work),
+      ...(options.now ? { now: options.now } : {}),
+    });
   }
 
   /** Hooks the controllers into the cluster state; objects loaded before keep their fixture state. */
@@ -137,6 +163,7 @@ export class SimControllers {
     this.state.hooks.preparePod = (pod) => this.preparePod(pod);
     this.state.hooks.onCreated = (type, object) => this.onCreated(type, object);
     this.state.hooks.onUpdated = (type, object, previous) => this.onUpdated(type, object, previous);
+    this.state.hooks.onDeleted = (type, object) => this.onDeleted(type, object);
   }
 
   /** Nodes the scheduler prefers (they run a node agent), in addition to those running a node-agent pod. */
@@ -155,6 +182,7 @@ export class SimControllers {
 
   async close(): Promise<void> {
     this.closed = true;
+    this.snapshots.close();
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
     await Promise.allSettled([...this.pendingWrites]);
@@ -289,7 +317,9 @@ export class SimControllers {
   }
 
   private onCreated(type: ResourceType, object: KubeObject): void {
-    if (type.group === '' && type.kind === 'Pod') {
+    if (type.group === SNAPSHOT_API_GROUP) {
+      this.snapshots.onCreated(type, object);
+    } else if (type.group === '' && type.kind === 'Pod') {
       const phase = record(object.status).phase;
       if (phase === 'Running') {
         this.materialize(object);
@@ -328,27 +358,82 @@ export class SimControllers {
 
   private materialize(pod: KubeObject): Promise<void> {
     if (this.options.materialize === 'none') return Promise.resolve();
+    const where = `pod ${pod.metadata.namespace}/${pod.metadata.name}`;
+    // A volume that has a disk (it was mounted before, or was provisioned from a snapshot) is
+    // attached with its bytes; only the others are created here.
+    const attaching = this.disks.attach(pod).catch((error: unknown) => {
+      this.options.warn(`attaching the volumes of ${where} failed: ${String(error)}`);
+      return new Set<string>();
+    });
     // A restored pod's volumes start empty, as a real kubelet's do: the node agent writes the
     // backed-up files into them. Fixture files (from the restored pod's or claim's files
     // annotation) written at the same time would race the restore and leave their own mtimes.
     if (list(record(pod.spec).initContainers).some((c) => record(c).name === RESTORE_WAIT_CONTAINER)) {
-      const dirs = podVolumeDirs(this.state, this.options.dataRoot, pod);
       return this.track(
-        Promise.all(dirs.map((dir) => mkdir(dir.path, { recursive: true })))
-          .then(() => undefined)
-          .catch((error: unknown) =>
-            this.options.warn(`creating volume directories of pod ${pod.metadata.namespace}/${pod.metadata.name} failed: ${String(error)}`),
-          ),
+        attaching
+          .then(async (attached) => {
+            const dirs = podVolumeDirs(this.state, this.options.dataRoot, pod).filter((dir) => !attached.has(dir.volume));
+            await Promise.all(
+              dirs.map((dir) =>
+                dir.block
+                  ? mkdir(dirname(dir.path), { recursive: true }).then(() => writeFile(dir.path, '', { flag: 'a' }))
+                  : mkdir(dir.path, { recursive: true }),
+              ),
+            );
+          })
+          .catch((error: unknown) => this.options.warn(`creating volume directories of ${where} failed: ${String(error)}`)),
       );
     }
     // a kubelet creates every volume directory of a pod it starts, with or without fixture files
     return this.track(
-      materializePodVolumes(this.state, this.options.dataRoot, [pod], 'all')
+      attaching
+        .then((attached) => materializePodVolumes(this.state, this.options.dataRoot, [pod], 'all', (volume) => !attached.has(volume)))
         .then((result) => result.warnings.forEach(this.options.warn))
-        .catch((error: unknown) =>
-          this.options.warn(`writing volumes of pod ${pod.metadata.namespace}/${pod.metadata.name} failed: ${String(error)}`),
-        ),
+        .catch((error: unknown) => this.options.warn(`writing volumes of ${where} failed: ${String(error)}`)),
     );
+  }
+
+  /** Objects gone: a pod's volumes go back to their disks, a claim's volume is reclaimed, snapshots cascade. */
+  private onDeleted(type: ResourceType, object: KubeObject): void {
+    if (this.closed) return;
+    if (type.group === SNAPSHOT_API_GROUP) {
+      this.snapshots.onDeleted(type, object);
+      return;
+    }
+    if (type.group !== '') return;
+    if (type.kind === 'Pod') {
+      void this.track(
+        this.disks
+          .detach(object)
+          .catch((error: unknown) =>
+            this.options.warn(`detaching the volumes of pod ${object.metadata.namespace}/${object.metadata.name} failed: ${String(error)}`),
+          ),
+      );
+    } else if (type.kind === 'PersistentVolumeClaim') {
+      this.reclaim(object);
+    } else if (type.kind === 'PersistentVolume') {
+      const name = object.metadata.name!;
+      void this.track(
+        this.disks.removeDisk(name).catch((error: unknown) => this.options.warn(`removing the disk of ${name} failed: ${String(error)}`)),
+      );
+    }
+  }
+
+  /**
+   * A deleted claim's volume, as the PV controller treats it: reclaim policy Delete deletes the
+   * volume (and its bytes), Retain leaves it Released (still naming the old claim).
+   */
+  private reclaim(claim: KubeObject): void {
+    const volumeName = record(claim.spec).volumeName;
+    if (typeof volumeName !== 'string' || volumeName === '') return;
+    const volume = this.state.tryGet(this.pvType, '', volumeName);
+    if (!volume || record(record(volume.spec).claimRef).uid !== claim.metadata.uid) return;
+    try {
+      if (record(volume.spec).persistentVolumeReclaimPolicy === 'Delete') this.state.delete(this.pvType, '', volumeName);
+      else this.state.update(this.pvType, '', volumeName, { ...volume, status: { ...record(volume.status), phase: 'Released' } }, 'status');
+    } catch (error) {
+      this.giveUp('claim', `${claim.metadata.namespace}/${claim.metadata.name}`, error);
+    }
   }
 
   /** The kubelet owns pod status: its writes are unconditional (no resourceVersion), as a status update after an await may be based on an older read. */
@@ -519,13 +604,24 @@ export class SimControllers {
           claimRef.namespace === namespace && claimRef.name === name && (claimRef.uid === undefined || claimRef.uid === claim.metadata.uid)
         );
       });
+      // A claim with a selector is bound to an Available volume that matches it, never provisioned
+      // (as the external provisioner refuses to): a restore rebinds a filled volume to it.
+      if (!volume && isPlainObject(spec.selector)) volume = this.availableVolumeFor(claim);
+      if (!volume && isPlainObject(spec.selector)) return false;
       if (!volume) {
         const className =
           spec.storageClassName === undefined || spec.storageClassName === null ? this.defaultStorageClass() : spec.storageClassName;
         if (typeof className !== 'string' || className === '') return false; // no class: only a matching PV can bind it
         const storageClass = this.state.store.get('storageclasses.storage.k8s.io', '', className);
         if (!storageClass) return false;
-        volume = this.provision(claim, storageClass);
+        const source = snapshotSourceOf(spec);
+        if (source) {
+          const filled = this.fillFromSnapshot(claim, source);
+          if (filled === 'waiting') return false;
+          volume = this.provision(claim, storageClass, filled.restoreSizeBytes);
+        } else {
+          volume = this.provision(claim, storageClass);
+        }
       }
       volumeName = volume.metadata.name!;
     }
@@ -576,12 +672,62 @@ export class SimControllers {
     return true;
   }
 
-  private provision(claim: KubeObject, storageClass: KubeObject): KubeObject {
+  /** An Available volume (no claim) whose labels match the claim's selector, of the claim's class and mode. */
+  private availableVolumeFor(claim: KubeObject): KubeObject | undefined {
+    const spec = record(claim.spec);
+    const wanted = record(record(spec.selector).matchLabels);
+    return [...this.state.store.list('persistentvolumes', undefined)].find((pv) => {
+      const pvSpec = record(pv.spec);
+      if (isPlainObject(pvSpec.claimRef) || pv.metadata.deletionTimestamp) return false;
+      if (typeof spec.storageClassName === 'string' && pvSpec.storageClassName !== spec.storageClassName) return false;
+      if ((pvSpec.volumeMode ?? 'Filesystem') !== (spec.volumeMode ?? 'Filesystem')) return false;
+      return Object.entries(wanted).every(([key, value]) => pv.metadata.labels?.[key] === value);
+    });
+  }
+
+  /**
+   * The disk of a claim's new volume, filled from the VolumeSnapshot its dataSource names once that
+   * is ready to use: copied (or shared by hard links for a ReadOnlyMany claim). 'waiting' until then.
+   */
+  private fillFromSnapshot(claim: KubeObject, snapshotName: string): 'waiting' | { restoreSizeBytes: number | undefined } {
+    const pvName = `pvc-${claim.metadata.uid}`;
+    const filling = this.filling.get(pvName);
+    if (filling?.done) {
+      this.filling.delete(pvName);
+      return { restoreSizeBytes: filling.restoreSizeBytes };
+    }
+    if (filling) return 'waiting';
+    const entry: { done: boolean; restoreSizeBytes?: number | undefined } = { done: false };
+    this.filling.set(pvName, entry);
+    const accessModes = list(record(claim.spec).accessModes);
+    const mode: CopyMode = accessModes.length > 0 && accessModes.every((m) => m === 'ReadOnlyMany') ? 'link' : 'copy';
+    void this.track(
+      this.snapshots
+        .readyForRestore(claim.metadata.namespace ?? '', snapshotName)
+        .then(async (ready) => {
+          if (!ready) {
+            this.filling.delete(pvName); // not ready yet: looked at again on a later tick
+            return;
+          }
+          await this.disks.provisionFromSnapshot(pvName, ready.handle, mode);
+          entry.restoreSizeBytes = ready.restoreSizeBytes;
+          entry.done = true;
+        })
+        .catch((error: unknown) => {
+          this.filling.delete(pvName);
+          this.options.warn(`provisioning ${pvName} from snapshot ${snapshotName} failed: ${String(error)}`);
+        }),
+    );
+    return 'waiting';
+  }
+
+  private provision(claim: KubeObject, storageClass: KubeObject, minimumBytes?: number): KubeObject {
     const spec = record(claim.spec);
     const uid = claim.metadata.uid ?? randomUUID();
     const name = `pvc-${uid}`;
     const provisioner = typeof storageClass.provisioner === 'string' ? storageClass.provisioner : 'sim.csi.stowage.dev';
-    const storage = record(record(spec.resources).requests).storage;
+    const requested = record(record(spec.resources).requests).storage;
+    const storage = minimumBytes !== undefined && (quantityBytes(requested) ?? 0) < minimumBytes ? String(minimumBytes) : requested;
     return this.state.create(this.pvType, '', {
       apiVersion: 'v1',
       kind: 'PersistentVolume',

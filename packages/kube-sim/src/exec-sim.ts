@@ -9,6 +9,12 @@ export interface ExecOutcome {
   stdout?: string;
   stderr?: string;
   durationMs?: number;
+  /**
+   * Pod exec only: the command runs until the test releases it (`sim.releaseExecs`, `POST
+   * /_sim/pods/<ns>/<name>/exec/release`), then `durationMs` more — a hook held exactly as long
+   * as a test needs, however slow the machine.
+   */
+  hold?: boolean;
 }
 
 export interface ExecRule extends ExecOutcome {
@@ -65,6 +71,7 @@ export interface ResolvedOutcome {
   stdout: string;
   stderr: string;
   durationMs: number;
+  hold: boolean;
 }
 
 /**
@@ -90,6 +97,7 @@ export function resolveExecOutcome(
     stdout: outcome.stdout ?? '',
     stderr: outcome.stderr ?? '',
     durationMs: Math.max(0, outcome.durationMs ?? 0),
+    hold: outcome.hold === true,
   };
 }
 
@@ -109,6 +117,7 @@ function checkOutcome(value: unknown, where: string, problems: string[]): void {
   }
   if (value.durationMs !== undefined && (typeof value.durationMs !== 'number' || value.durationMs < 0))
     problems.push(`${where}.durationMs must be a number >= 0`);
+  if (value.hold !== undefined && typeof value.hold !== 'boolean') problems.push(`${where}.hold must be true or false`);
   for (const field of ['command', 'commandPrefix'] as const) {
     const argv = value[field];
     if (argv !== undefined && (!Array.isArray(argv) || argv.some((arg) => typeof arg !== 'string')))
@@ -201,5 +210,41 @@ export class ExecLog {
 
   clear(): void {
     this.records = [];
+  }
+}
+
+/** Execs held by a `hold` outcome, per pod, until the control API releases them. */
+export class HeldExecs {
+  private readonly held = new Map<string, Set<() => void>>();
+
+  /** Holds one exec of `namespace/pod`; `release` runs once when released. Returns the un-hold (the client went away). */
+  hold(namespace: string, pod: string, release: () => void): () => void {
+    const key = `${namespace}/${pod}`;
+    let set = this.held.get(key);
+    if (!set) {
+      set = new Set();
+      this.held.set(key, set);
+    }
+    set.add(release);
+    return () => {
+      set.delete(release);
+      if (set.size === 0 && this.held.get(key) === set) this.held.delete(key);
+    };
+  }
+
+  /** Releases every exec of the pod held now; returns how many. */
+  release(namespace: string, pod: string): number {
+    const key = `${namespace}/${pod}`;
+    const set = this.held.get(key);
+    this.held.delete(key);
+    for (const release of set ?? []) release();
+    return set?.size ?? 0;
+  }
+
+  releaseAll(): void {
+    for (const key of [...this.held.keys()]) {
+      const [namespace, pod] = key.split('/') as [string, string];
+      this.release(namespace, pod);
+    }
   }
 }

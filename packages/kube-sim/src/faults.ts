@@ -105,7 +105,7 @@ export interface RequestCounts {
   /** TCP connections accepted (a client that reuses connections opens few; one per request otherwise). */
   connections: number;
   /**
-   * Non-watch API requests being served right now (arrival → response closed, injected latency
+   * Non-watch API requests being served right now (arrival → the handler ends the response, injected latency
    * included) and the most ever at once since the last reset. Watch streams and exec sessions
    * (upgrades) are long-lived streams, counted under `watches` / `pods/exec` instead.
    */

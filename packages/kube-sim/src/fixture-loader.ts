@@ -12,10 +12,12 @@ import type { ClusterState } from './cluster-state.js';
 import { isPlainObject, type KubeObject } from './kube-object.js';
 import { type ResourceType, storageKey } from './resource-registry.js';
 import {
+  csiBlockPath,
   csiVolumePath,
   emptyDirPath,
   filesFromAnnotation,
   inBatches,
+  materializeBlockFile,
   materializeVolume,
   type PodVolumeDir,
   type VolumeFileSpec,
@@ -215,18 +217,22 @@ function bindClaim(state: ClusterState, claim: KubeObject, namespace: string, cl
   pvName ??= claimedVolumes().get(`${namespace}/${name}`);
   if (!pvName) {
     pvName = `pvc-${uid}`;
+    // the class's CSI driver provisioned it (classes load before claims)
+    const className = typeof spec.storageClassName === 'string' ? spec.storageClassName : 'standard';
+    const storageClass = state.store.get('storageclasses.storage.k8s.io', '', className);
+    const driver = typeof storageClass?.provisioner === 'string' ? storageClass.provisioner : 'sim.csi.stowage.dev';
     state.create(
       pvType,
       '',
       {
-        metadata: { name: pvName, annotations: { 'pv.kubernetes.io/provisioned-by': 'sim.csi.stowage.dev' } },
+        metadata: { name: pvName, annotations: { 'pv.kubernetes.io/provisioned-by': driver } },
         spec: {
           capacity,
           accessModes,
           persistentVolumeReclaimPolicy: 'Delete',
           storageClassName: typeof spec.storageClassName === 'string' ? spec.storageClassName : 'standard',
-          volumeMode: 'Filesystem',
-          csi: { driver: 'sim.csi.stowage.dev', volumeHandle: pvName },
+          volumeMode: spec.volumeMode === 'Block' ? 'Block' : 'Filesystem',
+          csi: { driver, volumeHandle: pvName },
           claimRef: { kind: 'PersistentVolumeClaim', apiVersion: 'v1', namespace, name, uid },
         },
         status: { phase: 'Bound' },
@@ -275,6 +281,17 @@ export function podVolumeDirs(state: ClusterState, dataRoot: string, pod: KubeOb
       const claim = state.tryGet(pvcType, pod.metadata.namespace ?? '', claimName);
       const pvName = claim && isPlainObject(claim.spec) && typeof claim.spec.volumeName === 'string' ? claim.spec.volumeName : undefined;
       if (!pvName) continue;
+      if (isPlainObject(claim?.spec) && claim.spec.volumeMode === 'Block') {
+        dirs.push({
+          volume: volume.name,
+          plugin: 'kubernetes.io~csi',
+          path: csiBlockPath(dataRoot, node, uid, pvName),
+          claimName,
+          pvName,
+          block: true,
+        });
+        continue;
+      }
       dirs.push({ volume: volume.name, plugin: 'kubernetes.io~csi', path: csiVolumePath(dataRoot, node, uid, pvName), claimName, pvName });
     }
   }
@@ -287,17 +304,20 @@ export async function materializePodVolumes(
   dataRoot: string,
   pods: KubeObject[],
   mode: MaterializeMode = 'all',
+  /** Which volumes to write (by pod volume name); default all. */
+  include: (volume: string) => boolean = () => true,
 ): Promise<{ warnings: string[]; bytes: number }> {
   if (mode === 'none') return { warnings: [], bytes: 0 };
   const warnings: string[] = [];
   let bytes = 0;
   const pvcType = state.registry.get('', 'v1', 'persistentvolumeclaims')!;
-  const jobs: { dir: string; specs: VolumeFileSpec[] }[] = [];
+  const jobs: { dir: string; specs: VolumeFileSpec[]; block: boolean }[] = [];
   for (const pod of pods) {
     const podFiles = filesFromAnnotation(pod, true);
     for (const problem of podFiles.problems) warnings.push(`pod ${pod.metadata.namespace}/${pod.metadata.name}: ${problem}`);
     const perVolume = (podFiles.files ?? {}) as Record<string, VolumeFileSpec[]>;
     for (const dir of podVolumeDirs(state, dataRoot, pod)) {
+      if (!include(dir.volume)) continue;
       let specs = perVolume[dir.volume];
       if (!specs && dir.claimName) {
         const claim = state.tryGet(pvcType, pod.metadata.namespace ?? '', dir.claimName);
@@ -307,11 +327,11 @@ export async function materializePodVolumes(
           specs = claimFiles.files as VolumeFileSpec[] | undefined;
         }
       }
-      if (specs || mode === 'all') jobs.push({ dir: dir.path, specs: specs ?? [] });
+      if (specs || mode === 'all') jobs.push({ dir: dir.path, specs: specs ?? [], block: dir.block === true });
     }
   }
   await inBatches(jobs, 16, async (job) => {
-    bytes += await materializeVolume(job.dir, job.specs);
+    bytes += job.block ? await materializeBlockFile(job.dir, job.specs) : await materializeVolume(job.dir, job.specs);
   });
   return { warnings, bytes };
 }

@@ -6,6 +6,14 @@ export { execAnnotation } from './exec-sim.js';
 export type { FaultConfig, FaultStatus, RequestCounts } from './faults.js';
 export { type Fixture, type MaterializeMode, parseManifests, resolveFixture } from './fixture-loader.js';
 export type { KubeObject, ObjectMeta } from './kube-object.js';
-export { kubeconfigYaml, simContextName, simToken, writeKubeconfig } from './kubeconfig.js';
+export { kubeconfigYaml, simContextName, writeKubeconfig } from './kubeconfig.js';
 export { demoFixturePath, type Simulator, type SimulatorOptions, startSimulator } from './simulator.js';
-export { csiVolumePath, emptyDirPath, filesAnnotation, type PodVolumeDir, type VolumeFileSpec } from './volume-data.js';
+export {
+  DEFAULT_SNAPSHOT_CLASS_ANNOTATION,
+  quantityBytes,
+  SIM_SNAPSHOT_PARAMETERS,
+  SNAPSHOT_API_GROUP,
+  SNAPSHOT_API_VERSION,
+  snapshotCrdsPath,
+} from './snapshot-controller.js';
+export { csiBlockPath, csiVolumePath, emptyDirPath, filesAnnotation, type PodVolumeDir, type VolumeFileSpec } from './volume-data.js';

@@ -1,17 +1,24 @@
-/** A kubeconfig pointing at the simulator (plain HTTP, so `insecure-skip-tls-verify` is required by client-node). */
+/** A kubeconfig pointing at the simulator. */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { stringify } from 'yaml';
 
 export const simContextName = 'stowage-sim';
-export const simToken = 'stowage-sim-token';
 
-export function kubeconfigYaml(url: string, namespace = 'default'): string {
+/**
+ * A kubeconfig for `url` whose user sends `token` (the simulator's admin token, or any identity's).
+ * With `caCertificate` (PEM) the server is verified against it; without, TLS is not verified
+ * (client-node needs that flag even for plain HTTP).
+ */
+export function kubeconfigYaml(url: string, token: string, namespace = 'default', caCertificate?: string): string {
+  const cluster: Record<string, unknown> = { server: url };
+  if (caCertificate) cluster['certificate-authority-data'] = Buffer.from(caCertificate).toString('base64');
+  else cluster['insecure-skip-tls-verify'] = true;
   return stringify({
     apiVersion: 'v1',
     kind: 'Config',
-    clusters: [{ name: simContextName, cluster: { server: url, 'insecure-skip-tls-verify': true } }],
-    users: [{ name: simContextName, user: { token: simToken } }],
+    clusters: [{ name: simContextName, cluster }],
+    users: [{ name: simContextName, user: { token } }],
     contexts: [{ name: simContextName, context: { cluster: simContextName, user: simContextName, namespace } }],
     'current-context': simContextName,
     preferences: {},
@@ -19,8 +26,8 @@ export function kubeconfigYaml(url: string, namespace = 'default'): string {
 }
 
 /** Writes the kubeconfig (mode 0600, like kubectl does) and returns its text. */
-export function writeKubeconfig(path: string, url: string, namespace = 'default'): string {
-  const text = kubeconfigYaml(url, namespace);
+export function writeKubeconfig(path: string, url: string, token: string, namespace = 'default', caCertificate?: string): string {
+  const text = kubeconfigYaml(url, token, namespace, caCertificate);
   mkdirSync(dirname(path), { recursive: true });
   writeFileSync(path, text, { mode: 0o600 });
   return text;

@@ -1,4 +1,4 @@
-/** CLI: `pnpm sim -- --fixture FILE --port N --kubeconfig PATH --data-root DIR`; serves until SIGINT/SIGTERM. */
+/** CLI: `pnpm sim -- --fixture FILE --port N --https-port N --kubeconfig PATH --data-root DIR`; serves until SIGINT/SIGTERM. */
 import { parseArgs } from 'node:util';
 import { SimError, SimErrorCode } from './api-status.js';
 import { demoFixturePath, startSimulator } from './simulator.js';
@@ -9,23 +9,41 @@ function parseCli(argv: string[]) {
     options: {
       fixture: { type: 'string' },
       port: { type: 'string' },
+      'https-port': { type: 'string' },
+      'kubeconfig-server': { type: 'string' },
       host: { type: 'string' },
       kubeconfig: { type: 'string' },
       'data-root': { type: 'string' },
       manifest: { type: 'string', multiple: true },
+      'no-authz': { type: 'boolean' },
       help: { type: 'boolean' },
     },
     allowPositionals: false,
     strict: true,
   });
-  const port = values.port === undefined ? 0 : Number(values.port);
-  if (!Number.isInteger(port) || port < 0 || port > 65535)
-    throw new SimError(SimErrorCode.CLI_BAD_ARGUMENT, `--port must be 0..65535, got ${values.port}`);
-  return { ...values, port };
+  const portOf = (flag: string, value: string | undefined) => {
+    const port = value === undefined ? 0 : Number(value);
+    if (!Number.isInteger(port) || port < 0 || port > 65535)
+      throw new SimError(SimErrorCode.CLI_BAD_ARGUMENT, `--${flag} must be 0..65535, got ${value}`);
+    return port;
+  };
+  const kubeconfigServer = values['kubeconfig-server'];
+  if (kubeconfigServer !== undefined && kubeconfigServer !== 'https' && kubeconfigServer !== 'http')
+    throw new SimError(SimErrorCode.CLI_BAD_ARGUMENT, `--kubeconfig-server must be https or http, got ${kubeconfigServer}`);
+  return {
+    ...values,
+    port: portOf('port', values.port),
+    httpsPort: portOf('https-port', values['https-port']),
+    kubeconfigServer: kubeconfigServer as 'https' | 'http' | undefined,
+  };
 }
 
-const usage = `Usage: pnpm sim -- [--fixture FILE] [--port N] [--host 127.0.0.1] [--kubeconfig PATH] [--data-root DIR] [--manifest FILE ...]
-Without --fixture the bundled demo cluster is served (${demoFixturePath}).`;
+const usage = `Usage: pnpm sim -- [--fixture FILE] [--port N] [--https-port N] [--host 127.0.0.1] [--kubeconfig PATH]
+  [--kubeconfig-server https|http] [--data-root DIR] [--manifest FILE ...] [--no-authz]
+Without --fixture the bundled demo cluster is served (${demoFixturePath}).
+Requests are authenticated and authorized (RBAC) as by a real API server; the kubeconfig is the admin's
+(system:masters) and names the HTTPS port (kubectl sends credentials only over TLS; --kubeconfig-server http
+names the plain port instead, for client-node-only clients). --no-authz lets every request through.`;
 
 async function main(): Promise<void> {
   let cli: ReturnType<typeof parseCli>;
@@ -41,6 +59,7 @@ async function main(): Promise<void> {
   }
   const options: Parameters<typeof startSimulator>[0] = {
     port: cli.port,
+    httpsPort: cli.httpsPort,
     onWarning: (message) => process.stderr.write(`warning: ${message}\n`),
   };
   if (cli.fixture) options.fixture = cli.fixture;
@@ -48,6 +67,8 @@ async function main(): Promise<void> {
   if (cli.kubeconfig) options.kubeconfigPath = cli.kubeconfig;
   if (cli['data-root']) options.dataRoot = cli['data-root'];
   if (cli.manifest) options.extraManifests = cli.manifest;
+  if (cli['no-authz']) options.authz = false;
+  if (cli.kubeconfigServer) options.kubeconfigServer = cli.kubeconfigServer;
   let sim: Awaited<ReturnType<typeof startSimulator>>;
   try {
     sim = await startSimulator(options);
@@ -56,7 +77,7 @@ async function main(): Promise<void> {
     process.exit(1);
   }
   process.stdout.write(
-    `kube-sim serving ${sim.url}\nkubeconfig: ${sim.kubeconfigPath}\ndata root:  ${sim.dataRoot}\ntry: KUBECONFIG=${sim.kubeconfigPath} kubectl get pods -A\n`,
+    `kube-sim serving ${sim.httpsUrl} (the kubeconfig's) and ${sim.url} (plain HTTP, and the control API)${options.authz === false ? ', with no authentication or authorization (--no-authz)' : ''}\nkubeconfig: ${sim.kubeconfigPath} (user admin, system:masters)\ndata root:  ${sim.dataRoot}\ntry: KUBECONFIG=${sim.kubeconfigPath} kubectl get pods -A\n`,
   );
   const stop = (signal: string) => {
     process.stdout.write(`${signal}: stopping\n`);

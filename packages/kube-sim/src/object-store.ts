@@ -34,6 +34,10 @@ export class ObjectStore {
   /** Highest RV whose event is no longer in history: watches from below it get 410. */
   private compactedRv = 0;
   private readonly listeners = new Map<string, Set<ChangeListener>>();
+  /** Serial of the last change per bucket (any put or remove, recorded or not), for caches derived from a bucket. */
+  private readonly lastChange = new Map<string, number>();
+  private changeSerial = 0;
+  private clearedAt = 0;
 
   constructor(private readonly historyLimit: number) {}
 
@@ -57,6 +61,15 @@ export class ObjectStore {
       this.buckets.set(key, bucket);
     }
     return bucket;
+  }
+
+  /** A number that changes whenever anything in bucket `key` changes (also on clear). */
+  generation(key: string): number {
+    return Math.max(this.lastChange.get(key) ?? 0, this.clearedAt);
+  }
+
+  private changed(key: string): void {
+    this.lastChange.set(key, ++this.changeSerial);
   }
 
   get(key: string, namespace: string, name: string): KubeObject | undefined {
@@ -204,6 +217,7 @@ export class ObjectStore {
     const previous = objects.get(name);
     if (!previous) bucket.sortedKeys = null;
     objects.set(name, object);
+    this.changed(key);
     const event: ChangeEvent = {
       rv: Number(object.metadata.resourceVersion),
       type: previous ? 'MODIFIED' : 'ADDED',
@@ -225,6 +239,7 @@ export class ObjectStore {
     const previous = objects?.get(name);
     if (!bucket || !objects || !previous) return undefined;
     objects.delete(name);
+    this.changed(key);
     if (objects.size === 0) bucket.namespaces.delete(namespace);
     bucket.sortedKeys = null;
     const event: ChangeEvent = {
@@ -241,11 +256,13 @@ export class ObjectStore {
 
   dropBucket(key: string): void {
     this.buckets.delete(key);
+    this.changed(key);
   }
 
   /** Forgets every object and all history; RVs keep counting up so clients never see one go backwards. */
   clear(): void {
     this.buckets.clear();
+    this.clearedAt = ++this.changeSerial;
     this.history = [];
     this.historyStart = 0;
     this.compactedRv = this.currentRv;

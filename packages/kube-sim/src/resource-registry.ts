@@ -1,5 +1,6 @@
 /** The resource types the simulator serves: built-in kinds plus every CRD registered at run time. */
 import type { JsonObject } from './kube-object.js';
+import type { PrinterColumn } from './table.js';
 
 export interface ResourceType {
   group: string; // '' for the core group
@@ -16,6 +17,13 @@ export interface ResourceType {
   schema?: JsonObject;
   /** Name of the CRD that defined this type; undefined for built-ins. */
   crdName?: string;
+  /** The CRD version's `additionalPrinterColumns` (server-side printing, table.ts). */
+  printerColumns?: PrinterColumn[];
+  /**
+   * Create-only APIs that store nothing (access reviews, TokenReview): discovery lists only
+   * `create` for them and the server answers each create from its handler.
+   */
+  createOnly?: boolean;
 }
 
 export const standardVerbs = ['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch'];
@@ -26,9 +34,10 @@ function builtin(
   plural: string,
   kind: string,
   namespaced: boolean,
-  options: { shortNames?: string[]; hasStatus?: boolean; categories?: string[] } = {},
+  options: { shortNames?: string[]; hasStatus?: boolean; categories?: string[]; createOnly?: boolean } = {},
 ): ResourceType {
   return {
+    ...(options.createOnly ? { createOnly: true } : {}),
     group,
     version,
     plural,
@@ -70,6 +79,21 @@ export function builtinResourceTypes(): ResourceType[] {
     builtin('rbac.authorization.k8s.io', 'v1', 'clusterrolebindings', 'ClusterRoleBinding', false),
     builtin('rbac.authorization.k8s.io', 'v1', 'roles', 'Role', true),
     builtin('rbac.authorization.k8s.io', 'v1', 'rolebindings', 'RoleBinding', true),
+    builtin('autoscaling', 'v2', 'horizontalpodautoscalers', 'HorizontalPodAutoscaler', true, {
+      shortNames: ['hpa'],
+      hasStatus: true,
+      categories: all,
+    }),
+    builtin('networking.k8s.io', 'v1', 'networkpolicies', 'NetworkPolicy', true, { shortNames: ['netpol'] }),
+    builtin('policy', 'v1', 'poddisruptionbudgets', 'PodDisruptionBudget', true, { shortNames: ['pdb'], hasStatus: true }),
+    builtin('coordination.k8s.io', 'v1', 'leases', 'Lease', true),
+    // Create-only review APIs (src/auth/reviews.ts).
+    builtin('authentication.k8s.io', 'v1', 'tokenreviews', 'TokenReview', false, { createOnly: true }),
+    builtin('authentication.k8s.io', 'v1', 'selfsubjectreviews', 'SelfSubjectReview', false, { createOnly: true }),
+    builtin('authorization.k8s.io', 'v1', 'subjectaccessreviews', 'SubjectAccessReview', false, { createOnly: true }),
+    builtin('authorization.k8s.io', 'v1', 'selfsubjectaccessreviews', 'SelfSubjectAccessReview', false, { createOnly: true }),
+    builtin('authorization.k8s.io', 'v1', 'selfsubjectrulesreviews', 'SelfSubjectRulesReview', false, { createOnly: true }),
+    builtin('authorization.k8s.io', 'v1', 'localsubjectaccessreviews', 'LocalSubjectAccessReview', true, { createOnly: true }),
     builtin('apiextensions.k8s.io', 'v1', 'customresourcedefinitions', 'CustomResourceDefinition', false, {
       shortNames: ['crd', 'crds'],
       hasStatus: true,

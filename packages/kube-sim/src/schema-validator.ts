@@ -191,7 +191,27 @@ function validateObject(
       }
     }
   }
+  if (Array.isArray(schema.oneOf)) checkOneOf(schema.oneOf, out, path, causes);
   return out;
+}
+
+/**
+ * `oneOf` as structural schemas use it: branches that only list `required` fields (a union of
+ * mutually exclusive fields, e.g. a VolumeSnapshot's source). Exactly one branch must hold.
+ */
+function checkOneOf(branches: unknown[], value: Record<string, unknown>, path: string, causes: StatusCause[]): void {
+  const holding = branches.filter(
+    (branch) =>
+      isPlainObject(branch) &&
+      Array.isArray(branch.required) &&
+      branch.required.every((field) => typeof field === 'string' && value[field] !== undefined),
+  ).length;
+  if (holding === 1) return;
+  causes.push({
+    reason: 'FieldValueInvalid',
+    field: path,
+    message: `Invalid value: "object": ${path} in body must validate one and only one schema (oneOf). ${holding === 0 ? 'Found none valid' : `Found ${holding} valid alternatives`}`,
+  });
 }
 
 /**

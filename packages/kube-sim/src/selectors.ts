@@ -203,3 +203,44 @@ export function hasSelector(filter: ObjectFilter): boolean {
 export function matchesFilter(filter: ObjectFilter, object: KubeObject): boolean {
   return matchesLabels(filter.labels, object.metadata.labels) && matchesFields(filter.fields, object);
 }
+
+/**
+ * A metav1.LabelSelector object (`matchLabels`, `matchExpressions`) as requirements; an empty one
+ * selects everything. Malformed entries select nothing (`undefined`).
+ */
+export function labelSelectorFromObject(value: unknown): LabelSelector | undefined {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
+  const selector = value as { matchLabels?: unknown; matchExpressions?: unknown };
+  const requirements: LabelSelector = [];
+  if (selector.matchLabels !== undefined) {
+    if (typeof selector.matchLabels !== 'object' || selector.matchLabels === null) return undefined;
+    for (const [key, v] of Object.entries(selector.matchLabels)) {
+      if (typeof v !== 'string') return undefined;
+      requirements.push({ op: '=', key, value: v });
+    }
+  }
+  if (selector.matchExpressions !== undefined) {
+    if (!Array.isArray(selector.matchExpressions)) return undefined;
+    for (const expression of selector.matchExpressions as { key?: unknown; operator?: unknown; values?: unknown }[]) {
+      if (typeof expression?.key !== 'string') return undefined;
+      const values = Array.isArray(expression.values) ? expression.values.filter((v): v is string => typeof v === 'string') : [];
+      switch (expression.operator) {
+        case 'In':
+          requirements.push({ op: 'in', key: expression.key, values });
+          break;
+        case 'NotIn':
+          requirements.push({ op: 'notin', key: expression.key, values });
+          break;
+        case 'Exists':
+          requirements.push({ op: 'exists', key: expression.key });
+          break;
+        case 'DoesNotExist':
+          requirements.push({ op: '!exists', key: expression.key });
+          break;
+        default:
+          return undefined;
+      }
+    }
+  }
+  return requirements;
+}

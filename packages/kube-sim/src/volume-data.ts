@@ -6,7 +6,7 @@
  */
 import { createCipheriv, createHash } from 'node:crypto';
 import { mkdir, open } from 'node:fs/promises';
-import { dirname, join, resolve, sep } from 'node:path';
+import { basename, dirname, join, resolve, sep } from 'node:path';
 import { isPlainObject, type KubeObject } from './kube-object.js';
 
 export const filesAnnotation = 'sim.stowage.dev/files';
@@ -31,10 +31,12 @@ export interface VolumeFileSpec {
 export interface PodVolumeDir {
   volume: string;
   plugin: 'kubernetes.io~empty-dir' | 'kubernetes.io~csi';
-  /** Absolute path of the directory holding the volume's files. */
+  /** Absolute path of the directory holding the volume's files (of a block volume: the one file that is the device). */
   path: string;
   claimName?: string;
   pvName?: string;
+  /** A `volumeMode: Block` claim: `path` is a single file under `volumeDevices/`, not a directory. */
+  block?: boolean;
 }
 
 export function checkFileSpecs(value: unknown, where: string): { ok: true; specs: VolumeFileSpec[] } | { ok: false; problems: string[] } {
@@ -172,6 +174,20 @@ async function writeSpec(dir: string, spec: VolumeFileSpec): Promise<number> {
   }
 }
 
+/**
+ * A block volume is one file (the simulator's device): the bytes of its first file spec (content,
+ * or size and seed), or empty. Returns bytes written.
+ */
+export async function materializeBlockFile(path: string, specs: VolumeFileSpec[]): Promise<number> {
+  await mkdir(dirname(path), { recursive: true });
+  const [first] = expandSpecs(specs);
+  if (!first) {
+    await (await open(path, 'w', 0o600)).close();
+    return 0;
+  }
+  return await writeSpec(dirname(path), { ...first, path: basename(path), mode: first.mode ?? 0o600 });
+}
+
 /** Creates the volume directory and writes its files; returns bytes written. */
 export async function materializeVolume(dir: string, specs: VolumeFileSpec[]): Promise<number> {
   await mkdir(dir, { recursive: true });
@@ -186,6 +202,11 @@ export function emptyDirPath(dataRoot: string, node: string, podUid: string, vol
 
 export function csiVolumePath(dataRoot: string, node: string, podUid: string, pvName: string): string {
   return join(dataRoot, node, 'pods', podUid, 'volumes', 'kubernetes.io~csi', pvName, 'mount');
+}
+
+/** A block-mode CSI volume of a pod: the kubelet's `volumeDevices` entry, here a regular file holding the device's bytes. */
+export function csiBlockPath(dataRoot: string, node: string, podUid: string, pvName: string): string {
+  return join(dataRoot, node, 'pods', podUid, 'volumeDevices', 'kubernetes.io~csi', pvName);
 }
 
 /** Runs `work` over items with at most `limit` in flight. */

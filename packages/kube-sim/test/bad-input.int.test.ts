@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Simulator, startSimulator } from '../src/index.js';
 
 async function call(sim: Simulator, method: string, path: string, body?: string, contentType = 'application/json') {
-  const init: RequestInit = { method, headers: { 'Content-Type': contentType } };
+  const init: RequestInit = { method, headers: { 'Content-Type': contentType, Authorization: `Bearer ${sim.adminToken}` } };
   if (body !== undefined) init.body = body;
   const res = await fetch(`${sim.url}${path}`, init);
   const text = await res.text();
@@ -107,7 +107,7 @@ describe('bad input gets what a real API server gives, and never brings the simu
 
     const res = await fetch(`${sim.url}${base}?fieldValidation=Warn`, {
       method: 'POST',
-      headers: { 'Content-Type': 'application/json' },
+      headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${sim.adminToken}` },
       body: body('warned'),
     });
     expect(res.status).toBe(201);

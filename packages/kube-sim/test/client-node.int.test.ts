@@ -73,7 +73,7 @@ describe('client-node 1.4.0 against the simulator', () => {
     // Registered over plain HTTP: client-node's typed ApiextensionsV1Api serialiser drops `enum` from schemas.
     const registered = await fetch(`${sim.url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions`, {
       method: 'POST',
-      headers: { 'Content-Type': 'application/json', Authorization: 'Bearer t' },
+      headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${sim.adminToken}` },
       body: JSON.stringify(parse(readFileSync(pvbCrdPath, 'utf8'))),
     });
     expect(registered.status).toBe(201);
@@ -312,6 +312,29 @@ describe('client-node 1.4.0 against the simulator', () => {
     const record = sim.execLog({ pod: 'cache' }).find((r) => r.command[0] === 'sleep')!;
     expect(record.aborted).toBe(true);
     expect(record.exitCode).toBeNull();
+  });
+
+  it('holds an exec with a `hold` outcome until the control API releases it, then ends with its outcome', async () => {
+    sim.setExecBehaviour('shop', 'cache', { redis: { rules: [{ commandPrefix: ['hold'], hold: true, exitCode: 4 }] } });
+    try {
+      let status: k8s.V1Status | undefined;
+      await new k8s.Exec(kc, execTransport(kc)).exec('shop', 'cache', 'redis', ['hold', 'me'], null, null, null, false, (s) => {
+        status = s;
+      });
+      const running = () => sim.execLog({ pod: 'cache' }).find((r) => r.command[0] === 'hold');
+      await waitFor(() => running() !== undefined, 2000, 'exec start');
+      // Nothing else to wait for: a held exec has no timer. The other pod's release leaves it held.
+      expect(sim.releaseExecs('shop', 'postgres-0')).toBe(0);
+      expect(running()?.endedAt).toBeNull();
+      const res = await fetch(`${sim.url}/_sim/pods/shop/cache/exec/release`, { method: 'POST' });
+      expect(await res.json()).toEqual({ released: 1 });
+      await waitFor(() => status !== undefined, 3000, 'exec end');
+      expect(status?.details?.causes).toEqual([{ reason: 'ExitCode', message: '4' }]);
+      expect(running()).toMatchObject({ exitCode: 4, aborted: false });
+      expect(sim.releaseExecs('shop', 'cache')).toBe(0);
+    } finally {
+      sim.setExecBehaviour('shop', 'cache', undefined);
+    }
   });
 });
 

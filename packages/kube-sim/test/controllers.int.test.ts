@@ -1,5 +1,5 @@
 /*
- * The simulator's cluster behaviour a restore relies on (DESIGN §7), seen through the real
+ * The simulator's cluster behaviour a restore relies on (docs/architecture.md#the-restore-job-graph), seen through the real
  * client-node over HTTP: scheduler, dynamic provisioner, kubelet (volume directories, init
  * containers, stowage-restore-wait and its done markers), CRD Established, namespace Active.
  */
@@ -455,7 +455,7 @@ describe('CRD Established after crdEstablishDelayMs', () => {
       };
       const created = await fetch(`${sim.url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions`, {
         method: 'POST',
-        headers: { 'Content-Type': 'application/json' },
+        headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${sim.adminToken}` },
         body: JSON.stringify(crdBody),
       });
       expect(created.status).toBe(201);
@@ -480,6 +480,42 @@ describe('CRD Established after crdEstablishDelayMs', () => {
         body: widget,
       })) as { size?: number };
       expect(made.size).toBe(3);
+    } finally {
+      await sim.close();
+    }
+  });
+});
+
+describe('CRD conditions on later writes', () => {
+  it("an unchanged CRD applied again keeps its resourceVersion and its conditions' transition times", async () => {
+    const sim = await startSimulator({ fixture });
+    try {
+      const crd = {
+        apiVersion: 'apiextensions.k8s.io/v1',
+        kind: 'CustomResourceDefinition',
+        metadata: { name: 'gadgets.example.com' },
+        spec: {
+          group: 'example.com',
+          scope: 'Namespaced',
+          names: { plural: 'gadgets', singular: 'gadget', kind: 'Gadget' },
+          versions: [{ name: 'v1', served: true, storage: true, schema: { openAPIV3Schema: { type: 'object' } } }],
+        },
+      };
+      const apply = async () => {
+        const res = await fetch(`${sim.url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets.example.com?fieldManager=t`, {
+          method: 'PATCH',
+          headers: { 'Content-Type': 'application/apply-patch+yaml', Authorization: `Bearer ${sim.adminToken}` },
+          body: JSON.stringify(crd),
+        });
+        expect(res.status).toBeLessThan(300);
+        return (await res.json()) as k8s.V1CustomResourceDefinition;
+      };
+      const first = await apply();
+      // Past the timestamps' one-second resolution, so a recomputed time would differ.
+      await new Promise((r) => setTimeout(r, 1_100));
+      const second = await apply();
+      expect(second.metadata?.resourceVersion).toBe(first.metadata?.resourceVersion);
+      expect(second.status?.conditions).toEqual(first.status?.conditions);
     } finally {
       await sim.close();
     }

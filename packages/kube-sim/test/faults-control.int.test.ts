@@ -31,7 +31,7 @@ describe('faults, control API and the demo fixture on disk', () => {
     expect(put.status).toBe(200);
     const answers: { status: number; retryAfter: string | null; reason: string }[] = [];
     for (let i = 0; i < 3; i++) {
-      const res = await fetch(`${sim.url}/api/v1/namespaces/shop/pods`);
+      const res = await fetch(`${sim.url}/api/v1/namespaces/shop/pods`, { headers: { Authorization: `Bearer ${sim.adminToken}` } });
       answers.push({
         status: res.status,
         retryAfter: res.headers.get('retry-after'),
@@ -44,7 +44,9 @@ describe('faults, control API and the demo fixture on disk', () => {
       { status: 503, retryAfter: null, reason: 'ServiceUnavailable' },
     ]);
     // Other resources are outside appliesTo; the control API is never faulted.
-    expect((await fetch(`${sim.url}/api/v1/namespaces/shop/configmaps`)).status).toBe(200);
+    expect(
+      (await fetch(`${sim.url}/api/v1/namespaces/shop/configmaps`, { headers: { Authorization: `Bearer ${sim.adminToken}` } })).status,
+    ).toBe(200);
     const counts = (await (await fetch(`${sim.url}/_sim/requests`)).json()) as {
       faulted: Record<string, number>;
       byResource: Record<string, Record<string, number>>;

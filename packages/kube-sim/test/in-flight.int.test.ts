@@ -11,14 +11,15 @@ describe('requests in flight, as the simulator counts them', () => {
     await sim?.close();
   });
 
+  const asAdmin = (init: RequestInit = {}): RequestInit => ({ ...init, headers: { Authorization: `Bearer ${sim.adminToken}` } });
   const counts = async () => (await (await fetch(`${sim.url}/_sim/requests`)).json()) as RequestCounts;
 
   it('counts concurrent requests (held by the injected latency) but not watch streams, and resets the peak', async () => {
     sim.setFaults({ latencyMs: 300 });
     sim.resetRequests();
     const watch = new AbortController();
-    const watching = fetch(`${sim.url}/api/v1/namespaces/shop/pods?watch=true`, { signal: watch.signal }).catch(() => undefined);
-    const reads = Array.from({ length: 7 }, () => fetch(`${sim.url}/api/v1/namespaces/shop/configmaps`).then((r) => r.status));
+    const watching = fetch(`${sim.url}/api/v1/namespaces/shop/pods?watch=true`, asAdmin({ signal: watch.signal })).catch(() => undefined);
+    const reads = Array.from({ length: 7 }, () => fetch(`${sim.url}/api/v1/namespaces/shop/configmaps`, asAdmin()).then((r) => r.status));
     expect(await Promise.all(reads)).toEqual(Array(7).fill(200));
     const after = await counts();
     expect(after.inFlight.peak).toBe(7);
@@ -29,13 +30,13 @@ describe('requests in flight, as the simulator counts them', () => {
     sim.clearFaults();
     sim.resetRequests();
     expect((await counts()).inFlight).toEqual({ current: 0, peak: 0 });
-    await fetch(`${sim.url}/api/v1/namespaces/shop/configmaps`);
+    await fetch(`${sim.url}/api/v1/namespaces/shop/configmaps`, asAdmin());
     expect((await counts()).inFlight).toEqual({ current: 0, peak: 1 });
   });
 
   it('counts the LISTs with a label or field selector apart (informers), within the LISTs of their resource', async () => {
     sim.resetRequests();
-    const list = (query: string) => fetch(`${sim.url}/api/v1/pods${query}`).then((r) => r.status);
+    const list = (query: string) => fetch(`${sim.url}/api/v1/pods${query}`, asAdmin()).then((r) => r.status);
     expect(await list('')).toBe(200);
     expect(await list('?limit=1')).toBe(200);
     expect(await list('?fieldSelector=spec.nodeName%3Dnode-1')).toBe(200);

@@ -100,6 +100,97 @@ spec:
     expect(await kubectl('get', 'widget', 'w1', '-n', 'shop', '-o', 'jsonpath={.spec.size}')).toBe('5');
   });
 
+  it('get prints a CRD’s additionalPrinterColumns as the API server’s Table; -A adds the namespace, -o wide the priority 1 columns', async () => {
+    const crdFile = join(home, 'gadgets-crd.yaml');
+    writeFileSync(
+      crdFile,
+      `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: { name: gadgets.example.com }
+spec:
+  group: example.com
+  scope: Namespaced
+  names: { kind: Gadget, plural: gadgets, singular: gadget, listKind: GadgetList }
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      subresources: { status: {} }
+      additionalPrinterColumns:
+        - { name: Phase, type: string, jsonPath: .status.phase }
+        - { name: Progress, type: string, jsonPath: .status.progress.summary }
+        - { name: Errors, type: integer, jsonPath: .status.errors }
+        - { name: Age, type: date, jsonPath: .metadata.creationTimestamp }
+        - { name: Owner, type: string, jsonPath: .spec.owner, priority: 1 }
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec: { type: object, properties: { owner: { type: string } } }
+            status:
+              type: object
+              properties:
+                phase: { type: string }
+                errors: { type: integer }
+                progress: { type: object, properties: { summary: { type: string } } }
+`,
+    );
+    await kubectl('apply', '-f', crdFile);
+    for (const [ns, name] of [
+      ['shop', 'g1'],
+      ['media', 'g2'],
+    ] as const) {
+      const created = await fetch(`${sim.url}/apis/example.com/v1/namespaces/${ns}/gadgets`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${sim.adminToken}` },
+        body: JSON.stringify({ metadata: { name }, spec: { owner: `team-${ns}` } }),
+      });
+      expect(created.status).toBe(201);
+    }
+    const status = await fetch(`${sim.url}/apis/example.com/v1/namespaces/shop/gadgets/g1/status`, {
+      method: 'PATCH',
+      headers: { 'Content-Type': 'application/merge-patch+json', Authorization: `Bearer ${sim.adminToken}` },
+      body: JSON.stringify({ status: { phase: 'InProgress', errors: 2, progress: { summary: '37/120' } } }),
+    });
+    expect(status.status).toBe(200);
+
+    const rows = (await kubectl('get', 'gadgets', '-A')).trim().split('\n');
+    expect(rows[0]?.split(/\s+/)).toEqual(['NAMESPACE', 'NAME', 'PHASE', 'PROGRESS', 'ERRORS', 'AGE']);
+    // a column without a value is an empty cell (kube-apiserver sends null, kubectl prints nothing)
+    expect(rows[1]).toMatch(/^media\s+g2\s+\d+s$/);
+    expect(rows[2]?.split(/\s+/)).toEqual(['shop', 'g1', 'InProgress', '37/120', '2', expect.stringMatching(/^\d+s$/)]);
+    const wide = (await kubectl('get', 'gadget', 'g1', '-n', 'shop', '-o', 'wide')).trim().split('\n');
+    expect(wide[0]?.split(/\s+/)).toEqual(['NAME', 'PHASE', 'PROGRESS', 'ERRORS', 'AGE', 'OWNER']);
+    expect(wide[1]?.split(/\s+/)).toEqual(['g1', 'InProgress', '37/120', '2', expect.stringMatching(/^\d+s$/), 'team-shop']);
+    // get -w: every change arrives as a row of the same columns
+    const child = spawn('kubectl', ['--cache-dir', join(home, 'cache'), 'get', 'gadgets', '-n', 'shop', '-w'], { env });
+    try {
+      let output = '';
+      child.stdout.on('data', (d: Buffer) => {
+        output += d.toString();
+      });
+      const until = async (pattern: RegExp) => {
+        for (let waited = 0; !pattern.test(output); waited += 50) {
+          if (waited > 15_000) throw new Error(`kubectl get -w did not print ${pattern}; got:\n${output}`);
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        }
+      };
+      await until(/g1\s+InProgress/);
+      await fetch(`${sim.url}/apis/example.com/v1/namespaces/shop/gadgets/g1/status`, {
+        method: 'PATCH',
+        headers: { 'Content-Type': 'application/merge-patch+json', Authorization: `Bearer ${sim.adminToken}` },
+        body: JSON.stringify({ status: { phase: 'Completed', progress: { summary: '120/120' } } }),
+      });
+      await until(/g1\s+Completed\s+120\/120\s+2\s+\d+s/);
+      expect(output.match(/^NAME\s+PHASE/gm)).toHaveLength(1);
+    } finally {
+      child.kill();
+    }
+    // -o json still gets the objects, not the table
+    const json = JSON.parse(await kubectl('get', 'gadgets', '-n', 'shop', '-o', 'json')) as { items: { status: unknown }[] };
+    expect(json.items[0]?.status).toEqual({ phase: 'Completed', errors: 2, progress: { summary: '120/120' } });
+  });
+
   it('apply of a built-in kind validates without --validate=false, then re-applies a change as a patch', async () => {
     const file = join(home, 'settings.yaml');
     writeFileSync(file, 'apiVersion: v1\nkind: ConfigMap\nmetadata: { name: applied, namespace: shop }\ndata: { mode: a }\n');
@@ -136,7 +227,7 @@ spec:
       await waitForText('media-settings');
       const created = await fetch(`${sim.url}/api/v1/namespaces/media/configmaps`, {
         method: 'POST',
-        headers: { 'Content-Type': 'application/json' },
+        headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${sim.adminToken}` },
         body: JSON.stringify({ metadata: { name: 'watched-cm' }, data: { a: 'b' } }),
       });
       expect(created.status).toBe(201);

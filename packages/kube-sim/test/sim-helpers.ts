@@ -57,3 +57,35 @@ export function execTransport(kc: k8s.KubeConfig): NonNullable<ConstructorParame
     },
   } as never;
 }
+
+/** A KubeConfig from kubeconfig text (any identity's, from `sim.kubeconfigFor`). */
+export function kubeConfigFromYaml(yaml: string): k8s.KubeConfig {
+  const kc = new k8s.KubeConfig();
+  kc.loadFromString(yaml);
+  return kc;
+}
+
+/** A raw request to the simulator's plain-HTTP port with a bearer token (or none), answering status, body and headers. */
+export async function rawRequest(
+  sim: Simulator,
+  method: string,
+  path: string,
+  options: { token?: string; body?: unknown; headers?: Record<string, string> } = {},
+): Promise<{ status: number; body: Record<string, unknown>; text: string; headers: Headers }> {
+  const headers: Record<string, string> = { ...(options.headers ?? {}) };
+  if (options.token !== undefined) headers.Authorization = `Bearer ${options.token}`;
+  const init: RequestInit = { method, headers };
+  if (options.body !== undefined) {
+    headers['Content-Type'] ??= 'application/json';
+    init.body = typeof options.body === 'string' ? options.body : JSON.stringify(options.body);
+  }
+  const res = await fetch(`${sim.url}${path}`, init);
+  const text = await res.text();
+  let body: Record<string, unknown> = {};
+  try {
+    body = JSON.parse(text);
+  } catch {
+    body = {};
+  }
+  return { status: res.status, body, text, headers: res.headers };
+}

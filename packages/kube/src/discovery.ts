@@ -141,3 +141,31 @@ export async function mapWithConcurrency<T, R>(items: T[], limit: number, fn: (i
   await Promise.all(workers);
   return results;
 }
+
+/**
+ * `<apiVersion>/<Kind>` (a backup resource list's keys) → the group and plural RBAC names, from
+ * discovery read at most once per `ttlMs` (default 5 min; a failed read is not kept).
+ */
+export function createKindResolver(
+  kube: KubeClients,
+  options: { ttlMs?: number; now?: () => number } = {},
+): () => Promise<(apiVersionKind: string) => { group: string; resource: string } | undefined> {
+  const ttlMs = options.ttlMs ?? 5 * 60_000;
+  const now = options.now ?? Date.now;
+  let cached: { at: number; lookup: Promise<Map<string, { group: string; resource: string }>> } | undefined;
+  return async () => {
+    if (!cached || now() - cached.at > ttlMs) {
+      const lookup = discoverResources(kube).then(({ resources }) => {
+        const map = new Map<string, { group: string; resource: string }>();
+        for (const r of resources) map.set(`${r.groupVersion}/${r.kind}`, { group: r.group, resource: r.resource });
+        return map;
+      });
+      cached = { at: now(), lookup };
+      lookup.catch(() => {
+        if (cached?.lookup === lookup) cached = undefined;
+      });
+    }
+    const map = await cached.lookup;
+    return (apiVersionKind) => map.get(apiVersionKind);
+  };
+}

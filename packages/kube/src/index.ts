@@ -1,4 +1,29 @@
 export {
+  type AccessDecision,
+  type AccessReviewer,
+  type AccessReviewerOptions,
+  createAccessReviewer,
+  type ReviewAttributes,
+  type ReviewedUser,
+} from './access-review.js';
+export {
+  createDataDownloadClient,
+  createDataUploadClient,
+  type DataDownloadClient,
+  type DataDownloadOperation,
+  type DataDownloadSpec,
+  type DataDownloadStatus,
+  type DataMoverClient,
+  type DataMoverOperation,
+  type DataMoverSpec,
+  type DataMoverStatus,
+  dataDownloadKind,
+  dataDownloadLabels,
+  dataMoverLabels,
+  dataUploadKind,
+} from './data-mover-client.js';
+export {
+  createKindResolver,
   type DiscoveredResource,
   type DiscoveryFailure,
   type DiscoveryResult,
@@ -101,6 +126,21 @@ export {
   retryableStatuses,
   runWithRetry,
 } from './retry-policy.js';
+export {
+  createVolumeSnapshot,
+  createVolumeSnapshotContent,
+  deleteVolumeSnapshot,
+  getVolumeSnapshot,
+  getVolumeSnapshotContent,
+  listSnapshotClasses,
+  setSnapshotContentDeletionPolicy,
+  snapshotApiVersion,
+  snapshotCutAtMs,
+  snapshotGroup,
+  type VolumeSnapshot,
+  type VolumeSnapshotClass,
+  type VolumeSnapshotContent,
+} from './snapshot-client.js';
 export { TailBuffer } from './tail-buffer.js';
 export {
   type CancelVolumeOperationResult,
@@ -117,4 +157,5 @@ export {
   type VolumeOperationPhase,
   type VolumeOperationSpecBase,
   type VolumeOperationStatusBase,
+  type VolumeOperationStorageCost,
 } from './volume-operation-client.js';

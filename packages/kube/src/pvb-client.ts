@@ -8,6 +8,7 @@ import {
   type VolumeOperationClient,
   type VolumeOperationKind,
   type VolumeOperationPhase,
+  type VolumeOperationStorageCost,
 } from './volume-operation-client.js';
 
 export const pvbGroup = 'stowage.dev';
@@ -24,7 +25,7 @@ export const pvbOperationKind: VolumeOperationKind = {
   shortName: 'PVB',
 };
 
-/** Labels every PVB carries (DESIGN §3). */
+/** Labels every PVB carries (docs/architecture.md#podvolumebackups). */
 export const pvbLabels = {
   backupName: 'stowage.dev/backup-name',
   backupUid: 'stowage.dev/backup-uid',
@@ -59,6 +60,8 @@ export interface PodVolumeBackupStatus {
   startTimestamp?: string;
   completionTimestamp?: string;
   progress?: { totalBytes?: number; bytesDone?: number };
+  /** What the node agent asked of object storage for it (every run together). */
+  storage?: VolumeOperationStorageCost;
 }
 
 export type PodVolumeBackup = VolumeOperation<PodVolumeBackupSpec, PodVolumeBackupStatus>;

@@ -7,6 +7,7 @@ import {
   type VolumeOperationClientOptions,
   type VolumeOperationKind,
   type VolumeOperationPhase,
+  type VolumeOperationStorageCost,
 } from './volume-operation-client.js';
 
 export const pvrGroup = 'stowage.dev';
@@ -60,6 +61,8 @@ export interface PodVolumeRestoreStatus {
   startTimestamp?: string;
   completionTimestamp?: string;
   progress?: { totalBytes?: number; bytesDone?: number };
+  /** What the node agent asked of object storage for it (every run together). */
+  storage?: VolumeOperationStorageCost;
 }
 
 export type PodVolumeRestore = VolumeOperation<PodVolumeRestoreSpec, PodVolumeRestoreStatus>;

@@ -29,6 +29,18 @@ export interface VolumeOperationStatusBase {
   startTimestamp?: string;
   completionTimestamp?: string;
   progress?: { totalBytes?: number; bytesDone?: number };
+  /**
+   * What the operation asked of object storage so far (@stowage/storage's StorageCost: requests by
+   * operation, object bytes each way), every run of it together; the backup or restore adds it up.
+   */
+  storage?: VolumeOperationStorageCost;
+}
+
+/** @stowage/storage's StorageCost, as it is kept in a volume operation's status. */
+export interface VolumeOperationStorageCost {
+  requests: { put: number; get: number; head: number; list: number; delete: number };
+  bytesWritten: number;
+  bytesRead: number;
 }
 
 export interface VolumeOperation<Spec extends VolumeOperationSpecBase, Status extends VolumeOperationStatusBase> extends KubernetesObject {

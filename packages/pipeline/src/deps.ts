@@ -1,8 +1,10 @@
-import { type KubeClients, type PvbClient, type PvrClient, restoreWaitContainer } from '@stowage/kube';
-import type { RedisClient } from '@stowage/queue';
+import { DEFAULT_MAX_HOOK_TIMEOUT_MS } from '@stowage/core';
+import { type AccessReviewer, type KubeClients, type PvbClient, type PvrClient, restoreWaitContainer } from '@stowage/kube';
+import { DEFAULT_RESTORE_WAIT_IMAGE } from '@stowage/platform';
+import type { NodeAgentRegistry, RedisClient } from '@stowage/queue';
 import type { BackupStorage } from '@stowage/storage';
-import type { NodeAgentRegistry } from './agents/node-agent-registry.js';
 import type { RepositoryGc } from './deletion/repository-gc.js';
+import type { PipelineMetrics } from './metrics.js';
 import type { RestoreState } from './restore/restore-state.js';
 import type { BackupState } from './state/backup-state.js';
 
@@ -15,15 +17,11 @@ export interface PipelineLogger {
   child(bindings: Record<string, unknown>): PipelineLogger;
 }
 
-export type WaitMode = 'decoupled' | 'inline';
-
 export interface PipelineConfig {
   /** Namespace of the PVB objects (Stowage's namespace). */
   namespace: string;
   /** `spec.backupStorageLocation` of every PVB. */
   backupStorageLocation: string;
-  /** `decoupled` (the design) or `inline` (Velero 1.16 behaviour, for the benchmark only). */
-  waitMode: WaitMode;
   /** Blocks per FlowProducer.addBulk while planning. */
   blockBatchSize: number;
   /**
@@ -35,6 +33,8 @@ export interface PipelineConfig {
   listPageSize: number;
   /** A backup of at most this many named namespaces is planned from their lists, not the cluster's (0: never). */
   namespaceListsMax: number;
+  /** The operator's cap on hook timeouts (STOWAGE_MAX_HOOK_TIMEOUT): a pod's timeout annotation over it is clamped, with a warning. */
+  maxHookTimeoutMs: number;
   /** pvb-watch re-park backoff: first delay and cap. */
   pvbPollBaseMs: number;
   pvbPollMaxMs: number;
@@ -55,7 +55,7 @@ export interface PipelineConfig {
   restoreContainerGraceMs: number;
   /** How long a restore tier waits for its CRDs to be Established / namespaces Active. */
   restoreTierWaitMs: number;
-  /** The `stowage-restore-wait` init container: the node agent's image and the program's command. */
+  /** The `stowage-restore-wait` init container: the node agent's image as deployed (STOWAGE_RESTORE_WAIT_IMAGE) and the program's command. */
   restoreWaitImage: string;
   restoreWaitCommand: string[];
 }
@@ -63,11 +63,11 @@ export interface PipelineConfig {
 export const DEFAULT_PIPELINE_CONFIG: PipelineConfig = Object.freeze({
   namespace: 'stowage',
   backupStorageLocation: 'default',
-  waitMode: 'decoupled',
   blockBatchSize: 500,
   blocksInFlightPerBackup: 1_000,
   listPageSize: 500,
   namespaceListsMax: 10,
+  maxHookTimeoutMs: DEFAULT_MAX_HOOK_TIMEOUT_MS,
   pvbPollBaseMs: 200,
   pvbPollMaxMs: 5_000,
   pvbRealReadEveryMs: 30_000,
@@ -77,7 +77,7 @@ export const DEFAULT_PIPELINE_CONFIG: PipelineConfig = Object.freeze({
   restoreMaxInFlight: 100,
   restoreContainerGraceMs: 250,
   restoreTierWaitMs: 60_000,
-  restoreWaitImage: 'stowage/node-agent:latest',
+  restoreWaitImage: DEFAULT_RESTORE_WAIT_IMAGE,
   restoreWaitCommand: [...restoreWaitContainer.command],
 });
 
@@ -107,7 +107,33 @@ export interface PipelineDeps {
   pvrs?: PvrClient | undefined;
   /** The volume repository: when given, deleting a backup forgets its snapshots and a prune job follows. */
   repository?: RepositoryGc | undefined;
+  /**
+   * Asks the API server what a run's requester may do (SubjectAccessReview): a spec hook's exec is
+   * checked as the requester first. Absent: a run with a Kubernetes requester runs no spec hook.
+   */
+  access?: Pick<AccessReviewer, 'review'> | undefined;
+  /** This process's metrics, told where each event happens (metrics.ts); none by default. */
+  metrics?: PipelineMetrics | undefined;
+  /**
+   * Not the product: a comparison the benchmark wires in (`inlineBlockWait`, Velero's way), which
+   * holds each item-block job until its block's PVBs have ended and its post hooks have run.
+   * Unset, an item-block job returns once its PVBs are created and its post-hooks job waits, parked.
+   */
+  blockWait?: BlockWait | undefined;
 }
+
+/** What an item-block job offers a BlockWait once its items are staged and its PVBs created. */
+export interface BlockWaitInput {
+  backupName: string;
+  blockId: string;
+  pvbNames: readonly string[];
+  /** Resolves when the PVB has ended or the backup's fs-backup deadline has passed. */
+  pvbEnded(pvbName: string): Promise<void>;
+  /** Runs the block's post hooks and writes its end, as its post-hooks job would. */
+  finishBlock(): Promise<void>;
+}
+
+export type BlockWait = (input: BlockWaitInput) => Promise<void>;
 
 /** The state key prefix for a queue prefix; the one key module (`@stowage/queue` redis-keys) names every key. */
 export { statePrefixFor } from '@stowage/queue';

@@ -1,5 +1,7 @@
-export { DEFAULT_AGENT_TTL_MS, NodeAgentRegistry, type NodeAgentRegistryOptions } from './agents/node-agent-registry.js';
+// The registry lives in @stowage/queue (the node agent uses it without the processors); re-exported for the pipeline's users.
+export { DEFAULT_AGENT_TTL_MS, NodeAgentRegistry, type NodeAgentRegistryOptions } from '@stowage/queue';
 export { type DeleteBackupDeps, deleteBackup } from './deletion/delete-backup.js';
+export { type DeletedSnapshot, deleteKeptSnapshots } from './deletion/delete-snapshots.js';
 export {
   PRUNE_SUMMARY_FIELDS,
   type PruneRunSummary,
@@ -10,26 +12,21 @@ export {
   requestPrune,
 } from './deletion/repository-gc.js';
 export {
+  type BlockWait,
+  type BlockWaitInput,
   type Clock,
   DEFAULT_PIPELINE_CONFIG,
   type PipelineConfig,
   type PipelineDeps,
   type PipelineLogger,
   statePrefixFor,
-  type WaitMode,
 } from './deps.js';
 export { PipelineError, PipelineErrorCode, UnrecoverablePipelineError } from './errors.js';
 export { PromotingInformerHub, type PromotingSource } from './informers/promoting-informer-hub.js';
+export { inlineBlockWait } from './inline-block-wait.js';
+export { NO_PIPELINE_METRICS, type PipelineMetrics, scheduleOf } from './metrics.js';
 export type { BlockPlan, HookPhase, PlannedHook, PlannedItem, PlannedPod, PlannedVolume, PlanSkip } from './plan/block-plan.js';
-export {
-  type DryRunBlock,
-  type DryRunDeps,
-  type DryRunHook,
-  type DryRunPlan,
-  type DryRunVolume,
-  ESTIMATE_BASIS,
-  planDryRun,
-} from './plan/dry-run.js';
+export { type DryRunDeps, ESTIMATE_BASIS, planDryRun } from './plan/dry-run.js';
 export { type VolumeOutcome, volumeOutcomes } from './plan/volume-outcomes.js';
 export type { DeleteBackupResult } from './processors/delete-backup.processor.js';
 export type { FinalizeResult } from './processors/finalize.processor.js';
@@ -49,6 +46,7 @@ export type { PvbWatchResult } from './pvb/pvb-observation.js';
 export { InFlightLimit } from './restore/in-flight-limit.js';
 export { applyRestoreApiCap, RESTORE_JOB_SHARE, restoreApiShares } from './restore/restore-api-cap.js';
 export type { PlannedRestoreHook, PlannedRestoreItem, RestorePodPlan, RestoreTierPlan } from './restore/restore-plan-types.js';
+export { completedSnapshotsOf } from './restore/restore-snapshots.js';
 export {
   type ItemOutcome,
   type ItemResult,
@@ -74,6 +72,13 @@ export {
   type SubmitRestoreResult,
   submitRestore,
 } from './restore/restore-submit.js';
+export {
+  type ArchivedSchedule,
+  SCHEDULE_ARCHIVE_FORMAT_VERSION,
+  SCHEDULES_ROOT,
+  ScheduleArchive,
+  scheduleLayout,
+} from './schedules/schedule-archive.js';
 export { type CreateScheduleResult, jobSchedulerId, ScheduleControl, type ScheduleStatus } from './schedules/schedule-control.js';
 export { type ScheduleRecord, type ScheduleSkip, ScheduleStore } from './schedules/schedule-store.js';
 export {
@@ -105,6 +110,7 @@ export {
 } from './state/backup-state.js';
 export { type ClaimedBlock, DispatchWindow } from './state/dispatch-window.js';
 export { type LogLine as RunLogLine, type RunEvent, type RunRecord, RunState } from './state/run-state.js';
+export { STORAGE_COUNTER, storageCostFromCounters } from './state/storage-cost.js';
 export {
   type CancelBackupResult,
   cancelBackup,
@@ -124,5 +130,4 @@ export {
   startWorkers,
   type WorkerConcurrency,
   type WorkerLockTiming,
-  workerLockTimingFromEnv,
 } from './workers.js';

@@ -19,5 +19,6 @@ export function decideBackupPhase(input: { counters: Record<string, number>; pla
     pvbsCanceled,
     podsSkippedByHooks: c('podsSkippedByHooks'),
     otherErrors: Math.max(0, c('errors') - categorized),
+    typesNotRead: c('typesNotRead'),
   });
 }

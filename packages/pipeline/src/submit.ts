@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { ENDED_BACKUP_PHASES, isPostHooksJobIdOf } from '@stowage/core';
+import { ENDED_BACKUP_PHASES, isPostHooksJobIdOf, type Requester } from '@stowage/core';
 import type { RedisClient } from '@stowage/queue';
 import { addBackupFlow, addDeleteBackupJob, createFlowProducer, promoteParkedWhere } from '@stowage/queue';
 import type { FlowProducer, Queue } from 'bullmq';
@@ -20,6 +20,13 @@ export interface SubmitBackupInput {
   /** The validated spec with defaults (core's validateBackupRequest value). */
   spec: unknown;
   requestId?: string | undefined;
+  /** The backup's labels and annotations (empty maps are not stored). */
+  labels?: Record<string, string> | undefined;
+  annotations?: Record<string, string> | undefined;
+  /** A namespaced backup's namespace (its name is then core's runKey of both); absent: cluster-scoped. */
+  namespace?: string | undefined;
+  /** Whose rights its spec hooks' execs are checked against (core's Requester). */
+  requester?: Requester | undefined;
 }
 
 export type SubmitBackupResult = { created: true; backup: BackupRecord } | { created: false; backup: BackupRecord };
@@ -40,6 +47,10 @@ export async function submitBackup(deps: SubmitBackupDeps, input: SubmitBackupIn
     phase: 'New',
     createdAt: now(),
     ...(input.requestId ? { requestId: input.requestId } : {}),
+    ...(input.namespace ? { namespace: input.namespace } : {}),
+    ...(input.requester ? { requester: input.requester } : {}),
+    ...(input.labels && Object.keys(input.labels).length > 0 ? { labels: input.labels } : {}),
+    ...(input.annotations && Object.keys(input.annotations).length > 0 ? { annotations: input.annotations } : {}),
   };
   const { created } = await deps.state.createBackup(fresh);
   const backup = created ? fresh : await deps.state.getBackup(input.name);

@@ -1,8 +1,10 @@
 import { isPvbTerminal } from '@stowage/kube';
 import { createFlowProducer, createQueue, JobName, KEEP_FINISHED_JOBS, promoteParked, QueueName, wakeParkedIn } from '@stowage/queue';
+import { StorageMeter } from '@stowage/storage';
 import { type Job, type Processor, type Queue, Worker } from 'bullmq';
 import type { PipelineDeps } from './deps.js';
 import { PipelineErrorCode, UnrecoverablePipelineError } from './errors.js';
+import { processBackupHooks } from './processors/backup-hooks.processor.js';
 import { processDeleteBackup } from './processors/delete-backup.processor.js';
 import { processFinalize } from './processors/finalize.processor.js';
 import { processItemBlock } from './processors/item-block.processor.js';
@@ -23,7 +25,9 @@ import { PvrInformerHub } from './restore/pvr-tracker.js';
 import { applyRestoreApiCap } from './restore/restore-api-cap.js';
 import { RestoredPodHub } from './restore/restored-pod-hub.js';
 import type { PipelineRuntime } from './runtime.js';
+import { startSnapshotHubIfServed } from './snapshots/snapshot-informer-hub.js';
 import { DispatchWindow } from './state/dispatch-window.js';
+import { takeCurrentStorageCost } from './state/storage-cost.js';
 
 export type HostedQueue = (typeof QueueName)[keyof typeof QueueName];
 
@@ -35,6 +39,8 @@ export interface Pipeline {
   startInformer(): void;
   /** With restores wired: starts the process's restored-pod informer, which promotes parked restore-hooks jobs. */
   startRestoredPodInformer(): void;
+  /** Starts the process's VolumeSnapshot informer when the cluster serves CSI snapshots: promotes parked post-hooks jobs. */
+  startSnapshotInformer(): void;
   /**
    * After an item-block job completed (with its value) or failed: promotes its post-hooks parent,
    * parked by then, unless a PVB of the block may still be copying and no cancel was asked (the
@@ -53,15 +59,22 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
   const flowProducer = createFlowProducer({ connection: deps.connection, prefix: deps.queuePrefix });
   const itemBlocksQueue = createQueue(QueueName.itemBlocks, { connection: deps.connection, prefix: deps.queuePrefix });
   const backupsQueue = createQueue(QueueName.backups, { connection: deps.connection, prefix: deps.queuePrefix });
-  backupsQueue.on('error', (err) => deps.logger.warn({ err: err.message }, 'backups queue error'));
-  flowProducer.on('error', (err) => deps.logger.warn({ err: err.message }, 'flow producer error'));
-  itemBlocksQueue.on('error', (err) => deps.logger.warn({ err: err.message }, 'item-blocks queue error'));
+  backupsQueue.on('error', (err) => deps.logger.warn({ err }, 'backups queue error'));
+  flowProducer.on('error', (err) => deps.logger.warn({ err }, 'flow producer error'));
+  itemBlocksQueue.on('error', (err) => deps.logger.warn({ err }, 'item-blocks queue error'));
   let hooksQueue: Queue | undefined;
   const hooks = (): Queue => {
     if (hooksQueue) return hooksQueue;
     hooksQueue = createQueue(QueueName.hooks, { connection: deps.connection, prefix: deps.queuePrefix });
-    hooksQueue.on('error', (err) => deps.logger.warn({ err: err.message }, 'hooks queue error'));
+    hooksQueue.on('error', (err) => deps.logger.warn({ err }, 'hooks queue error'));
     return hooksQueue;
+  };
+  let repositoryQueue: Queue | undefined;
+  const repository = (): Queue => {
+    if (repositoryQueue) return repositoryQueue;
+    repositoryQueue = createQueue(QueueName.repository, { connection: deps.connection, prefix: deps.queuePrefix });
+    repositoryQueue.on('error', (err) => deps.logger.warn({ err }, 'repository queue error'));
+    return repositoryQueue;
   };
   const runtime: PipelineRuntime = {
     deps,
@@ -69,6 +82,7 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
     itemBlocksQueue,
     backupsQueue,
     hooksQueue: hooks,
+    repositoryQueue: repository,
     window: new DispatchWindow(deps.state),
   };
 
@@ -77,9 +91,13 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
       if (job.name === JobName.plan) return processPlan(runtime, job, token);
       if (job.name === JobName.finalize) return processFinalize(runtime, job, token);
       if (job.name === JobName.runSchedule) return processRunSchedule(runtime, job);
+      throw unknownJob(job, QueueName.backups);
+    },
+    // In the backup workers, which hold the repository key (deps.repository).
+    [QueueName.repository]: (job: Job, token?: string) => {
       if (job.name === JobName.deleteBackup) return processDeleteBackup(runtime, job, token);
       if (job.name === JobName.pruneRepository) return processPruneRepository(runtime, job);
-      throw unknownJob(job, QueueName.backups);
+      throw unknownJob(job, QueueName.repository);
     },
     [QueueName.itemBlocks]: (job: Job, token?: string) => {
       if (job.name === JobName.backupItemBlock) {
@@ -97,6 +115,8 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
     [QueueName.hooks]: (job: Job, token?: string) => {
       if (job.name === JobName.runPostHooks) return endingBlock(runtime, job, () => processPostHooks(runtime, job, token));
       if (job.name === JobName.runRestoreHooks) return processRestoreHooks(runtime, job, token);
+      // Backup-level hooks: plan and finalize (in the api, which may not exec) wait for this job.
+      if (job.name === JobName.runBackupHooks) return processBackupHooks(runtime, job);
       throw unknownJob(job, QueueName.hooks);
     },
     [QueueName.restores]: (job: Job, token?: string) => {
@@ -112,9 +132,10 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
   };
 
   let closing: Promise<void> | undefined;
+  let snapshotHubStarting: Promise<void> | undefined;
   return {
     runtime,
-    processorFor: (queue) => processors[queue],
+    processorFor: (queue) => metered(deps, processors[queue]),
     startInformer() {
       if (runtime.hub) return;
       // It promotes blocks' post-hooks jobs (they watch the block's PVBs).
@@ -139,14 +160,24 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
       });
       runtime.podHub.start();
     },
+    startSnapshotInformer() {
+      if (snapshotHubStarting) return;
+      snapshotHubStarting = startSnapshotHubIfServed({
+        kube: deps.kube,
+        jobQueue: hooks(),
+        logger: deps.logger.child({ component: 'snapshot-informer' }),
+      }).then(async (hub) => {
+        if (closing) await hub?.stop().catch(() => undefined);
+        else runtime.snapshotHub = hub;
+      });
+    },
     async releaseBlockTail(job, result) {
       const parentId = job.parent?.id;
-      // Inline mode parks no post-hooks job (postHooksParkMs 0): nothing to release.
-      if (deps.config.waitMode !== 'decoupled') return;
       if (!parentId || job.parent?.queueKey !== `${deps.queuePrefix}:${QueueName.hooks}`) return;
-      const { pvbs, deadlineAt } = (result ?? {}) as { pvbs?: unknown; deadlineAt?: unknown };
+      const { pvbs, deadlineAt, inline } = (result ?? {}) as { pvbs?: unknown; deadlineAt?: unknown; inline?: unknown };
       const backupName = (job.data as { backupName?: unknown }).backupName;
-      const copying = Array.isArray(pvbs) && pvbs.some((name) => !isEnded(runtime.hub?.cached(String(name))));
+      // A block a BlockWait finished (`inline`) has nothing left to copy.
+      const copying = inline !== true && Array.isArray(pvbs) && pvbs.some((name) => !isEnded(runtime.hub?.cached(String(name))));
       // A parent not parked (the job will be retried, or another worker promoted it already) is fine.
       try {
         // BullMQ parked it until a real read of its PVBs is due (postHooksParkMs): right while this
@@ -163,7 +194,7 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
         if (typeof deadlineAt === 'number') wakeInMs = Math.min(wakeInMs, Math.max(0, deadlineAt - deps.clock.now()));
         if (wakeInMs < parkedMs) await wakeParkedIn(hooks(), JobName.runPostHooks, parentId, wakeInMs);
       } catch (err) {
-        deps.logger.warn({ err: (err as Error)?.message, jobId: parentId }, 'could not wake a post-hooks job');
+        deps.logger.warn({ err, jobId: parentId }, 'could not wake a post-hooks job');
       }
     },
     close() {
@@ -171,7 +202,15 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
         await runtime.hub?.stop().catch(() => undefined);
         await runtime.pvrHub?.stop().catch(() => undefined);
         await runtime.podHub?.stop().catch(() => undefined);
-        await Promise.allSettled([flowProducer.close(), itemBlocksQueue.close(), backupsQueue.close(), hooksQueue?.close()]);
+        await snapshotHubStarting?.catch(() => undefined);
+        await runtime.snapshotHub?.stop().catch(() => undefined);
+        await Promise.allSettled([
+          flowProducer.close(),
+          itemBlocksQueue.close(),
+          backupsQueue.close(),
+          hooksQueue?.close(),
+          repositoryQueue?.close(),
+        ]);
       })();
       return closing;
     },
@@ -196,6 +235,7 @@ export interface WorkerConcurrency {
   hooks?: number;
   restores?: number;
   restoreItems?: number;
+  repository?: number;
 }
 
 export interface StartWorkersOptions {
@@ -219,27 +259,6 @@ export interface WorkerLockTiming {
   stalledIntervalMs?: number;
 }
 
-/**
- * Reads `STOWAGE_LOCK_DURATION_MS` and `STOWAGE_STALLED_INTERVAL_MS` (whole ms, 500..600000) from
- * an env object; every problem at once. Unset or blank → BullMQ's defaults.
- */
-export function workerLockTimingFromEnv(
-  env: Readonly<Record<string, string | undefined>>,
-): { ok: true; lock: WorkerLockTiming } | { ok: false; problems: string[] } {
-  const problems: string[] = [];
-  const lock: WorkerLockTiming = {};
-  const read = (variable: string, key: keyof WorkerLockTiming) => {
-    const raw = env[variable]?.trim();
-    if (!raw) return;
-    const value = /^\d+$/.test(raw) ? Number(raw) : Number.NaN;
-    if (!(value >= 500 && value <= 600_000)) problems.push(`${variable}: must be a whole number of ms from 500 to 600000; default 30000`);
-    else lock[key] = value;
-  };
-  read('STOWAGE_LOCK_DURATION_MS', 'durationMs');
-  read('STOWAGE_STALLED_INTERVAL_MS', 'stalledIntervalMs');
-  return problems.length > 0 ? { ok: false, problems } : { ok: true, lock };
-}
-
 export interface RunningWorkers {
   pipeline: Pipeline;
   workers: Worker[];
@@ -254,11 +273,13 @@ const DEFAULT_CONCURRENCY: Required<WorkerConcurrency> = {
   hooks: 8,
   restores: 2,
   restoreItems: 8,
+  // deletions (storage deletes) and prunes (one at a time per repository: its lock)
+  repository: 2,
 };
 
 /**
  * Hosts the given queues in this process with their concurrency. The pvb-watch host (and an
- * inline-mode item-block host) also runs the process's one PVB informer.
+ * item-block host with a BlockWait) also runs the process's one PVB informer.
  */
 export function startWorkers(opts: StartWorkersOptions): RunningWorkers {
   const { deps } = opts;
@@ -271,16 +292,20 @@ export function startWorkers(opts: StartWorkersOptions): RunningWorkers {
     [QueueName.hooks]: concurrency.hooks,
     [QueueName.restores]: concurrency.restores,
     [QueueName.restoreItems]: concurrency.restoreItems,
+    [QueueName.repository]: concurrency.repository,
   };
   // Post-hooks jobs watch their blocks' PVBs through it; pvb-watch hosts restores' PVR watches.
   if (
     opts.queues.includes(QueueName.hooks) ||
     opts.queues.includes(QueueName.pvbWatch) ||
-    (deps.config.waitMode === 'inline' && opts.queues.includes(QueueName.itemBlocks))
+    (deps.blockWait !== undefined && opts.queues.includes(QueueName.itemBlocks))
   ) {
     pipeline.startInformer();
   }
-  if (opts.queues.includes(QueueName.hooks)) pipeline.startRestoredPodInformer();
+  if (opts.queues.includes(QueueName.hooks)) {
+    pipeline.startRestoredPodInformer();
+    pipeline.startSnapshotInformer();
+  }
   const workers = [...new Set(opts.queues)].map((queue) => {
     const worker = new Worker(queue, pipeline.processorFor(queue), {
       connection: deps.connection,
@@ -297,11 +322,11 @@ export function startWorkers(opts: StartWorkersOptions): RunningWorkers {
     if (queue === QueueName.restoreItems) {
       applyRestoreApiCap({ connection: deps.connection, queuePrefix: deps.queuePrefix, cap: deps.config.restoreMaxInFlight })
         .then(() => worker.run())
-        .catch((err: Error) => log.error({ err: err.message }, 'restore-items worker did not start: the API cap could not be stored'));
+        .catch((err: Error) => log.error({ err }, 'restore-items worker did not start: the API cap could not be stored'));
     }
-    worker.on('error', (err) => log.error({ err: err.message }, 'worker error'));
+    worker.on('error', (err) => log.error({ err }, 'worker error'));
     worker.on('failed', (job, err) => {
-      if (job) log.warn({ jobId: job.id, attempt: job.attemptsMade, err: err.message }, 'job failed');
+      if (job) log.warn({ jobId: job.id, attempt: job.attemptsMade, err }, 'job failed');
       if (job && queue === QueueName.itemBlocks) void pipeline.releaseBlockTail(job);
     });
     // The block's post-hooks job is parked once this job is done; release it when nothing is copying.
@@ -329,4 +354,49 @@ export function startWorkers(opts: StartWorkersOptions): RunningWorkers {
     return closing;
   };
   return { pipeline, workers, close };
+}
+
+/** Jobs whose storage requests are their backup's (job data `backupName`) or restore's (`restoreName`). */
+const BACKUP_JOBS: ReadonlySet<string> = new Set([
+  JobName.plan,
+  JobName.finalize,
+  JobName.backupItemBlock,
+  JobName.watchPvb,
+  JobName.runPostHooks,
+  JobName.runBackupHooks,
+]);
+const RESTORE_JOBS: ReadonlySet<string> = new Set([
+  JobName.restorePlan,
+  JobName.restoreTier,
+  JobName.restoreItems,
+  JobName.restoreFinalize,
+  JobName.watchPvr,
+  JobName.runRestoreHooks,
+]);
+
+/**
+ * Runs a backup's or restore's job under a storage request meter and adds what it counted to the
+ * run's counters when the job ends, however it ends (a re-parked or failed run made its requests
+ * too). Finalize counts its archive writes itself, before the live state is dropped.
+ */
+function metered(deps: PipelineDeps, processor: Processor): Processor {
+  return async (job: Job, token?: string) => {
+    const data = job.data as { backupName?: unknown; restoreName?: unknown };
+    const state = BACKUP_JOBS.has(job.name) ? deps.state : RESTORE_JOBS.has(job.name) ? deps.restores : undefined;
+    const runName = BACKUP_JOBS.has(job.name) ? data.backupName : data.restoreName;
+    if (!state || typeof runName !== 'string') return processor(job, token);
+    const meter = new StorageMeter(state === deps.state ? 'backup' : 'restore');
+    return await meter.run(async () => {
+      try {
+        return await processor(job, token);
+      } finally {
+        const entries = takeCurrentStorageCost();
+        if (entries.length > 0) {
+          await state.countOnceMany(runName, entries).catch((err: unknown) => {
+            deps.logger.warn({ err, job: job.id, run: runName }, 'storage requests of a job not counted');
+          });
+        }
+      }
+    });
+  };
 }

@@ -3,17 +3,17 @@
  * FailBlock, through real BullMQ workers on a real redis-server, the kube-sim over HTTP (real
  * @kubernetes/client-node, real pod exec) and a test PVB controller standing in for node agents.
  */
-import { validateBackupRequest } from '@stowage/core';
+import { backupHooksJobId, validateBackupRequest } from '@stowage/core';
 import { pvbLabels } from '@stowage/kube';
 import type { BlockPlan, HookRunRecord, RunningWorkers } from '@stowage/pipeline';
 import { cancelBackup, startWorkers, submitBackup } from '@stowage/pipeline';
 import { QueueName } from '@stowage/queue';
-import { useTestRedis } from '@stowage/testing';
+import { deployIdentities, useTestRedis } from '@stowage/testing';
 import { Queue } from 'bullmq';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type FinishedBackup, readFinishedBackup } from './support/finished-backup.js';
 import { namespace, node, pod, pvc } from './support/fixtures.js';
-import { type Harness, startHarness, waitFor, waitForBackupEnd } from './support/harness.js';
+import { depsAs, type Harness, startHarness, waitFor, waitForBackupEnd } from './support/harness.js';
 import { tarballEntries } from './support/inspect.js';
 import { TestPvbController } from './support/test-pvb-controller.js';
 
@@ -47,6 +47,13 @@ const objects: unknown[] = [
   pod({ name: 'flux-0', namespace: 'gitops', labels: { app: 'flux' } }),
   pod({ name: 'flux-1', namespace: 'gitops', labels: { app: 'flux' } }),
   pod({ name: 'flux-old', namespace: 'gitops', labels: { app: 'flux' }, phase: 'Succeeded' }),
+  // Its suspend is held until the test lets it go (a cancel while a backup pre hook runs).
+  pod({
+    name: 'hold-0',
+    namespace: 'gitops',
+    labels: { app: 'hold' },
+    exec: { '*': { rules: [{ command: SUSPEND, hold: true }] } },
+  }),
   pod({
     name: 'broken-0',
     namespace: 'gitops',
@@ -175,12 +182,15 @@ describe('backup-level hooks and hook policies (issue #22)', () => {
   let h: Harness;
   let workers: RunningWorkers | undefined;
   let controller: TestPvbController | undefined;
+  let api: RunningWorkers | undefined;
 
   beforeAll(async () => {
     redisHandle = await useTestRedis();
     h = await startHarness({ redisUrl: redisHandle.url, fixture: { objects }, agentNodes: ['node-a'] });
   });
   afterEach(async () => {
+    await api?.close();
+    api = undefined;
     await workers?.close();
     await controller?.stop();
     workers = undefined;
@@ -284,9 +294,70 @@ describe('backup-level hooks and hook policies (issue #22)', () => {
     // The second pre hook never ran; the post hook ran in one pod (mode: one).
     expect(hooks.pre?.runs.map((r) => `${r.podName} ${r.outcome} ${r.exitCode}`)).toEqual(['broken-0 exited 3']);
     expect(hooks.post?.runs.map((r) => `${r.podName} ${r.outcome} ${r.exitCode}`)).toEqual(['flux-0 exited 0']);
-    expect(finished.manifest.record.failureReason).toContain('backup pre hook backup-pre-0 failed');
+    expect(finished.manifest.record.failureReason).toContain(
+      'backup pre hook backup-pre-0 failed in gitops/broken-0 (onError: Fail): no block was run',
+    );
+    expect(finished.logs.map((l) => l.msg)).toContain(
+      'backup not run: backup pre hook backup-pre-0 failed in gitops/broken-0 (onError: Fail)',
+    );
     expect(finished.logs.some((l) => l.level === 'error' && l.msg.includes('error executing pre hook backup-pre-0'))).toBe(true);
     expect(await h.deps.state.counters('bh-prefail')).toMatchObject({ hooksAttempted: 2, hooksFailed: 1 });
+  });
+
+  it('a cancel while a backup pre hook runs: the later pre hooks never run, nothing is planned, the post hooks run; Canceled', async () => {
+    await start();
+    const body = spec('ok', {
+      hooks: {
+        backup: {
+          pre: [{ namespace: 'gitops', labelSelector: { matchLabels: { app: 'hold' } }, command: SUSPEND }, flux({ command: SUSPEND })],
+          post: [flux({ command: RESUME, mode: 'one' })],
+        },
+      },
+    });
+    await submit('bh-prehold', body);
+    await waitFor('the held backup pre hook', async () => (execs(h, 'gitops', 'hold-0', SUSPEND).length > 0 ? true : undefined));
+    expect((await cancelBackup({ state: h.deps.state }, 'bh-prehold')).outcome).toBe('requested');
+    expect(h.sim.releaseExecs('gitops', 'hold-0')).toBe(1);
+    expect(await waitForBackupEnd(h.deps.state, 'bh-prehold')).toBe('Canceled');
+    const finished = await readFinishedBackup(h.deps.storage, 'bh-prehold');
+    expect(finished.blocks).toEqual([]);
+    const hooks = backupHooksOf(finished);
+    expect(hooks.pre?.runs.map((r) => `${r.podName} ${r.outcome} ${r.exitCode}`)).toEqual(['hold-0 exited 0']);
+    expect(hooks.post?.runs.map((r) => `${r.podName} ${r.outcome} ${r.exitCode}`)).toEqual(['flux-0 exited 0']);
+    expect(finished.events.map((e) => e.type)).toContain('plan.canceled');
+    expect(finished.logs.map((l) => l.msg)).toContain('plan stopped by the cancel before its backup pre hooks were all run');
+  });
+
+  it('the pre hooks job failing for good fails the backup: nothing is planned, the post hooks still run; Failed', async () => {
+    controller = new TestPvbController({ pvbs: h.pvbs, durationMs: 300 });
+    await controller.start();
+    // Everything but the hooks queue first: the pre hooks' job waits there, and is spoiled before it runs.
+    api = startWorkers({ deps: h.deps, queues: [QueueName.backups, QueueName.itemBlocks, QueueName.pvbWatch] });
+    await submit('bh-jobfail', spec('ok'));
+    const hooksQueue = new Queue(QueueName.hooks, { connection: h.redis, prefix: h.queuePrefix });
+    try {
+      const job = await waitFor(
+        'the pre hooks job',
+        async () => (await hooksQueue.getJob(backupHooksJobId('bh-jobfail', 'pre'))) ?? undefined,
+      );
+      await job.updateData({ ...job.data, phase: 'during' });
+    } finally {
+      await hooksQueue.close();
+    }
+    workers = startWorkers({ deps: h.deps, queues: [QueueName.hooks] });
+    expect(await waitForBackupEnd(h.deps.state, 'bh-jobfail')).toBe('Failed');
+    const finished = await readFinishedBackup(h.deps.storage, 'bh-jobfail');
+    expect(finished.blocks).toEqual([]);
+    expect(finished.manifest.record.failureReason).toMatch(
+      /^the job running the backup pre hooks failed for good: .*phase.*: no block was run$/,
+    );
+    const hooks = backupHooksOf(finished);
+    expect(hooks.pre?.runs).toEqual([]);
+    expect(hooks.post?.runs.map((r) => `${r.podName} ${r.outcome} ${r.exitCode}`)).toEqual(['flux-0 exited 0', 'flux-1 exited 0']);
+    expect(finished.logs.filter((l) => l.level === 'error').map((l) => l.msg)).toEqual([
+      expect.stringMatching(/^the job running the backup pre hooks failed for good: /),
+      expect.stringMatching(/^backup not run: the job running the backup pre hooks failed for good: /),
+    ]);
   });
 
   it('retries: fails twice then succeeds with max 2 → 3 tries, 1 success, no error; failing every time → 3 tries and the error', async () => {
@@ -386,5 +457,35 @@ describe('backup-level hooks and hook policies (issue #22)', () => {
     ]);
     expect((await h.deps.state.counters('bh-pol-ok')).hooksAttempted).toBe(2);
     expect((await h.deps.state.counters('bh-pol-bad')).hooksAttempted).toBe(2);
+  });
+
+  it('under the deployed identities: the api, which may not exec, plans and finalizes; the backup workers run the backup hooks', async () => {
+    // Last in this file: the dev overlay's RBAC stays applied (the other tests run as the admin).
+    await deployIdentities(h.sim);
+    const review = await h.kube.requestJson<{ status?: { allowed?: boolean } }>({
+      method: 'POST',
+      path: '/apis/authorization.k8s.io/v1/subjectaccessreviews',
+      body: {
+        apiVersion: 'authorization.k8s.io/v1',
+        kind: 'SubjectAccessReview',
+        spec: {
+          user: 'system:serviceaccount:stowage:stowage-api',
+          groups: ['system:serviceaccounts', 'system:serviceaccounts:stowage', 'system:authenticated'],
+          resourceAttributes: { verb: 'create', resource: 'pods', subresource: 'exec', namespace: 'gitops' },
+        },
+      },
+    });
+    expect(review.status?.allowed).toBe(false);
+    controller = new TestPvbController({ pvbs: h.pvbs, durationMs: 300 });
+    await controller.start();
+    // As deployed: the api hosts backups (plan, finalize); the backup workers item-blocks, pvb-watch and hooks.
+    api = startWorkers({ deps: depsAs(h, 'stowage-api'), queues: [QueueName.backups] });
+    workers = startWorkers({ deps: depsAs(h, 'stowage-worker'), queues: [QueueName.itemBlocks, QueueName.pvbWatch, QueueName.hooks] });
+    await submit('bh-ids', spec('ok'));
+    expect(await waitForBackupEnd(h.deps.state, 'bh-ids')).toBe('Completed');
+    const finished = await readFinishedBackup(h.deps.storage, 'bh-ids');
+    expectBackupHooksAround(finished);
+    expect(await h.deps.state.counters('bh-ids')).toMatchObject({ hooksAttempted: 6 });
+    expect((await h.deps.state.counters('bh-ids')).hooksFailed ?? 0).toBe(0);
   });
 });

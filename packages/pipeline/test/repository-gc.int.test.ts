@@ -18,6 +18,7 @@ describe('deleting a backup deletes its repository snapshots and a prune job fol
   let redisHandle: { url: string; stop: () => Promise<void> };
   let h: Harness;
   let workers: RunningWorkers | undefined;
+  let apiSide: RunningWorkers | undefined;
   let work: string;
 
   beforeAll(async () => {
@@ -31,6 +32,7 @@ describe('deleting a backup deletes its repository snapshots and a prune job fol
   });
   afterAll(async () => {
     await workers?.close();
+    await apiSide?.close();
     await h?.close();
     await redisHandle?.stop();
     await rm(work, { recursive: true, force: true });
@@ -54,8 +56,11 @@ describe('deleting a backup deletes its repository snapshots and a prune job fol
       prune: () => repo.prune({ graceMs: GRACE_MS }),
       graceMs: GRACE_MS,
     };
+    // As shipped: the api hosts backups (plan, finalize) without the repository; the backup
+    // workers host the repository queue (deletions, prunes) with it.
     const deps: PipelineDeps = { ...h.deps, repository: gc };
-    workers = startWorkers({ deps, queues: [QueueName.backups, QueueName.itemBlocks, QueueName.pvbWatch, QueueName.hooks] });
+    workers = startWorkers({ deps, queues: [QueueName.itemBlocks, QueueName.pvbWatch, QueueName.hooks, QueueName.repository] });
+    apiSide = startWorkers({ deps: h.deps, queues: [QueueName.backups] });
     await submitBackup({ state: h.deps.state, connection: h.redis, queuePrefix: h.queuePrefix }, { name: 'doomed', spec: backupSpec() });
     expect(await waitForBackupEnd(h.deps.state, 'doomed')).toBe('Completed');
 
@@ -73,14 +78,14 @@ describe('deleting a backup deletes its repository snapshots and a prune job fol
     expect(ran.lastSuccessAt).toBeGreaterThan(0);
 
     // The run that deletes the retired pack is queued for after the grace period.
-    const backups = createQueue(QueueName.backups, { connection: h.redis, prefix: h.queuePrefix });
+    const repositoryQueue = createQueue(QueueName.repository, { connection: h.redis, prefix: h.queuePrefix });
     try {
-      const later = (await backups.getDelayed()).filter((j) => j.name === 'prune-repository');
+      const later = (await repositoryQueue.getDelayed()).filter((j) => j.name === 'prune-repository');
       expect(later).toHaveLength(1);
       expect(later[0]!.opts.delay).toBeGreaterThanOrEqual(GRACE_MS);
       expect(later[0]!.id).toBe(pruneJobId(later[0]!.timestamp + later[0]!.opts.delay!));
     } finally {
-      await backups.close();
+      await repositoryQueue.close();
     }
     const fresh = await Repository.open({ dir: repoDir, key: KEY });
     expect(await fresh.verify()).toMatchObject({ ok: true, snapshotsChecked: 1 });

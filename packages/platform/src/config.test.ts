@@ -10,9 +10,9 @@ describe('loadConfig', () => {
       redis: { url: undefined, queuePrefix: '{stowage}' },
       kube: { kubeconfig: undefined, namespace: 'stowage' },
       storage: { kind: 'filesystem' },
-      api: { port: 8080, host: '0.0.0.0', auth: 'enabled', tokens: [] },
+      api: { port: 8080, host: '0.0.0.0', auth: 'enabled', tokens: [], kubeTokens: false, controller: false },
       concurrency: { block: 4, watch: 50, hook: 4 },
-      pipeline: { waitMode: 'decoupled' },
+      pipeline: { blocksInFlightPerBackup: 1_000, namespaceListsMax: 10 },
       log: { level: 'info' },
       shutdown: { timeoutMs: 25_000 },
     });
@@ -31,7 +31,6 @@ describe('loadConfig', () => {
       STOWAGE_API_TOKENS: ' a-token , second ,, ',
       STOWAGE_AUTH: 'TOKENS',
       STOWAGE_BLOCK_CONCURRENCY: ' 2 ',
-      STOWAGE_WAIT_MODE: 'inline',
       STOWAGE_NAMESPACE: '',
       PORT: '0',
       HOST: ' 127.0.0.1 ',
@@ -40,11 +39,55 @@ describe('loadConfig', () => {
     if (!result.ok) throw new Error(formatConfigProblems(result.problems));
     expect(result.config.redis.url).toBe('redis://redis:6379/0');
     expect(result.config.storage).toEqual({ kind: 'filesystem', path: '/var/lib/stowage' });
-    expect(result.config.api).toEqual({ port: 0, host: '127.0.0.1', auth: 'enabled', tokens: ['a-token', 'second'] });
+    expect(result.config.api).toEqual({
+      port: 0,
+      host: '127.0.0.1',
+      auth: 'enabled',
+      tokens: ['a-token', 'second'],
+      kubeTokens: false,
+      controller: false,
+    });
     expect(result.config.concurrency.block).toBe(2);
-    expect(result.config.pipeline.waitMode).toBe('inline');
     expect(result.config.kube.namespace).toBe('stowage');
     expect(result.config.log.level).toBe('debug');
+  });
+
+  it('STOWAGE_PRUNE_GRACE: 24h by default, a duration otherwise, a clear problem for anything else', () => {
+    const byDefault = loadConfig({});
+    if (!byDefault.ok) throw new Error(formatConfigProblems(byDefault.problems));
+    expect(byDefault.config.repository.pruneGraceMs).toBe(24 * 3_600_000);
+    const set = loadConfig({ STOWAGE_PRUNE_GRACE: ' 90m ' });
+    if (!set.ok) throw new Error(formatConfigProblems(set.problems));
+    expect(set.config.repository.pruneGraceMs).toBe(90 * 60_000);
+    const bad = loadConfig({ STOWAGE_PRUNE_GRACE: 'a day' });
+    expect(bad.ok).toBe(false);
+    if (!bad.ok) expect(bad.problems[0]?.message).toMatch(/^STOWAGE_PRUNE_GRACE: must be a duration such as 24h/);
+  });
+
+  it("PORT unset takes the service default; the job lock timing is BullMQ's unless set", () => {
+    const worker = loadConfig({}, { defaultPort: 8081 });
+    if (!worker.ok) throw new Error(formatConfigProblems(worker.problems));
+    expect(worker.config.api.port).toBe(8081);
+    expect(worker.config.jobLocks).toEqual({});
+    const set = loadConfig(
+      { PORT: '9000', STOWAGE_LOCK_DURATION_MS: '4000', STOWAGE_STALLED_INTERVAL_MS: ' 1500 ' },
+      { defaultPort: 8081 },
+    );
+    if (!set.ok) throw new Error(formatConfigProblems(set.problems));
+    expect(set.config.api.port).toBe(9000);
+    expect(set.config.jobLocks).toEqual({ durationMs: 4000, stalledIntervalMs: 1500 });
+    const blank = loadConfig({ STOWAGE_LOCK_DURATION_MS: ' ', STOWAGE_STALLED_INTERVAL_MS: '' });
+    expect(blank.ok && blank.config.jobLocks).toEqual({});
+  });
+
+  it('names each bad job lock timing variable', () => {
+    const result = loadConfig({ STOWAGE_LOCK_DURATION_MS: '4s', STOWAGE_STALLED_INTERVAL_MS: '10' });
+    expect(result.ok).toBe(false);
+    if (result.ok) return;
+    expect(result.problems.map((p) => p.message)).toEqual([
+      expect.stringMatching(/^STOWAGE_LOCK_DURATION_MS: must be a whole number from 500 to 600000/),
+      expect.stringMatching(/^STOWAGE_STALLED_INTERVAL_MS: must be at least 500/),
+    ]);
   });
 
   it('reports every problem at once, each with the variable and a fix', () => {
@@ -56,7 +99,6 @@ describe('loadConfig', () => {
       STOWAGE_WATCH_CONCURRENCY: '0',
       STOWAGE_HOOK_CONCURRENCY: '1000000',
       STOWAGE_NODE_NAME: 'Node_1',
-      STOWAGE_WAIT_MODE: 'sometimes',
       STOWAGE_NAMESPACE: 'Not A Namespace',
       STOWAGE_QUEUE_PREFIX: 'stowage',
       PORT: '70000',
@@ -75,7 +117,6 @@ describe('loadConfig', () => {
         'STOWAGE_WATCH_CONCURRENCY',
         'STOWAGE_HOOK_CONCURRENCY',
         'STOWAGE_NODE_NAME',
-        'STOWAGE_WAIT_MODE',
         'STOWAGE_NAMESPACE',
         'STOWAGE_QUEUE_PREFIX',
         'PORT',
@@ -157,6 +198,13 @@ describe('loadConfig', () => {
     ]);
   });
 
+  it('lets STOWAGE_KUBE_AUTH=enabled satisfy a required STOWAGE_API_TOKENS (users bring Kubernetes tokens)', () => {
+    const kube = loadConfig({ STOWAGE_KUBE_AUTH: 'enabled' }, { require: ['STOWAGE_API_TOKENS'] });
+    expect(kube.ok && kube.config.api).toMatchObject({ auth: 'enabled', tokens: [], kubeTokens: true });
+    const bad = loadConfig({ STOWAGE_KUBE_AUTH: 'maybe' });
+    expect(bad.ok ? [] : bad.problems.map((p) => p.variable)).toEqual(['STOWAGE_KUBE_AUTH']);
+  });
+
   it('lets STOWAGE_AUTH=disabled satisfy a required STOWAGE_API_TOKENS', () => {
     expect(loadConfig({}, { require: ['STOWAGE_API_TOKENS'] }).ok).toBe(false);
     expect(loadConfig({ STOWAGE_AUTH: 'disabled' }, { require: ['STOWAGE_API_TOKENS'] }).ok).toBe(true);
@@ -213,6 +261,81 @@ describe('loadConfigOrExit', () => {
     expect(bad.ok).toBe(false);
     if (bad.ok) return;
     expect(bad.problems.map((p) => p.variable)).toEqual(['STOWAGE_PLAN_NAMESPACE_LISTS_MAX']);
+  });
+
+  it('reads the queues a worker hosts (default all; the backup and restore Deployments split them) and names a bad list', () => {
+    const base = { STOWAGE_STORAGE: '/tmp/stowage' };
+    const byDefault = loadConfig(base);
+    expect(byDefault.ok && byDefault.config.worker.queues).toEqual(['item-blocks', 'pvb-watch', 'hooks', 'restore-items', 'repository']);
+    const restorer = loadConfig({ ...base, STOWAGE_WORKER_QUEUES: ' restore-items ' });
+    expect(restorer.ok && restorer.config.worker.queues).toEqual(['restore-items']);
+    const backup = loadConfig({ ...base, STOWAGE_WORKER_QUEUES: 'item-blocks,pvb-watch,hooks' });
+    expect(backup.ok && backup.config.worker.queues).toEqual(['item-blocks', 'pvb-watch', 'hooks']);
+    for (const value of ['restores', 'hooks,hooks', 'item-blocks,,hooks']) {
+      const bad = loadConfig({ ...base, STOWAGE_WORKER_QUEUES: value });
+      expect(bad.ok, value).toBe(false);
+      if (bad.ok) continue;
+      expect(bad.problems.map((p) => p.variable)).toEqual(['STOWAGE_WORKER_QUEUES']);
+      expect(bad.problems[0]?.message).toMatch(
+        /STOWAGE_WORKER_QUEUES: (must be a comma-separated list of item-blocks, pvb-watch, hooks, restore-items, repository|names a queue twice)/,
+      );
+    }
+  });
+
+  it('reads the restore-wait image: the deployed node agent image, pinned by tag or digest, never :latest', () => {
+    const base = { STOWAGE_STORAGE: '/tmp/stowage' };
+    const byDefault = loadConfig(base);
+    expect(byDefault.ok && byDefault.config.restore.waitImage).toBe('stowage/node-agent:0.1.0');
+    for (const image of [
+      'registry.example.com:5000/stowage/node-agent:1.2.3',
+      `stowage/node-agent@sha256:${'a'.repeat(64)}`,
+      'stowage/node-agent:dev',
+    ]) {
+      const read = loadConfig({ ...base, STOWAGE_RESTORE_WAIT_IMAGE: image });
+      expect(read.ok && read.config.restore.waitImage, image).toBe(image);
+    }
+    for (const [image, why] of [
+      ['stowage/node-agent:latest', /must not be :latest/],
+      ['stowage/node-agent', /must name a tag or a digest/],
+      ['registry.example.com:5000/stowage/node-agent', /must name a tag or a digest/],
+      ['not an image', /must be an image reference/],
+    ] as const) {
+      const bad = loadConfig({ ...base, STOWAGE_RESTORE_WAIT_IMAGE: image });
+      expect(bad.ok, image).toBe(false);
+      if (bad.ok) continue;
+      expect(new Set(bad.problems.map((p) => p.variable))).toEqual(new Set(['STOWAGE_RESTORE_WAIT_IMAGE']));
+      expect(bad.problems.map((p) => p.message).join('\n')).toMatch(why);
+    }
+  });
+
+  it('reads the configurable spec limits (defaults 1000 namespaces, 500 resources, 500 hooks, 30m hook timeout) and names a bad one', () => {
+    const base = { STOWAGE_STORAGE: '/tmp/stowage' };
+    const byDefault = loadConfig(base);
+    expect(byDefault.ok && byDefault.config.specLimits).toEqual({
+      namespaces: 1000,
+      resources: 500,
+      hooks: 500,
+      maxHookTimeoutMs: 1_800_000,
+    });
+    const raised = loadConfig({ ...base, STOWAGE_SPEC_MAX_NAMESPACES: '5000', STOWAGE_MAX_HOOK_TIMEOUT: '2h' });
+    expect(raised.ok && raised.config.specLimits).toMatchObject({ namespaces: 5000, maxHookTimeoutMs: 7_200_000 });
+    const bad = loadConfig({ ...base, STOWAGE_SPEC_MAX_HOOKS: '0', STOWAGE_MAX_HOOK_TIMEOUT: '5h' });
+    expect(bad.ok).toBe(false);
+    if (bad.ok) return;
+    expect(bad.problems.map((p) => p.variable).sort()).toEqual(['STOWAGE_MAX_HOOK_TIMEOUT', 'STOWAGE_SPEC_MAX_HOOKS']);
+    expect(bad.problems.find((p) => p.variable === 'STOWAGE_MAX_HOOK_TIMEOUT')?.message).toContain('at most 4h');
+  });
+
+  it('reads the write rate limit per token (default 120 per 1m; 0 = none) and names a bad one', () => {
+    const base = { STOWAGE_STORAGE: '/tmp/stowage' };
+    const byDefault = loadConfig(base);
+    expect(byDefault.ok && byDefault.config.writeRateLimit).toEqual({ max: 120, windowMs: 60_000 });
+    const set = loadConfig({ ...base, STOWAGE_WRITE_RATE_LIMIT: '0', STOWAGE_WRITE_RATE_WINDOW: '10s' });
+    expect(set.ok && set.config.writeRateLimit).toEqual({ max: 0, windowMs: 10_000 });
+    const bad = loadConfig({ ...base, STOWAGE_WRITE_RATE_LIMIT: '-1', STOWAGE_WRITE_RATE_WINDOW: '10ms' });
+    expect(bad.ok).toBe(false);
+    if (bad.ok) return;
+    expect(bad.problems.map((p) => p.variable).sort()).toEqual(['STOWAGE_WRITE_RATE_LIMIT', 'STOWAGE_WRITE_RATE_WINDOW']);
   });
 
   it('names a Redis Cluster by REDIS_URL=redis+cluster://… or STOWAGE_REDIS_CLUSTER_NODES, not both', () => {

@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 
 /*
- * Stowage's whole environment in one zod schema (DESIGN §5). `loadConfig` is called once in a
+ * Stowage's whole environment in one zod schema (docs/architecture.md#configuration). `loadConfig` is called once in a
  * service's main.ts, never at import time. It reports every problem at once, each naming the
  * variable and how to fix it, and never echoes a secret's value.
  */
@@ -35,11 +35,104 @@ const wholeNumber = (min: number, max: number, fallback: number, what: string) =
       .default(fallback),
   );
 
+/** Like wholeNumber, but unset stays undefined: the consumer (BullMQ, the service) keeps its own default. */
+const optionalWholeNumber = (min: number, max: number, what: string) =>
+  z.preprocess(
+    blankToUndefined,
+    z
+      .string()
+      .regex(/^\d+$/, { error: `must be a whole number from ${min} to ${max} (${what})` })
+      .transform(Number)
+      .pipe(
+        z
+          .number()
+          .min(min, { error: `must be at least ${min} (${what})` })
+          .max(max, { error: `must be at most ${max} (${what})` }),
+      )
+      .optional(),
+  );
+
 const oneOf = <const T extends readonly [string, ...string[]]>(values: T, fallback: T[number], what: string) =>
   z.preprocess(
     (value) => (typeof blankToUndefined(value) === 'string' ? (blankToUndefined(value) as string).toLowerCase() : undefined),
     z.enum(values, { error: `must be one of ${values.join(', ')} (${what}); default ${fallback}` }).default(fallback),
   );
+
+/** The repository's prune grace by default: longer than any backup or restore (the repository's DEFAULT_PRUNE_GRACE_MS). */
+const DEFAULT_PRUNE_GRACE_MS = 24 * 3_600_000;
+
+/** `24h`, `30m`, `90s`, `500ms`, `1d` or a number of seconds (what `stowage repo prune --grace` takes). */
+const duration = (fallbackMs: number, what: string) =>
+  z.preprocess(
+    blankToUndefined,
+    z
+      .string()
+      .regex(/^\d+(\.\d+)?(ms|s|m|h|d)?$/, { error: `must be a duration such as 24h, 30m or 90s (${what})` })
+      .transform((text) => {
+        const [, amount, unit] = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(text) as RegExpExecArray;
+        return Number(amount) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[(unit ?? 's') as 'ms'];
+      })
+      .optional()
+      .transform((ms) => ms ?? fallbackMs),
+  );
+
+/**
+ * The queues a worker process may host (@stowage/queue's names): the backup workers take
+ * item-blocks, pvb-watch, hooks and repository (deletions and prunes: they hold the repository
+ * key), the restore workers (their own Deployment and identity) `restore-items`.
+ */
+export const WORKER_QUEUES = ['item-blocks', 'pvb-watch', 'hooks', 'restore-items', 'repository'] as const;
+export type WorkerQueue = (typeof WORKER_QUEUES)[number];
+
+/** `STOWAGE_WORKER_QUEUES`: a comma list of WORKER_QUEUES, each once; default all of them. */
+const workerQueues = z.preprocess(
+  blankToUndefined,
+  z
+    .string()
+    .optional()
+    .transform((text, ctx) => {
+      if (text === undefined) return [...WORKER_QUEUES];
+      const names = text.split(',').map((name) => name.trim());
+      const unknown = names.filter((name) => !(WORKER_QUEUES as readonly string[]).includes(name));
+      if (unknown.length > 0 || names.length === 0) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `must be a comma-separated list of ${WORKER_QUEUES.join(', ')} (the queues this worker process hosts; default all); unknown: ${unknown.map((n) => JSON.stringify(n)).join(', ')}`,
+        });
+        return z.NEVER;
+      }
+      if (new Set(names).size !== names.length) {
+        ctx.addIssue({ code: 'custom', message: 'names a queue twice; list each queue once' });
+        return z.NEVER;
+      }
+      return names as WorkerQueue[];
+    }),
+);
+
+/**
+ * The restore-wait init container's image when STOWAGE_RESTORE_WAIT_IMAGE is unset: the node
+ * agent's image as the base manifests deploy it (k8s/base/kustomization.yaml `images`; the
+ * overlays set the variable from the DaemonSet's own image). Never `:latest`.
+ */
+export const DEFAULT_RESTORE_WAIT_IMAGE = 'stowage/node-agent:0.1.0';
+
+/** `name[:tag][@digest]`, with a tag other than `latest` or a digest: what a pod pulls is fixed. */
+const pinnedImage = z.preprocess(
+  blankToUndefined,
+  z
+    .string()
+    .max(512, { error: 'must be at most 512 characters (an image reference)' })
+    .regex(/^[a-z0-9][a-z0-9._\-/:]*[a-z0-9](:[\w][\w.-]{0,127})?(@sha256:[a-f0-9]{64})?$/i, {
+      error: 'must be an image reference such as registry.example.com/stowage/node-agent:0.1.0 (the node agent image as deployed)',
+    })
+    .refine((ref) => /@sha256:/.test(ref) || /:[\w][\w.-]*$/.test(ref.slice(ref.lastIndexOf('/') + 1)), {
+      error: 'must name a tag or a digest (the node agent image as deployed, e.g. stowage/node-agent:0.1.0), not an untagged image',
+    })
+    .refine((ref) => !/:latest(@|$)/.test(ref.slice(ref.lastIndexOf('/') + 1)), {
+      error: 'must not be :latest (a restored pod would run whatever the tag points at then); use the node agent image as deployed',
+    })
+    .default(DEFAULT_RESTORE_WAIT_IMAGE),
+);
 
 const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
@@ -186,10 +279,22 @@ export const stowageEnvSchema = z.object({
   STOWAGE_AUTH: oneOf(['enabled', 'tokens', 'disabled'], 'enabled', 'bearer-token auth of the API').transform((v) =>
     v === 'disabled' ? ('disabled' as const) : ('enabled' as const),
   ),
+  STOWAGE_CONTROLLER: oneOf(
+    ['enabled', 'disabled'],
+    'disabled',
+    'the api reconciles stowage.dev Backup and ClusterBackup resources (one replica at a time, a Lease); needs the CRDs',
+  ),
+  STOWAGE_KUBE_AUTH: oneOf(
+    ['enabled', 'disabled'],
+    'disabled',
+    'Kubernetes bearer tokens on the API: TokenReview authenticates, SubjectAccessReview on stowage.dev resources authorizes',
+  ),
   STOWAGE_BLOCK_CONCURRENCY: wholeNumber(1, 1_000, 4, 'item-block jobs per worker process'),
   STOWAGE_WATCH_CONCURRENCY: wholeNumber(1, 10_000, 50, 'pvb-watch jobs per worker process'),
   STOWAGE_HOOK_CONCURRENCY: wholeNumber(1, 1_000, 4, 'hooks-queue jobs (post-hooks and restore-hooks) per worker process'),
   STOWAGE_RESTORE_ITEMS_CONCURRENCY: wholeNumber(1, 1_000, 8, 'restore-items jobs (item batches) per worker process'),
+  STOWAGE_WORKER_QUEUES: workerQueues,
+  STOWAGE_RESTORE_WAIT_IMAGE: pinnedImage,
   STOWAGE_RESTORE_MAX_INFLIGHT: wholeNumber(
     1,
     10_000,
@@ -205,6 +310,11 @@ export const stowageEnvSchema = z.object({
       .optional(),
   ),
   STOWAGE_REPO_KEY: z.preprocess(blankToUndefined, z.string().optional()),
+  STOWAGE_REPOSITORY_DIR: z.preprocess(blankToUndefined, z.string().optional()),
+  STOWAGE_PRUNE_GRACE: duration(
+    DEFAULT_PRUNE_GRACE_MS,
+    'how long prune keeps retired repository data before deleting it; must exceed the longest backup, so a backup whose fsBackupTimeout is not shorter is refused; default 24h',
+  ),
   STOWAGE_BLOCKS_IN_FLIGHT_PER_BACKUP: wholeNumber(
     0,
     1_000_000,
@@ -217,7 +327,6 @@ export const stowageEnvSchema = z.object({
     10,
     'a backup naming at most this many namespaces (no globs) lists them one by one instead of every type across the cluster (0 = always across the cluster)',
   ),
-  STOWAGE_WAIT_MODE: oneOf(['decoupled', 'inline'], 'decoupled', 'inline exists only for the comparison benchmark'),
   STOWAGE_NAMESPACE: z.preprocess(
     blankToUndefined,
     z
@@ -233,7 +342,13 @@ export const stowageEnvSchema = z.object({
       .regex(/^\{[^{}:]+\}$/, { error: 'must be a Redis Cluster hash tag in braces without ":", e.g. {stowage}' })
       .default('{stowage}'),
   ),
-  PORT: wholeNumber(0, 65_535, 8080, 'HTTP port of the API'),
+  PORT: optionalWholeNumber(0, 65_535, 'HTTP port of the service; default 8080 for the api, 8081 for a worker, 8082 for a node agent'),
+  STOWAGE_LOCK_DURATION_MS: optionalWholeNumber(500, 600_000, "ms before a crashed process's job locks expire; default BullMQ's 30000"),
+  STOWAGE_STALLED_INTERVAL_MS: optionalWholeNumber(
+    500,
+    600_000,
+    "ms between a worker's checks for jobs whose locks expired; default BullMQ's 30000",
+  ),
   HOST: z.preprocess(
     blankToUndefined,
     z
@@ -251,6 +366,45 @@ export const stowageEnvSchema = z.object({
     60_000,
     'how often the api service syncs its backup catalogue from storage (0 = only at start)',
   ),
+  STOWAGE_SPEC_MAX_NAMESPACES: wholeNumber(
+    1,
+    100_000,
+    1_000,
+    "entries of a spec's namespace list (included/excluded, a hook set's) and of a restore's namespaceMapping; more is a 400",
+  ),
+  STOWAGE_SSE_MAX_PER_TOKEN: wholeNumber(
+    1,
+    10_000,
+    20,
+    'event streams (SSE) one token may have open on one api process; past it a 429 with Retry-After',
+  ),
+  STOWAGE_SSE_MAX_STREAMS: wholeNumber(
+    1,
+    100_000,
+    500,
+    'event streams (SSE) one api process serves in all (each live one holds a Redis connection)',
+  ),
+  STOWAGE_WRITE_RATE_LIMIT: wholeNumber(
+    0,
+    1_000_000,
+    120,
+    'write requests (POST, PUT, PATCH, DELETE) one token may make per STOWAGE_WRITE_RATE_WINDOW on one api process; past it a 429 with Retry-After (0 = no limit)',
+  ),
+  STOWAGE_WRITE_RATE_WINDOW: duration(60_000, 'the window STOWAGE_WRITE_RATE_LIMIT counts in; default 1m').refine(
+    (ms) => ms >= 1_000 && ms <= 86_400_000,
+    { error: 'must be at least 1s and at most 24h' },
+  ),
+  STOWAGE_SPEC_MAX_RESOURCES: wholeNumber(1, 10_000, 500, "entries of a spec's resource list; more is a 400"),
+  STOWAGE_SPEC_MAX_HOOKS: wholeNumber(
+    1,
+    100_000,
+    500,
+    "hooks of a spec in all (every hook set's and the backup-level ones); more is a 400",
+  ),
+  STOWAGE_MAX_HOOK_TIMEOUT: duration(
+    30 * 60_000,
+    'the longest timeout a spec hook may ask for (it holds a worker slot that long); more is a 400; default 30m',
+  ).refine((ms) => ms > 0 && ms <= 4 * 3_600_000, { error: 'must be more than 0 and at most 4h (the longest hook timeout)' }),
   STOWAGE_SHUTDOWN_TIMEOUT_MS: wholeNumber(100, 600_000, 25_000, 'bound on graceful shutdown; keep it below terminationGracePeriodSeconds'),
 });
 
@@ -263,24 +417,57 @@ export interface StowageConfig {
   readonly kube: { readonly kubeconfig: string | undefined; readonly namespace: string };
   readonly storage: StorageLocation;
   /** `host`: the interface every service's HTTP server listens on (HOST; default all, as containers need). */
-  readonly api: { readonly port: number; readonly host: string; readonly auth: 'enabled' | 'disabled'; readonly tokens: readonly string[] };
+  readonly api: {
+    readonly port: number;
+    readonly host: string;
+    readonly auth: 'enabled' | 'disabled';
+    readonly tokens: readonly string[];
+    /** Users' Kubernetes tokens accepted (TokenReview, then SubjectAccessReview per request); static tokens are cluster-admin equivalents. */
+    readonly kubeTokens: boolean;
+    /** Reconcile stowage.dev Backup/ClusterBackup resources in this api (leader-elected). */
+    readonly controller: boolean;
+  };
   readonly concurrency: { readonly block: number; readonly watch: number; readonly hook: number };
+  /**
+   * BullMQ job locks: a crashed process's active jobs are taken over once their locks expire
+   * (`durationMs`) and a live worker's stalled check (every `stalledIntervalMs`) moves them back to
+   * wait. Unset: BullMQ's defaults (30 s each).
+   */
+  readonly jobLocks: { readonly durationMs?: number; readonly stalledIntervalMs?: number };
   /**
    * `blocksInFlightPerBackup`: the dispatch window of each backup (0 = off), decided by plan (the api
    * service); `namespaceListsMax`: plan lists up to this many named namespaces one by one.
    */
   readonly pipeline: {
-    readonly waitMode: 'decoupled' | 'inline';
     readonly blocksInFlightPerBackup: number;
     readonly namespaceListsMax: number;
   };
-  readonly restore: { readonly itemsConcurrency: number; readonly maxInFlight: number };
+  /** `waitImage`: the image of the restore-wait init container of restored pods (the node agent's, as deployed). */
+  readonly restore: { readonly itemsConcurrency: number; readonly maxInFlight: number; readonly waitImage: string };
+  /**
+   * `queues`: what this worker process hosts (STOWAGE_WORKER_QUEUES). The backup workers (read-only
+   * identity) take item-blocks, pvb-watch and hooks; the restore workers, under the identity that may
+   * write what a restore creates, restore-items.
+   */
+  readonly worker: { readonly queues: readonly WorkerQueue[] };
   readonly node: { readonly name: string | undefined };
-  readonly repository: { readonly key: string | undefined };
+  /** `pruneGraceMs`: prune deletes retired data only this long after retiring it (STOWAGE_PRUNE_GRACE). */
+  readonly repository: { readonly key: string | undefined; readonly pruneGraceMs: number; readonly dir: string | undefined };
   readonly log: { readonly level: LogLevel };
   readonly shutdown: { readonly timeoutMs: number };
-  /** Backup sync of the api service (DESIGN §10): `intervalMs` between passes, 0 = only at start. */
+  /** Backup sync of the api service (docs/architecture.md#backup-sync): `intervalMs` between passes, 0 = only at start. */
   readonly backupSync: { readonly intervalMs: number };
+  /** The configurable bounds on spec lists and sizes the api enforces (core's SpecLimits; the rest are core's defaults). */
+  /** Open event streams (SSE) per token and in all on one api process. */
+  readonly streams: { readonly perCaller: number; readonly total: number };
+  /** Write requests per token per window on one api process (`max` 0: no limit). */
+  readonly writeRateLimit: { readonly max: number; readonly windowMs: number };
+  readonly specLimits: {
+    readonly namespaces: number;
+    readonly resources: number;
+    readonly hooks: number;
+    readonly maxHookTimeoutMs: number;
+  };
 }
 
 export interface ConfigProblem {
@@ -299,6 +486,8 @@ export interface LoadConfigOptions {
   require?: readonly StowageEnvVar[];
   /** Named in "required by" messages. */
   service?: string;
+  /** This service's HTTP port when PORT is unset; default 8080 (the api's). */
+  defaultPort?: number;
 }
 
 const REQUIRED_HINTS: Partial<Record<StowageEnvVar, string>> = {
@@ -307,7 +496,7 @@ const REQUIRED_HINTS: Partial<Record<StowageEnvVar, string>> = {
   STOWAGE_NODE_NAME: 'set it from the pod spec: env valueFrom fieldRef spec.nodeName',
   STOWAGE_REPO_KEY: 'set it from the repository key Secret; there is no default key',
   STOWAGE_API_TOKENS:
-    'set one or more comma-separated tokens (e.g. from `openssl rand -hex 32`), or STOWAGE_AUTH=disabled to run without auth',
+    'set one or more comma-separated tokens (e.g. from `openssl rand -hex 32`), or STOWAGE_KUBE_AUTH=enabled to accept Kubernetes tokens, or STOWAGE_AUTH=disabled to run without auth',
 };
 
 function deepFreeze<T>(value: T): T {
@@ -335,7 +524,12 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, op
     if (problems.some((p) => p.variable === variable)) continue;
     const value = blankToUndefined(env[variable]);
     if (variable === 'STOWAGE_API_TOKENS' && parsed.success) {
-      if (parsed.data.STOWAGE_AUTH === 'disabled' || parsed.data.STOWAGE_API_TOKENS.length > 0) continue;
+      if (
+        parsed.data.STOWAGE_AUTH === 'disabled' ||
+        parsed.data.STOWAGE_API_TOKENS.length > 0 ||
+        parsed.data.STOWAGE_KUBE_AUTH === 'enabled'
+      )
+        continue;
     } else if (value !== undefined) continue;
     if (variable === 'REDIS_URL' && blankToUndefined(env.STOWAGE_REDIS_CLUSTER_NODES) !== undefined) continue;
     const hint = REQUIRED_HINTS[variable] ?? 'set it';
@@ -377,19 +571,42 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, op
     },
     kube: { kubeconfig: e.KUBECONFIG, namespace: e.STOWAGE_NAMESPACE },
     storage,
-    api: { port: e.PORT, host: e.HOST, auth: e.STOWAGE_AUTH, tokens: e.STOWAGE_API_TOKENS },
+    api: {
+      port: e.PORT ?? options.defaultPort ?? 8080,
+      host: e.HOST,
+      auth: e.STOWAGE_AUTH,
+      tokens: e.STOWAGE_API_TOKENS,
+      kubeTokens: e.STOWAGE_KUBE_AUTH === 'enabled',
+      controller: e.STOWAGE_CONTROLLER === 'enabled',
+    },
     concurrency: { block: e.STOWAGE_BLOCK_CONCURRENCY, watch: e.STOWAGE_WATCH_CONCURRENCY, hook: e.STOWAGE_HOOK_CONCURRENCY },
+    jobLocks: {
+      ...(e.STOWAGE_LOCK_DURATION_MS !== undefined ? { durationMs: e.STOWAGE_LOCK_DURATION_MS } : {}),
+      ...(e.STOWAGE_STALLED_INTERVAL_MS !== undefined ? { stalledIntervalMs: e.STOWAGE_STALLED_INTERVAL_MS } : {}),
+    },
     pipeline: {
-      waitMode: e.STOWAGE_WAIT_MODE,
       blocksInFlightPerBackup: e.STOWAGE_BLOCKS_IN_FLIGHT_PER_BACKUP,
       namespaceListsMax: e.STOWAGE_PLAN_NAMESPACE_LISTS_MAX,
     },
-    restore: { itemsConcurrency: e.STOWAGE_RESTORE_ITEMS_CONCURRENCY, maxInFlight: e.STOWAGE_RESTORE_MAX_INFLIGHT },
+    restore: {
+      itemsConcurrency: e.STOWAGE_RESTORE_ITEMS_CONCURRENCY,
+      maxInFlight: e.STOWAGE_RESTORE_MAX_INFLIGHT,
+      waitImage: e.STOWAGE_RESTORE_WAIT_IMAGE,
+    },
+    worker: { queues: e.STOWAGE_WORKER_QUEUES },
     node: { name: e.STOWAGE_NODE_NAME },
-    repository: { key: e.STOWAGE_REPO_KEY },
+    repository: { key: e.STOWAGE_REPO_KEY, pruneGraceMs: e.STOWAGE_PRUNE_GRACE, dir: e.STOWAGE_REPOSITORY_DIR },
     log: { level: e.LOG_LEVEL },
     shutdown: { timeoutMs: e.STOWAGE_SHUTDOWN_TIMEOUT_MS },
     backupSync: { intervalMs: e.STOWAGE_BACKUP_SYNC_INTERVAL_MS },
+    streams: { perCaller: e.STOWAGE_SSE_MAX_PER_TOKEN, total: e.STOWAGE_SSE_MAX_STREAMS },
+    writeRateLimit: { max: e.STOWAGE_WRITE_RATE_LIMIT, windowMs: e.STOWAGE_WRITE_RATE_WINDOW },
+    specLimits: {
+      namespaces: e.STOWAGE_SPEC_MAX_NAMESPACES,
+      resources: e.STOWAGE_SPEC_MAX_RESOURCES,
+      hooks: e.STOWAGE_SPEC_MAX_HOOKS,
+      maxHookTimeoutMs: e.STOWAGE_MAX_HOOK_TIMEOUT,
+    },
   };
   return { ok: true, config: deepFreeze(config) };
 }

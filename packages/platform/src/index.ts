@@ -1,6 +1,7 @@
 export {
   type ConfigProblem,
   type ConfigResult,
+  DEFAULT_RESTORE_WAIT_IMAGE,
   formatConfigProblems,
   LOG_LEVELS,
   type LoadConfigOptions,
@@ -13,6 +14,8 @@ export {
   type StowageConfig,
   type StowageEnvVar,
   stowageEnvSchema,
+  WORKER_QUEUES,
+  type WorkerQueue,
 } from './config.js';
 export { type EmbeddedRedis, type EmbeddedRedisOptions, REDIS_INSTALL_HINT, startEmbeddedRedis } from './embedded-redis.js';
 export { PlatformError, PlatformErrorCode } from './errors.js';
@@ -37,4 +40,11 @@ export {
   REDACT_PATHS,
   REDACTED,
 } from './logger.js';
+export {
+  createProcessMetrics,
+  type PipelineEventMetrics,
+  type ProcessMetrics,
+  registerStorageMetrics,
+  type StorageCostSource,
+} from './process-metrics.js';
 export { parseCommandStats } from './redis-info.js';

@@ -14,6 +14,11 @@ export const QueueName = {
   restores: 'restores',
   /** Batches of items a restore creates (hosted by workers). */
   restoreItems: 'restore-items',
+  /**
+   * Backup deletions and repository prunes (hosted by the backup workers, which hold the
+   * repository key: the internet-facing api never opens the repository).
+   */
+  repository: 'repository',
 } as const;
 export type QueueName = (typeof QueueName)[keyof typeof QueueName];
 
@@ -26,6 +31,11 @@ export const JobName = {
   backupItemBlock: 'backup-item-block',
   watchPvb: 'watch-pvb',
   runPostHooks: 'run-post-hooks',
+  /**
+   * The backup-level hooks of one phase (queue hooks, in the backup workers, which hold
+   * `pods/exec`): a child of plan (pre) or of finalize (post), which wait for it parked.
+   */
+  runBackupHooks: 'run-backup-hooks',
   /** One tick of a schedule (produced by its BullMQ job scheduler): starts the tick's backup. */
   runSchedule: 'run-schedule',
   /** Deletes a backup: delayed by its TTL when it is submitted, or at once when a user deletes it. */
@@ -50,9 +60,10 @@ export const QUEUE_OF_JOB: Readonly<Record<JobName, QueueName>> = {
   'backup-item-block': QueueName.itemBlocks,
   'watch-pvb': QueueName.pvbWatch,
   'run-post-hooks': QueueName.hooks,
+  'run-backup-hooks': QueueName.hooks,
   'run-schedule': QueueName.backups,
-  'delete-backup': QueueName.backups,
-  'prune-repository': QueueName.backups,
+  'delete-backup': QueueName.repository,
+  'prune-repository': QueueName.repository,
   'restore-plan': QueueName.restores,
   'restore-tier': QueueName.restores,
   'restore-items': QueueName.restoreItems,

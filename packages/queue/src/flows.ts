@@ -1,10 +1,10 @@
-import { blockJobId, finalizeJobId, planJobId, postHooksJobId, pvbWatchJobId } from '@stowage/core';
+import { backupHooksJobId, blockJobId, finalizeJobId, planJobId, postHooksJobId, pvbWatchJobId } from '@stowage/core';
 import { DelayedError, type FlowJob, type FlowProducer, Job, type JobsOptions, type Queue } from 'bullmq';
 import { JobName, QueueName, qualifiedQueueName } from './constants.js';
 import { QueueError, QueueErrorCode } from './errors.js';
 import { childJobOptions, DEFAULT_JOB_OPTIONS } from './job-options.js';
-import type { FinalizeJobData, ItemBlockJobData, PlanJobData, PostHooksJobData, PvbWatchJobData } from './payloads.js';
-import { parsePvbWatchJobData } from './payloads.js';
+import type { BackupHooksJobData, FinalizeJobData, ItemBlockJobData, PlanJobData, PostHooksJobData, PvbWatchJobData } from './payloads.js';
+import { parseBackupHooksJobData, parsePvbWatchJobData } from './payloads.js';
 
 /** `{ id, queue }` of a parent job, as BullMQ's `parent` job option wants it. */
 export interface ParentRef {
@@ -89,7 +89,7 @@ export interface BlockFlowsResult {
   batches: number;
 }
 
-/** Default blocks per addBulk: ~175 ms of Redis per batch (DESIGN §2), short enough not to stall other clients. */
+/** Default blocks per addBulk: ~175 ms of Redis per batch (docs/architecture.md#adding-blocks-in-batches), short enough not to stall other clients. */
 export const DEFAULT_BLOCK_BATCH_SIZE = 1_000;
 
 /** What addBlockFlows adds with. */
@@ -181,6 +181,35 @@ export function postHooksParentOf(job: Pick<Job, 'id' | 'parent'>): ParentRef {
     );
   }
   return { id, queue: job.parent.queueKey };
+}
+
+/**
+ * The key (`<prefix>:hooks:<id>`) by which a parent's children values and ignored failures name
+ * the `run-backup-hooks` job of `phase`.
+ */
+export function backupHooksJobKey(prefix: string, backupName: string, phase: BackupHooksJobData['phase']): string {
+  return `${qualifiedQueueName(prefix, QueueName.hooks)}:${backupHooksJobId(backupName, phase)}`;
+}
+
+/**
+ * Adds the `run-backup-hooks` job of one phase (queue hooks: the backup workers, which hold
+ * `pods/exec`) as a child of `parent` — the plan job for `pre`, finalize for `post` — which then
+ * waits for it parked (`moveToWaitingChildren`), holding no worker slot. Deterministic id, and
+ * `ignoreDependencyOnFailure`: a job that fails for good still releases the parent, which reads
+ * the failure with getIgnoredChildrenFailures(). Adding it again while it exists is a no-op (one
+ * that completed is counted done for the parent again), so the parent must not re-add one that
+ * failed for good: it would wait for it forever. Returns the job's key (backupHooksJobKey).
+ */
+export async function addBackupHooksJob(queue: Queue, parent: ParentRef, payload: BackupHooksJobData): Promise<string> {
+  if (queue.name !== QueueName.hooks) {
+    throw new QueueError(QueueErrorCode.badArgument, `addBackupHooksJob needs the ${QueueName.hooks} queue, got ${queue.name}`);
+  }
+  const data = parseBackupHooksJobData(payload);
+  await queue.add(JobName.runBackupHooks, data, {
+    ...childJobOptions(QueueName.hooks, backupHooksJobId(data.backupName, data.phase)),
+    parent,
+  });
+  return backupHooksJobKey(queue.opts.prefix ?? 'bull', data.backupName, data.phase);
 }
 
 export interface PvbWatchStart {
@@ -304,8 +333,8 @@ export async function addDeleteBackupJob(
   const { backupName, backupUid, reason } = input;
   await flowProducer.add({
     name: JobName.deleteBackup,
-    queueName: QueueName.backups,
+    queueName: QueueName.repository,
     data: { backupName, backupUid, reason },
-    opts: { ...DEFAULT_JOB_OPTIONS[QueueName.backups], jobId: deleteBackupJobId(input), delay: Math.max(0, input.delayMs ?? 0) },
+    opts: { ...DEFAULT_JOB_OPTIONS[QueueName.repository], jobId: deleteBackupJobId(input), delay: Math.max(0, input.delayMs ?? 0) },
   });
 }

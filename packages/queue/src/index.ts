@@ -18,6 +18,7 @@ export { JobPayloadError, QueueError, QueueErrorCode } from './errors.js';
 export { createFlowProducer, createQueue, type QueueFactoryOptions } from './factories.js';
 export {
   addBackupFlow,
+  addBackupHooksJob,
   addBlockFlows,
   addDeleteBackupJob,
   addPvbWatch,
@@ -27,6 +28,7 @@ export {
   type BlockFlowSpec,
   type BlockFlowsInput,
   type BlockFlowsResult,
+  backupHooksJobKey,
   DEFAULT_BLOCK_BATCH_SIZE,
   deleteBackupJobId,
   type ParentRef,
@@ -38,7 +40,10 @@ export {
   wakeParkedIn,
 } from './flows.js';
 export { childJobOptions, DEFAULT_JOB_OPTIONS, KEEP_FINISHED_JOBS } from './job-options.js';
+export { DEFAULT_AGENT_TTL_MS, NodeAgentRegistry, type NodeAgentRegistryOptions } from './node-agent-registry.js';
 export {
+  type BackupHooksJobData,
+  backupHooksJobSchema,
   type DeleteBackupJobData,
   deleteBackupJobSchema,
   type FinalizeJobData,
@@ -48,6 +53,7 @@ export {
   type PlanJobData,
   type PostHooksJobData,
   type PvbWatchJobData,
+  parseBackupHooksJobData,
   parseDeleteBackupJobData,
   parseFinalizeJobData,
   parseItemBlockJobData,

@@ -31,6 +31,7 @@ export const DEFAULT_JOB_OPTIONS: Readonly<Record<QueueName, Readonly<JobsOption
   [QueueName.hooks]: { attempts: 3, backoff: { type: 'exponential', delay: 2_000 } },
   [QueueName.restores]: { attempts: 5, backoff: { type: 'exponential', delay: 1_000 }, removeOnComplete, removeOnFail },
   [QueueName.restoreItems]: { attempts: 5, backoff: { type: 'exponential', delay: 1_000 }, removeOnComplete, removeOnFail },
+  [QueueName.repository]: { attempts: 5, backoff: { type: 'exponential', delay: 1_000 }, removeOnComplete, removeOnFail },
 };
 
 /**

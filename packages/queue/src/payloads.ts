@@ -58,6 +58,15 @@ export const postHooksJobSchema = z.object({
 });
 export type PostHooksJobData = z.infer<typeof postHooksJobSchema>;
 
+export const backupHooksJobSchema = z.object({
+  backupName: name,
+  backupUid: name,
+  /** Which of the backup's `spec.hooks.backup` lists the job runs. */
+  phase: z.enum(['pre', 'post']),
+  requestId,
+});
+export type BackupHooksJobData = z.infer<typeof backupHooksJobSchema>;
+
 function parseWith<T>(schema: z.ZodType<T>, jobName: string, data: unknown): T {
   const result = schema.safeParse(data);
   if (result.success) return result.data;
@@ -75,6 +84,8 @@ export const parseItemBlockJobData = (data: unknown): ItemBlockJobData => parseW
 export const parsePvbWatchJobData = (data: unknown): PvbWatchJobData => parseWith(pvbWatchJobSchema, 'watch-pvb', data);
 /** Parses `run-post-hooks` job data; throws `JobPayloadError`. */
 export const parsePostHooksJobData = (data: unknown): PostHooksJobData => parseWith(postHooksJobSchema, 'run-post-hooks', data);
+/** Parses `run-backup-hooks` job data; throws `JobPayloadError`. */
+export const parseBackupHooksJobData = (data: unknown): BackupHooksJobData => parseWith(backupHooksJobSchema, 'run-backup-hooks', data);
 
 export const runScheduleJobSchema = z.object({
   schedule: name,

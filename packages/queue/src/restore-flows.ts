@@ -6,7 +6,7 @@ import type { ParentRef } from './flows.js';
 import { childJobOptions, DEFAULT_JOB_OPTIONS } from './job-options.js';
 
 /*
- * The restore job graph (DESIGN §7):
+ * The restore job graph (docs/architecture.md#the-restore-job-graph):
  *
  *   restore-finalize(restore)          restores        runs last
  *    ├─ restore-plan(restore)          restores        adds tier 0
@@ -56,6 +56,8 @@ export const restoreHooksJobSchema = restoreRunJobSchema.extend({
   /** The restored pod (target namespace, name). */
   podNamespace: name,
   podName: name,
+  /** The uid of the pod this restore created: a different pod under the same name gets no hook. Absent in jobs of older versions. */
+  podUid: z.string().min(1).max(128).optional(),
   /**
    * The pod's PVRs, which the job watches itself. Absent in jobs of older versions: their
    * pvr-watch children watched the PVRs, and the job was released when those were done.
@@ -158,6 +160,7 @@ export async function addRestoreHooksFlow(
     base: RestoreRunJobData;
     podNamespace: string;
     podName: string;
+    podUid: string;
     pvrs: readonly string[];
     deadlineAt: number;
     parkMs: number;
@@ -170,6 +173,7 @@ export async function addRestoreHooksFlow(
     ...base,
     podNamespace: input.podNamespace,
     podName: input.podName,
+    podUid: input.podUid,
     pvrs: [...input.pvrs],
     deadlineAt: input.deadlineAt,
   };

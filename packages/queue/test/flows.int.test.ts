@@ -95,7 +95,7 @@ afterEach(async () => {
 const BACKUP = 'nightly';
 const UID = 'uid-1';
 
-/** The item-block processor shape of DESIGN §2: attach one pvb-watch per PVB under the post-hooks parent, return. */
+/** The item-block processor shape of docs/architecture.md#the-backup-job-graph: attach one pvb-watch per PVB under the post-hooks parent, return. */
 function itemBlockAttaching(h: Harness, pvbsOfBlock: Record<string, string[]>): Processor {
   return async (job: Job) => {
     const data = parseItemBlockJobData(job.data);
@@ -107,7 +107,7 @@ function itemBlockAttaching(h: Harness, pvbsOfBlock: Record<string, string[]>): 
   };
 }
 
-describe('block flow graph (DESIGN §2)', () => {
+describe('block flow graph (docs/architecture.md#the-backup-job-graph)', () => {
   it('runs post-hooks only after its item-block and the pvb-watch children attached at run time', async () => {
     const h = new Harness(redis.url);
     harness = h;

@@ -6,6 +6,7 @@
  *
  *   pnpm bench:repository:s3
  *   BENCH_LARGE_MB=256 BENCH_SMALL_FILES=2000 pnpm bench:repository:s3
+ *   pnpm bench:repository:s3 --against restic     (requests and bytes side by side with restic: bench/s3-against-restic.ts)
  */
 import { randomBytes, randomFillSync } from 'node:crypto';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -143,4 +144,11 @@ async function main(): Promise<void> {
   for (const line of perGiB) console.log(`- ${line}`);
 }
 
-await main();
+if (process.argv.includes('--against')) {
+  const against = process.argv[process.argv.indexOf('--against') + 1];
+  if (against !== 'restic') throw new Error(`--against ${against}: only restic is supported`);
+  const { s3AgainstRestic } = await import('./s3-against-restic.js');
+  await s3AgainstRestic();
+} else {
+  await main();
+}

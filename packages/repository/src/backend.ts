@@ -2,6 +2,7 @@ import { close, fdatasync, open, read, write, writev } from 'node:fs';
 import { link, mkdir, readdir, readFile, rename, stat, unlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
+import { countStorageRequest, countStorageRequests, listPagesFor } from '@stowage/storage/request-meter';
 import { errnoCode } from './errors.js';
 import { writeFileAtomic } from './fs-util.js';
 import { randomId } from './layout.js';
@@ -32,6 +33,11 @@ export interface RepoBackend {
   /** Removes an object; absent is fine. */
   delete(key: string): Promise<void>;
   exists(key: string): Promise<boolean>;
+  /**
+   * True for object storage, which bills by request: a restore then reads a pack's needed chunks
+   * in a few large ranged reads rather than one per chunk (ChunkReader.expect).
+   */
+  readonly billedPerRequest?: boolean;
 }
 
 export interface ObjectUpload {
@@ -83,7 +89,9 @@ const READ_HANDLE_IDLE_MS = 2000;
 /**
  * A repository in a local (or mounted) directory. Objects are written under `tmp/` and renamed
  * into place (after fdatasync when `durable`), so a crash never leaves a partial object under
- * its key. Parent directories are created on first use.
+ * its key. Parent directories are created on first use. Each call is counted as the request an
+ * object store would answer for it (@stowage/storage's request meter), so a repository's cost
+ * reads the same in a directory as in a bucket.
  */
 export class DirectoryBackend implements RepoBackend {
   private readonly readHandles = new Map<string, ReadHandle>();
@@ -117,6 +125,7 @@ export class DirectoryBackend implements RepoBackend {
   async put(key: string, data: Uint8Array | readonly Uint8Array[], options: { readonly exclusive?: boolean } = {}): Promise<void> {
     const bytes = data instanceof Uint8Array ? data : Buffer.concat(data as Uint8Array[]);
     const final = this.path(key);
+    countStorageRequest('put', bytes.length);
     if (options.exclusive) {
       // link() fails if the key exists, so two writers never overwrite each other.
       const tmp = await this.withParents(() => this.writeTmp(bytes));
@@ -180,6 +189,7 @@ export class DirectoryBackend implements RepoBackend {
       },
       async commit() {
         ended = true;
+        countStorageRequest('put', position);
         const handle = await fd;
         try {
           await tail;
@@ -210,8 +220,11 @@ export class DirectoryBackend implements RepoBackend {
 
   async get(key: string): Promise<Buffer> {
     try {
-      return await readFile(this.path(key));
+      const bytes = await readFile(this.path(key));
+      countStorageRequest('get', 0, bytes.length);
+      return bytes;
     } catch (cause) {
+      countStorageRequest('get');
       if (errnoCode(cause) === 'ENOENT') throw new ObjectNotFoundError(key, { cause });
       throw cause;
     }
@@ -238,6 +251,7 @@ export class DirectoryBackend implements RepoBackend {
       try {
         fd = await handle.fd;
       } catch (cause) {
+        countStorageRequest('get');
         if (this.readHandles.get(key) === handle) this.readHandles.delete(key);
         if (errnoCode(cause) === 'ENOENT') throw new ObjectNotFoundError(key, { cause });
         throw cause;
@@ -249,6 +263,7 @@ export class DirectoryBackend implements RepoBackend {
         if (n === 0) break;
         filled += n;
       }
+      countStorageRequest('get', 0, filled);
       return filled;
     } finally {
       handle.users--;
@@ -288,19 +303,23 @@ export class DirectoryBackend implements RepoBackend {
             .replace(/^\//, ''),
         );
     } catch (error) {
+      countStorageRequest('list');
       if (errnoCode(error) === 'ENOENT') return [];
       throw error;
     }
+    countStorageRequests('list', listPagesFor(names.length));
     return names.map((name) => `${prefix}${name}`);
   }
 
   async delete(key: string): Promise<void> {
+    countStorageRequest('delete');
     await unlink(this.path(key)).catch((error: unknown) => {
       if (errnoCode(error) !== 'ENOENT') throw error;
     });
   }
 
   async exists(key: string): Promise<boolean> {
+    countStorageRequest('head');
     try {
       await stat(this.path(key));
       return true;

@@ -8,10 +8,11 @@ import { isRepoError, RepoError, RepoErrorCode } from './errors.js';
 import { chunkIdOf, type RepoKeys } from './keys.js';
 import type { LargeFileHasher, LargeFileOutcome } from './large-file-hasher.js';
 import { randomId, snapshotKey } from './layout.js';
+import { holdBackupLease } from './prune.js';
 import type { SmallFileReaderLease, SmallFileReaderPool } from './small-file-reader.js';
 import type { SnapshotManifest, TreeEntry } from './snapshot.js';
 import { TokenBucket } from './token-bucket.js';
-import { type SkippedEntry, sourceError, walkTree } from './tree-walk.js';
+import { identityOf, type SkippedEntry, sourceError, type WalkResult, walkTree } from './tree-walk.js';
 
 export interface BackupProgress {
   readonly totalBytes: number;
@@ -99,8 +100,11 @@ export async function runBackup(ctx: BackupContext, sourceDir: string, options: 
   const throttle = options.throttle ?? (options.bandwidthBytesPerSec ? new TokenBucket(options.bandwidthBytesPerSec) : undefined);
   let writer: ChunkWriter | undefined;
   let readerLease: SmallFileReaderLease | undefined;
+  let backupLease: { release(): Promise<void> } | undefined;
   try {
     if (options.signal?.aborted) throw canceled();
+    // Before the indexes load: prune keeps what this backup may deduplicate against until it ends.
+    backupLease = await holdBackupLease(ctx.store.backend);
     // Indexes and the parent's manifest load while the tree is walked.
     const parentLoad = ctx.store.refreshIndexes().then(() => ctx.findParent(sourceDir, options.tags ?? {}));
     parentLoad.catch(() => {});
@@ -171,7 +175,13 @@ export async function runBackup(ctx: BackupContext, sourceDir: string, options: 
       progress.maybeEmit();
     };
     const activeWriter = writer;
-    const hooks: FileHooks = { beforeRead, onBytes, record };
+    // Files a pod swapped for a link (or another file) after the walk: left out of the snapshot, each with a reason.
+    const replaced = new Set<TreeEntry>();
+    const onChanged = (entry: TreeEntry, message: string) => {
+      replaced.add(entry);
+      walk.skipped.push({ path: entry.path, reason: `${message} while the backup was running; not read` });
+    };
+    const hooks: FileHooks = { beforeRead, onBytes, record, walk, onChanged };
     const fileDone = () => {
       counters.filesDone++;
       progress.maybeEmit();
@@ -194,7 +204,7 @@ export async function runBackup(ctx: BackupContext, sourceDir: string, options: 
         if (internal.signal.aborted) throw canceled();
         const batch = batches[nextBatch++]!;
         await beforeRead(batch.reduce((sum, e) => sum + e.size, 0));
-        const reads = await activeReader.read(batch.map((e) => ({ path: join(sourceDir, e.path), size: e.size })));
+        const reads = await activeReader.read(batch.map((e) => ({ path: join(sourceDir, e.path), size: e.size, ...identityOf(walk, e) })));
         if (internal.signal.aborted) throw canceled();
         for (let i = 0; i < batch.length; i++) {
           const entry = batch[i]!;
@@ -208,6 +218,8 @@ export async function runBackup(ctx: BackupContext, sourceDir: string, options: 
             // Removed after the walk: keep the entry as an empty file rather than failing the volume.
             entry.size = 0;
             entry.chunks = [];
+          } else if (read.kind === 'changed') {
+            onChanged(entry, read.message);
           } else {
             throw sourceError(Object.assign(new Error(read.message), { code: read.code }), absPath, entry.path);
           }
@@ -248,8 +260,9 @@ export async function runBackup(ctx: BackupContext, sourceDir: string, options: 
     });
     if (options.signal?.aborted) throw canceled();
 
+    const entries = replaced.size > 0 ? walk.entries.filter((e) => !replaced.has(e)) : walk.entries;
     const totals = {
-      files: files.length,
+      files: files.length - replaced.size,
       dirs: walk.entries.filter((e) => e.type === 'dir').length,
       symlinks: walk.entries.filter((e) => e.type === 'symlink').length,
       bytes: counters.bytesDone,
@@ -266,7 +279,7 @@ export async function runBackup(ctx: BackupContext, sourceDir: string, options: 
       tags: { ...(options.tags ?? {}) },
       ...(parent ? { parent: parent.id } : {}),
       totals,
-      entries: walk.entries,
+      entries,
     };
     const sealed = sealJson(ctx.keys.encryptionKey, `snapshot:${snapshotId}`, manifest);
     await ctx.store.backend.put(snapshotKey(snapshotId), sealed).catch((cause: unknown) => {
@@ -296,6 +309,7 @@ export async function runBackup(ctx: BackupContext, sourceDir: string, options: 
     throw error;
   } finally {
     await readerLease?.release();
+    await backupLease?.release();
     options.signal?.removeEventListener('abort', onAbort);
   }
 }
@@ -332,6 +346,10 @@ interface FileHooks {
   readonly beforeRead: (bytes: number) => Promise<void>;
   readonly onBytes: (bytes: number) => void;
   readonly record: (result: PutResult) => void;
+  /** The walk, whose device and inode of each file a read must find again. */
+  readonly walk: WalkResult;
+  /** The file is no longer the one the walk saw: it is left out, with `message` as the reason. */
+  readonly onChanged: (entry: TreeEntry, message: string) => void;
 }
 
 /**
@@ -352,6 +370,7 @@ async function backupLargeFile(
   try {
     outcome = await hasher.hash(
       absPath,
+      identityOf(hooks.walk, entry),
       CHUNKS_IN_FLIGHT_PER_FILE,
       async ({ id, length, seal }) => {
         // Before any await: chunks arrive in file order.
@@ -374,6 +393,8 @@ async function backupLargeFile(
     // Removed after the walk: keep the entry as an empty file rather than failing the volume.
     entry.size = 0;
     entry.chunks = [];
+  } else if (outcome.kind === 'changed') {
+    hooks.onChanged(entry, outcome.message);
   } else {
     throw sourceError(Object.assign(new Error(outcome.message), { code: outcome.code }), absPath, entry.path);
   }

@@ -8,7 +8,9 @@
  */
 import { writeSync } from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
+import type { ZstdDecodeInto } from './blob.js';
 import { ChunkReadError, openChunk } from './chunk-store.js';
+import { ZstdWasmDecoder } from './zstd-wasm.js';
 
 export interface ChunkOpenWorkerData {
   readonly chunkIdKey: Uint8Array;
@@ -32,18 +34,63 @@ export type FromChunkOpenWorker = (
 const data = workerData as ChunkOpenWorkerData;
 const keys = { chunkIdKey: Buffer.from(data.chunkIdKey), encryptionKey: Buffer.from(data.encryptionKey) };
 const port = parentPort!;
-/** Authenticated plaintexts waiting for their write, by request id, with the blob memory to give back after it. */
-const held = new Map<number, { readonly plaintext: Buffer; readonly memory?: ArrayBuffer }>();
+/**
+ * Authenticated plaintexts waiting for their write, by request id, with the blob memory to give
+ * back after it, or the pooled buffer a compressed chunk was decoded into.
+ */
+const held = new Map<number, { readonly plaintext: Buffer; readonly memory?: ArrayBuffer; readonly pooled?: ArrayBuffer }>();
 const reply = (message: FromChunkOpenWorker) => port.postMessage(message, message.memory ? [message.memory] : undefined);
+
+/** Decoded-plaintext buffers kept for reuse: about the chunks a thread holds at once. */
+const POOL_KEPT = 16;
+const POOL_STEP_BYTES = 1024 * 1024;
+const pool: ArrayBuffer[] = [];
+const pooledBuffers = new WeakSet<ArrayBufferLike>();
+function fromPool(length: number): Buffer {
+  let best = -1;
+  for (let i = 0; i < pool.length; i++) {
+    const size = pool[i]!.byteLength;
+    if (size >= length && (best < 0 || size < pool[best]!.byteLength)) best = i;
+  }
+  let memory: ArrayBuffer;
+  if (best >= 0) memory = pool.splice(best, 1)[0]!;
+  else {
+    memory = new ArrayBuffer(Math.max(1, Math.ceil(length / POOL_STEP_BYTES)) * POOL_STEP_BYTES);
+    pooledBuffers.add(memory);
+  }
+  return Buffer.from(memory, 0, length);
+}
+function toPool(memory: ArrayBuffer | undefined): void {
+  if (memory && pool.length < POOL_KEPT) pool.push(memory);
+}
+
+// Compressed chunks are decoded by zstd in WebAssembly into this thread's pooled buffers (no fresh
+// memory per chunk, zstd-wasm.ts). Its module loads in the background (~40 ms CPU, longer wall on
+// a busy machine): until then, or if it cannot load, the native decoder does the work, so a
+// thread answers its first chunk at once.
+let wasmZstd: ZstdWasmDecoder | undefined;
+ZstdWasmDecoder.create().then(
+  (decoder) => {
+    wasmZstd = decoder;
+  },
+  () => {},
+);
+const zstdInto: ZstdDecodeInto = (payload) =>
+  wasmZstd?.decode(payload, (plaintext) => {
+    const out = fromPool(plaintext.length);
+    out.set(plaintext);
+    return out;
+  });
 
 port.on('message', (message: ToChunkOpenWorker) => {
   const { id } = message;
   if (message.type === 'open') {
     const memory = message.blob.buffer as ArrayBuffer;
     try {
-      const plaintext = openChunk(keys, message.chunkId, message.blob, true);
+      const plaintext = openChunk(keys, message.chunkId, message.blob, true, zstdInto);
       const inBlob = plaintext.buffer === memory;
-      held.set(id, { plaintext, memory: inBlob ? memory : undefined });
+      const pooled = pooledBuffers.has(plaintext.buffer) ? (plaintext.buffer as ArrayBuffer) : undefined;
+      held.set(id, { plaintext, memory: inBlob ? memory : undefined, pooled });
       reply({ id, opened: plaintext.length, memory: inBlob ? undefined : memory });
     } catch (error) {
       const text = error instanceof Error ? error.message : String(error);
@@ -56,15 +103,18 @@ port.on('message', (message: ToChunkOpenWorker) => {
       reply({ id, failed: `chunk request ${id} is not held` });
       return;
     }
-    const { plaintext, memory } = chunk;
+    const { plaintext, memory, pooled } = chunk;
     try {
       for (let off = 0; off < plaintext.length; )
         off += writeSync(message.fd, plaintext, off, plaintext.length - off, message.position + off);
       reply({ id, written: true, memory });
     } catch (error) {
       reply({ id, failed: error instanceof Error ? error.message : String(error), code: (error as NodeJS.ErrnoException).code, memory });
+    } finally {
+      toPool(pooled);
     }
   } else {
+    toPool(held.get(id)?.pooled);
     held.delete(id);
   }
 });

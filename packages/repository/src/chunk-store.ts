@@ -1,7 +1,16 @@
 import { write } from 'node:fs';
 import { promisify } from 'node:util';
 import { ObjectNotFoundError, type ObjectUpload, type RepoBackend } from './backend.js';
-import { BlobAuthError, decodePayload, decryptInto, payloadLength, sealCompressed, sealJson, unsealJson } from './blob.js';
+import {
+  BlobAuthError,
+  decodePayload,
+  decryptInto,
+  payloadLength,
+  sealCompressed,
+  sealJson,
+  unsealJson,
+  type ZstdDecodeInto,
+} from './blob.js';
 import { ChunkOpener } from './chunk-opener.js';
 import { chunkIdOf, type RepoKeys } from './keys.js';
 import {
@@ -28,14 +37,42 @@ export type ChunkLocation =
   | { readonly kind: 'loose' }
   | { readonly kind: 'pack'; readonly packId: string; readonly offset: number; readonly length: number };
 
-interface PackIndexEntry {
+export interface PackIndexEntry {
   readonly id: string;
   readonly offset: number;
   readonly length: number;
 }
-interface PackIndex {
+export interface PackIndex {
   readonly packId: string;
   readonly entries: readonly PackIndexEntry[];
+}
+
+/**
+ * A writer indexes the packs it closed in one index object (`index/<random id>`, sealed
+ * `{packs: [{packId, entries}]}`) once they hold INDEX_MAX_ENTRIES chunks or INDEX_MAX_PACKS packs,
+ * once the oldest waited INDEX_MAX_AGE_MS (so a backup cut short by a crash loses little), and
+ * when it finishes — as restic does — rather than one object per pack: a put per backup, and a
+ * get per backup for every process that opens the repository. restic flushes at 50,000 blobs.
+ */
+export const INDEX_MAX_ENTRIES = 50_000;
+const INDEX_MAX_PACKS = 1_000;
+const INDEX_MAX_AGE_MS = 5 * 60 * 1000;
+
+/**
+ * The packs an index object names: `{packs: [...]}`, or `{packId, entries}` as written before
+ * multi-pack indexes (one object per pack, named by its pack id; still read, and what prune
+ * writes under `prune/retired-index/<pack id>`). Both are sealed under `index:<object name>`.
+ */
+export function openIndexObject(encryptionKey: Buffer, name: string, sealed: Uint8Array): PackIndex[] {
+  const doc = unsealJson(encryptionKey, `index:${name}`, sealed) as { packs?: unknown; packId?: unknown; entries?: unknown };
+  if (Array.isArray(doc.packs)) return doc.packs as PackIndex[];
+  if (typeof doc.packId === 'string' && Array.isArray(doc.entries))
+    return [{ packId: doc.packId, entries: doc.entries as PackIndexEntry[] }];
+  throw new Error(`index ${name} names no packs (neither {packs} nor {packId, entries})`);
+}
+
+export function sealIndexObject(encryptionKey: Buffer, name: string, packs: readonly PackIndex[]): Buffer {
+  return sealJson(encryptionKey, `index:${name}`, { packs });
 }
 
 export interface ChunkStoreOptions {
@@ -66,14 +103,17 @@ export class ChunkReadError extends Error {
 export class ChunkStore {
   private readonly packed = new Map<string, ChunkLocation[]>();
   private readonly knownLoose = new Set<string>();
-  private readonly loadedIndexes = new Set<string>();
+  /** Index objects loaded, by name, with the packs each names. */
+  private readonly loadedIndexes = new Map<string, readonly string[]>();
+  /** How many loaded index objects name each pack (prune writes a pack's new index before it deletes the old one). */
+  private readonly packRefs = new Map<string, number>();
   /**
    * Packs prune has retired (their index moved to prune/retired-index/): read as a last resort
    * by restore and verify during the grace period, never deduplicated against (README "Prune").
    */
   private readonly retired = new Map<string, ChunkLocation[]>();
   private readonly loadedRetired = new Set<string>();
-  /** Indexes that failed to decrypt; verify reports them. */
+  /** Index objects that failed to decrypt, by name; verify reports them. */
   readonly unreadableIndexes = new Map<string, string>();
 
   constructor(
@@ -83,70 +123,115 @@ export class ChunkStore {
   ) {}
 
   /**
-   * Loads pack indexes written since the last call (by this or any other writer). Every backup,
-   * restore and verify starts with this, so a node agent reads only the few indexes other agents
-   * wrote since its last backup.
+   * Loads index objects written since the last call (by this or any other writer) and forgets the
+   * packs no listed index names any more. Every backup, restore and verify starts with this, so a
+   * node agent reads only the few indexes other agents wrote since its last backup. An index that
+   * vanished between the listing and its read was rewritten by prune (which puts the new one
+   * first) or retired: the listing is read again, so a pack prune only moved is never missed.
    */
   async refreshIndexes(): Promise<void> {
-    const [listed, retiredListed] = await Promise.all(
-      [INDEX_PREFIX, RETIRED_INDEX_PREFIX].map(async (prefix) =>
-        (await this.backend.list(prefix)).map(baseName).filter((packId) => HEX_ID.test(packId)),
-      ),
-    );
-    this.knownLoose.clear(); // prune moves unused loose chunks away: look them up again
-    forgetUnlisted(listed!, this.loadedIndexes, this.packed);
-    forgetUnlisted(retiredListed!, this.loadedRetired, this.retired);
-    await this.loadIndexes(
-      listed!.filter((packId) => !this.loadedIndexes.has(packId)),
-      indexKey,
-      (packId, entries) => {
-        this.loadedIndexes.add(packId);
-        this.unreadableIndexes.delete(packId);
-        for (const entry of entries) this.addPacked(entry.id, { kind: 'pack', packId, offset: entry.offset, length: entry.length });
-      },
-      (packId, why) => this.unreadableIndexes.set(packId, why),
-    );
-    await this.loadIndexes(
-      retiredListed!.filter((packId) => !this.loadedRetired.has(packId)),
-      retiredIndexKey,
-      (packId, entries) => {
-        this.loadedRetired.add(packId);
-        for (const entry of entries)
-          addLocation(this.retired, entry.id, { kind: 'pack', packId, offset: entry.offset, length: entry.length });
-      },
-      () => {}, // a last-resort copy only; verify reads the retired packs themselves
-    );
+    for (let attempt = 0; ; attempt++) {
+      const [listed, retiredListed] = await Promise.all(
+        [INDEX_PREFIX, RETIRED_INDEX_PREFIX].map(async (prefix) =>
+          (await this.backend.list(prefix)).map(baseName).filter((name) => HEX_ID.test(name)),
+        ),
+      );
+      this.knownLoose.clear(); // prune moves unused loose chunks away: look them up again
+      let vanished = false;
+      await this.loadIndexes(
+        listed!.filter((name) => !this.loadedIndexes.has(name)),
+        indexKey,
+        (name, packs) => {
+          this.unreadableIndexes.delete(name);
+          this.addIndex(name, packs);
+        },
+        (name, why) => this.unreadableIndexes.set(name, why),
+        () => {
+          vanished = true;
+        },
+      );
+      this.forgetIndexes(new Set(listed));
+      forgetUnlisted(retiredListed!, this.loadedRetired, this.retired);
+      await this.loadIndexes(
+        retiredListed!.filter((packId) => !this.loadedRetired.has(packId)),
+        retiredIndexKey,
+        (name, packs) => {
+          this.loadedRetired.add(name);
+          for (const { packId, entries } of packs)
+            for (const entry of entries)
+              addLocation(this.retired, entry.id, { kind: 'pack', packId, offset: entry.offset, length: entry.length });
+        },
+        () => {}, // a last-resort copy only; verify reads the retired packs themselves
+        () => {},
+      );
+      if (!vanished || attempt >= 2) return;
+    }
   }
 
   private async loadIndexes(
-    packIds: readonly string[],
-    keyOf: (packId: string) => string,
-    onIndex: (packId: string, entries: readonly PackIndexEntry[]) => void,
-    onError: (packId: string, why: string) => void,
+    names: readonly string[],
+    keyOf: (name: string) => string,
+    onIndex: (name: string, packs: readonly PackIndex[]) => void,
+    onError: (name: string, why: string) => void,
+    onVanished: () => void,
   ): Promise<void> {
     let next = 0;
     const reader = async () => {
-      while (next < packIds.length) {
-        const packId = packIds[next++]!;
-        let index: PackIndex;
+      while (next < names.length) {
+        const name = names[next++]!;
+        let packs: PackIndex[];
         try {
-          const sealed = await this.backend.get(keyOf(packId));
-          index = unsealJson(this.keys.encryptionKey, `index:${packId}`, sealed) as PackIndex;
+          packs = openIndexObject(this.keys.encryptionKey, name, await this.backend.get(keyOf(name)));
         } catch (error) {
-          if (error instanceof ObjectNotFoundError) continue; // retired or deleted by prune since the list
-          onError(packId, error instanceof Error ? error.message : String(error));
+          if (error instanceof ObjectNotFoundError) {
+            onVanished(); // rewritten, retired or deleted by prune since the list
+            continue;
+          }
+          onError(name, error instanceof Error ? error.message : String(error));
           continue;
         }
-        onIndex(packId, index.entries);
+        onIndex(name, packs);
       }
     };
-    await Promise.all(Array.from({ length: Math.min(INDEX_READS_IN_FLIGHT, packIds.length) }, reader));
+    await Promise.all(Array.from({ length: Math.min(INDEX_READS_IN_FLIGHT, names.length) }, reader));
   }
 
-  /** Registers a pack this process indexed itself, so refreshIndexes does not load it twice. */
-  addOwnPack(packId: string, entries: readonly PackIndexEntry[]): void {
-    this.loadedIndexes.add(packId);
-    for (const entry of entries) this.addPacked(entry.id, { kind: 'pack', packId, offset: entry.offset, length: entry.length });
+  /** Registers an index object: the packs it names that no loaded index named yet become known. */
+  private addIndex(name: string, packs: readonly PackIndex[]): void {
+    this.loadedIndexes.set(
+      name,
+      packs.map((p) => p.packId),
+    );
+    for (const { packId, entries } of packs) {
+      const refs = this.packRefs.get(packId) ?? 0;
+      this.packRefs.set(packId, refs + 1);
+      if (refs > 0) continue;
+      for (const entry of entries) this.addPacked(entry.id, { kind: 'pack', packId, offset: entry.offset, length: entry.length });
+    }
+  }
+
+  /** Drops the index objects no longer listed, and the packs no listed index names. */
+  private forgetIndexes(listed: ReadonlySet<string>): void {
+    const gone = new Set<string>();
+    for (const [name, packIds] of this.loadedIndexes) {
+      if (listed.has(name)) continue;
+      this.loadedIndexes.delete(name);
+      for (const packId of packIds) {
+        const refs = (this.packRefs.get(packId) ?? 1) - 1;
+        if (refs > 0) this.packRefs.set(packId, refs);
+        else {
+          this.packRefs.delete(packId);
+          gone.add(packId);
+        }
+      }
+    }
+    for (const name of this.unreadableIndexes.keys()) if (!listed.has(name)) this.unreadableIndexes.delete(name);
+    if (gone.size > 0) dropPacks(this.packed, gone);
+  }
+
+  /** Registers an index object this process wrote itself, so refreshIndexes does not load it again. */
+  addOwnIndex(name: string, packs: readonly PackIndex[]): void {
+    this.addIndex(name, packs);
   }
 
   addPacked(chunkId: string, location: ChunkLocation): void {
@@ -215,19 +300,20 @@ export class ChunkStore {
  * otherwise. Both, on every read (restore and verify): authentication stops anyone without the
  * key, the re-hash a writer bug that sealed other bytes than it hashed — a restore never writes
  * bytes that are not the chunk's (~0.7 CPU s per GiB, README "Chunk ids, compression, encryption"). `inPlace` decrypts into the
- * blob's own memory (the caller gives the blob up; a raw chunk's plaintext is then a view of it).
- * Used on the calling thread and on the chunk-open worker threads.
+ * blob's own memory (the caller gives the blob up; a raw chunk's plaintext is then a view of it);
+ * `zstdInto` decodes a compressed one into memory the caller keeps. Used on the calling thread and on the chunk-open worker threads.
  */
 export function openChunk(
   keys: Pick<RepoKeys, 'encryptionKey' | 'chunkIdKey'>,
   chunkId: string,
   blob: Uint8Array,
   inPlace = false,
+  zstdInto?: ZstdDecodeInto,
 ): Buffer {
   let plaintext: Buffer;
   try {
     const payload = inPlace ? Buffer.from(blob.buffer, blob.byteOffset, payloadLength(blob)) : Buffer.allocUnsafe(payloadLength(blob));
-    plaintext = decodePayload(decryptInto(keys.encryptionKey, `chunk:${chunkId}`, blob, payload), payload);
+    plaintext = decodePayload(decryptInto(keys.encryptionKey, `chunk:${chunkId}`, blob, payload), payload, zstdInto);
   } catch (cause) {
     const why = cause instanceof BlobAuthError ? cause.message : 'does not decompress';
     throw new ChunkReadError(chunkId, 'corrupt', `chunk ${chunkId} is damaged: ${why}`, { cause });
@@ -257,12 +343,17 @@ function addLocation(map: Map<string, ChunkLocation[]>, chunkId: string, locatio
   else map.set(chunkId, [location]);
 }
 
-/** Drops the packs whose index is no longer listed (prune retired or deleted it) from `map`. */
+/** Drops the retired packs whose retired index is no longer listed (prune deleted it) from `map`. */
 function forgetUnlisted(listed: readonly string[], loaded: Set<string>, map: Map<string, ChunkLocation[]>): void {
   const current = new Set(listed);
   const gone = new Set([...loaded].filter((packId) => !current.has(packId)));
   if (gone.size === 0) return;
   for (const packId of gone) loaded.delete(packId);
+  dropPacks(map, gone);
+}
+
+/** Removes every location in one of the `gone` packs from `map`. */
+function dropPacks(map: Map<string, ChunkLocation[]>, gone: ReadonlySet<string>): void {
   for (const [chunkId, locations] of map) {
     const kept = locations.filter((l) => l.kind !== 'pack' || !gone.has(l.packId));
     if (kept.length === 0) map.delete(chunkId);
@@ -278,6 +369,46 @@ const READ_WINDOWS_KEPT = 8;
 interface ReadWindow {
   readonly packId: string;
   readonly offset: number;
+  readonly bytes: Promise<Buffer>;
+}
+
+/**
+ * On object storage a restore reads a pack's needed chunks in spans of up to the pack target size
+ * plus the pack's largest needed chunk (a pack closes once it reaches its target, so its last chunk
+ * runs past it: a pack written by one backup is then one read), at least SPAN_MIN_BYTES. Unneeded
+ * chunks between needed ones are read through (as restic reads a pack from its first needed blob to
+ * its last) when they are at most SPAN_GAP_BYTES or the pack's needed bytes — a pack mostly needed is
+ * one read, a few small chunks far apart in a large pack are not — and skipped otherwise. Spans are kept least recently used first, and one is
+ * dropped as soon as every read planned from it is done. Files restored side by side progress at
+ * different speeds through packs they share: the chunks an evicted span still owes to slower files
+ * are kept apart (copied out, up to LEFTOVER_MAX_BYTES) rather than read again.
+ */
+const SPAN_MIN_BYTES = 16 * 1024 * 1024;
+const SPAN_GAP_BYTES = 256 * 1024;
+/** One per file a restore writes at once (its FILE_CONCURRENCY): fewer, and files in flight evict each other's spans. */
+const SPANS_KEPT = 8;
+/** Chunks copied out of evicted spans for reads still to come; past this they are read again. */
+const LEFTOVER_MAX_BYTES = 128 * 1024 * 1024;
+
+/** A needed chunk's blob in a pack, and how many reads the restore will still make of it. */
+interface Extent {
+  readonly offset: number;
+  readonly end: number;
+  uses: number;
+  plan?: PlannedSpan;
+}
+
+interface PlannedSpan {
+  readonly offset: number;
+  end: number;
+  readonly extents: Extent[];
+  /** Reads still planned from it (its extents' uses). */
+  pending: number;
+}
+
+interface ReadSpan {
+  readonly packId: string;
+  readonly plan: PlannedSpan;
   readonly bytes: Promise<Buffer>;
 }
 
@@ -299,11 +430,149 @@ export interface OpenedChunk {
  */
 export class ChunkReader {
   private readonly windows: ReadWindow[] = [];
+  /** Per pack, the spans the restore will read, by offset (expect()). */
+  private readonly needed = new Map<string, PlannedSpan[]>();
+  /** The extent of each needed chunk copy, by `packId:offset`. */
+  private readonly extents = new Map<string, Extent>();
+  private readonly spans: ReadSpan[] = [];
+  /** Blobs copied out of evicted spans that reads are still planned for, by `packId:offset`. */
+  private readonly leftovers = new Map<string, Promise<Buffer>>();
+  private leftoverBytes = 0;
 
   constructor(
     private readonly store: ChunkStore,
     private readonly opener?: ChunkOpener,
   ) {}
+
+  /**
+   * The chunks the restore will read, in any order, once per read (a chunk two files share is
+   * given twice). On a backend that bills per request (object storage) a packed chunk is then read
+   * together with the needed chunks after it in its pack, in one ranged read — as restic reads a
+   * pack's needed blobs — not one read per chunk. Elsewhere (a directory) nothing changes.
+   */
+  expect(chunkIds: Iterable<string>): void {
+    if (!this.store.backend.billedPerRequest) return;
+    const byPack = new Map<string, Extent[]>();
+    for (const chunkId of chunkIds) {
+      const location = this.store.locationsOf(chunkId)[0];
+      if (location?.kind !== 'pack') continue;
+      const key = `${location.packId}:${location.offset}`;
+      const known = this.extents.get(key);
+      if (known) {
+        known.uses++;
+        continue;
+      }
+      const extent: Extent = { offset: location.offset, end: location.offset + location.length, uses: 1 };
+      this.extents.set(key, extent);
+      const list = byPack.get(location.packId) ?? [];
+      list.push(extent);
+      byPack.set(location.packId, list);
+    }
+    // Each pack's needed chunks cut into spans once, in pack order: a chunk always falls in the
+    // same span, whichever file (and in which order) asks for it.
+    for (const [packId, list] of byPack) {
+      list.sort((a, b) => a.offset - b.offset);
+      const largest = list.reduce((max, e) => Math.max(max, e.end - e.offset), 0);
+      const packNeeded = list.reduce((sum, e) => sum + (e.end - e.offset), 0);
+      const limit = Math.max(SPAN_MIN_BYTES, this.store.options.packTargetBytes + largest);
+      const spans: PlannedSpan[] = [];
+      for (const extent of list) {
+        const last = spans.at(-1);
+        const gap = last ? extent.offset - last.end : 0;
+        if (last && gap <= Math.max(SPAN_GAP_BYTES, packNeeded) && extent.end - last.offset <= limit) {
+          last.end = Math.max(last.end, extent.end);
+          last.extents.push(extent);
+          last.pending += extent.uses;
+          extent.plan = last;
+        } else {
+          const plan: PlannedSpan = {
+            offset: extent.offset,
+            end: extent.end,
+            extents: [extent],
+            pending: extent.uses,
+          };
+          extent.plan = plan;
+          spans.push(plan);
+        }
+      }
+      this.needed.set(packId, spans);
+    }
+  }
+
+  /**
+   * The blob at [offset, offset + length) of the pack from a planned span (cached, or read now) or
+   * from the leftovers; undefined when the restore did not plan it.
+   */
+  private fromSpan(packId: string, offset: number, length: number): Promise<Buffer> | undefined {
+    const key = `${packId}:${offset}`;
+    const extent = this.extents.get(key);
+    const leftover = this.leftovers.get(key);
+    if (leftover && extent) {
+      if (extent.plan) extent.plan.pending--;
+      const last = --extent.uses <= 0;
+      if (last) {
+        this.leftovers.delete(key);
+        this.leftoverBytes -= extent.end - extent.offset;
+      }
+      // The last read takes the copy itself (an opener may move its memory to a thread); earlier ones a copy of it.
+      return leftover.then((bytes) => (last ? bytes.subarray(0, length) : Buffer.from(bytes.subarray(0, length))));
+    }
+    const span = this.spanFor(packId, offset, length);
+    if (!span) return undefined;
+    if (extent && extent.uses > 0) {
+      extent.uses--;
+      span.plan.pending--;
+    }
+    const done = span.plan.pending <= 0;
+    // Every read planned from it is done: its memory goes now, not when it is evicted.
+    if (done) this.spans.splice(this.spans.indexOf(span), 1);
+    const from = offset - span.plan.offset;
+    return span.bytes.then((all) => {
+      const view = all.subarray(from, from + length);
+      // A view of the whole read could be moved to an opener thread, leaving nothing for later reads of the span.
+      return !done && view.byteOffset === 0 && view.byteLength === view.buffer.byteLength ? Buffer.from(view) : view;
+    });
+  }
+
+  private spanFor(packId: string, offset: number, length: number): ReadSpan | undefined {
+    const at = this.spans.findIndex((s) => s.packId === packId && offset >= s.plan.offset && offset + length <= s.plan.end);
+    if (at >= 0) {
+      // Least recently used goes first: a span still being read stays.
+      const [cached] = this.spans.splice(at, 1);
+      this.spans.push(cached!);
+      return cached;
+    }
+    const planned = this.needed.get(packId);
+    if (!planned) return undefined;
+    let lo = 0;
+    let hi = planned.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if (planned[mid]!.offset <= offset) lo = mid;
+      else hi = mid - 1;
+    }
+    const plan = planned[lo];
+    if (!plan || offset < plan.offset || offset + length > plan.end) return undefined;
+    const span: ReadSpan = { packId, plan, bytes: this.store.backend.getRange(packKey(packId), plan.offset, plan.end - plan.offset) };
+    span.bytes.catch(() => {});
+    this.spans.push(span);
+    if (this.spans.length > SPANS_KEPT) this.evict(this.spans.shift()!);
+    return span;
+  }
+
+  /** Keeps the blobs an evicted span still owes to later reads (copies: the span's memory goes). */
+  private evict(span: ReadSpan): void {
+    for (const extent of span.plan.extents) {
+      const length = extent.end - extent.offset;
+      if (extent.uses <= 0 || this.leftoverBytes + length > LEFTOVER_MAX_BYTES) continue;
+      const key = `${span.packId}:${extent.offset}`;
+      if (this.leftovers.has(key)) continue;
+      const copy = span.bytes.then((all) => Buffer.from(all.subarray(extent.offset - span.plan.offset, extent.end - span.plan.offset)));
+      copy.catch(() => {});
+      this.leftovers.set(key, copy);
+      this.leftoverBytes += length;
+    }
+  }
 
   /** The chunk's checked plaintext, opened on this thread. */
   read(chunkId: string): Promise<Buffer> {
@@ -368,7 +637,12 @@ export class ChunkReader {
     let blob: Buffer;
     const backend = this.store.backend;
     try {
-      if (into && backend.getRangeInto) blob = into.subarray(0, await backend.getRangeInto(packKey(packId), offset, into));
+      const planned = this.needed.size > 0 ? this.fromSpan(packId, offset, length) : undefined;
+      if (planned) {
+        const bytes = await planned;
+        // Into the opener's buffer when given (it moves to a thread as it is), else a view of the span.
+        blob = into ? into.subarray(0, bytes.copy(into)) : bytes;
+      } else if (into && backend.getRangeInto) blob = into.subarray(0, await backend.getRangeInto(packKey(packId), offset, into));
       else
         blob =
           length >= READ_WINDOW_BYTES / 4
@@ -397,6 +671,8 @@ export class ChunkReader {
 
   async close(): Promise<void> {
     this.windows.length = 0;
+    this.spans.length = 0;
+    this.leftovers.clear();
     await this.opener?.close();
   }
 }
@@ -424,13 +700,18 @@ export interface PutResult {
 
 /**
  * One backup session's writer. Chunks are only "known" to other sessions once they are complete:
- * loose files appear by rename, packs become visible when their index is renamed into place.
+ * loose files appear by rename, packs become visible when an index object naming them is put.
  * A session that is abandoned leaves at most unreferenced data, never a snapshot.
  */
 export class ChunkWriter {
   private readonly inFlight = new Map<string, Promise<PutResult>>();
   private current: OpenPack | undefined;
   private readonly closing: Promise<void>[] = [];
+  /** Packs committed that no index object of this writer names yet (INDEX_MAX_ENTRIES). */
+  private unindexed: PackIndex[] = [];
+  private unindexedEntries = 0;
+  private unindexedSince = 0;
+  private readonly indexing: Promise<void>[] = [];
 
   constructor(private readonly store: ChunkStore) {}
 
@@ -522,27 +803,53 @@ export class ChunkWriter {
 
   private async finishPack(pack: OpenPack): Promise<void> {
     await Promise.all(pack.writes);
-    // The pack is complete (and on disk) before its index names it: a pack cut short is never indexed.
+    // The pack is complete (and on disk) before an index names it: a pack cut short is never indexed.
     await pack.upload.commit();
-    const index: PackIndex = { packId: pack.packId, entries: pack.entries };
-    const sealed = sealJson(this.store.keys.encryptionKey, `index:${pack.packId}`, index);
-    await this.store.backend.put(indexKey(pack.packId), sealed);
-    this.store.addOwnPack(pack.packId, pack.entries);
+    if (this.unindexed.length === 0) this.unindexedSince = Date.now();
+    this.unindexed.push({ packId: pack.packId, entries: pack.entries });
+    this.unindexedEntries += pack.entries.length;
+    if (
+      this.unindexedEntries >= INDEX_MAX_ENTRIES ||
+      this.unindexed.length >= INDEX_MAX_PACKS ||
+      Date.now() - this.unindexedSince >= INDEX_MAX_AGE_MS
+    )
+      await this.writeIndex();
   }
 
-  /** Waits for every put, closes and indexes the open pack. After this, every chunk put is durable and visible. */
+  /** Names the packs committed so far in one new index object; only then are their chunks known to other sessions. */
+  private writeIndex(): Promise<void> {
+    if (this.unindexed.length === 0) return Promise.resolve();
+    const packs = this.unindexed;
+    this.unindexed = [];
+    this.unindexedEntries = 0;
+    const name = randomId();
+    const writing = (async () => {
+      await this.store.backend.put(indexKey(name), sealIndexObject(this.store.keys.encryptionKey, name, packs));
+      this.store.addOwnIndex(name, packs);
+    })();
+    writing.catch(() => {});
+    this.indexing.push(writing);
+    return writing;
+  }
+
+  /** Waits for every put, closes the open pack and indexes the packs. After this, every chunk put is durable and visible. */
   async finish(): Promise<void> {
     await Promise.all(this.inFlight.values());
     this.rotate();
     await Promise.all(this.closing);
+    await this.writeIndex();
+    await Promise.all(this.indexing);
   }
 
-  /** Cancel path: waits for outstanding writes and deletes the pack that was never indexed. */
+  /** Cancel path: waits for outstanding writes, indexes the packs completed and drops the open one. */
   async abandon(): Promise<void> {
     await Promise.allSettled(this.inFlight.values());
     const pack = this.current;
     this.current = undefined;
     await Promise.allSettled(this.closing);
+    // The packs completed stay usable: the next backup deduplicates against them.
+    await this.writeIndex().catch(() => {});
+    await Promise.allSettled(this.indexing);
     if (pack) {
       await Promise.allSettled(pack.writes);
       await pack.upload.abort();

@@ -144,7 +144,7 @@ export function formatPruneSummary(s: PruneSummary): string[] {
     `marked ${s.liveChunks} chunks in use by ${s.snapshots} snapshots; scanned ${s.packsScanned} packs${s.packsSkipped > 0 ? ` (${s.packsSkipped} unreadable, left alone)` : ''}`,
     `retired ${s.packsRetired} packs and ${s.looseRetired} loose chunks (${s.bytesRetired} bytes), rewrote ${s.packsRewritten} packs`,
     `deleted ${s.packsDeleted} packs and ${s.looseDeleted} loose chunks retired earlier: ${s.bytesFreed} bytes freed (${s.bytesDeleted} deleted, ${s.bytesWritten} written)${s.chunksRescued > 0 ? `, ${s.chunksRescued} chunks a newer snapshot uses copied out first` : ''}`,
-    `${s.batchesPending} retirement batches wait for their grace period; took ${s.durationMs} ms`,
+    `${s.batchesPending} retirement batches wait for their grace period${s.batchesHeld > 0 ? ` (${s.batchesHeld} past it, kept for a backup that started before them and still runs)` : ''}; took ${s.durationMs} ms`,
   ];
 }
 

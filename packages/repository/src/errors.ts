@@ -33,6 +33,8 @@ export const RepoErrorCode = {
   ChunkCorrupt: 'REPO_CHUNK_CORRUPT',
   /** The restore target cannot be used (not a directory, not writable). */
   RestoreTargetInvalid: 'REPO_RESTORE_TARGET_INVALID',
+  /** A directory of the restore target was swapped (for a link or another directory) while the restore wrote there. */
+  RestoreTargetChanged: 'REPO_RESTORE_TARGET_CHANGED',
   /** Bad argument to an API call (a programming error on the caller's side). */
   InvalidArgument: 'REPO_INVALID_ARGUMENT',
   /** Another prune holds the repository's prune lock (and is alive). */

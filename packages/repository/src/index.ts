@@ -14,11 +14,12 @@ export {
   repoVerifyCommand,
   runRepoCli,
 } from './cli.js';
+export { atDir, closeDir, type DirRef, makeDirAt, openDir, openDirAt, removeAt } from './dir-fd.js';
 export { isRepoError, RepoError, RepoErrorCode } from './errors.js';
 export { ObjectStoreBackend } from './object-store-backend.js';
 export {
+  DEFAULT_MAX_UNUSED_FRACTION,
   DEFAULT_PRUNE_GRACE_MS,
-  DEFAULT_REPACK_UNUSED_FRACTION,
   type PruneOptions,
   type PruneProgress,
   type PruneSummary,

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { statSync } from 'node:fs';
+import { mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -29,7 +30,7 @@ afterAll(async () => {
 /** The chunk ids and the file size, as the hasher reports them. */
 async function hashFile(hasher: LargeFileHasher, path: string) {
   const ids: string[] = [];
-  const outcome = await hasher.hash(path, 3, async (chunk) => void ids.push(chunk.id), new AbortController().signal);
+  const outcome = await hasher.hash(path, statSync(path), 3, async (chunk) => void ids.push(chunk.id), new AbortController().signal);
   return { outcome, ids };
 }
 
@@ -45,6 +46,24 @@ describe('LargeFileHasher kept between backups', () => {
       // Idle past the idle time: the thread stopped; the next file gets a new one, same chunks.
       await new Promise((resolve) => setTimeout(resolve, 300));
       expect(await hashFile(hasher, files[0]!)).toEqual(first[0]);
+    } finally {
+      await hasher.close();
+    }
+  });
+
+  it('reads nothing of a file swapped for a link to another file after the walk saw it', async () => {
+    const hasher = new LargeFileHasher(1, data);
+    try {
+      const seen = statSync(files[0]!);
+      const swapped = join(dir, 'swapped');
+      await symlink(files[1]!, swapped);
+      const ids: string[] = [];
+      const viaLink = await hasher.hash(swapped, seen, 3, async (chunk) => void ids.push(chunk.id), new AbortController().signal);
+      expect(viaLink).toEqual({ kind: 'changed', message: 'replaced by a symbolic link (not followed)' });
+      // Another file under the name the walk saw.
+      const other = await hasher.hash(files[1]!, seen, 3, async (chunk) => void ids.push(chunk.id), new AbortController().signal);
+      expect(other).toEqual({ kind: 'changed', message: 'replaced by another file' });
+      expect(ids).toEqual([]);
     } finally {
       await hasher.close();
     }

@@ -1,5 +1,7 @@
+import { AsyncResource } from 'node:async_hooks';
 import type { Worker } from 'node:worker_threads';
 import type { FromLargeFileWorker, LargeFileWorkerData, ToLargeFileWorker } from './large-file-worker.js';
+import type { FileIdentity } from './small-file-reader.js';
 import { IdleStop, spawnRepoWorker, THREADS_IDLE_MS } from './worker-threads.js';
 
 /** One chunk of a large file, cut and identified on a worker thread, which still holds its bytes. */
@@ -14,6 +16,8 @@ export type LargeFileOutcome =
   | { readonly kind: 'done'; readonly size: number }
   /** Removed since the walk. */
   | { readonly kind: 'missing' }
+  /** No longer the file the walk saw (a link or another file in its place): not read. */
+  | { readonly kind: 'changed'; readonly message: string }
   | { readonly kind: 'failed'; readonly code: string | undefined; readonly message: string };
 
 /**
@@ -47,12 +51,19 @@ export class LargeFileHasher {
   }
 
   /**
-   * Streams `path` through a worker: `onChunk` is called for each chunk in file order, and up to
+   * Streams `path` through a worker, if it still is the regular file `identity` (opened without
+   * following a link; else the outcome is 'changed' and nothing is read): `onChunk` is called for each chunk in file order, and up to
    * `window` chunks wait for its promise at once (the worker pauses until one settles, then drops
    * that chunk). Aborting `signal` stops the worker and rejects with the abort reason; so does a
    * rejected `onChunk`.
    */
-  async hash(path: string, window: number, onChunk: (chunk: HashedChunk) => Promise<void>, signal: AbortSignal): Promise<LargeFileOutcome> {
+  async hash(
+    path: string,
+    identity: FileIdentity,
+    window: number,
+    onChunk: (chunk: HashedChunk) => Promise<void>,
+    signal: AbortSignal,
+  ): Promise<LargeFileOutcome> {
     signal.throwIfAborted();
     const worker = await this.acquire();
     const job = this.nextJob++;
@@ -73,7 +84,10 @@ export class LargeFileHasher {
     let onError: (error: unknown) => void = () => {};
     try {
       const outcome = await new Promise<LargeFileOutcome>((resolve, reject) => {
-        onMessage = (message: FromLargeFileWorker) => {
+        // Bound to this call's async context: the worker's events come in the context it was
+        // started in (an earlier backup), and the storage requests onChunk makes are this call's
+        // (a StorageMeter counts by context).
+        onMessage = AsyncResource.bind((message: FromLargeFileWorker) => {
           if (message.job !== job) return;
           if (message.type === 'sealed') {
             const waiter = sealing.get(message.seq);
@@ -102,8 +116,9 @@ export class LargeFileHasher {
           }
           if (message.type === 'end') resolve({ kind: 'done', size: message.size });
           else if (message.type === 'missing') resolve({ kind: 'missing' });
+          else if (message.type === 'changed') resolve({ kind: 'changed', message: message.message });
           else resolve({ kind: 'failed', code: message.code, message: message.message });
-        };
+        });
         onError = (cause: unknown) => {
           crashed = true;
           const error = cause instanceof Error ? cause : new Error(`the large-file worker thread stopped (exit code ${cause})`);
@@ -113,7 +128,7 @@ export class LargeFileHasher {
         worker.on('message', onMessage);
         worker.once('error', onError);
         worker.once('exit', onError);
-        send({ type: 'file', job, path, window });
+        send({ type: 'file', job, path, window, dev: identity.dev, ino: identity.ino });
       });
       // The last chunks' handlers may still run after the worker finished reading.
       await Promise.all(inFlight);

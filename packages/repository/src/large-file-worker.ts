@@ -22,7 +22,15 @@ export interface LargeFileWorkerData {
 
 /** Main thread → worker. */
 export type ToLargeFileWorker =
-  | { readonly type: 'file'; readonly job: number; readonly path: string; readonly window: number }
+  | {
+      readonly type: 'file';
+      readonly job: number;
+      readonly path: string;
+      readonly window: number;
+      /** The file the walk saw: read only if the opened descriptor is this regular file. */
+      readonly dev: number;
+      readonly ino: number;
+    }
   /** The chunk is new: compress, seal and send it. */
   | { readonly type: 'seal'; readonly job: number; readonly seq: number }
   /** Done with the chunk (stored, or already in the repository): drop it. */
@@ -35,6 +43,8 @@ export type FromLargeFileWorker =
   | { readonly type: 'sealed'; readonly job: number; readonly seq: number; readonly blob?: Uint8Array; readonly error?: string }
   | { readonly type: 'end'; readonly job: number; readonly size: number; readonly stopped: boolean }
   | { readonly type: 'missing'; readonly job: number }
+  /** Not the file the walk saw any more (a link, a FIFO or another file took its place): nothing was read. */
+  | { readonly type: 'changed'; readonly job: number; readonly message: string }
   | { readonly type: 'failed'; readonly job: number; readonly code: string | undefined; readonly message: string };
 
 const data = workerData as LargeFileWorkerData;
@@ -72,7 +82,7 @@ const post = (message: FromLargeFileWorker, transfer?: ArrayBuffer[]) => port.po
 
 port.on('message', (message: ToLargeFileWorker) => {
   if (message.type === 'file') {
-    void run(message.job, message.path, message.window);
+    void run(message.job, message.path, message.window, { dev: message.dev, ino: message.ino });
     return;
   }
   const job = current;
@@ -108,12 +118,12 @@ async function sealChunk(job: number, seq: number, chunk: HeldChunk): Promise<vo
   }
 }
 
-async function run(jobId: number, path: string, window: number): Promise<void> {
+async function run(jobId: number, path: string, window: number, identity: Identity): Promise<void> {
   const job: Job = { job: jobId, held: new Map(), stopped: false };
   current = job;
   let file: SequentialFile;
   try {
-    file = await openSequential(path);
+    file = await openSequential(path, identity);
   } catch (error) {
     post(failure(jobId, error));
     return;
@@ -167,16 +177,16 @@ interface SequentialFile {
  * through the cache; so is everything after the first short direct read (the end of the file,
  * whose unaligned tail position a direct read refuses, or bytes appended since).
  */
-async function openSequential(path: string): Promise<SequentialFile> {
+async function openSequential(path: string, identity: Identity): Promise<SequentialFile> {
   let direct: FileHandle | undefined;
   if (DIRECT_READS) {
     try {
-      direct = await open(path, constants.O_RDONLY | constants.O_DIRECT);
+      direct = await openChecked(path, constants.O_DIRECT, identity);
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EINVAL') throw error;
     }
   }
-  let buffered = direct ? undefined : await open(path, 'r');
+  let buffered = direct ? undefined : await openChecked(path, 0, identity);
   return {
     direct: direct !== undefined,
     async read(buffer, offset, length, position) {
@@ -195,7 +205,7 @@ async function openSequential(path: string): Promise<SequentialFile> {
           await handle.close().catch(() => {});
         }
       }
-      buffered ??= await open(path, 'r');
+      buffered ??= await openChecked(path, 0, identity);
       return (await buffered.read(buffer, offset, length, position)).bytesRead;
     },
     async close() {
@@ -214,7 +224,38 @@ function allocateAligned(bytes: number): Buffer {
   return Buffer.from(memory.buffer, 0, bytes);
 }
 
+interface Identity {
+  readonly dev: number;
+  readonly ino: number;
+}
+
+/** Thrown when the path no longer leads to the file the walk saw. */
+class ChangedError extends Error {}
+
+/**
+ * Opens `path` without following a link (and without blocking on a FIFO swapped in), and only if
+ * the descriptor is the regular file the walk saw: a pod may swap the name for a link to a file
+ * outside its volume between the walk and this open (SECURITY.md).
+ */
+async function openChecked(path: string, flags: number, identity: Identity): Promise<FileHandle> {
+  let handle: FileHandle;
+  try {
+    handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK | flags);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ELOOP' || code === 'ENOTDIR') throw new ChangedError('replaced by a symbolic link (not followed)');
+    throw error;
+  }
+  const st = await handle.stat();
+  if (!st.isFile() || st.dev !== identity.dev || st.ino !== identity.ino) {
+    await handle.close();
+    throw new ChangedError(st.isFile() ? 'replaced by another file' : 'replaced by something not a regular file');
+  }
+  return handle;
+}
+
 function failure(job: number, error: unknown): FromLargeFileWorker {
+  if (error instanceof ChangedError) return { type: 'changed', job, message: error.message };
   const code = (error as NodeJS.ErrnoException | undefined)?.code;
   if (code === 'ENOENT') return { type: 'missing', job };
   return { type: 'failed', job, code, message: error instanceof Error ? error.message : String(error) };

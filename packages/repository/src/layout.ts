@@ -6,9 +6,10 @@ import { randomBytes } from 'node:crypto';
  *   config.json              plaintext: format version, KDF salt and parameters, key-check value, chunker sizes
  *   data/<ab>/<chunk id>     a chunk stored alone ("loose"; written by older versions for large chunks)
  *   packs/<ab>/<pack id>     sealed chunk blobs, concatenated
- *   index/<pack id>          sealed index of one pack: chunk id → offset, length
+ *   index/<id>               sealed index of several packs: per pack, chunk id → offset, length (older: one per pack, named by it)
  *   snapshots/<snapshot id>  sealed snapshot manifest
  *   prune/                   prune's lock, retired indexes and loose chunks, retirement batches
+ *   leases/<id>              a running backup's lease: prune deletes no retired data it may reference
  *   tmp/                     (directory backend) files being written; renamed into place when complete
  */
 export const CONFIG_KEY = 'config.json';
@@ -31,8 +32,8 @@ export function looseKey(chunkId: string): string {
 export function packKey(packId: string): string {
   return `packs/${packId.slice(0, 2)}/${packId}`;
 }
-export function indexKey(packId: string): string {
-  return `${INDEX_PREFIX}${packId}`;
+export function indexKey(name: string): string {
+  return `${INDEX_PREFIX}${name}`;
 }
 export function snapshotKey(snapshotId: string): string {
   return `${SNAPSHOT_PREFIX}${snapshotId}`;

@@ -10,13 +10,14 @@ const STORAGE_EXISTS: StorageErrorCode = 'STORAGE_EXISTS';
 
 /**
  * A repository in an object store (@stowage/storage: a directory or an S3 bucket), under one
- * key prefix (`repository/` beside `backups/`, DESIGN §3). What the repository needs maps onto
+ * key prefix (`repository/` beside `backups/`, docs/architecture.md#storage-layout). What the repository needs maps onto
  * the store's atomic puts: a pack being written is collected in memory (at most its target
  * size, 16 MiB) and put whole on commit, so nothing partial is ever visible; a create-only
  * put (`exclusive`) is the store's `ifAbsent`. Ranged reads of packs are Range GETs.
  */
 export class ObjectStoreBackend implements RepoBackend {
   readonly location: string;
+  readonly billedPerRequest = true;
 
   constructor(
     readonly store: ObjectStore,

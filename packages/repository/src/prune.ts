@@ -1,8 +1,8 @@
 import { hostname } from 'node:os';
-import { ObjectExistsError, ObjectNotFoundError } from './backend.js';
+import { ObjectExistsError, ObjectNotFoundError, type RepoBackend } from './backend.js';
 import { sealJson, unsealJson } from './blob.js';
 import { ChunkKeySet } from './chunk-key-set.js';
-import type { ChunkStore } from './chunk-store.js';
+import { type ChunkStore, INDEX_MAX_ENTRIES, openIndexObject, type PackIndex, sealIndexObject } from './chunk-store.js';
 import { isRepoError, RepoError, RepoErrorCode } from './errors.js';
 import {
   baseName,
@@ -32,16 +32,74 @@ const BATCH_PREFIX = 'prune/batches/';
 
 /** Default grace: longer than any backup or restore is expected to run (Velero's fs-backup timeout is 4 h). */
 export const DEFAULT_PRUNE_GRACE_MS = 24 * 3600 * 1000;
-/** A pack with more than this fraction of unused bytes is rewritten ("mostly garbage"). */
-export const DEFAULT_REPACK_UNUSED_FRACTION = 0.5;
-/** A lock not refreshed for this long belongs to a dead prune. */
+/**
+ * Unused bytes tolerated in packs that also hold live chunks, as a fraction of the packed bytes
+ * left after the run (restic's `--max-unused`, default 5 %): partly used packs are rewritten, most
+ * unused first, only until the rest is under it. Below it prune reads no pack at all.
+ */
+export const DEFAULT_MAX_UNUSED_FRACTION = 0.05;
+/** A lock (or a backup's lease) not refreshed for this long belongs to a dead process. */
 const LOCK_STALE_MS = 5 * 60 * 1000;
+/** Hosts' clocks may differ by this much: a backup that started up to this long after a retirement may still have seen the retired data. */
+const CLOCK_SKEW_MS = LOCK_STALE_MS;
+/** Running backups' leases (`leases/<id>`): prune deletes no retired data a running backup may reference. */
+export const BACKUP_LEASE_PREFIX = 'leases/';
+
+interface BackupLease {
+  readonly startedAt: number;
+  /** Refreshed while the backup runs. */
+  readonly time: number;
+  readonly host: string;
+  readonly pid: number;
+}
+
+/**
+ * Registers a running backup before it loads the indexes it deduplicates against, and refreshes
+ * that every LOCK_STALE_MS / 5 until `release()`: prune keeps any retired data that a backup
+ * which started before its retirement may reference, however long the backup runs (issue 44).
+ * A backup whose process died stops counting once its lease is stale.
+ */
+export async function holdBackupLease(backend: RepoBackend): Promise<{ release(): Promise<void> }> {
+  const key = `${BACKUP_LEASE_PREFIX}${randomId()}`;
+  const startedAt = Date.now();
+  const encode = (): Buffer =>
+    Buffer.from(JSON.stringify({ startedAt, time: Date.now(), host: hostname(), pid: process.pid } satisfies BackupLease));
+  await backend.put(key, encode());
+  const heartbeat = setInterval(() => {
+    backend.put(key, encode()).catch(() => {});
+  }, LOCK_STALE_MS / 5);
+  heartbeat.unref();
+  return {
+    async release() {
+      clearInterval(heartbeat);
+      await backend.delete(key).catch(() => {});
+    },
+  };
+}
+
+/** The leases of backups still running (refreshed within LOCK_STALE_MS of `at`). */
+async function readBackupLeases(backend: RepoBackend, at: number): Promise<BackupLease[]> {
+  const leases: BackupLease[] = [];
+  for (const key of await backend.list(BACKUP_LEASE_PREFIX)) {
+    try {
+      const lease = JSON.parse((await backend.get(key)).toString('utf8')) as BackupLease;
+      if (typeof lease.startedAt === 'number' && typeof lease.time === 'number' && at - lease.time <= LOCK_STALE_MS) leases.push(lease);
+    } catch (error) {
+      if (!(error instanceof ObjectNotFoundError)) throw error; // ended since the listing
+    }
+  }
+  return leases;
+}
 
 export interface PruneOptions {
   /** How long retired data is kept before deletion; must exceed the longest backup (and restore). Default 24 h. */
   readonly graceMs?: number;
-  /** Packs with more than this fraction of unused bytes are rewritten. Default 0.5. */
-  readonly repackUnusedFraction?: number;
+  /**
+   * Unused bytes tolerated in partly used packs, as a fraction of the packed bytes kept: above it
+   * the most unused of them are rewritten until it holds. 0 rewrites every partly used pack, 1 none.
+   * Default 0.05 (restic's `--max-unused`).
+   */
+  readonly maxUnusedFraction?: number;
   readonly signal?: AbortSignal;
   readonly onProgress?: (progress: PruneProgress) => void;
   /** For tests: the clock. */
@@ -59,9 +117,9 @@ export interface PruneSummary {
   /** Distinct chunks referenced by the snapshots. */
   readonly liveChunks: number;
   readonly packsScanned: number;
-  /** Packs whose index could not be read: left alone. */
+  /** Index objects that could not be read: the packs they name are left alone. */
   readonly packsSkipped: number;
-  /** Packs rewritten because they were mostly garbage (their live chunks copied to new packs). */
+  /** Partly used packs rewritten (their live chunks copied to new packs) to bring the unused bytes under maxUnusedFraction. */
   readonly packsRewritten: number;
   /** Packs and loose chunks retired by this run (deleted by a run at least graceMs later). */
   readonly packsRetired: number;
@@ -77,7 +135,9 @@ export interface PruneSummary {
   readonly bytesFreed: number;
   /** Live chunks copied out of retired data before deleting it (a backup deduplicated against them meanwhile). */
   readonly chunksRescued: number;
-  /** Retirement batches still waiting for their grace period. */
+  /** Retirement batches past their grace but kept for a backup that started before them and still runs. */
+  readonly batchesHeld: number;
+  /** Retirement batches still waiting for their grace period (or for a running backup). */
   readonly batchesPending: number;
   readonly durationMs: number;
 }
@@ -106,11 +166,11 @@ type RescueSource = { readonly packId: string; readonly offset: number; readonly
 
 export async function runPrune(ctx: PruneContext, options: PruneOptions = {}): Promise<PruneSummary> {
   const graceMs = options.graceMs ?? DEFAULT_PRUNE_GRACE_MS;
-  const repackAbove = options.repackUnusedFraction ?? DEFAULT_REPACK_UNUSED_FRACTION;
+  const maxUnused = options.maxUnusedFraction ?? DEFAULT_MAX_UNUSED_FRACTION;
   if (!Number.isFinite(graceMs) || graceMs < 0)
     throw new RepoError(RepoErrorCode.InvalidArgument, `prune: graceMs must be ≥ 0, got ${graceMs}`);
-  if (!(repackAbove >= 0 && repackAbove <= 1))
-    throw new RepoError(RepoErrorCode.InvalidArgument, `prune: repackUnusedFraction must be between 0 and 1, got ${repackAbove}`);
+  if (!(maxUnused >= 0 && maxUnused <= 1))
+    throw new RepoError(RepoErrorCode.InvalidArgument, `prune: maxUnusedFraction must be between 0 and 1, got ${maxUnused}`);
   const now = options.now ?? Date.now;
   const { store } = ctx;
   const { backend, keys } = store;
@@ -119,8 +179,9 @@ export async function runPrune(ctx: PruneContext, options: PruneOptions = {}): P
   try {
     const signal = options.signal;
     const progress = (phase: PruneProgress['phase'], done: number, total: number) => options.onProgress?.({ phase, done, total });
-    const openIndex = (packId: string, sealed: Uint8Array) =>
-      (unsealJson(keys.encryptionKey, `index:${packId}`, sealed) as { entries: IndexEntry[] }).entries;
+    // A retired index names one pack (it is named after it).
+    const openIndex = (packId: string, sealed: Uint8Array): readonly IndexEntry[] =>
+      openIndexObject(keys.encryptionKey, packId, sealed).find((p) => p.packId === packId)?.entries ?? [];
 
     // 0. What earlier runs retired, and retirements a crash left without a batch record.
     const batches: Batch[] = [];
@@ -130,12 +191,23 @@ export async function runPrune(ctx: PruneContext, options: PruneOptions = {}): P
       batches.push(unsealJson(keys.encryptionKey, `prune-batch:${id}`, await backend.get(key)) as Batch);
     }
     const inBatch = new Set(batches.flatMap((b) => [...b.packs, ...b.loose]));
-    const currentPacks = (await backend.list(INDEX_PREFIX)).map(baseName).filter((id) => HEX_ID.test(id));
-    const current = new Set(currentPacks);
+    // The index objects (several packs each, or one per pack as written before) and the packs they name.
+    const indexes: { readonly name: string; readonly packs: readonly PackIndex[] }[] = [];
+    const unreadableIndexes: string[] = [];
+    for (const name of (await backend.list(INDEX_PREFIX)).map(baseName).filter((id) => HEX_ID.test(id))) {
+      try {
+        indexes.push({ name, packs: openIndexObject(keys.encryptionKey, name, await backend.get(indexKey(name))) });
+      } catch {
+        unreadableIndexes.push(name); // unreadable or gone: verify reports it; prune never deletes what it cannot read
+      }
+    }
+    const current = new Set(indexes.flatMap((index) => index.packs.map((p) => p.packId)));
     const retirePacks: string[] = [];
     const retireLoose: string[] = [];
     for (const packId of (await backend.list(RETIRED_INDEX_PREFIX)).map(baseName)) {
       if (!HEX_ID.test(packId) || inBatch.has(packId)) continue;
+      // An unreadable index may name it (an old one is named after its pack): leave it until that is resolved.
+      if (unreadableIndexes.length > 0) continue;
       // Index still in place: the retirement was cut short before it happened; undo it. Otherwise it is retired as of this run.
       if (current.has(packId)) await backend.delete(retiredIndexKey(packId));
       else retirePacks.push(packId);
@@ -145,6 +217,10 @@ export async function runPrune(ctx: PruneContext, options: PruneOptions = {}): P
       if (await backend.exists(looseKey(chunkId))) await backend.delete(retiredLooseKey(chunkId));
       else retireLoose.push(chunkId);
     }
+
+    // Running backups, read before the snapshots are listed: one that ends after this wrote its
+    // snapshot after the listing, so the retired data it may have deduplicated against is held.
+    const leases = await readBackupLeases(ctx.store.backend, now());
 
     // 1. Mark: one manifest at a time; only the chunk keys are kept.
     const markStart = now();
@@ -168,12 +244,15 @@ export async function runPrune(ctx: PruneContext, options: PruneOptions = {}): P
     }
 
     // 2. Retired data now past its grace: which live chunks (referenced by a snapshot written since) it holds.
-    const due = batches.filter((b) => b.time + graceMs <= markStart);
+    // A batch is held, whatever its age, while a backup that started before it was retired (and
+    // so may deduplicate against it) still runs: a backup longer than the grace loses nothing.
+    const due = batches.filter((b) => b.time + graceMs <= markStart && !leases.some((l) => l.startedAt <= b.time + CLOCK_SKEW_MS));
+    const batchesHeld = batches.filter((b) => b.time + graceMs <= markStart).length - due.length;
     const needRescue = new Map<string, RescueSource>();
     const duePackBytes = new Map<string, number>();
     for (const batch of due) {
       for (const packId of batch.packs) {
-        let entries: IndexEntry[];
+        let entries: readonly IndexEntry[];
         try {
           entries = openIndex(packId, await backend.get(retiredIndexKey(packId)));
         } catch (error) {
@@ -189,40 +268,63 @@ export async function runPrune(ctx: PruneContext, options: PruneOptions = {}): P
       for (const chunkId of batch.loose) if (live.has(chunkId)) needRescue.set(chunkId, { loose: true });
     }
 
-    // 3. Sweep the current packs: keep, rewrite (mostly garbage) or retire (all garbage).
+    // 3. Sweep the current packs: retire the wholly unused ones; rewrite partly used ones (most
+    // unused first) only while their unused bytes exceed maxUnusedFraction — otherwise no pack is read.
+    const packsSkipped = unreadableIndexes.length;
+    const packs: { packId: string; entries: readonly IndexEntry[]; total: number; live: IndexEntry[]; liveBytes: number }[] = [];
+    const seen = new Set<string>();
+    for (const index of indexes) {
+      for (const { packId, entries } of index.packs) {
+        if (seen.has(packId)) continue; // named twice: a prune cut short between writing an index and deleting the old one
+        seen.add(packId);
+        signal?.throwIfAborted();
+        const liveEntries = entries.filter((e) => live.has(e.id));
+        packs.push({
+          packId,
+          entries,
+          total: entries.reduce((sum, e) => sum + e.length, 0),
+          live: liveEntries,
+          liveBytes: liveEntries.reduce((sum, e) => sum + e.length, 0),
+        });
+        progress('sweep', packs.length, current.size);
+      }
+    }
     const writer = store.writer();
-    let packsSkipped = 0;
     let packsRewritten = 0;
     let bytesWritten = 0;
     let bytesRetired = 0;
-    for (const [i, packId] of currentPacks.entries()) {
-      signal?.throwIfAborted();
-      let entries: IndexEntry[];
-      try {
-        entries = openIndex(packId, await backend.get(indexKey(packId)));
-      } catch {
-        packsSkipped++; // unreadable or gone: verify reports it; prune never deletes what it cannot read
+    let usedBytes = 0;
+    let unusedBytes = 0;
+    const partlyUsed: typeof packs = [];
+    for (const pack of packs) {
+      if (pack.live.length === 0) {
+        retirePacks.push(pack.packId);
+        bytesRetired += pack.total;
         continue;
       }
-      const total = entries.reduce((sum, e) => sum + e.length, 0);
-      const liveEntries = entries.filter((e) => live.has(e.id));
-      const liveBytes = liveEntries.reduce((sum, e) => sum + e.length, 0);
-      if (liveEntries.length > 0 && (total - liveBytes) / total <= repackAbove) {
-        for (const e of liveEntries) needRescue.delete(e.id);
-      } else {
-        if (liveEntries.length > 0) {
-          const pack = await backend.get(packKey(packId));
-          for (const e of liveEntries) {
-            await writer.appendSealed(e.id, pack.subarray(e.offset, e.offset + e.length));
-            needRescue.delete(e.id);
-            bytesWritten += e.length;
-          }
-          packsRewritten++;
-        }
-        retirePacks.push(packId);
-        bytesRetired += total;
+      for (const e of pack.live) needRescue.delete(e.id);
+      usedBytes += pack.liveBytes;
+      if (pack.liveBytes < pack.total) {
+        unusedBytes += pack.total - pack.liveBytes;
+        partlyUsed.push(pack);
       }
-      progress('sweep', i + 1, currentPacks.length);
+    }
+    // restic's rule: unused ≤ fraction × (used + unused), i.e. unused ≤ fraction / (1 − fraction) × used.
+    const tolerated = maxUnused >= 1 ? Number.POSITIVE_INFINITY : (maxUnused / (1 - maxUnused)) * usedBytes;
+    const unusedShare = (p: (typeof packs)[number]) => (p.total - p.liveBytes) / p.total;
+    partlyUsed.sort((a, b) => unusedShare(b) - unusedShare(a));
+    for (const pack of partlyUsed) {
+      if (unusedBytes <= tolerated) break;
+      signal?.throwIfAborted();
+      const bytes = await backend.get(packKey(pack.packId));
+      for (const e of pack.live) {
+        await writer.appendSealed(e.id, bytes.subarray(e.offset, e.offset + e.length));
+        bytesWritten += e.length;
+      }
+      packsRewritten++;
+      retirePacks.push(pack.packId);
+      bytesRetired += pack.total;
+      unusedBytes -= pack.total - pack.liveBytes;
     }
     for (const chunkId of await store.listLoose()) {
       if (live.has(chunkId)) needRescue.delete(chunkId);
@@ -249,14 +351,50 @@ export async function runPrune(ctx: PruneContext, options: PruneOptions = {}): P
     // New packs are complete and indexed before anything they replace is retired or deleted.
     await writer.finish();
 
-    // 5. Retire: the index (or loose file) moves under prune/, so backups starting from now on cannot see it.
+    // 5. Retire: a pack's entries are put under prune/retired-index/, then every index object naming
+    // it is replaced by one without it (the new one put before the old one is deleted), so backups
+    // starting from now on cannot see it; a loose file moves under prune/. The index objects that
+    // change anyway, and small ones (one per backup), are merged into as few as INDEX_MAX_ENTRIES allows.
+    await lock.assertHeld();
+    const retiring = new Set(retirePacks.filter((packId) => current.has(packId)));
+    const entriesOf = new Map(packs.map((p) => [p.packId, p.entries]));
     for (const [i, packId] of retirePacks.entries()) {
       signal?.throwIfAborted();
-      if (current.has(packId)) {
-        await backend.put(retiredIndexKey(packId), await backend.get(indexKey(packId)));
-        await backend.delete(indexKey(packId));
+      if (retiring.has(packId)) {
+        const retired: PackIndex = { packId, entries: entriesOf.get(packId) ?? [] };
+        await backend.put(retiredIndexKey(packId), sealJson(keys.encryptionKey, `index:${packId}`, retired));
       }
       progress('retire', i + 1, retirePacks.length);
+    }
+    const namings = new Map<string, number>();
+    for (const index of indexes) for (const { packId } of index.packs) namings.set(packId, (namings.get(packId) ?? 0) + 1);
+    const entryCount = (index: (typeof indexes)[number]) => index.packs.reduce((sum, p) => sum + p.entries.length, 0);
+    const small = indexes.filter((index) => entryCount(index) < INDEX_MAX_ENTRIES / 2);
+    const rewrite = indexes.filter(
+      (index) =>
+        index.packs.some((p) => retiring.has(p.packId) || namings.get(p.packId)! > 1) || (small.length > 1 && small.includes(index)),
+    );
+    // Every object naming a pack twice is rewritten: each kept pack goes into exactly one new object.
+    const kept = new Map<string, PackIndex>();
+    for (const index of rewrite) for (const pack of index.packs) if (!retiring.has(pack.packId)) kept.set(pack.packId, pack);
+    let group: PackIndex[] = [];
+    let groupEntries = 0;
+    const putGroup = async () => {
+      if (group.length === 0) return;
+      const name = randomId();
+      await backend.put(indexKey(name), sealIndexObject(keys.encryptionKey, name, group));
+      group = [];
+      groupEntries = 0;
+    };
+    for (const pack of kept.values()) {
+      if (groupEntries > 0 && groupEntries + pack.entries.length > INDEX_MAX_ENTRIES) await putGroup();
+      group.push(pack);
+      groupEntries += pack.entries.length;
+    }
+    await putGroup();
+    for (const index of rewrite) {
+      signal?.throwIfAborted();
+      await backend.delete(indexKey(index.name));
     }
     for (const chunkId of retireLoose) {
       signal?.throwIfAborted();
@@ -277,6 +415,7 @@ export async function runPrune(ctx: PruneContext, options: PruneOptions = {}): P
     }
 
     // 6. Delete what is past its grace (pack first, its retired index last: a cut-short run redoes the rest).
+    await lock.assertHeld();
     let packsDeleted = 0;
     let looseDeleted = 0;
     let bytesDeleted = 0;
@@ -307,7 +446,7 @@ export async function runPrune(ctx: PruneContext, options: PruneOptions = {}): P
     return {
       snapshots: snapshotIds.length,
       liveChunks: live.size,
-      packsScanned: currentPacks.length,
+      packsScanned: current.size,
       packsSkipped,
       packsRewritten,
       packsRetired: retirePacks.length,
@@ -320,6 +459,7 @@ export async function runPrune(ctx: PruneContext, options: PruneOptions = {}): P
       bytesFreed: bytesDeleted - bytesWritten,
       chunksRescued: needRescue.size,
       batchesPending: batches.length - due.length + (retirePacks.length > 0 || retireLoose.length > 0 ? 1 : 0),
+      batchesHeld,
       durationMs: now() - started,
     };
   } finally {
@@ -340,7 +480,7 @@ interface LockRecord {
  * If-None-Match in S3) and refreshed while the run lasts. A lock left by a dead process is taken
  * over: on the same host when its pid is gone, anywhere once it is not refreshed for 5 minutes.
  */
-async function acquireLock(ctx: PruneContext, now: () => number): Promise<{ release(): Promise<void> }> {
+async function acquireLock(ctx: PruneContext, now: () => number): Promise<{ assertHeld(): Promise<void>; release(): Promise<void> }> {
   const { backend } = ctx.store;
   const record = (): LockRecord => ({ runId, host: hostname(), pid: process.pid, time: now() });
   const runId = randomId();
@@ -370,11 +510,30 @@ async function acquireLock(ctx: PruneContext, now: () => number): Promise<{ rele
   if (mine?.runId !== runId) {
     throw new RepoError(RepoErrorCode.PruneLocked, 'another prune took the repository lock at the same moment; try again');
   }
+  // Compare, then set: a run whose lock was taken over (it stalled past LOCK_STALE_MS) never
+  // writes it back over the new holder's, and stops before retiring or deleting anything.
+  let lost = false;
   const heartbeat = setInterval(() => {
-    backend.put(PRUNE_LOCK_KEY, encode()).catch(() => {});
+    void (async () => {
+      const holder = await readLock(ctx);
+      if (holder?.runId !== runId) {
+        lost = true;
+        clearInterval(heartbeat);
+        return;
+      }
+      await backend.put(PRUNE_LOCK_KEY, encode());
+    })().catch(() => {});
   }, LOCK_STALE_MS / 5);
   heartbeat.unref();
   return {
+    async assertHeld() {
+      if (!lost && (await readLock(ctx))?.runId === runId) return;
+      lost = true;
+      throw new RepoError(
+        RepoErrorCode.PruneLocked,
+        'this prune lost the repository lock (it stalled and another prune took over); it stopped before retiring or deleting anything',
+      );
+    },
     async release() {
       clearInterval(heartbeat);
       if ((await readLock(ctx))?.runId === runId) await backend.delete(PRUNE_LOCK_KEY);

@@ -1,9 +1,23 @@
 import { randomBytes } from 'node:crypto';
-import { close, closeSync, fchmod, fchmodSync, fchown, fchownSync, futimes, futimesSync, open, openSync, writeSync } from 'node:fs';
-import { chmod, lchown, lstat, lutimes, mkdir, readdir, rename, rm, symlink, unlink, utimes } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import {
+  close,
+  closeSync,
+  constants,
+  fchmod,
+  fchmodSync,
+  fchown,
+  fchownSync,
+  futimes,
+  futimesSync,
+  open,
+  openSync,
+  writeSync,
+} from 'node:fs';
+import { lchown, lstat, lutimes, mkdir, readdir, rename, symlink, unlink } from 'node:fs/promises';
+import { basename, dirname } from 'node:path';
 import { promisify } from 'node:util';
 import { ChunkReadError, type ChunkReader, type ChunkStore, type OpenedChunk } from './chunk-store.js';
+import { atDir, closeDir, type DirRef, makeDirAt, openDir, openDirAt } from './dir-fd.js';
 import { errnoCode, isRepoError, RepoError, RepoErrorCode } from './errors.js';
 import { isSafeRelativePath, type SnapshotManifest, type TreeEntry } from './snapshot.js';
 import type { TokenBucket } from './token-bucket.js';
@@ -13,6 +27,12 @@ export interface RestoreOptions {
   readonly onProgress?: (progress: { totalBytes: number; bytesDone: number; files: number }) => void;
   /** Bytes written wait on this bucket (a node's bandwidth limit, shared with backups). */
   readonly throttle?: TokenBucket;
+  /**
+   * The target directory, already opened by the caller without following a link (dir-fd.ts): the
+   * restore writes only beneath it, whatever becomes of its path. Without it the target path is
+   * created if needed and opened here.
+   */
+  readonly targetHandle?: DirRef;
 }
 
 export interface RestoreResult {
@@ -50,7 +70,6 @@ export async function runRestore(
   threads = 0,
 ): Promise<RestoreResult> {
   const started = performance.now();
-  const inPlace = await prepareTarget(targetDir);
   for (const entry of manifest.entries) {
     if (!isSafeRelativePath(entry.path)) {
       throw new RepoError(RepoErrorCode.SnapshotCorrupt, `snapshot ${manifest.id} holds an unsafe path ${JSON.stringify(entry.path)}`, {
@@ -58,14 +77,32 @@ export async function runRestore(
       });
     }
   }
+  const root = options.targetHandle ?? (await openTarget(targetDir));
+  const targetDirs = new TargetDirs(root);
+  try {
+    return await restoreInto(store, manifest, targetDirs, options, threads, started);
+  } finally {
+    await targetDirs.close();
+    if (!options.targetHandle) await closeDir(root);
+  }
+}
+
+async function restoreInto(
+  store: ChunkStore,
+  manifest: SnapshotManifest,
+  targetDirs: TargetDirs,
+  options: RestoreOptions,
+  threads: number,
+  started: number,
+): Promise<RestoreResult> {
+  const inPlace = (await readdir(atDir(targetDirs.root, '.'))).length === 0;
   await store.refreshIndexes();
   const asRoot = process.getuid?.() === 0;
-  const abs = (entry: TreeEntry) => (entry.path === '.' ? targetDir : join(targetDir, entry.path));
   const dirs = manifest.entries.filter((e) => e.type === 'dir');
   const files = manifest.entries.filter((e) => e.type === 'file');
   const links = manifest.entries.filter((e) => e.type === 'symlink');
   // Directories stay writable (0700 | mode) until the end, so read-only ones can still be filled.
-  for (const dir of dirs) await mkdir(abs(dir), { recursive: true, mode: 0o700 });
+  for (const dir of dirs) if (dir.path !== '.') await targetDirs.make(dir.path);
 
   const totalBytes = files.reduce((sum, f) => sum + f.size, 0);
   let bytesDone = 0;
@@ -74,6 +111,7 @@ export async function runRestore(
   // node agent runs hundreds of) opens its chunks faster on this thread than it could start one.
   const useThreads = totalBytes >= THREADED_RESTORE_MIN_BYTES ? threads : 0;
   const reader = store.reader({ threads: useThreads });
+  reader.expect(files.flatMap((f) => f.chunks ?? []));
   const lookahead = new Lookahead(Math.max(2, 2 * useThreads));
   try {
     let next = 0;
@@ -88,8 +126,11 @@ export async function runRestore(
           options.onProgress?.({ totalBytes, bytesDone, files: filesDone });
           await options.throttle?.take(n, options.signal);
         };
-        if (inPlace) await restoreFileInPlace(reader, lookahead, entry, abs(entry), asRoot, onBytes);
-        else await restoreFile(reader, lookahead, entry, abs(entry), asRoot, onBytes);
+        await targetDirs.use(parentOf(entry.path), (dir) =>
+          inPlace
+            ? restoreFileInPlace(reader, lookahead, entry, dir, asRoot, onBytes)
+            : restoreFile(reader, lookahead, entry, dir, asRoot, onBytes),
+        );
         filesDone++;
         options.onProgress?.({ totalBytes, bytesDone, files: filesDone });
       }
@@ -107,18 +148,27 @@ export async function runRestore(
   }
 
   for (const link of links) {
-    const path = abs(link);
-    await rm(path, { force: true });
-    await symlink(link.target ?? '', path);
-    if (asRoot) await lchown(path, link.uid, link.gid).catch(() => {});
-    await lutimes(path, link.mtimeMs / 1000, link.mtimeMs / 1000).catch(() => {});
+    await targetDirs.use(parentOf(link.path), async (dir) => {
+      const path = atDir(dir, basename(link.path));
+      await unlink(path).catch((error: unknown) => {
+        if (errnoCode(error) !== 'ENOENT') throw error;
+      });
+      await symlink(link.target ?? '', path);
+      if (asRoot) await lchown(path, link.uid, link.gid).catch(() => {});
+      await lutimes(path, link.mtimeMs / 1000, link.mtimeMs / 1000).catch(() => {});
+    });
   }
-  // Deepest first, so setting a parent's mtime is not undone by work in its children.
+  // Every directory is opened again from the root, one checked component at a time: one that a
+  // link or another directory replaced since it was made fails the restore, naming it.
+  await targetDirs.forget();
+  // Deepest first, so setting a parent's mtime is not undone by work in its children. On the
+  // descriptors: a pod cannot redirect a chmod, chown or utimes to a directory outside.
   for (const dir of [...dirs].reverse()) {
-    const path = abs(dir);
-    if (asRoot) await lchown(path, dir.uid, dir.gid).catch(() => {});
-    await chmod(path, dir.mode);
-    await utimes(path, dir.mtimeMs / 1000, dir.mtimeMs / 1000);
+    await targetDirs.use(dir.path, async ({ handle }) => {
+      if (asRoot) await handle.chown(dir.uid, dir.gid).catch(() => {});
+      await handle.chmod(dir.mode);
+      await handle.utimes(dir.mtimeMs / 1000, dir.mtimeMs / 1000);
+    });
   }
   return {
     snapshotId: manifest.id,
@@ -130,8 +180,8 @@ export async function runRestore(
   };
 }
 
-/** Creates the target if needed; true when it is new or empty (files can then be written in place). */
-async function prepareTarget(targetDir: string): Promise<boolean> {
+/** Creates the target if needed and opens it (not through a link). */
+async function openTarget(targetDir: string): Promise<DirRef> {
   try {
     const st = await lstat(targetDir);
     if (!st.isDirectory()) {
@@ -139,7 +189,7 @@ async function prepareTarget(targetDir: string): Promise<boolean> {
         details: { path: targetDir },
       });
     }
-    return (await readdir(targetDir)).length === 0;
+    return await openDir(targetDir);
   } catch (error) {
     if (isRepoError(error)) throw error;
     if (errnoCode(error) !== 'ENOENT') {
@@ -154,7 +204,113 @@ async function prepareTarget(targetDir: string): Promise<boolean> {
         details: { path: targetDir },
       });
     });
-    return true;
+    return openDir(targetDir);
+  }
+}
+
+function parentOf(path: string): string {
+  const parent = dirname(path);
+  return parent === '' ? '.' : parent;
+}
+
+/** Descriptors kept open per directory at most (the most recently used; more while all are in use). */
+const OPEN_DIRS_MAX = 256;
+
+/**
+ * The directories of a restore target, made and opened one component at a time beneath the root,
+ * never through a link (dir-fd.ts). Each made directory's identity (device, inode) is kept: one
+ * opened again later (after its descriptor was closed to bound how many are open) must still be
+ * it, so a pod that swapped it for a link or another directory gets the restore failed, not
+ * redirected.
+ */
+class TargetDirs {
+  private readonly known = new Map<string, { dev: number; ino: number }>();
+  /** Open directories by path, least recently used first; `pins` > 0 while in use. */
+  private readonly opened = new Map<string, { dir: DirRef; pins: number }>();
+  private readonly opening = new Map<string, Promise<{ dir: DirRef; pins: number }>>();
+
+  constructor(readonly root: DirRef) {
+    this.known.set('.', { dev: root.dev, ino: root.ino });
+  }
+
+  /** Creates `path` (mode 0700 until the end; missing parents too) or takes the directory there. */
+  async make(path: string): Promise<void> {
+    if (this.known.has(path)) return;
+    const parent = parentOf(path);
+    await this.make(parent);
+    await this.use(parent, async (dir) => {
+      const made = await makeDirAt(dir, basename(path), 0o700);
+      this.known.set(path, { dev: made.dev, ino: made.ino });
+      this.add(path, { dir: made, pins: 0 });
+    });
+  }
+
+  /** Runs `fn` with the directory `path` open (made or taken earlier). */
+  async use<T>(path: string, fn: (dir: DirRef) => Promise<T>): Promise<T> {
+    const entry = await this.acquire(path);
+    try {
+      return await fn(entry.dir);
+    } finally {
+      entry.pins--;
+      this.evict();
+    }
+  }
+
+  /** Closes every open directory but the root: the next use of each opens it again from the root, checked. */
+  async forget(): Promise<void> {
+    for (const [path, entry] of [...this.opened]) {
+      this.opened.delete(path);
+      await closeDir(entry.dir);
+    }
+  }
+
+  async close(): Promise<void> {
+    await Promise.allSettled(this.opening.values());
+    await this.forget();
+  }
+
+  private async acquire(path: string): Promise<{ dir: DirRef; pins: number }> {
+    if (path === '.') return { dir: this.root, pins: 1 };
+    const cached = this.opened.get(path);
+    if (cached) {
+      this.opened.delete(path);
+      this.opened.set(path, cached);
+      cached.pins++;
+      return cached;
+    }
+    let pending = this.opening.get(path);
+    if (!pending) {
+      const identity = this.known.get(path);
+      if (!identity) throw new Error(`restore: directory ${path} used before it was made`);
+      pending = this.use(parentOf(path), (parent) => openDirAt(parent, basename(path), identity)).then((dir) => {
+        const entry = { dir, pins: 0 };
+        this.add(path, entry);
+        return entry;
+      });
+      this.opening.set(path, pending);
+      pending.then(
+        () => this.opening.delete(path),
+        () => this.opening.delete(path),
+      );
+    }
+    const entry = await pending;
+    entry.pins++;
+    return entry;
+  }
+
+  private add(path: string, entry: { dir: DirRef; pins: number }): void {
+    this.opened.set(path, entry);
+    this.evict();
+  }
+
+  private evict(): void {
+    if (this.opened.size <= OPEN_DIRS_MAX) return;
+    for (const [path, entry] of this.opened) {
+      if (this.opened.size <= OPEN_DIRS_MAX) break;
+      if (entry.pins > 0) continue;
+      this.opened.delete(path);
+      void closeDir(entry.dir);
+    }
   }
 }
 
@@ -165,16 +321,20 @@ const fchmodFd = promisify(fchmod);
 const futimesFd = promisify(futimes);
 const fchownFd = promisify(fchown);
 
+/** A new file, never through a link (O_EXCL refuses one already there; O_NOFOLLOW says so too). */
+const CREATE_NEW = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
+
 async function restoreFile(
   reader: ChunkReader,
   lookahead: Lookahead,
   entry: TreeEntry,
-  path: string,
+  dir: DirRef,
   asRoot: boolean,
   onBytes: (n: number) => Promise<void>,
 ): Promise<void> {
-  const tmp = join(dirname(path), `.stowage-restore-${randomBytes(6).toString('hex')}`);
-  let fd: number | undefined = await openFd(tmp, 'wx', 0o600);
+  const path = atDir(dir, basename(entry.path));
+  const tmp = atDir(dir, `.stowage-restore-${randomBytes(6).toString('hex')}`);
+  let fd: number | undefined = await openFd(tmp, CREATE_NEW, 0o600);
   try {
     checkSize(entry, await writeChunks(reader, entry, fd, lookahead, onBytes));
     if (asRoot) await fchownFd(fd, entry.uid, entry.gid).catch(() => {});
@@ -206,17 +366,18 @@ async function restoreFileInPlace(
   reader: ChunkReader,
   lookahead: Lookahead,
   entry: TreeEntry,
-  path: string,
+  dir: DirRef,
   asRoot: boolean,
   onBytes: (n: number) => Promise<void>,
 ): Promise<void> {
+  const path = atDir(dir, basename(entry.path));
   const chunks = entry.chunks ?? [];
   const modeIsSet = createdWithMode(entry.mode);
   const seconds = entry.mtimeMs / 1000;
   if (chunks.length <= 1 && entry.size <= SYNC_WRITE_MAX_BYTES) {
     const data = chunks.length === 1 ? await readChunk(reader, chunks[0]!, entry) : Buffer.alloc(0);
     checkSize(entry, data.length);
-    const fd = openSync(path, 'wx', entry.mode & 0o777);
+    const fd = openSync(path, CREATE_NEW, entry.mode & 0o777);
     try {
       for (let off = 0; off < data.length; ) off += writeSync(fd, data, off, data.length - off, off);
       if (asRoot && !ownedAlready(entry)) {
@@ -234,7 +395,7 @@ async function restoreFileInPlace(
     await onBytes(data.length);
     return;
   }
-  let fd: number | undefined = await openFd(path, 'wx', entry.mode & 0o777);
+  let fd: number | undefined = await openFd(path, CREATE_NEW, entry.mode & 0o777);
   try {
     checkSize(entry, await writeChunks(reader, entry, fd, lookahead, onBytes));
     if (asRoot && !ownedAlready(entry)) await fchownFd(fd, entry.uid, entry.gid).catch(() => {});

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { statSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
@@ -19,13 +20,16 @@ afterEach(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
+/** A read request for `name` in `dir`, with the identity a walk would have seen. */
+const file = (name: string, size: number) => {
+  const st = statSync(join(dir, name));
+  return { path: join(dir, name), size, dev: st.dev, ino: st.ino };
+};
+
 const readBoth = async (pool: SmallFileReaderPool) => {
   const lease = pool.acquire();
   try {
-    const reads = await lease.reader.read([
-      { path: join(dir, 'a'), size: 5 },
-      { path: join(dir, 'b'), size: 6 },
-    ]);
+    const reads = await lease.reader.read([file('a', 5), file('b', 6)]);
     return { reader: lease.reader, text: reads.map((r) => (r.kind === 'read' ? r.data.toString() : r.kind)) };
   } finally {
     await lease.release();
@@ -56,7 +60,7 @@ describe('SmallFileReaderPool', () => {
       expect(second.reader).not.toBe(first.reader);
       expect(second.text).toEqual(['alpha', 'bravo!']);
       // The stopped reader refuses work: its threads are gone.
-      await expect(first.reader.read([{ path: join(dir, 'a'), size: 5 }])).rejects.toThrow();
+      await expect(first.reader.read([file('a', 5)])).rejects.toThrow();
     } finally {
       await pool.close();
     }
@@ -68,9 +72,9 @@ describe('SmallFileReaderPool', () => {
       const lease = pool.acquire();
       const other = pool.acquire();
       // A negative size makes the thread's buffer allocation throw outside its per-file handling.
-      await expect(lease.reader.read([{ path: join(dir, 'a'), size: -5 }])).rejects.toThrow();
+      await expect(lease.reader.read([file('a', -5)])).rejects.toThrow();
       expect(lease.reader.broken).toBe(true);
-      await expect(other.reader.read([{ path: join(dir, 'a'), size: 5 }])).rejects.toThrow();
+      await expect(other.reader.read([file('a', 5)])).rejects.toThrow();
       const next = await readBoth(pool);
       expect(next.reader).not.toBe(lease.reader);
       expect(next.text).toEqual(['alpha', 'bravo!']);
@@ -85,11 +89,11 @@ describe('SmallFileReaderPool', () => {
     try {
       const { reader: idle } = await readBoth(pool);
       // Released and idle; one of its threads dies (here: a bad request sent past the pool).
-      await expect(idle.read([{ path: join(dir, 'a'), size: -5 }])).rejects.toThrow();
+      await expect(idle.read([file('a', -5)])).rejects.toThrow();
       const next = await readBoth(pool);
       expect(next.reader).not.toBe(idle);
       expect(next.text).toEqual(['alpha', 'bravo!']);
-      await expect(idle.read([{ path: join(dir, 'a'), size: 5 }])).rejects.toThrow('closed');
+      await expect(idle.read([file('a', 5)])).rejects.toThrow('closed');
     } finally {
       await pool.close();
     }
@@ -119,7 +123,9 @@ describe('a repository keeping its reader threads between backups', () => {
       console.log(new Set([first.snapshotId, second.snapshotId, third.snapshotId]).size + ' snapshots');
     `;
     await writeFile(join(dir, 'backup-three-times.mjs'), script);
-    const child = spawn(process.execPath, ['--import', tsx, join(dir, 'backup-three-times.mjs')], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, ['--conditions=@stowage/source', '--import', tsx, join(dir, 'backup-three-times.mjs')], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     let stdout = '';
     let lastLineAt = 0;
     child.stdout.on('data', (chunk: Buffer) => {

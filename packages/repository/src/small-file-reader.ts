@@ -10,6 +10,8 @@ export type SmallFileRead =
   | { readonly kind: 'grew' }
   /** Removed since the walk. */
   | { readonly kind: 'missing' }
+  /** No longer the file the walk saw (replaced by a link, a FIFO or another file): not read. */
+  | { readonly kind: 'changed'; readonly message: string }
   | { readonly kind: 'failed'; readonly code: string | undefined; readonly message: string };
 
 interface WorkerReply {
@@ -18,6 +20,7 @@ interface WorkerReply {
   readonly results: (
     | { kind: 'read'; offset: number; length: number }
     | { kind: 'grew' | 'missing' }
+    | { kind: 'changed'; message: string }
     | { kind: 'failed'; code?: string; message: string }
   )[];
 }
@@ -32,6 +35,7 @@ export interface WalkedEntry {
   readonly mtimeMs: number;
   readonly ctimeMs: number;
   readonly ino: number;
+  readonly dev: number;
   readonly uid: number;
   readonly gid: number;
   readonly target?: string;
@@ -44,9 +48,11 @@ export interface WalkReply {
   readonly index: number;
   readonly entries: WalkedEntry[];
   /** In the root's listing: its subdirectories, in order, whose subtrees follow. */
-  readonly subdirs?: string[];
+  readonly subdirs?: (FileIdentity & { readonly rel: string })[];
   /** Directories that vanished while being walked. */
   readonly vanished: string[];
+  /** Directories that were no longer the ones their parent's listing saw (a link swapped in): not listed. */
+  readonly replaced: string[];
   readonly error?: { readonly code: string | undefined; readonly message: string; readonly absPath: string; readonly rel: string };
 }
 
@@ -54,50 +60,91 @@ export interface WalkReply {
  * Plain JavaScript, so it runs the same under tsx, vitest and the compiled package. Reads each file
  * of a batch with synchronous calls into one ArrayBuffer (transferred back, not copied): one
  * message per batch instead of three thread-pool round trips (open, read, close) per file.
+ *
+ * The pod whose volume this is keeps running and may swap any entry for a link elsewhere between
+ * the walk and the read (SECURITY.md). So nothing is opened through a link: a directory is
+ * opened with O_NOFOLLOW | O_DIRECTORY, its identity (device, inode) checked against its parent's
+ * listing, and then listed and lstat'ed through /proc/self/fd/<fd> (Linux's way to resolve names
+ * relative to a descriptor, openat's effect, which Node lacks); a file is opened with O_NOFOLLOW
+ * (and O_NONBLOCK: a FIFO swapped in must not block) and read only if fstat on the descriptor shows
+ * the regular file, device and inode the walk saw. Anything else is reported as changed, not read.
  */
 const WORKER_SOURCE = `
 const { parentPort } = require('node:worker_threads');
-const { openSync, readSync, closeSync, readdirSync, lstatSync, readlinkSync } = require('node:fs');
+const { openSync, readSync, closeSync, readdirSync, lstatSync, readlinkSync, fstatSync, existsSync, constants } = require('node:fs');
 const { join } = require('node:path');
 
-// Walks dir (relative to root): its children sorted by name, then each subdirectory's subtree in
-// order (parents before children), with synchronous calls.
+const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+const FILE_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+const FD_DIR = existsSync('/proc/self/fd') ? '/proc/self/fd/' : undefined;
+// A link or a non-directory where a directory was: ELOOP (the last component), ENOTDIR (an earlier one).
+const SWAPPED = new Set(['ELOOP', 'ENOTDIR', 'EMLINK']);
+
+// Opens dir.rel under root, without following a link, and checks it is the directory that was listed.
+function openDir(root, dir) {
+  const absDir = dir.rel === '.' ? root : join(root, dir.rel);
+  let fd;
+  try {
+    fd = openSync(absDir, DIR_FLAGS);
+  } catch (error) {
+    if (SWAPPED.has(error.code)) return { replaced: true };
+    if (error.code === 'ENOENT' && dir.rel !== '.') return { vanished: true };
+    return { error: { code: error.code, message: error.message, absPath: absDir, rel: dir.rel } };
+  }
+  const st = fstatSync(fd);
+  if (st.dev !== dir.dev || st.ino !== dir.ino) {
+    closeSync(fd);
+    return { replaced: true };
+  }
+  return { fd, base: FD_DIR ? FD_DIR + fd : absDir, absDir };
+}
+
+// Walks dir ({ rel, dev, ino } under root): its children sorted by name, then each subdirectory's
+// subtree in order (parents before children), with synchronous calls.
 function walk(root, dir, recursive) {
   const entries = [];
   const vanished = [];
+  const replaced = [];
   const pending = [dir];
   while (pending.length > 0) {
-    const dirPath = pending.shift();
-    const absDir = dirPath === '.' ? root : join(root, dirPath);
-    let names;
-    try {
-      names = readdirSync(absDir);
-    } catch (error) {
-      if (error.code === 'ENOENT' && dirPath !== '.') { vanished.push(dirPath); continue; }
-      return { entries, vanished, error: { code: error.code, message: error.message, absPath: absDir, rel: dirPath } };
-    }
-    names.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+    const current = pending.shift();
+    const dirPath = current.rel;
+    const opened = openDir(root, current);
+    if (opened.replaced) { replaced.push(dirPath); continue; }
+    if (opened.vanished) { vanished.push(dirPath); continue; }
+    if (opened.error) return { entries, vanished, replaced, error: opened.error };
     const subdirs = [];
-    for (const name of names) {
-      const rel = dirPath === '.' ? name : dirPath + '/' + name;
-      const abs = join(absDir, name);
-      let st;
-      let target;
+    try {
+      let names;
       try {
-        st = lstatSync(abs, { throwIfNoEntry: false });
-        if (st && st.isSymbolicLink()) target = readlinkSync(abs);
+        names = readdirSync(opened.base);
       } catch (error) {
-        if (error.code !== 'ENOENT') return { entries, vanished, error: { code: error.code, message: error.message, absPath: abs, rel } };
-        st = undefined;
+        return { entries, vanished, replaced, error: { code: error.code, message: error.message, absPath: opened.absDir, rel: dirPath } };
       }
-      if (!st) { entries.push({ rel, kind: 'gone' }); continue; }
-      const kind = st.isFile() ? 'file' : st.isDirectory() ? 'dir' : st.isSymbolicLink() && target !== undefined ? 'symlink' : 'other';
-      entries.push({ rel, kind, mode: st.mode & 0o7777, size: st.size, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs, ino: st.ino, uid: st.uid, gid: st.gid, target });
-      if (kind === 'dir') subdirs.push(rel);
+      names.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+      for (const name of names) {
+        const rel = dirPath === '.' ? name : dirPath + '/' + name;
+        const abs = opened.base + '/' + name;
+        let st;
+        let target;
+        try {
+          st = lstatSync(abs, { throwIfNoEntry: false });
+          if (st && st.isSymbolicLink()) target = readlinkSync(abs);
+        } catch (error) {
+          if (error.code !== 'ENOENT') return { entries, vanished, replaced, error: { code: error.code, message: error.message, absPath: join(opened.absDir, name), rel } };
+          st = undefined;
+        }
+        if (!st) { entries.push({ rel, kind: 'gone' }); continue; }
+        const kind = st.isFile() ? 'file' : st.isDirectory() ? 'dir' : st.isSymbolicLink() && target !== undefined ? 'symlink' : 'other';
+        entries.push({ rel, kind, mode: st.mode & 0o7777, size: st.size, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs, ino: st.ino, dev: st.dev, uid: st.uid, gid: st.gid, target });
+        if (kind === 'dir') subdirs.push({ rel, dev: st.dev, ino: st.ino });
+      }
+    } finally {
+      closeSync(opened.fd);
     }
     if (recursive) pending.unshift(...subdirs);
   }
-  return { entries, vanished };
+  return { entries, vanished, replaced };
 }
 
 // Takes top-level subtrees one at a time from the counter all threads of this walk share, until
@@ -113,9 +160,9 @@ parentPort.on('message', (message) => {
   if (message.walkRoot) {
     // The root's listing, then straight on to subtrees: the main thread (often busy decrypting
     // the parent snapshot then) is not in the way before the first subtree starts.
-    const { root, claim } = message.walkRoot;
-    const top = walk(root, '.', false);
-    const subdirs = top.error ? [] : top.entries.filter((e) => e.kind === 'dir').map((e) => e.rel);
+    const { root, dev, ino, claim } = message.walkRoot;
+    const top = walk(root, { rel: '.', dev, ino }, false);
+    const subdirs = top.error ? [] : top.entries.filter((e) => e.kind === 'dir').map((e) => ({ rel: e.rel, dev: e.dev, ino: e.ino }));
     parentPort.postMessage({ id: message.id, index: -1, subdirs, ...top });
     walkSubtrees(message.id, root, subdirs, claim);
     return;
@@ -134,7 +181,13 @@ parentPort.on('message', (message) => {
   for (const f of files) {
     let fd;
     try {
-      fd = openSync(f.path, 'r');
+      fd = openSync(f.path, FILE_FLAGS);
+      const st = fstatSync(fd);
+      if (!st.isFile() || st.dev !== f.dev || st.ino !== f.ino) {
+        results.push({ kind: 'changed', message: st.isFile() ? 'replaced by another file' : 'replaced by something not a regular file' });
+        offset += f.size + 1;
+        continue;
+      }
       // size + 1 bytes: reading one more than the walk saw tells that the file grew.
       let length = 0;
       for (;;) {
@@ -145,7 +198,9 @@ parentPort.on('message', (message) => {
       }
       results.push(length > f.size ? { kind: 'grew' } : { kind: 'read', offset, length });
     } catch (error) {
-      results.push(error.code === 'ENOENT' ? { kind: 'missing' } : { kind: 'failed', code: error.code, message: error.message });
+      if (error.code === 'ENOENT') results.push({ kind: 'missing' });
+      else if (SWAPPED.has(error.code)) results.push({ kind: 'changed', message: 'replaced by a symbolic link (not followed)' });
+      else results.push({ kind: 'failed', code: error.code, message: error.message });
     } finally {
       if (fd !== undefined) closeSync(fd);
     }
@@ -170,6 +225,17 @@ export function defaultReadThreads(env: NodeJS.ProcessEnv = process.env): number
     );
   }
   return configured;
+}
+
+/** Which file a walk saw: what a later open must find again. */
+export interface FileIdentity {
+  readonly dev: number;
+  readonly ino: number;
+}
+
+export interface SmallFileRequest extends FileIdentity {
+  readonly path: string;
+  readonly size: number;
 }
 
 /** A tree walk in progress on the threads (SmallFileReader.walkTree). */
@@ -230,7 +296,8 @@ export class SmallFileReader {
     return undefined;
   }
 
-  async read(files: readonly { readonly path: string; readonly size: number }[]): Promise<SmallFileRead[]> {
+  /** Reads each file if it still is the regular file (device, inode) the walk saw. */
+  async read(files: readonly SmallFileRequest[]): Promise<SmallFileRead[]> {
     const unusable = this.unusable();
     if (unusable) throw unusable;
     const id = this.nextId++;
@@ -243,11 +310,12 @@ export class SmallFileReader {
         },
         reject,
       });
-      worker.postMessage({ id, files: files.map(({ path, size }) => ({ path, size })) });
+      worker.postMessage({ id, files: files.map(({ path, size, dev, ino }) => ({ path, size, dev, ino })) });
     });
     return reply.results.map((r) => {
       if (r.kind === 'read') return { kind: 'read', data: Buffer.from(reply.buffer, r.offset, r.length) };
       if (r.kind === 'failed') return { kind: 'failed', code: r.code, message: r.message };
+      if (r.kind === 'changed') return { kind: 'changed', message: r.message };
       return { kind: r.kind };
     });
   }
@@ -257,7 +325,7 @@ export class SmallFileReader {
    * subdirectories' subtrees; the others join once the listing is here. Each subtree is taken by
    * whichever thread is free (a shared counter), so no thread waits on this one between them.
    */
-  walkTree(root: string): TreeWalk {
+  walkTree(root: string, identity: FileIdentity): TreeWalk {
     const unusable = this.unusable();
     if (unusable) throw unusable;
     const id = this.nextId++;
@@ -299,7 +367,7 @@ export class SmallFileReader {
         for (const entry of replies.values()) entry.reject(error);
       },
     });
-    first.postMessage({ id, walkRoot: { root, claim } });
+    first.postMessage({ id, walkRoot: { root, dev: identity.dev, ino: identity.ino, claim } });
     return {
       top: slot(-1).promise,
       subtree: (index) => slot(index).promise,

@@ -12,6 +12,9 @@ export interface SkippedEntry {
 export interface WalkResult {
   /** Parents before children, names sorted within a directory. */
   readonly entries: TreeEntry[];
+  /** The device of the root; files on another one (a mount inside the source) are in `fileDevices`. */
+  readonly rootDevice: number;
+  readonly fileDevices: Map<TreeEntry, number>;
   readonly totalBytes: number;
   readonly skipped: SkippedEntry[];
 }
@@ -40,8 +43,14 @@ export async function walkTree(
   if (!rootStats.isDirectory()) {
     throw new RepoError(RepoErrorCode.SourceNotDirectory, `the source ${root} is not a directory`, { details: { path: root } });
   }
-  const result: WalkResult = { entries: [entryOf('.', rootStats, undefined)], totalBytes: 0, skipped: [] };
-  const walk = workers.walkTree(root);
+  const result: WalkResult = {
+    entries: [entryOf('.', rootStats, undefined)],
+    rootDevice: rootStats.dev,
+    fileDevices: new Map(),
+    totalBytes: 0,
+    skipped: [],
+  };
+  const walk = workers.walkTree(root, rootStats);
   try {
     const top = await walk.top;
     addWalked(result, top, root, onFiles);
@@ -59,6 +68,7 @@ export async function walkTree(
 function addWalked(result: WalkResult, reply: WalkReply, root: string, onFiles?: (files: TreeEntry[]) => void): void {
   const files: TreeEntry[] = [];
   for (const dir of reply.vanished) result.skipped.push({ path: dir, reason: 'removed while the backup was running' });
+  for (const dir of reply.replaced) result.skipped.push({ path: dir, reason: REPLACED_DIR_REASON });
   if (reply.error) {
     const { code, message, absPath, rel } = reply.error;
     throw sourceError(Object.assign(new Error(message), { code }), absPath ?? root, rel);
@@ -90,6 +100,7 @@ function addWalked(result: WalkResult, reply: WalkReply, root: string, onFiles?:
       };
       result.entries.push(file);
       files.push(file);
+      if (e.dev !== result.rootDevice) result.fileDevices.set(file, e.dev);
       (result as { totalBytes: number }).totalBytes += e.size;
     } else if (e.kind === 'dir') {
       result.entries.push({ path: e.rel, mode: e.mode, mtimeMs: e.mtimeMs, uid: e.uid, gid: e.gid, type: 'dir', size: 0 });
@@ -114,6 +125,15 @@ function entryOf(path: string, st: Stats, symlinkTarget: string | undefined): Tr
   if (symlinkTarget !== undefined) return { ...common, type: 'symlink', size: st.size, target: symlinkTarget };
   if (st.isDirectory()) return { ...common, type: 'dir', size: 0 };
   return { ...common, type: 'file', size: st.size, ctimeMs: st.ctimeMs, ino: st.ino, chunks: [] };
+}
+
+/** Why a directory's content is not in the snapshot when a link (or another directory) took its place mid-walk. */
+export const REPLACED_DIR_REASON =
+  'replaced by a symbolic link or another directory while the backup was running; not followed, its content left out';
+
+/** The identity a later open of `entry` must find (device and inode as the walk saw them). */
+export function identityOf(walk: WalkResult, entry: TreeEntry): { dev: number; ino: number } {
+  return { dev: walk.fileDevices.get(entry) ?? walk.rootDevice, ino: entry.ino ?? -1 };
 }
 
 export function sourceError(error: unknown, absPath: string, relPath: string): RepoError {

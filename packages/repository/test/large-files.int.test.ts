@@ -5,9 +5,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describeTree } from '@stowage/testing';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { isRepoError, RepoErrorCode, Repository, TokenBucket } from '../src/index.js';
+import { RepoErrorCode, Repository, TokenBucket } from '../src/index.js';
 import { logText } from './generated-data.js';
 import { openRepoWithThreads, restoreThreadsSetting } from './repo-threads.js';
+import { backupInChild } from './support/unreadable-backup.js';
 import { TEST_CHUNKER } from './test-settings.js';
 
 // Files over 1 MiB are read, cut, hashed, compressed and sealed on worker threads
@@ -128,27 +129,13 @@ describe('large files on worker threads', () => {
 
   it('an unreadable large file fails the backup naming it, and no snapshot is written', async () => {
     await Repository.init({ dir: join(work, 'repo'), key: KEY, chunker: TEST_CHUNKER, durable: false });
-    const repo = await openWithThreads(2);
     const unreadable = join(source, 'logs', 'c.log');
-    // Root reads everything; drop to an unprivileged effective uid for this backup only.
-    const asRoot = process.getuid?.() === 0;
-    if (asRoot) {
-      await chmod(work, 0o755);
-      execFileSync('chmod', ['-R', 'a+rwX', join(work, 'repo')]);
-      execFileSync('chmod', ['-R', 'a+rX', source]);
-    }
     await chmod(unreadable, 0o000);
-    if (asRoot) process.seteuid!(65534);
-    let error: unknown;
-    try {
-      await repo.backup(source);
-    } catch (caught) {
-      error = caught;
-    } finally {
-      if (asRoot) process.seteuid!(0);
-    }
-    expect(isRepoError(error, RepoErrorCode.SourceUnreadable)).toBe(true);
-    expect((error as Error).message).toContain(unreadable);
+    // Two large-file threads, in a process the file's mode applies to, root included.
+    const result = await backupInChild(join(work, 'repo'), KEY, source, 2);
+    expect(result).toMatchObject({ ok: false, code: RepoErrorCode.SourceUnreadable });
+    expect(result.ok === false && result.message).toContain(unreadable);
+    const repo = await openWithThreads(2);
     expect(await repo.listSnapshots()).toEqual([]);
   });
 });

@@ -1,8 +1,9 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
-import { FileSystemStorage, type ObjectStore, S3Storage } from '@stowage/storage';
+import { FileSystemStorage, type ObjectStore, S3Storage, StorageMeter } from '@stowage/storage';
 import { describeTree, type S3Target, useTestS3, writeVolumeTree } from '@stowage/testing';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ObjectStoreBackend, Repository, runRepoCli } from '../src/index.js';
@@ -69,6 +70,38 @@ describe.each(['directory', 's3'] as const)('repository on an object store (%s)'
     expect(report.chunksChecked).toBeGreaterThanOrEqual(stats.newChunks);
     await reopened.restore(snapshotId, join(work, 'restored'));
     expect(await describeTree(join(work, 'restored'))).toEqual(await describeTree(join(work, 'volume')));
+  });
+
+  it('a restore reads each pack it needs in one ranged read, not one per chunk', async () => {
+    const backend = new ObjectStoreBackend(store);
+    // Every chunk packed (the default), small chunks, packs of 1 MiB: four 3 MiB files restored at
+    // once read from four packs at a time (their spans must not evict each other).
+    const repo = await Repository.init({
+      dir: backend.location,
+      key: KEY,
+      backend,
+      chunker: TEST_CHUNKER,
+      packTargetBytes: 1024 * 1024,
+    });
+    const source = join(work, 'big');
+    await mkdir(source);
+    for (let i = 0; i < 4; i++) await writeFile(join(source, `random-${i}.bin`), randomBytes(3 * 1024 * 1024));
+    for (let i = 0; i < 20; i++) await writeFile(join(source, `small-${i}.txt`), `file ${i}\n`.repeat(100));
+    const { snapshotId, stats } = await repo.backup(source);
+    expect(stats.newChunks).toBeGreaterThan(100);
+    const packs = (await store.list('repository/packs/')).length;
+    expect(packs).toBeGreaterThanOrEqual(8);
+
+    const meter = new StorageMeter();
+    await meter.run(() => repo.restore(snapshotId, join(work, 'restored')));
+    expect(await describeTree(join(work, 'restored'))).toEqual(await describeTree(source));
+    // The snapshot, its tree, and one read per pack (~190 chunks): not one per chunk. A pack closes
+    // past its target by its last chunk: a span reaches the target plus the largest chunk.
+    const gets = meter.total().requests.get;
+    expect(gets, `${packs} packs`).toBeLessThanOrEqual(packs + 3);
+    // 12 MiB and the small files, each byte once: the files restored side by side share packs, and
+    // what an evicted span still owed to a slower file was kept, not read again.
+    expect(meter.total().bytesRead).toBeLessThan(12.5 * 1024 * 1024);
   });
 
   it('a second init of the same repository is refused (create-only config)', async () => {

@@ -1,4 +1,5 @@
-import { cp, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { cp, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -44,9 +45,21 @@ describe('a repository written before zstd and packs for every size (deflate, lo
     expect(again.stats.newChunks).toBe(0);
     await writeOldFormatTree(join(work, 'changed'));
     await cp(join(expected, 'log-large.txt'), join(work, 'changed', 'log-copy.txt'));
+    await writeFile(join(work, 'changed', 'new.bin'), randomBytes(100_000)); // new chunks: a new (multi-pack) index
     const changed = await repo.backup(join(work, 'changed'));
     await repo.restore(changed.snapshotId, join(work, 'restored-new'));
-    await expectSameFiles(join(work, 'changed'), join(work, 'restored-new'), [...FILES, 'log-copy.txt']);
+    await expectSameFiles(join(work, 'changed'), join(work, 'restored-new'), [...FILES, 'log-copy.txt', 'new.bin']);
     expect(await repo.verify()).toMatchObject({ ok: true, snapshotsChecked: 3 });
+
+    // The old one-per-pack indexes and the new backups' multi-pack ones merged by prune into one.
+    const oldIndexes = await readdir(join(FIXTURE, 'index'));
+    expect(oldIndexes.length).toBeGreaterThan(0);
+    expect((await readdir(join(repoDir, 'index'))).length).toBeGreaterThan(oldIndexes.length);
+    await repo.prune({ graceMs: 0 });
+    expect(await readdir(join(repoDir, 'index'))).toHaveLength(1);
+    const reopened = await Repository.open({ dir: repoDir, key: OLD_FORMAT_KEY, durable: false });
+    expect(await reopened.verify()).toMatchObject({ ok: true, snapshotsChecked: 3 });
+    await reopened.restore(old!.id, join(work, 'restored-after-prune'));
+    await expectSameFiles(expected, join(work, 'restored-after-prune'), FILES);
   });
 });

@@ -1,9 +1,11 @@
-import { chmod, mkdtemp, readdir, rm, stat, truncate, writeFile } from 'node:fs/promises';
+import { chmod, mkdtemp, readdir, readFile, rm, stat, truncate, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describeTree, writeVolumeTree } from '@stowage/testing';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { openIndexObject } from '../src/chunk-store.js';
 import { Repository } from '../src/index.js';
+import type { RepoKeys } from '../src/keys.js';
 import { TEST_CHUNKER } from './test-settings.js';
 
 const KEY = 'packs test key';
@@ -28,7 +30,7 @@ async function filesUnder(dir: string): Promise<string[]> {
 }
 
 describe('packs', () => {
-  it('a new repository packs chunks of every size: no loose chunk files, a few packs, each with its index', async () => {
+  it('a new repository packs chunks of every size: no loose chunk files, a few packs, one index object naming them all', async () => {
     const repo = await Repository.init({ dir: repoDir, key: KEY, chunker: TEST_CHUNKER, packTargetBytes: 1024 * 1024, durable: false });
     const { stats } = await repo.backup(source);
     expect(stats.newChunks).toBeGreaterThan(40);
@@ -36,18 +38,25 @@ describe('packs', () => {
     const packs = (await filesUnder(join(repoDir, 'packs'))).map((p) => p.split('/').at(-1)).sort();
     expect(packs.length).toBeGreaterThan(1);
     expect(packs.length).toBeLessThan(stats.newChunks / 4);
-    expect((await readdir(join(repoDir, 'index'))).sort()).toEqual(packs);
+    // One index object for the backup's packs, not one per pack (issue #50: a PUT and, for every
+    // process opening the repository, a GET each).
+    const indexes = await readdir(join(repoDir, 'index'));
+    expect(indexes).toHaveLength(1);
+    const keys = (repo as unknown as { keys: RepoKeys }).keys;
+    const named = openIndexObject(keys.encryptionKey, indexes[0]!, await readFile(join(repoDir, 'index', indexes[0]!)));
+    expect(named.map((p) => p.packId).sort()).toEqual(packs);
+    expect(named.reduce((sum, p) => sum + p.entries.length, 0)).toBe(stats.newChunks);
     expect(await readdir(join(repoDir, 'tmp'))).toEqual([]);
   });
 
   it('a pack cut short by a crash is never trusted: its chunks are written again and everything restores and verifies', async () => {
     const repo = await Repository.init({ dir: repoDir, key: KEY, chunker: TEST_CHUNKER, durable: false });
     const first = await repo.backup(source);
-    // The crash: a pack on disk cut short, whose index never made it, and a half-written temp file.
+    // The crash: a pack on disk cut short, the index naming the backup's packs never written, and a
+    // half-written temp file.
     const [pack] = await filesUnder(join(repoDir, 'packs'));
-    const packId = pack!.split('/').at(-1)!;
     await truncate(pack!, Math.floor((await stat(pack!)).size / 2));
-    await rm(join(repoDir, 'index', packId));
+    for (const index of await readdir(join(repoDir, 'index'))) await rm(join(repoDir, 'index', index));
     await rm(join(repoDir, 'snapshots', first.snapshotId));
     await writeFile(join(repoDir, 'tmp', `${'0'.repeat(32)}.tmp`), Buffer.alloc(1000, 7));
 

@@ -4,10 +4,10 @@ import { cp, mkdir, mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promis
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { S3Storage } from '@stowage/storage';
+import { S3Storage, StorageMeter } from '@stowage/storage';
 import { describeTree, type S3Target, useTestS3, writeVolumeTree } from '@stowage/testing';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { ExitCode, ObjectStoreBackend, Repository, runRepoCli, TokenBucket } from '../src/index.js';
+import { DirectoryBackend, ExitCode, ObjectStoreBackend, Repository, runRepoCli, TokenBucket } from '../src/index.js';
 import { TEST_CHUNKER, TEST_PACK_BLOB_MAX } from './test-settings.js';
 
 const KEY = 'prune test key';
@@ -115,6 +115,52 @@ describe.each([
   });
 });
 
+describe('prune with packs partly used', () => {
+  /** A 16 MiB file backed up, then again with 1 KiB changed in the middle; the first backup forgotten. */
+  async function partlyUsedRepository() {
+    const repoDir = join(work, 'repo');
+    const repo = await Repository.init({ dir: repoDir, key: KEY, chunker: TEST_CHUNKER, packTargetBytes: 256 * 1024, durable: false });
+    const source = join(work, 'volume');
+    await mkdir(source, { recursive: true });
+    const data = randomBytes(16 * 1024 * 1024);
+    await writeFile(join(source, 'big.bin'), data);
+    await repo.backup(source, { tags: { backup: 'monday' } });
+    randomBytes(1024).copy(data, 8 * 1024 * 1024);
+    await writeFile(join(source, 'big.bin'), data);
+    const { snapshotId } = await repo.backup(source, { tags: { backup: 'tuesday' } });
+    expect(await repo.forget({ backup: 'monday' })).toHaveLength(1);
+    return { repo, repoDir, source, snapshotId };
+  }
+
+  it("reads no pack while the unused bytes in partly used packs stay under 5 % (restic's --max-unused)", async () => {
+    const { repo, source, snapshotId } = await partlyUsedRepository();
+    const meter = new StorageMeter();
+    // The 1–3 changed chunks (≤ 256 KiB each) are < 5 % of 16 MiB: nothing is worth rewriting.
+    const summary = await meter.run(() => repo.prune({ graceMs: 0 }));
+    expect(summary).toMatchObject({ packsRewritten: 0, bytesWritten: 0 });
+    // Indexes, two manifests, the lock: no pack (each ~256 KiB).
+    expect(meter.total().bytesRead).toBeLessThan(64 * 1024);
+    expect(await repo.verify()).toMatchObject({ ok: true });
+    await restoresExactly(repo, snapshotId, source, 'tuesday');
+  });
+
+  it('with maxUnusedFraction 0 rewrites the partly used packs; the snapshot left restores and verifies', async () => {
+    const { repo, repoDir, source, snapshotId } = await partlyUsedRepository();
+    const first = await repo.prune({ graceMs: 0, maxUnusedFraction: 0 });
+    expect(first.packsRewritten).toBeGreaterThan(0);
+    expect(first.packsRetired).toBeGreaterThanOrEqual(first.packsRewritten);
+    const second = await repo.prune({ graceMs: 0, maxUnusedFraction: 0 });
+    expect(second.packsDeleted).toBe(first.packsRetired);
+    const fresh = await Repository.open({ dir: repoDir, key: KEY });
+    expect(await fresh.verify()).toMatchObject({ ok: true, snapshotsChecked: 1 });
+    await restoresExactly(fresh, snapshotId, source, 'tuesday');
+    await expect(repo.prune({ maxUnusedFraction: 2 })).rejects.toMatchObject({
+      code: 'REPO_INVALID_ARGUMENT',
+      message: expect.stringMatching(/maxUnusedFraction must be between 0 and 1, got 2/),
+    });
+  });
+});
+
 describe.each(['directory', 's3'] as const)('prune while a backup runs (%s)', (kind) => {
   let s3: (S3Target & { stop: () => Promise<void> }) | undefined;
   beforeAll(async () => {
@@ -174,11 +220,16 @@ describe.each(['directory', 's3'] as const)('prune while a backup runs (%s)', (k
     return { where, pruner, snapshotId, next, during, advance: (ms: number) => (clock += ms), now };
   }
 
-  it('with a zero grace (a naive mark-and-sweep) the new backup loses chunks: the hazard the protocol exists for', async () => {
-    const { pruner } = await racingBackup(0);
-    const report = await pruner.verify();
-    expect(report.ok).toBe(false);
-    expect(report.missingRefs.length).toBeGreaterThan(0);
+  it('with a zero grace (a backup outliving the grace) the new backup loses nothing: its lease holds the retired packs', async () => {
+    const { pruner, during } = await racingBackup(0);
+    // Past the grace, but the backup that started before the retirement was still running.
+    expect(during).toMatchObject({ packsDeleted: 0, batchesHeld: 1 });
+    expect(await pruner.verify()).toMatchObject({ ok: true, missingRefs: [] });
+    // It has ended: the next prune deletes what it retired, after copying out what the new snapshot uses.
+    const after = await pruner.prune({ graceMs: 0 });
+    expect(after).toMatchObject({ batchesHeld: 0 });
+    expect(after.packsDeleted).toBeGreaterThan(0);
+    expect(await pruner.verify()).toMatchObject({ ok: true });
   });
 
   it('with a grace longer than the backup, the new backup restores byte for byte, before and after the retired data is deleted', async () => {
@@ -195,6 +246,42 @@ describe.each(['directory', 's3'] as const)('prune while a backup runs (%s)', (k
     const fresh = await Repository.open({ ...where, key: KEY });
     expect(await fresh.verify()).toMatchObject({ ok: true, snapshotsChecked: 1 });
     await restoresExactly(fresh, snapshotId, next, 'after-grace');
+  });
+});
+
+describe('index objects merged by prune', () => {
+  it('a process that listed the indexes just before prune merged them still finds every pack (it lists again)', async () => {
+    const repoDir = join(work, 'repo');
+    const repo = await Repository.init({ dir: repoDir, key: KEY, chunker: TEST_CHUNKER, packTargetBytes: 256 * 1024, durable: false });
+    const source = join(work, 'volume');
+    await writeVolumeTree(source);
+    await repo.backup(source, { tags: { backup: 'one' } });
+    await writeFile(join(source, 'more.bin'), randomBytes(512 * 1024));
+    const second = await repo.backup(source, { tags: { backup: 'two' } });
+    const before = await readdir(join(repoDir, 'index'));
+    expect(before).toHaveLength(2);
+
+    // Between this process's listing of index/ and its first read of an index object, a prune
+    // elsewhere merges the two objects into one and deletes them.
+    let raced = false;
+    class RacingBackend extends DirectoryBackend {
+      override async get(key: string): Promise<Buffer> {
+        if (!raced && key.startsWith('index/')) {
+          raced = true;
+          await repo.prune({ graceMs: HOUR });
+        }
+        return super.get(key);
+      }
+    }
+    const reader = await Repository.open({ dir: repoDir, key: KEY, backend: new RacingBackend(repoDir, false) });
+    expect(raced).toBe(true);
+    const after = await readdir(join(repoDir, 'index'));
+    expect(after).toHaveLength(1);
+    expect(before).not.toContain(after[0]);
+    expect(await reader.verify()).toMatchObject({ ok: true, snapshotsChecked: 2, damagedIndexes: [] });
+    await restoresExactly(reader, second.snapshotId, source, 'two');
+    // Every file read again (force): each chunk found in a known pack.
+    expect((await reader.backup(source, { tags: { backup: 'three' }, force: true })).stats.newChunks).toBe(0);
   });
 });
 

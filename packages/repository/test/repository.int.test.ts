@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { describeTree, writeVolumeTree } from '@stowage/testing';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isRepoError, RepoErrorCode, Repository, TokenBucket } from '../src/index.js';
+import { backupInChild } from './support/unreadable-backup.js';
 import { TEST_CHUNKER, TEST_PACK_BLOB_MAX } from './test-settings.js';
 
 const KEY = 'correct horse battery staple';
@@ -320,23 +321,11 @@ describe('keys and errors a person can act on', () => {
     const unreadable = join(source, 'nested/a/locked.db');
     await writeFile(unreadable, 'private');
     await chmod(unreadable, 0o000);
-    // Root reads everything; drop to an unprivileged effective uid for this backup only.
-    const asRoot = process.getuid?.() === 0;
-    if (asRoot) {
-      await chmod(work, 0o755);
-      execFileSync('chmod', ['-R', 'a+rwX', repoDir]);
-      execFileSync('chmod', ['-R', 'a+rX', source]);
-      await chmod(unreadable, 0o000);
-      process.seteuid!(65534);
-    }
-    let error: Error & { code: string; details: Record<string, unknown> };
-    try {
-      error = await expectRepoError(repo.backup(source), RepoErrorCode.SourceUnreadable);
-    } finally {
-      if (asRoot) process.seteuid!(0);
-    }
-    expect(error.message).toContain(unreadable);
-    expect(error.details.path).toBe(unreadable);
+    // In a process the file's mode applies to, root included (backupInChild says how).
+    const result = await backupInChild(repoDir, KEY, source);
+    expect(result).toMatchObject({ ok: false, code: RepoErrorCode.SourceUnreadable });
+    expect(result.ok === false && result.message).toContain(unreadable);
+    expect(result.ok === false && result.details.path).toBe(unreadable);
     expect(await repo.listSnapshots()).toEqual([]);
   });
 });

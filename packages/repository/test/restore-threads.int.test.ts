@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describeTree } from '@stowage/testing';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { Encoding, SEAL_OVERHEAD_BYTES, seal, unsealJson } from '../src/blob.js';
+import { Encoding, SEAL_OVERHEAD_BYTES, seal } from '../src/blob.js';
+import { openIndexObject } from '../src/chunk-store.js';
 import { Repository } from '../src/index.js';
 import type { RepoKeys } from '../src/keys.js';
 import { logText } from './generated-data.js';
@@ -112,9 +113,10 @@ describe('restore on worker threads', () => {
     const keys = (repo as unknown as { keys: RepoKeys }).keys;
     const [pack] = await packFiles();
     const packId = pack!.split('/').at(-1)!;
-    const index = unsealJson(keys.encryptionKey, `index:${packId}`, await readFile(join(work, 'repo', 'index', packId))) as {
-      entries: { id: string; offset: number; length: number }[];
-    };
+    const [indexName] = await readdir(join(work, 'repo', 'index'));
+    const index = openIndexObject(keys.encryptionKey, indexName!, await readFile(join(work, 'repo', 'index', indexName!))).find(
+      (p) => p.packId === packId,
+    )!;
     const chunks = (await repo.getSnapshot(snapshotId)).entries.find((e) => e.path === 'big.bin')!.chunks!;
     const victim = index.entries.find((e) => e.id === chunks[1])!;
     const other = randomBytes(victim.length - SEAL_OVERHEAD_BYTES); // random chunks are stored raw: same sealed length

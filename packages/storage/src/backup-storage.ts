@@ -85,8 +85,8 @@ export interface ObjectStore extends BackupStorage {
   getRange(key: string, offset: number, length: number): Promise<Buffer | undefined>;
   /** Size (and recorded checksum) of an object, or undefined when there is none. */
   head(key: string): Promise<ObjectInfo | undefined>;
-  /** Deletes one object; true when it existed. Deleting a missing key is not an error. */
-  delete(key: string): Promise<boolean>;
+  /** Deletes one object (one request: whether it existed is not asked). Deleting a missing key is not an error. */
+  delete(key: string): Promise<void>;
   /** One page of the keys starting with `prefix`, sorted by code unit. */
   listPage(prefix: string, opts?: ListPageOptions): Promise<ListPage>;
   /**

@@ -28,6 +28,7 @@ import {
 import { assertChecksum } from './checksum.js';
 import { StorageError, StorageErrorCode, StorageUnavailableError } from './errors.js';
 import { assertRange, assertValidKey, assertValidPrefix, TEMP_FILE_MARKER } from './keys.js';
+import { countStorageRequest, countStorageRequests, listPagesFor } from './request-meter.js';
 
 function isNotFound(err: unknown): boolean {
   const code = (err as NodeJS.ErrnoException | undefined)?.code;
@@ -43,6 +44,9 @@ function ioError(action: string, key: string, cause: unknown): StorageError {
  * file in the target's directory, is fsynced, then renamed over the target (atomic on POSIX),
  * and the directory is fsynced so the rename survives a crash. A `durable: false` put skips both
  * fsyncs (still atomic for readers and across a process crash; see PutOptions).
+ *
+ * Each call is counted as the requests S3 would answer for it (request-meter.ts): a put, a get,
+ * a head, a list page per 1,000 keys, a delete (a batch per 1,000 keys for deletePrefix).
  */
 export class FileSystemStorage implements ObjectStore {
   readonly rootDir: string;
@@ -60,6 +64,7 @@ export class FileSystemStorage implements ObjectStore {
   async putObject(key: string, data: Buffer | string, opts: PutOptions = {}): Promise<void> {
     assertValidKey(key);
     if (opts.sha256 !== undefined) assertChecksum(key, data, opts.sha256);
+    countStorageRequest('put', typeof data === 'string' ? Buffer.byteLength(data) : data.length);
     const durable = opts.durable ?? true;
     if (opts.ifAbsent) {
       await this.createOnly(key, data, durable);
@@ -86,6 +91,21 @@ export class FileSystemStorage implements ObjectStore {
 
   async putStream(key: string, body: AsyncIterable<Uint8Array>): Promise<void> {
     assertValidKey(key);
+    let bytes = 0;
+    async function* counted(): AsyncGenerator<Uint8Array> {
+      for await (const chunk of body) {
+        bytes += chunk.length;
+        yield chunk;
+      }
+    }
+    try {
+      await this.writeStream(key, counted());
+    } finally {
+      countStorageRequest('put', bytes);
+    }
+  }
+
+  private async writeStream(key: string, body: AsyncIterable<Uint8Array>): Promise<void> {
     await this.writeAtomically(key, async (tempPath) => {
       await mkdir(dirname(tempPath), { recursive: true });
       await pipeline(Readable.from(body), createWriteStream(tempPath, { flags: 'wx', mode: 0o644 }));
@@ -180,6 +200,12 @@ export class FileSystemStorage implements ObjectStore {
 
   async getObject(key: string): Promise<Buffer | undefined> {
     assertValidKey(key);
+    const bytes = await this.readObject(key);
+    countStorageRequest('get', 0, bytes?.length ?? 0);
+    return bytes;
+  }
+
+  private async readObject(key: string): Promise<Buffer | undefined> {
     try {
       // Small objects (staged items, sidecars) are read synchronously, for the reason given at
       // putSmallSync (finalize reads every staged item).
@@ -200,8 +226,13 @@ export class FileSystemStorage implements ObjectStore {
       if (isNotFound(err) || err.code === 'EISDIR') return undefined;
       throw ioError('reading', key, err);
     });
-    if (!handle) return undefined;
-    if (!(await handle.stat()).isFile()) {
+    if (!handle) {
+      countStorageRequest('get');
+      return undefined;
+    }
+    const st = await handle.stat();
+    countStorageRequest('get', 0, st.isFile() ? st.size : 0);
+    if (!st.isFile()) {
       await handle.close();
       return undefined;
     }
@@ -213,15 +244,16 @@ export class FileSystemStorage implements ObjectStore {
     assertValidKey(key);
     assertRange(key, offset, length);
     let handle: FileHandle;
+    let filled = 0;
     try {
       handle = await open(this.pathOf(key), 'r');
     } catch (err) {
+      countStorageRequest('get');
       if (isNotFound(err) || (err as NodeJS.ErrnoException).code === 'EISDIR') return undefined;
       throw ioError('reading', key, err);
     }
     try {
       const out = Buffer.allocUnsafe(length);
-      let filled = 0;
       while (filled < length) {
         const { bytesRead } = await handle.read(out, filled, length - filled, offset + filled);
         if (bytesRead === 0) break;
@@ -232,12 +264,18 @@ export class FileSystemStorage implements ObjectStore {
       if ((err as NodeJS.ErrnoException).code === 'EISDIR') return undefined;
       throw ioError('reading', key, err);
     } finally {
+      countStorageRequest('get', 0, filled);
       await handle.close();
     }
   }
 
   async head(key: string): Promise<ObjectInfo | undefined> {
     assertValidKey(key);
+    countStorageRequest('head');
+    return this.stat(key);
+  }
+
+  private async stat(key: string): Promise<ObjectInfo | undefined> {
     try {
       const st = await stat(this.pathOf(key));
       return st.isFile() ? { key, size: st.size } : undefined;
@@ -247,28 +285,28 @@ export class FileSystemStorage implements ObjectStore {
     }
   }
 
-  async delete(key: string): Promise<boolean> {
+  async delete(key: string): Promise<void> {
     assertValidKey(key);
+    countStorageRequest('delete');
     try {
       await unlink(this.pathOf(key));
     } catch (err) {
-      if (isNotFound(err) || (err as NodeJS.ErrnoException).code === 'EISDIR' || (err as NodeJS.ErrnoException).code === 'EPERM')
-        return false;
+      if (isNotFound(err) || (err as NodeJS.ErrnoException).code === 'EISDIR' || (err as NodeJS.ErrnoException).code === 'EPERM') return;
       throw ioError('deleting', key, err);
     }
     await this.pruneEmptyDirectories(new Set([dirname(this.pathOf(key))]));
-    return true;
   }
 
   async listPage(prefix: string, opts: ListPageOptions = {}): Promise<ListPage> {
     const limit = Math.min(Math.max(1, opts.limit ?? MAX_LIST_PAGE), MAX_LIST_PAGE);
-    const keys = await this.list(prefix);
+    countStorageRequest('list');
+    const keys = await this.listKeys(prefix);
     const after = opts.after;
     const start = after === undefined ? 0 : keys.findIndex((key) => key > after);
     const page = start < 0 ? [] : keys.slice(start, start + limit);
     const objects: ObjectInfo[] = [];
     for (const key of page) {
-      const info = await this.head(key);
+      const info = await this.stat(key);
       if (info) objects.push(info); // deleted meanwhile: not listed
     }
     const more = start >= 0 && start + limit < keys.length;
@@ -277,6 +315,9 @@ export class FileSystemStorage implements ObjectStore {
 
   /** The root must be a writable directory (created when missing, as the first put would). */
   async checkAccess(): Promise<void> {
+    countStorageRequest('head');
+    countStorageRequest('put');
+    countStorageRequest('delete');
     try {
       await mkdir(this.rootDir, { recursive: true });
       const probe = join(this.rootDir, `${TEMP_FILE_MARKER}probe-${randomUUID()}`);
@@ -294,6 +335,7 @@ export class FileSystemStorage implements ObjectStore {
 
   async exists(key: string): Promise<boolean> {
     assertValidKey(key);
+    countStorageRequest('head');
     try {
       return (await stat(this.pathOf(key))).isFile();
     } catch (err) {
@@ -303,6 +345,12 @@ export class FileSystemStorage implements ObjectStore {
   }
 
   async list(prefix: string): Promise<string[]> {
+    const keys = await this.listKeys(prefix);
+    countStorageRequests('list', listPagesFor(keys.length));
+    return keys;
+  }
+
+  private async listKeys(prefix: string): Promise<string[]> {
     assertValidPrefix(prefix);
     // Walk only the deepest directory the prefix fully names.
     const cut = prefix.lastIndexOf('/');
@@ -332,6 +380,7 @@ export class FileSystemStorage implements ObjectStore {
 
   async deletePrefix(prefix: string): Promise<number> {
     const keys = await this.list(prefix);
+    countStorageRequests('delete', Math.ceil(keys.length / MAX_LIST_PAGE));
     for (const key of keys) {
       try {
         await unlink(this.pathOf(key));

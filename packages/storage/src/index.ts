@@ -25,6 +25,23 @@ export {
   stowageSidecarLayout,
 } from './layout.js';
 export { type ObjectStoreLocation, type OpenCheckedResult, openCheckedObjectStore, openObjectStore } from './open-store.js';
+export {
+  addStorageCost,
+  countStorageRequest,
+  currentStorageMeter,
+  emptyStorageCost,
+  isEmptyStorageCost,
+  parseStorageCost,
+  processStorageMeter,
+  STORAGE_OPERATIONS,
+  STORAGE_WORKS,
+  type StorageCost,
+  StorageMeter,
+  type StorageOperation,
+  type StorageWork,
+  storageCostByWork,
+  totalRequests,
+} from './request-meter.js';
 export { S3Storage, type S3StorageOptions, SHA256_METADATA } from './s3-storage.js';
 export {
   type BackupResults,
@@ -39,4 +56,4 @@ export {
   writeResultsSidecar,
 } from './sidecars.js';
 export { paxRecord, TAR_END_OF_ARCHIVE, type TarEntry, type TarOptions, tarEntryBlocks, writeTar } from './tar-writer.js';
-export { readBackupTarball, type TarballItem } from './tarball-reader.js';
+export { type ReadTarballOptions, readBackupTarball, type TarballItem, type TarballItemRef } from './tarball-reader.js';

@@ -10,7 +10,7 @@ import { type TarEntry, writeTar } from './tar-writer.js';
 /** Up to this much tar (before gzip) is assembled in memory and written in one put. */
 const IN_MEMORY_TAR_BYTES = 4 * 1024 * 1024;
 
-/** Velero's `metadata/version` content: the backup format version (velero-semantics §8.2). */
+/** Velero's `metadata/version` content: the backup format version (docs/velero.md#storage-layout). */
 export const BACKUP_FORMAT_VERSION = '1.1.0';
 
 export interface AssembleOptions {

@@ -6,7 +6,7 @@ export const REPOSITORY_ROOT = 'repository/';
 /** Root of every backup's objects. */
 export const BACKUPS_ROOT = 'backups/';
 
-/** Velero-compatible keys of one backup (velero-semantics §8.3), plus Stowage's item staging area. */
+/** Velero-compatible keys of one backup (docs/velero.md#storage-layout), plus Stowage's item staging area. */
 export interface BackupLayout {
   /** `backups/<name>/` */
   dir: string;

@@ -24,6 +24,7 @@ import {
 import { assertChecksum, sha256Hex } from './checksum.js';
 import { StorageError, StorageErrorCode, StorageUnavailableError } from './errors.js';
 import { assertRange, assertValidKey, assertValidPrefix, TEMP_FILE_MARKER } from './keys.js';
+import { countStorageRequest, type StorageOperation } from './request-meter.js';
 
 /** User metadata holding the SHA-256 of the object's bytes, written with every object and checked on every read. */
 export const SHA256_METADATA = 'stowage-sha256';
@@ -113,6 +114,23 @@ export class S3Storage implements ObjectStore {
       // A stalled request is an error (then retried), not only a logged warning.
       requestHandler: { connectionTimeout: 5_000, requestTimeout: opts.requestTimeoutMs ?? 60_000, throwOnRequestTimeout: true },
     });
+    // Inside the SDK's retry loop (the deserialize step runs once per attempt): every request the
+    // server answered is counted, retries included (request-meter.ts).
+    this.client.middlewareStack.add(
+      (next) => async (args) => {
+        const request = args.request as SentRequest;
+        const op = operationOf(request);
+        try {
+          const out = await next(args);
+          countStorageRequest(op, bytesSent(request), bytesReceived(request, out.response as ReceivedResponse));
+          return out;
+        } catch (err) {
+          if (statusOf(err) !== undefined) countStorageRequest(op, bytesSent(request), 0);
+          throw err;
+        }
+      },
+      { step: 'deserialize', priority: 'high', name: 'stowageRequestMeter' },
+    );
   }
 
   private fullKey(key: string): string {
@@ -319,14 +337,14 @@ export class S3Storage implements ObjectStore {
     return (await this.head(key)) !== undefined;
   }
 
-  async delete(key: string): Promise<boolean> {
-    const existed = await this.exists(key);
+  async delete(key: string): Promise<void> {
+    assertValidKey(key);
     try {
+      // One request: S3 answers 204 whether or not the key held an object.
       await this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: this.fullKey(key) }));
     } catch (err) {
       throw this.fail('deleting', key, err);
     }
-    return existed;
   }
 
   /** One ListObjectsV2 page of raw keys (temp objects included), relative to the storage prefix. */
@@ -458,6 +476,47 @@ export class S3Storage implements ObjectStore {
   close(): void {
     this.client.destroy();
   }
+}
+
+/** The parts of a signed request the meter reads (smithy's HttpRequest). */
+interface SentRequest {
+  method: string;
+  path: string;
+  query?: Record<string, unknown>;
+  headers: Record<string, string | undefined>;
+}
+interface ReceivedResponse {
+  statusCode?: number;
+  headers?: Record<string, string | undefined>;
+}
+
+/** The request's operation as S3 classes it (request-meter.ts). */
+function operationOf(request: SentRequest): StorageOperation {
+  const query = request.query ?? {};
+  switch (request.method) {
+    case 'HEAD':
+      return 'head';
+    case 'GET':
+      return 'list-type' in query ? 'list' : 'get'; // ListObjectsV2 always sends list-type=2
+    case 'DELETE':
+      return 'delete';
+    case 'POST':
+      return 'delete' in query ? 'delete' : 'put'; // DeleteObjects, else a multipart create or complete
+    default:
+      return 'put';
+  }
+}
+
+/** Object bytes in a put's body (a copy sends none); the decoded length of an aws-chunked body. */
+function bytesSent(request: SentRequest): number {
+  if (request.method !== 'PUT' || request.headers['x-amz-copy-source'] !== undefined) return 0;
+  return Number(request.headers['x-amz-decoded-content-length'] ?? request.headers['content-length'] ?? 0) || 0;
+}
+
+/** Object bytes in a get's answer (a listing's XML is not object bytes). */
+function bytesReceived(request: SentRequest, response: ReceivedResponse | undefined): number {
+  if (operationOf(request) !== 'get' || !response?.statusCode || response.statusCode >= 300) return 0;
+  return Number(response.headers?.['content-length'] ?? 0) || 0;
 }
 
 function isTempKey(key: string): boolean {

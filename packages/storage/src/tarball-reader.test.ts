@@ -57,6 +57,35 @@ describe('readBackupTarball', () => {
     );
   });
 
+  it('streams the archive and never parses an item `select` passes over', async () => {
+    const fs = await storageWith([
+      { path: 'resources/configmaps/namespaces/other/unread.json', data: '{"not json' },
+      { path: 'resources/configmaps/namespaces/shop/settings.json', data: '{"kind":"ConfigMap","metadata":{"name":"settings"}}' },
+      { path: 'resources/persistentvolumes/cluster/pv-1.json', data: '{"kind":"PersistentVolume"}' },
+    ]);
+    // Only the stream: asking for the whole archive's bytes fails the read.
+    const streamOnly = Object.assign(Object.create(fs) as FileSystemStorage, {
+      getObject: async () => {
+        throw new Error('the whole archive was read into memory');
+      },
+    });
+    const seen: unknown[] = [];
+    const items = await collect(
+      readBackupTarball(streamOnly, 'b1', {
+        select: (ref) => {
+          seen.push(ref);
+          return ref.namespace !== 'other';
+        },
+      }),
+    );
+    expect(seen).toEqual([
+      { path: 'resources/configmaps/namespaces/other/unread.json', groupResource: 'configmaps', namespace: 'other', name: 'unread' },
+      { path: 'resources/configmaps/namespaces/shop/settings.json', groupResource: 'configmaps', namespace: 'shop', name: 'settings' },
+      { path: 'resources/persistentvolumes/cluster/pv-1.json', groupResource: 'persistentvolumes', namespace: null, name: 'pv-1' },
+    ]);
+    expect(items.map((i) => i.name)).toEqual(['settings', 'pv-1']);
+  });
+
   it('a backup without a tarball is an error, not an empty restore', async () => {
     await expect(collect(readBackupTarball(await emptyStorage(), 'b1'))).rejects.toThrow(/has no tarball/);
   });

@@ -1,4 +1,14 @@
 export { getFreePort } from '@stowage/platform';
+export {
+  DEV_OVERLAY,
+  type DeployedIdentities,
+  deployIdentities,
+  type IdentityCluster,
+  type RenderedObject,
+  renderDevOverlay,
+  requestServiceAccountToken,
+  STOWAGE_NAMESPACE,
+} from './deployed-identities.js';
 export { type RedisCluster, type RedisClusterNode, type RedisClusterOptions, startRedisCluster } from './redis-cluster.js';
 export { type RedisServer, type RedisServerOptions, startRedisServer, uniquePrefix, useTestRedis } from './redis-server.js';
 export {
@@ -6,6 +16,7 @@ export {
   type S3FaultPlan,
   type S3FaultProxy,
   type S3FaultStats,
+  type S3Operation,
   type S3RequestInfo,
   startS3FaultProxy,
 } from './s3-fault-proxy.js';

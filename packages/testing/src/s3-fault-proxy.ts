@@ -34,10 +34,24 @@ export interface S3FaultPlan {
   seed?: number;
 }
 
+/** How object storage bills a request (the classes Stowage's request meter counts in, decided here on its own). */
+export type S3Operation = 'put' | 'get' | 'head' | 'list' | 'delete';
+
 export interface S3FaultStats {
   requests: number;
   /** Requests by HTTP method (GET, PUT, HEAD, POST, DELETE): what a run costs on a billed store. */
   byMethod: Record<string, number>;
+  /**
+   * Requests answered (by the server or by an injected fault), by operation: PUT and POST (a
+   * multipart create or complete) are `put`, POST ?delete and DELETE `delete`, a GET of the
+   * bucket itself (a listing) `list`, other GETs `get`, HEAD `head`. A request cut off before
+   * any answer is not counted here.
+   */
+  byOperation: Record<S3Operation, number>;
+  /** Object bytes received in answered PUTs (not copies; the decoded length of an aws-chunked body). */
+  bytesWritten: number;
+  /** Object bytes sent back by answered 2xx GETs of objects (not listings). */
+  bytesRead: number;
   slowDown: number;
   internalError: number;
   dropMidUpload: number;
@@ -52,6 +66,17 @@ export interface S3FaultProxy {
   setPlan(plan: S3FaultPlan): void;
   readonly stats: Readonly<S3FaultStats>;
   close(): Promise<void>;
+}
+
+/** The billing class of a request, from its method and URL alone (path-style: `/<bucket>/<key>`). */
+function operationOf(method: string, url: string): S3Operation {
+  const parsed = new URL(url, 'http://proxy');
+  const onBucket = parsed.pathname.replace(/^\/+|\/+$/g, '').split('/').length <= 1;
+  if (method === 'HEAD') return 'head';
+  if (method === 'DELETE') return 'delete';
+  if (method === 'POST') return parsed.searchParams.has('delete') ? 'delete' : 'put';
+  if (method === 'GET') return onBucket || parsed.searchParams.has('list-type') ? 'list' : 'get';
+  return 'put';
 }
 
 /** mulberry32: small, seeded, good enough to draw faults. */
@@ -81,7 +106,17 @@ export async function startS3FaultProxy(target: string, initial: S3FaultPlan = {
   const upstream = new URL(target);
   let plan = initial;
   let random = seeded(plan.seed ?? 1);
-  const stats: S3FaultStats = { requests: 0, byMethod: {}, slowDown: 0, internalError: 0, dropMidUpload: 0, delayed: 0 };
+  const stats: S3FaultStats = {
+    requests: 0,
+    byMethod: {},
+    byOperation: { put: 0, get: 0, head: 0, list: 0, delete: 0 },
+    bytesWritten: 0,
+    bytesRead: 0,
+    slowDown: 0,
+    internalError: 0,
+    dropMidUpload: 0,
+    delayed: 0,
+  };
   const sockets = new Set<Socket>();
 
   const choose = (info: S3RequestInfo): S3Fault | undefined => {
@@ -96,11 +131,12 @@ export async function startS3FaultProxy(target: string, initial: S3FaultPlan = {
     return undefined;
   };
 
-  const forward = (req: IncomingMessage, res: ServerResponse, cutAfter?: number) => {
+  const forward = (req: IncomingMessage, res: ServerResponse, cutAfter?: number, onBody?: (bytes: number) => void) => {
     const out = httpRequest(
       { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers },
       (up) => {
         res.writeHead(up.statusCode ?? 502, up.headers);
+        if (onBody) up.on('data', (chunk: Buffer) => onBody(chunk.length));
         up.pipe(res);
       },
     );
@@ -127,6 +163,18 @@ export async function startS3FaultProxy(target: string, initial: S3FaultPlan = {
   const server: Server = createServer((req, res) => {
     stats.requests++;
     stats.byMethod[req.method ?? 'GET'] = (stats.byMethod[req.method ?? 'GET'] ?? 0) + 1;
+    const operation = operationOf(req.method ?? 'GET', req.url ?? '/');
+    const isObjectPut = req.method === 'PUT' && req.headers['x-amz-copy-source'] === undefined;
+    let bodyIn = 0;
+    let bodyOut = 0;
+    if (isObjectPut) req.on('data', (chunk: Buffer) => (bodyIn += chunk.length));
+    res.once('finish', () => {
+      stats.byOperation[operation]++;
+      const decoded = req.headers['x-amz-decoded-content-length'];
+      if (isObjectPut) stats.bytesWritten += decoded === undefined ? bodyIn : Number(decoded);
+      if (operation === 'get' && res.statusCode >= 200 && res.statusCode < 300) stats.bytesRead += bodyOut;
+    });
+    const countOut = operation === 'get' ? (bytes: number) => (bodyOut += bytes) : undefined;
     const info: S3RequestInfo = {
       method: req.method ?? 'GET',
       url: req.url ?? '/',
@@ -149,7 +197,7 @@ export async function startS3FaultProxy(target: string, initial: S3FaultPlan = {
         stats.dropMidUpload++;
         forward(req, res, Math.floor(info.bodyBytes / 2));
       } else {
-        forward(req, res);
+        forward(req, res, undefined, countOut);
       }
     };
     if (delay > 0) {

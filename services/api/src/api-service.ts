@@ -1,4 +1,12 @@
-import { createKubeClients, createPvbClient, createPvrClient } from '@stowage/kube';
+import { DEFAULT_SPEC_LIMITS } from '@stowage/core';
+import {
+  type AccessReviewer,
+  createAccessReviewer,
+  createKindResolver,
+  createKubeClients,
+  createPvbClient,
+  createPvrClient,
+} from '@stowage/kube';
 import {
   BackupState,
   cancelRestore,
@@ -7,29 +15,33 @@ import {
   type PipelineConfig,
   PruneStatusStore,
   planDryRun,
-  type RepositoryGc,
   RestoreState,
   type RunningWorkers,
+  ScheduleArchive,
   ScheduleControl,
   ScheduleStore,
   startWorkers,
   statePrefixFor,
   submitRestore,
-  type WorkerLockTiming,
 } from '@stowage/pipeline';
-import type { StowageConfig } from '@stowage/platform';
+import { createProcessMetrics, type StowageConfig } from '@stowage/platform';
 import type { RedisClient } from '@stowage/queue';
 import { createFlowProducer, createProducerConnection, createQueue, createWorkerConnection, QUEUE_NAMES, QueueName } from '@stowage/queue';
-import { type ObjectStore, openObjectStore } from '@stowage/storage';
+import { type ObjectStore, openObjectStore, storageCostByWork } from '@stowage/storage';
 import type { FlowProducer, Queue } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { type ApiDeps, buildApp } from './app.js';
+import type { ApiDeps, RestoreControl } from './api-deps.js';
+import { buildApp } from './app.js';
 import type { AuthMode } from './auth.js';
 import { type BackupSyncLoop, startBackupSyncLoop, syncBackupCatalogue } from './backup-sync.js';
+import { BackupReads } from './backup-view.js';
 import type { DryRunPlanner } from './dry-run.js';
 import { createPipelineControl } from './pipeline-control.js';
+import { type ResourceController, type ResourceControllerOptions, startResourceController } from './resources/controller.js';
+import { RestoreReads } from './restore-view.js';
 import { backupPhaseReader } from './restores.routes.js';
+import { warmRequestValidation } from './validation-warmup.js';
 
 export interface ApiServiceOptions {
   config: StowageConfig;
@@ -41,12 +53,10 @@ export interface ApiServiceOptions {
   pipeline?: Partial<PipelineConfig>;
   /** Host the backups and restores queues (plan, tiers, finalize) in this process; default true. */
   hostBackupsQueue?: boolean;
-  /** BullMQ lock/stalled-check timing of the hosted backups queue (STOWAGE_LOCK_DURATION_MS, STOWAGE_STALLED_INTERVAL_MS). */
-  lock?: WorkerLockTiming;
   /** Backup storage, already checked by main.ts (openCheckedObjectStore); default opened from config.storage. */
   storage?: ObjectStore;
-  /** The volume repository (repositoryGcFromEnv): deleting a backup forgets its snapshots, then a prune job runs. */
-  repository?: RepositoryGc | undefined;
+  /** Controller tuning (tests: a short pass interval and Lease, a fixed identity). */
+  controller?: Pick<ResourceControllerOptions, 'intervalMs' | 'leaseDurationMs' | 'identity'>;
   /** Extra ApiDeps (tests: heartbeat). */
   app?: Partial<Pick<ApiDeps, 'heartbeatMs' | 'dashboardReadOnly'>>;
 }
@@ -58,6 +68,8 @@ export interface ApiService {
   port: number;
   producer: RedisClient;
   workers: RunningWorkers | undefined;
+  /** The resource controller, when STOWAGE_CONTROLLER=enabled. */
+  controller: ResourceController | undefined;
   markReady(): void;
   /** Shutdown steps, in order: HTTP intake → workers → queues → Redis. Each is safe to call twice. */
   stopHttp(): Promise<void>;
@@ -66,8 +78,10 @@ export interface ApiService {
   stopRedis(): Promise<void>;
 }
 
-export function authModeOf(config: StowageConfig): AuthMode {
-  return config.api.auth === 'disabled' ? { mode: 'disabled' } : { mode: 'tokens', tokens: config.api.tokens };
+/** The API's auth from config; `reviewer` (TokenReview/SubjectAccessReview) when Kubernetes tokens are accepted. */
+export function authModeOf(config: StowageConfig, reviewer?: AccessReviewer): AuthMode {
+  if (config.api.auth === 'disabled') return { mode: 'disabled' };
+  return { mode: 'tokens', tokens: config.api.tokens, ...(config.api.kubeTokens && reviewer ? { kube: reviewer } : {}) };
 }
 
 /** Waits for the first `ready`; a producer that cannot connect at start is a startup failure, not a retry loop. */
@@ -100,7 +114,7 @@ export async function startApiService(opts: ApiServiceOptions): Promise<ApiServi
   if (!config.redis.url) throw new Error('REDIS_URL is required for the api service');
   const prefix = config.redis.queuePrefix;
   const statePrefix = statePrefixFor(prefix);
-  const onError = (role: string) => (err: Error) => logger.warn({ err: err.message, role }, 'redis connection error');
+  const onError = (role: string) => (err: Error) => logger.warn({ err, role }, 'redis connection error');
 
   const producer = createProducerConnection(config.redis.url, { connectionName: 'stowage-api', onError: onError('producer') });
   await connected(producer, 'api producer connection');
@@ -108,10 +122,12 @@ export async function startApiService(opts: ApiServiceOptions): Promise<ApiServi
   const restores = new RestoreState({ redis: producer, prefix: statePrefix });
   const queues: Queue[] = QUEUE_NAMES.map((name) => createQueue(name, { connection: producer, prefix }));
   const flowProducer: FlowProducer = createFlowProducer({ connection: producer, prefix });
-  for (const q of queues) q.on('error', (err) => logger.warn({ err: err.message, queue: q.name }, 'queue error'));
-  flowProducer.on('error', (err) => logger.warn({ err: err.message }, 'flow producer error'));
+  for (const q of queues) q.on('error', (err) => logger.warn({ err, queue: q.name }, 'queue error'));
+  flowProducer.on('error', (err) => logger.warn({ err }, 'flow producer error'));
   const storage = opts.storage ?? openObjectStore(config.storage);
 
+  // One registry per process: the pipeline's counters move in it where events happen; /metrics serves it.
+  const processMetrics = createProcessMetrics('api', { storageCost: storageCostByWork });
   let workerConnection: RedisClient | undefined;
   let workers: RunningWorkers | undefined;
   if (opts.hostBackupsQueue ?? true) {
@@ -124,26 +140,28 @@ export async function startApiService(opts: ApiServiceOptions): Promise<ApiServi
         state: new BackupState({ redis: workerConnection, prefix: statePrefix }),
         agents: new NodeAgentRegistry({ redis: workerConnection, prefix: statePrefix }),
         kube,
+        access: createAccessReviewer(kube),
         pvbs: createPvbClient(kube, { namespace: config.kube.namespace }),
         restores: new RestoreState({ redis: workerConnection, prefix: statePrefix }),
         pvrs: createPvrClient(kube, { namespace: config.kube.namespace }),
         storage,
-        repository: opts.repository,
+        metrics: processMetrics.pipeline,
         logger: logger.child({ component: 'pipeline' }),
         clock: { now: Date.now },
         config: {
           ...DEFAULT_PIPELINE_CONFIG,
           namespace: config.kube.namespace,
-          waitMode: config.pipeline.waitMode,
           blocksInFlightPerBackup: config.pipeline.blocksInFlightPerBackup,
           namespaceListsMax: config.pipeline.namespaceListsMax,
+          maxHookTimeoutMs: config.specLimits.maxHookTimeoutMs,
           restoreMaxInFlight: config.restore.maxInFlight,
+          restoreWaitImage: config.restore.waitImage,
           ...opts.pipeline,
         },
       },
       queues: [QueueName.backups, QueueName.restores],
       closeTimeoutMs: Math.max(1_000, config.shutdown.timeoutMs - 5_000),
-      ...(opts.lock ? { lock: opts.lock } : {}),
+      lock: opts.config.jobLocks,
     });
   }
 
@@ -151,14 +169,20 @@ export async function startApiService(opts: ApiServiceOptions): Promise<ApiServi
   const backupsQueue = queues.find((q) => q.name === QueueName.backups) as Queue;
   const hooksQueue = queues.find((q) => q.name === QueueName.hooks);
   const scheduleStore = new ScheduleStore(producer, statePrefix);
-  const schedules = { store: scheduleStore, control: new ScheduleControl({ store: scheduleStore, backupsQueue, state }) };
+  const scheduleArchive = new ScheduleArchive(storage);
+  const schedules = {
+    store: scheduleStore,
+    archive: scheduleArchive,
+    control: new ScheduleControl({ store: scheduleStore, archive: scheduleArchive, backupsQueue, state }),
+  };
   await schedules.control.reconcile();
 
   // Backup sync: the catalogue follows storage — at start (before the first request is answered)
-  // and every STOWAGE_BACKUP_SYNC_INTERVAL_MS. A failed first pass is logged, not fatal: the
+  // and every STOWAGE_BACKUP_SYNC_INTERVAL_MS. Schedules storage holds and Redis does not come
+  // back paused, first. A failed first pass is logged, not fatal: the
   // backups Redis knows are served meanwhile and the next pass tries again. Finished restores in
   // storage are catalogued in the same passes.
-  const syncOptions = { state, restores, storage, logger: logger.child({ component: 'backup-sync' }) };
+  const syncOptions = { state, restores, schedules, storage, logger: logger.child({ component: 'backup-sync' }) };
   try {
     const synced = await syncBackupCatalogue(syncOptions);
     logger.info(
@@ -169,11 +193,12 @@ export async function startApiService(opts: ApiServiceOptions): Promise<ApiServi
         skipped: synced.skipped.length,
         restoresAdded: synced.restores?.added.length,
         restoresRemoved: synced.restores?.removed.length,
+        schedulesAdded: synced.schedules?.added.length,
       },
       'backup sync at start',
     );
   } catch (err) {
-    logger.warn({ err: (err as Error).message }, 'backup sync at start failed; retrying at the next interval');
+    logger.warn({ err }, 'backup sync at start failed; retrying at the next interval');
   }
   const syncLoop: BackupSyncLoop = startBackupSyncLoop({ ...syncOptions, intervalMs: config.backupSync.intervalMs });
 
@@ -190,10 +215,58 @@ export async function startApiService(opts: ApiServiceOptions): Promise<ApiServi
         namespace: config.kube.namespace,
         listPageSize: opts.pipeline?.listPageSize ?? DEFAULT_PIPELINE_CONFIG.listPageSize,
         namespaceListsMax: opts.pipeline?.namespaceListsMax ?? config.pipeline.namespaceListsMax,
+        maxHookTimeoutMs: opts.pipeline?.maxHookTimeoutMs ?? config.specLimits.maxHookTimeoutMs,
       },
       request,
     );
   };
+
+  // Users' Kubernetes tokens: reviewed (TokenReview, SubjectAccessReview) with the api's own identity.
+  const reviewKube =
+    (config.api.kubeTokens && config.api.auth !== 'disabled') || config.api.controller
+      ? createKubeClients(config.kube.kubeconfig ? { kubeconfigPath: config.kube.kubeconfig } : {})
+      : undefined;
+  const reviewer = reviewKube ? createAccessReviewer(reviewKube) : undefined;
+
+  const control = createPipelineControl({ state, flowProducer, queuePrefix: prefix, hooksQueue });
+  const restoreControl: RestoreControl = {
+    submit: (input) =>
+      submitRestore({ restores, flowProducer, connection: producer, queuePrefix: prefix, maxInFlight: config.restore.maxInFlight }, input),
+    cancel: (name) => cancelRestore({ restores, hooksQueue }, name),
+  };
+  const backupPhase = backupPhaseReader(state, storage);
+  const resourceOfKind = reviewKube ? createKindResolver(reviewKube) : undefined;
+  // Backup, Restore and Schedule resources (namespaced and cluster): the same submit and delete as REST, one replica at a time.
+  const controller =
+    config.api.controller && reviewKube
+      ? startResourceController({
+          kube: reviewKube,
+          control,
+          reads: new BackupReads(state, storage),
+          access: createAccessReviewer(reviewKube),
+          restores: {
+            requests: {
+              control: restoreControl,
+              backupPhase,
+              storage,
+              specLimits: { ...DEFAULT_SPEC_LIMITS, ...config.specLimits },
+              ...(resourceOfKind ? { resourceOfKind } : {}),
+            },
+            reads: new RestoreReads(restores, storage),
+            restores,
+            control: restoreControl,
+            queues,
+            storage,
+          },
+          schedules: {
+            schedules,
+            requests: { specLimits: { ...DEFAULT_SPEC_LIMITS, ...config.specLimits }, pruneGraceMs: config.repository.pruneGraceMs },
+          },
+          logger: logger.child({ component: 'controller' }),
+          namespace: config.kube.namespace,
+          ...opts.controller,
+        })
+      : undefined;
 
   let ready = false;
   const app = await buildApp({
@@ -201,27 +274,28 @@ export async function startApiService(opts: ApiServiceOptions): Promise<ApiServi
     redis: producer,
     state,
     queues,
-    control: createPipelineControl({ state, flowProducer, queuePrefix: prefix, hooksQueue }),
+    control,
     dryRun,
     schedules,
+    pruneGraceMs: config.repository.pruneGraceMs,
+    specLimits: { ...DEFAULT_SPEC_LIMITS, ...config.specLimits },
+    streamCaps: config.streams,
+    writeRateLimit: config.writeRateLimit,
     restores: {
       restores,
-      control: {
-        submit: (input) =>
-          submitRestore(
-            { restores, flowProducer, connection: producer, queuePrefix: prefix, maxInFlight: config.restore.maxInFlight },
-            input,
-          ),
-        cancel: (name) => cancelRestore({ restores, hooksQueue }, name),
-      },
-      backupPhase: backupPhaseReader(state, storage),
+      control: restoreControl,
+      backupPhase,
+      ...(resourceOfKind ? { resourceOfKind } : {}),
     },
     storage,
-    prune: opts.repository ? new PruneStatusStore(producer, statePrefix) : undefined,
-    auth: authModeOf(config),
+    // The backup workers prune (they hold the repository key); their last run's outcome is in Redis.
+    prune: new PruneStatusStore(producer, statePrefix),
+    auth: authModeOf(config, reviewer),
+    metricsRegistry: processMetrics.registry,
     isReady: () => ready && (workerConnection === undefined || workerConnection.status === 'ready'),
     ...opts.app,
   });
+  logger.debug({ ms: Math.round(warmRequestValidation()) }, 'request validators warmed up');
   const url = await app.listen({ port: opts.port ?? config.api.port, host: opts.host ?? config.api.host });
   const port = (app.server.address() as { port: number }).port;
   logger.info({ port, prefix, hostsBackupsQueue: workers !== undefined, auth: config.api.auth }, 'api started');
@@ -236,11 +310,13 @@ export async function startApiService(opts: ApiServiceOptions): Promise<ApiServi
     port,
     producer,
     workers,
+    controller,
     markReady: () => {
       ready = true;
     },
     stopHttp: once(async () => {
       ready = false;
+      await controller?.stop();
       await syncLoop.stop();
       await app.close();
     }),

@@ -1,5 +1,16 @@
-import { BACKUP_PHASES, ENDED_BACKUP_PHASES } from '@stowage/core';
+import { BACKUP_PHASES, ENDED_BACKUP_PHASES, PVB_PHASES } from '@stowage/core';
 import { z } from 'zod';
+import {
+  dns1123NameParam,
+  isoTime,
+  pageOf,
+  pageQuery,
+  phaseCounts,
+  runScope,
+  runTimes,
+  storageCostSchema,
+  volumeOperationStatus,
+} from './shared.schema.js';
 
 /*
  * Wire schemas of the API. Responses are described for the OpenAPI document and checked by the
@@ -10,14 +21,7 @@ import { z } from 'zod';
 export const TERMINAL_BACKUP_PHASES: ReadonlySet<string> = new Set(ENDED_BACKUP_PHASES);
 
 /** A backup name in a URL: a DNS-1123 label (anything else can never name a backup). */
-export const backupNameParam = z
-  .string()
-  .max(63, 'a backup name is at most 63 characters')
-  .regex(
-    /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/,
-    'a backup name is a DNS-1123 label: lowercase letters, digits and "-", alphanumeric at both ends',
-  )
-  .describe('Backup name (DNS-1123 label)');
+export const backupNameParam = dns1123NameParam('backup');
 
 export const backupParams = z.object({ name: backupNameParam });
 
@@ -34,17 +38,9 @@ export const errorResponseSchema = z
   })
   .describe('Error');
 
-const isoTime = z.string().describe('RFC 3339 timestamp');
+const labelsSchema = z.record(z.string(), z.string()).describe("The backup's labels, as submitted (Velero's metadata.labels)");
 
-export const pvbCountsSchema = z.object({
-  total: z.number().int(),
-  New: z.number().int(),
-  InProgress: z.number().int(),
-  Completed: z.number().int(),
-  Failed: z.number().int(),
-  Canceling: z.number().int(),
-  Canceled: z.number().int(),
-});
+export const pvbCountsSchema = phaseCounts(PVB_PHASES);
 
 export const hookRunSchema = z.object({
   pod: z.string().describe('namespace/name'),
@@ -80,6 +76,7 @@ const backupHookPhaseSchema = z.object({
 export const backupSchema = z
   .object({
     name: z.string(),
+    ...runScope,
     uid: z.string(),
     phase: z.string().describe(`One of ${BACKUP_PHASES.join(', ')}`),
     spec: z.unknown().describe('The backup spec as submitted'),
@@ -89,12 +86,13 @@ export const backupSchema = z
     podVolumeBackups: pvbCountsSchema.describe('PodVolumeBackups by phase'),
     errors: z.number().int(),
     warnings: z.number().int(),
+    storage: storageCostSchema,
     failureReason: z.string().optional(),
-    createdAt: isoTime,
-    startedAt: isoTime.optional(),
-    completedAt: isoTime.optional(),
+    ...runTimes,
     cancelRequestedAt: isoTime.optional(),
     expiration: isoTime.optional().describe('When the backup is deleted (created + spec.ttl); absent when it never expires'),
+    labels: labelsSchema.optional(),
+    annotations: z.record(z.string(), z.string()).optional().describe("The backup's annotations, as submitted"),
     backupHooks: z
       .object({ pre: backupHookPhaseSchema.optional(), post: backupHookPhaseSchema.optional() })
       .optional()
@@ -104,40 +102,26 @@ export const backupSchema = z
 
 export const backupSummarySchema = z.object({
   name: z.string(),
+  ...runScope,
   uid: z.string(),
   phase: z.string(),
-  createdAt: isoTime,
-  startedAt: isoTime.optional(),
-  completedAt: isoTime.optional(),
+  ...runTimes,
+  expiration: isoTime.optional().describe('When the backup is deleted (created + spec.ttl); absent when it never expires'),
+  labels: labelsSchema.optional(),
 });
 
-export const backupListSchema = z.object({
-  items: z.array(backupSummarySchema),
-  nextCursor: z.string().optional().describe('Pass as ?cursor= for the next page; absent on the last page'),
-});
+export const backupListSchema = pageOf(backupSummarySchema);
 
-const limit = z.coerce.number().int('limit must be a whole number').min(1, 'limit must be at least 1').max(1000, 'limit is at most 1000');
-const cursor = z.string().regex(/^\d{1,15}$/, 'cursor must be a value returned as nextCursor');
+export const listBackupsQuery = pageQuery(50, { phase: z.enum(BACKUP_PHASES).optional() });
 
-export const listBackupsQuery = z.object({
-  phase: z.enum(BACKUP_PHASES).optional(),
-  limit: limit.default(50),
-  cursor: cursor.optional(),
-});
-
-export const pageQuery = z.object({ limit: limit.default(100), cursor: cursor.optional() });
+export const blocksQuery = pageQuery(100);
 
 export const blockPvbSchema = z.object({
   name: z.string(),
   pod: z.string().describe('namespace/name'),
   node: z.string(),
   volume: z.string(),
-  phase: z.string(),
-  totalBytes: z.number().optional(),
-  bytesDone: z.number().optional(),
-  message: z.string().optional(),
-  startTimestamp: z.string().optional(),
-  completionTimestamp: z.string().optional(),
+  ...volumeOperationStatus,
 });
 
 export const blockSchema = z.object({
@@ -159,10 +143,24 @@ export const blockSchema = z.object({
       z.object({
         pod: z.string().describe('namespace/name'),
         volume: z.string(),
-        outcome: z.enum(['backed-up', 'planned', 'skipped', 'error']),
+        outcome: z.enum(['backed-up', 'snapshotted', 'planned', 'skipped', 'error']),
         reason: z.string().optional(),
         pvb: z.string().optional().describe('the PVB that backs it up (see podVolumeBackups)'),
         claimName: z.string().optional(),
+        snapshot: z
+          .object({
+            name: z.string(),
+            method: z.enum(['kept', 'moved']),
+            className: z.string(),
+            phase: z.string(),
+            cutAt: z.number().optional().describe('epoch ms of the cut: the point in time the snapshot holds'),
+            completedAt: z.number().optional(),
+            repositorySnapshotId: z.string().optional(),
+            bytes: z.number().optional(),
+            message: z.string().optional(),
+          })
+          .optional()
+          .describe('A snapshotted volume: its CSI VolumeSnapshot, kept in the cluster or its data moved into the repository'),
       }),
     )
     .optional()
@@ -181,13 +179,25 @@ export const deletingSchema = z
 export const createBackupBodySchema = z
   .object({
     name: z.string().optional().describe('DNS-1123 label; generated when absent'),
+    namespace: z
+      .string()
+      .optional()
+      .describe(
+        'A namespaced backup (a Backup of that namespace: needs `create backups` there; its selection is narrowed to it and anything wider is a 400). Its name in the API is `<namespace>-<name>-<hash>`. Absent: a cluster-wide backup (`create clusterbackups`).',
+      ),
+    labels: z
+      .record(z.string(), z.string())
+      .optional()
+      .describe('Labels of the backup (keys and values as Kubernetes labels); `stowage backup get --selector` finds backups by them'),
+    annotations: z.record(z.string(), z.string()).optional().describe('Annotations of the backup (at most 256 KiB together)'),
     spec: z
       .record(z.string(), z.unknown())
       .describe(
         'Velero-style backup spec (includedNamespaces, labelSelector, hooks, ...). Beyond Velero: hooks.backup.pre[]/post[] ' +
           '({name, namespace, labelSelector, container, mode: all|one, command, timeout, onError: Continue|Fail, retries}) run once ' +
           'before the first block / after every block; each pod hook exec takes retries {max, backoff}, post hooks executionPolicy ' +
-          'Always|OnSuccess|OnFailure, pre hooks onError FailBlock (the whole block is skipped)',
+          'Always|OnSuccess|OnFailure, pre hooks onError FailBlock (the whole block is skipped). Every list and size is bounded (400 naming the field and ' +
+          'the limit): 1000 namespaces and 500 resources per list, 500 hooks in all, 50 per list, 64 KiB of argv per hook, hook timeouts up to 30m by default',
       ),
   })
   .describe('CreateBackupRequest');
@@ -195,5 +205,6 @@ export const createBackupBodySchema = z
 export const standardErrors = {
   400: errorResponseSchema,
   401: errorResponseSchema,
+  403: errorResponseSchema,
   404: errorResponseSchema,
 } as const;

@@ -2,17 +2,6 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
-import type {
-  BackupState,
-  CancelBackupResult,
-  PruneStatusStore,
-  RequestDeletionResult,
-  SubmitBackupInput,
-  SubmitBackupResult,
-} from '@stowage/pipeline';
-import type { RedisClient } from '@stowage/queue';
-import type { BackupStorage } from '@stowage/storage';
-import type { Queue } from 'bullmq';
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
 import {
   createJsonSchemaTransform,
@@ -20,70 +9,26 @@ import {
   serializerCompiler,
   validatorCompiler,
 } from 'fastify-type-provider-zod';
-import type { Logger } from 'pino';
-import { type AuthMode, redactUrl } from './auth.js';
+import { Access } from './access.js';
+import { type ApiDeps, DEFAULT_BODY_LIMIT_BYTES } from './api-deps.js';
+import { redactUrl } from './auth.js';
 import { authPlugin } from './auth.plugin.js';
 import { backupEventsRoutes } from './backup-events.routes.js';
 import { BackupReads } from './backup-view.js';
 import { backupsRoutes } from './backups.routes.js';
 import { consolePlugin } from './console.plugin.js';
-import type { DryRunPlanner } from './dry-run.js';
-import { ApiError, ApiErrorCode, type ApiProblem, errorBody, HTTP_STATUS_OF } from './errors.js';
+import { ApiError, ApiErrorCode, type ApiProblem, describeProblems, errorBody, HTTP_STATUS_OF } from './errors.js';
 import { healthRoutes } from './health.routes.js';
 import { metricsPlugin } from './metrics.plugin.js';
 import { queuesDashboardPlugin } from './queues-dashboard.plugin.js';
 import { RestoreReads } from './restore-view.js';
-import { type RestoreRoutesDeps, restoresRoutes } from './restores.routes.js';
-import { type ScheduleRoutesDeps, schedulesRoutes } from './schedules.routes.js';
+import { restoresRoutes } from './restores.routes.js';
+import { schedulesRoutes } from './schedules.routes.js';
 import { sessionRoutes } from './session.routes.js';
 import { createSessionCookies, DEFAULT_SESSION_TTL_MS } from './session-cookie.js';
+import { DEFAULT_STREAM_CAPS, StreamSlots } from './stream-slots.js';
+import { registerWriteRateLimit } from './write-rate-limit.js';
 
-/** Submitting and cancelling backups: the pipeline's job (records the backup, adds `finalize ← plan`). */
-export interface BackupControl {
-  submit(input: SubmitBackupInput): Promise<SubmitBackupResult>;
-  /** Asks a running backup to stop: no new block starts, PVBs get spec.cancel, the phase ends Canceled. */
-  cancel(name: string): Promise<CancelBackupResult>;
-  /** Deletes a backup (its data, PVBs and record) through a durable job; a running one is canceled first. */
-  delete(name: string): Promise<RequestDeletionResult>;
-}
-
-export interface ApiDeps {
-  /** The process's root pino logger (its redact settings apply; the API never logs headers). */
-  logger: Logger;
-  /** Producer connection (fail fast: `enableOfflineQueue: false`). SSE streams duplicate it. */
-  redis: RedisClient;
-  state: BackupState;
-  /** Every Stowage queue (backups, item-blocks, pvb-watch, hooks): dashboard, metrics and DELETE. */
-  queues: readonly Queue[];
-  control: BackupControl;
-  /** Schedules (`/v1/schedules`); absent in apps built without them (some tests). */
-  schedules?: ScheduleRoutesDeps['schedules'];
-  /** Backup storage: finished backups are read from it; DELETE removes `backups/<name>/`. */
-  storage: Pick<BackupStorage, 'deletePrefix' | 'getObject'>;
-  auth: AuthMode;
-  /** Extra readiness (e.g. the hosted workers are running); /readyz also checks Redis and closing. */
-  isReady?: () => boolean;
-  /** Random suffix for generated names (tests may fix it). */
-  randomSuffix?: () => string;
-  /** SSE heartbeat (comment line) interval; default 15 s. */
-  heartbeatMs?: number;
-  /** Largest accepted request body; default 1 MiB. */
-  bodyLimitBytes?: number;
-  /** bull-board action buttons (retry, clean, ...) answer 405 when true. Default false. */
-  dashboardReadOnly?: boolean;
-  /** Lifetime of the console's session cookie (POST /v1/session); default 8 h. */
-  sessionTtlMs?: number;
-  /** Clock for session cookies (tests). */
-  now?: () => number;
-  /** POST /v1/backups?dryRun=true: plans without running (needs a Kubernetes client); absent: 503. */
-  dryRun?: DryRunPlanner;
-  /** The last repository prune (`stowage_repository_prune_*` metrics); absent: no such metrics. */
-  prune?: PruneStatusStore | undefined;
-  /** The restore API (`/v1/restores…`); absent: no restore routes. */
-  restores?: Omit<RestoreRoutesDeps, 'queues' | 'storage' | 'randomSuffix'> | undefined;
-}
-
-export const DEFAULT_BODY_LIMIT_BYTES = 1024 * 1024;
 const REQUEST_ID_PATTERN = /^[A-Za-z0-9._~-]{1,128}$/;
 
 /**
@@ -187,24 +132,46 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
     deps.auth.mode === 'tokens' ? createSessionCookies(deps.auth.tokens, deps.sessionTtlMs ?? DEFAULT_SESSION_TTL_MS) : undefined;
   const now = deps.now ?? Date.now;
   await app.register(authPlugin, { auth: deps.auth, sessions, now });
+  await registerWriteRateLimit(app, deps.writeRateLimit);
   await app.register(healthRoutes, { redis: deps.redis, isClosing: () => state.closing, isReady: deps.isReady });
   const reads = new BackupReads(deps.state, deps.storage);
+  const access = new Access(deps.auth.mode === 'tokens' ? deps.auth.kube : undefined);
   await app.register(metricsPlugin, {
     reads,
+    registry: deps.metricsRegistry,
     queues: deps.queues,
     schedules: deps.schedules,
     restores: deps.restores?.restores,
     prune: deps.prune,
   });
-  await app.register(backupsRoutes, { ...deps, reads });
-  if (deps.schedules) await app.register(schedulesRoutes, { schedules: deps.schedules });
-  await app.register(backupEventsRoutes, { state: deps.state, reads, redis: deps.redis, heartbeatMs: deps.heartbeatMs ?? 15_000 });
+  await app.register(backupsRoutes, { ...deps, reads, access });
+  if (deps.schedules)
+    await app.register(schedulesRoutes, {
+      schedules: deps.schedules,
+      backups: deps.control,
+      access,
+      now,
+      ...(deps.pruneGraceMs !== undefined ? { pruneGraceMs: deps.pruneGraceMs } : {}),
+      ...(deps.specLimits ? { specLimits: deps.specLimits } : {}),
+    });
+  // One count of open event streams for backups' and restores' alike.
+  const slots = new StreamSlots(deps.streamCaps ?? DEFAULT_STREAM_CAPS);
+  await app.register(backupEventsRoutes, {
+    state: deps.state,
+    reads,
+    redis: deps.redis,
+    heartbeatMs: deps.heartbeatMs ?? 15_000,
+    slots,
+    access,
+  });
   if (deps.restores) {
     await app.register(restoresRoutes, {
       ...deps.restores,
+      access,
       queues: deps.queues,
       storage: deps.storage,
       ...(deps.randomSuffix ? { randomSuffix: deps.randomSuffix } : {}),
+      ...(deps.specLimits ? { specLimits: deps.specLimits } : {}),
     });
     await app.register(backupEventsRoutes, {
       state: deps.restores.restores,
@@ -212,9 +179,16 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
       reads: new RestoreReads(deps.restores.restores, deps.storage),
       redis: deps.redis,
       heartbeatMs: deps.heartbeatMs ?? 15_000,
+      slots,
+      access,
     });
   }
-  await app.register(queuesDashboardPlugin, { queues: deps.queues, basePath: '/admin/queues', readOnly: deps.dashboardReadOnly ?? false });
+  await app.register(queuesDashboardPlugin, {
+    queues: deps.queues,
+    basePath: '/admin/queues',
+    readOnly: deps.dashboardReadOnly ?? false,
+    access,
+  });
   await app.register(fastifySwaggerUi, { routePrefix: '/docs' });
   await app.register(sessionRoutes, { sessions, now });
   await app.register(consolePlugin);
@@ -251,6 +225,7 @@ function classifyError(err: FastifyError): { code: ApiErrorCode; message: string
   if (status === 404) return { code: ApiErrorCode.notFound, message: err.message };
   if (status === 405) return { code: ApiErrorCode.methodNotAllowed, message: err.message };
   if (status === 401) return { code: ApiErrorCode.unauthorized, message: err.message };
+  if (status === 403) return { code: ApiErrorCode.forbidden, message: err.message };
   if (status === 409) return { code: ApiErrorCode.conflict, message: err.message };
   if (status === 503) return { code: ApiErrorCode.unavailable, message: err.message };
   if (status >= 400 && status < 500) return { code: ApiErrorCode.badRequest, message: err.message };
@@ -272,10 +247,4 @@ function joinPath(where: string, instancePath: string): string {
   let path = where === 'querystring' ? 'query' : where;
   for (const s of segments) path += /^\d+$/.test(s) ? `[${s}]` : `.${s}`;
   return path;
-}
-
-export function describeProblems(problems: readonly ApiProblem[]): string {
-  const shown = problems.slice(0, 5).map((p) => `${p.path}: ${p.message}`);
-  const more = problems.length > 5 ? `; and ${problems.length - 5} more (see problems)` : '';
-  return shown.join('; ') + more;
 }

@@ -1,7 +1,13 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
+import type { AccessReviewer } from '@stowage/kube';
 
-/** How the API authenticates: bearer tokens, or (only when asked for explicitly) nothing. */
-export type AuthMode = { mode: 'tokens'; tokens: readonly string[] } | { mode: 'disabled' };
+/**
+ * How the API authenticates: bearer tokens, or (only when asked for explicitly) nothing. `tokens`
+ * are static (each a cluster-admin equivalent); with `kube`, any other bearer token is a user's
+ * Kubernetes token, authenticated by TokenReview and authorized per request by SubjectAccessReview
+ * on `stowage.dev` resources (docs/tenancy.md).
+ */
+export type AuthMode = { mode: 'tokens'; tokens: readonly string[]; kube?: AccessReviewer | undefined } | { mode: 'disabled' };
 
 const digest = (value: string): Buffer => createHash('sha256').update(value, 'utf8').digest();
 

@@ -1,12 +1,21 @@
-import { ENDED_BACKUP_PHASES } from '@stowage/core';
-import { BackupArchiveReader, type BackupRecord, type BackupState, type RestoreState } from '@stowage/pipeline';
+import { ENDED_BACKUP_PHASES, runKeyScopes, SCHEDULE_NAME_LABEL } from '@stowage/core';
+import {
+  BackupArchiveReader,
+  type BackupRecord,
+  type BackupState,
+  type RestoreState,
+  type ScheduleArchive,
+  type ScheduleControl,
+  type ScheduleStore,
+} from '@stowage/pipeline';
 import { BACKUPS_ROOT, type BackupStorage, backupLayout, stowageSidecarLayout } from '@stowage/storage';
 import type { Logger } from 'pino';
 import { STRAY_RECORD_REASON, syncCatalogue } from './catalogue-sync.js';
 import { type RestoreSyncResult, syncRestoreCatalogue } from './restore-sync.js';
+import { type ScheduleSyncResult, syncScheduleCatalogue } from './schedule-sync.js';
 
 /*
- * Backup sync (Velero's, DESIGN §10): the catalogue in Redis follows the backups in storage. A
+ * Backup sync (Velero's, docs/architecture.md#backup-sync): the catalogue in Redis follows the backups in storage. A
  * finished backup in storage that Redis does not know is added (a fresh install, or Redis lost);
  * a catalogued finished backup whose storage is gone is removed. Storage is read only through the
  * BackupStorage interface (list, getObject, exists), so it works on every backend.
@@ -14,12 +23,18 @@ import { type RestoreSyncResult, syncRestoreCatalogue } from './restore-sync.js'
  * Finished means "has its final marker": finalize writes velero-backup.json last, after the Stowage
  * sidecars. A directory without it is a backup being written — or, when Redis has no record of it,
  * one whose state was lost while it ran: that one is listed as Failed, saying so, never as finished.
+ *
+ * Schedules come first in a pass (schedule-sync.ts: back, paused), so that each backup added
+ * after them joins its schedule (the `stowage.dev/schedule-name` label): the schedule's last and
+ * last successful backup show again.
  */
 
 export interface BackupSyncOptions {
   state: BackupState;
   /** When given, the same pass syncs the restore catalogue too (restore-sync.ts). */
   restores?: RestoreState | undefined;
+  /** When given, the pass first brings back schedules found in storage, paused (schedule-sync.ts). */
+  schedules?: { store: ScheduleStore; control: ScheduleControl; archive: ScheduleArchive } | undefined;
   storage: Pick<BackupStorage, 'list' | 'getObject' | 'exists'>;
   logger: Pick<Logger, 'info' | 'warn'>;
   now?: () => number;
@@ -36,6 +51,8 @@ export interface BackupSyncResult {
   skipped: Array<{ name: string; reason: string }>;
   /** The restores' pass, when `restores` was given. */
   restores?: RestoreSyncResult;
+  /** The schedules' pass, when `schedules` was given. */
+  schedules?: ScheduleSyncResult;
 }
 
 /** failureReason of a backup whose state in Redis was lost while it ran (exported for tests). */
@@ -50,6 +67,7 @@ export async function syncBackupCatalogue(opts: BackupSyncOptions): Promise<Back
   const now = opts.now ?? Date.now;
   const reader = new BackupArchiveReader(storage);
   const lost: string[] = [];
+  const schedules = opts.schedules ? await syncScheduleCatalogue({ ...opts, schedules: opts.schedules }) : undefined;
 
   const { added, removed, skipped } = await syncCatalogue<{ marker: boolean }, BackupRecord>(
     {
@@ -69,7 +87,7 @@ export async function syncBackupCatalogue(opts: BackupSyncOptions): Promise<Back
     storage,
     logger,
   );
-  const result: BackupSyncResult = { added, lost, removed, skipped };
+  const result: BackupSyncResult = { added, lost, removed, skipped, ...(schedules ? { schedules } : {}) };
   if (opts.restores) result.restores = await syncRestoreCatalogue({ ...opts, restores: opts.restores });
   return result;
 
@@ -87,6 +105,8 @@ export async function syncBackupCatalogue(opts: BackupSyncOptions): Promise<Back
       manifest.counters,
     );
     if (known) throw new Error(STRAY_RECORD_REASON);
+    const schedule = record.labels?.[SCHEDULE_NAME_LABEL];
+    if (added && schedule && opts.schedules) await opts.schedules.store.linkBackup(schedule, name, record.createdAt);
     return added ? { phase: record.phase } : undefined;
   }
 
@@ -95,8 +115,12 @@ export async function syncBackupCatalogue(opts: BackupSyncOptions): Promise<Back
     // Still there? (A DELETE may have removed it, and then its record, since the listing.)
     if ((await storage.list(backupLayout(name).dir)).length === 0) return undefined;
     const at = now();
+    // Nothing in storage says its scope yet (the manifest and velero-backup.json come last), but a
+    // namespaced backup's name does (core's runKey): it stays its namespace's, visible to its team.
+    const [scope] = runKeyScopes(name);
     const record: BackupRecord = {
       name,
+      ...(scope ? { namespace: scope } : {}),
       uid: '',
       spec: {},
       phase: 'Failed',
@@ -132,7 +156,7 @@ export function startBackupSyncLoop(opts: BackupSyncOptions & { intervalMs: numb
       ? setInterval(() => {
           if (running || stopped) return;
           running = syncBackupCatalogue(opts)
-            .catch((err: Error) => opts.logger.warn({ err: err.message }, 'backup sync failed; retrying at the next interval'))
+            .catch((err: Error) => opts.logger.warn({ err }, 'backup sync failed; retrying at the next interval'))
             .finally(() => {
               running = undefined;
             });

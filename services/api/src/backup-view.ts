@@ -13,6 +13,7 @@ import {
   type LogLine,
   type PvbStateRecord,
   readLiveBlocks,
+  storageCostFromCounters,
   volumeOutcomes,
 } from '@stowage/pipeline';
 import type { BackupStorage } from '@stowage/storage';
@@ -38,11 +39,14 @@ const iso = (ms: number | undefined): string | undefined =>
 export function toBackupSummary(rec: BackupRecord): BackupSummaryView {
   return {
     name: rec.name,
+    ...(rec.namespace ? { namespace: rec.namespace } : {}),
     uid: rec.uid,
     phase: rec.phase,
     createdAt: iso(rec.createdAt) ?? new Date(0).toISOString(),
     startedAt: iso(rec.startedAt),
     completedAt: iso(rec.completedAt),
+    expiration: iso(expirationOf(rec)),
+    ...(rec.labels ? { labels: rec.labels } : {}),
   };
 }
 
@@ -91,9 +95,10 @@ export class BackupReads {
       podVolumeBackups: pvbCounts,
       errors: n(COUNTER.errors),
       warnings: n(COUNTER.warnings),
+      storage: storageCostFromCounters(counters),
       failureReason: rec.failureReason,
       cancelRequestedAt: iso(rec.cancelRequestedAt),
-      expiration: iso(expirationOf(rec)),
+      ...(rec.annotations ? { annotations: rec.annotations } : {}),
       backupHooks: backupHooksView(rec.backupHooks),
     };
   }

@@ -1,30 +1,41 @@
 import { randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
-import { assertNever, generateBackupName, validateBackupRequest } from '@stowage/core';
-import type { FastifySchemaCompiler } from 'fastify';
+import {
+  assertNever,
+  confineBackupSpec,
+  fsBackupTimeoutProblem,
+  generateBackupName,
+  namespacedBackupProblems,
+  runKey,
+  specLimitProblems,
+  validateBackupRequest,
+} from '@stowage/core';
+import { backupLayout, readGzipJson } from '@stowage/storage';
+import type { FastifyRequest, FastifySchemaCompiler } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { validatorCompiler as zodValidatorCompiler } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { type Access, runAttributes, takeNamespace, visibleOnly } from './access.js';
 import {
   acceptedSchema,
   backupListSchema,
   backupParams,
   backupSchema,
   blockListSchema,
+  blocksQuery,
   createBackupBodySchema,
   deletedSchema,
   deletingSchema,
   errorResponseSchema,
   listBackupsQuery,
-  pageQuery,
   standardErrors,
+  TERMINAL_BACKUP_PHASES,
 } from './api.schema.js';
-import type { ApiDeps } from './app.js';
-import { describeProblems } from './app.js';
+import type { ApiDeps } from './api-deps.js';
 import { type BackupReads, toBackupSummary } from './backup-view.js';
 import { runDryRun } from './dry-run.js';
 import { dryRunPlanSchema, dryRunQuery } from './dry-run.schema.js';
-import { ApiError, ApiErrorCode } from './errors.js';
+import { ApiError, ApiErrorCode, invalidRequest } from './errors.js';
 
 /**
  * The body of POST /v1/backups is validated by core, not by the route schema: core reports
@@ -38,14 +49,37 @@ const passBodyThrough: FastifySchemaCompiler<unknown> = (route) =>
 
 const defaultSuffix = (): string => randomBytes(5).toString('hex');
 
-export const backupsRoutes: FastifyPluginAsyncZod<ApiDeps & { reads: BackupReads }> = async (app, deps) => {
-  const { state, reads } = deps;
+export const backupsRoutes: FastifyPluginAsyncZod<ApiDeps & { reads: BackupReads; access: Access }> = async (app, deps) => {
+  const { state, reads, access } = deps;
   const randomSuffix = deps.randomSuffix ?? defaultSuffix;
 
-  const mustGet = async (name: string) => {
-    const rec = await reads.record(name);
-    if (!rec) throw new ApiError(ApiErrorCode.notFound, `backup "${name}" does not exist`);
+  const missing = (name: string) => new ApiError(ApiErrorCode.notFound, `backup "${name}" does not exist`);
+  /**
+   * The backup, once the caller may `verb` it (`get backups` in its namespace, `get clusterbackups`
+   * for a cluster-wide one): authorized from the name before it is read (Access.findRun).
+   */
+  const mustGet = async (req: FastifyRequest, name: string, verb = 'get') => {
+    const rec = await access.findRun(
+      req,
+      'backups',
+      verb,
+      name,
+      () => reads.record(name),
+      () => missing(name),
+    );
+    if (!rec) throw missing(name);
     return rec;
+  };
+  /** Before cancel or delete: the caller's right to `verb` the backup, asked before it is read (else the control answers 404). */
+  const mayChange = async (req: FastifyRequest, name: string, verb: string) => {
+    await access.findRun(
+      req,
+      'backups',
+      verb,
+      name,
+      () => reads.record(name),
+      () => missing(name),
+    );
   };
 
   app.post(
@@ -75,18 +109,45 @@ export const backupsRoutes: FastifyPluginAsyncZod<ApiDeps & { reads: BackupReads
           { path: '(body)', message: 'must be a JSON object with a "spec" field' },
         ]);
       }
-      const validation = validateBackupRequest(req.body);
-      if (!validation.ok) {
-        throw new ApiError(
-          ApiErrorCode.validation,
-          `invalid backup request: ${describeProblems(validation.problems)}`,
-          validation.problems,
-        );
+      // Who may create it is decided first (as kube-apiserver authorizes before it validates).
+      const scoped = takeNamespace(req.body);
+      if (scoped.problems.length > 0) throw invalidRequest('backup request', scoped.problems);
+      const { namespace, rest: body } = scoped;
+      await access.require(req, runAttributes('backups', 'create', namespace));
+      const overLimits = specLimitProblems('backup', body, deps.specLimits);
+      if (overLimits.length > 0) throw invalidRequest('backup request', overLimits);
+      const validation = validateBackupRequest(body);
+      const outlivesGrace =
+        validation.ok && deps.pruneGraceMs !== undefined
+          ? fsBackupTimeoutProblem(validation.value.fsBackupTimeoutMs, deps.pruneGraceMs)
+          : undefined;
+      if (outlivesGrace) {
+        throw invalidRequest('backup request', [outlivesGrace]);
       }
-      const name = validation.name ?? generateBackupName('backup', randomSuffix());
-      if (req.query.dryRun === 'true') return reply.code(200).send(await runDryRun(deps, { name, spec: validation.value }));
+      if (!validation.ok) {
+        throw invalidRequest('backup request', validation.problems);
+      }
+      // A namespaced backup acts on its namespace only: anything wider is refused, the rest narrowed to it.
+      const outside = namespace ? namespacedBackupProblems(validation.value, namespace) : [];
+      if (outside.length > 0) throw invalidRequest('backup request', outside);
+      const spec = namespace ? confineBackupSpec(validation.value, namespace) : validation.value;
+      await access.requireSpecHookExec(req, spec);
+      const name = runKey(namespace, validation.name ?? generateBackupName('backup', randomSuffix()));
+      if (req.query.dryRun === 'true') {
+        const plan = await runDryRun(deps, { name, spec });
+        // The plan is core's DryRunPlan, built by our code; checking it against its schema on the
+        // way out took hundreds of ms of the event loop for a large cluster's plan (issue #45).
+        return reply.code(200).serializer(JSON.stringify).send(plan);
+      }
       const requestId = String(req.id);
-      const result = await deps.control.submit({ name, spec: validation.value, requestId });
+      const result = await deps.control.submit({
+        name,
+        spec,
+        requestId,
+        ...validation.metadata,
+        ...(namespace ? { namespace } : {}),
+        ...(req.requester ? { requester: req.requester } : {}),
+      });
       if (!result.created) {
         // The same request retried (same client-supplied X-Request-ID) gets the backup it created.
         const retried = req.headers['x-request-id'] === requestId && result.backup.requestId === requestId;
@@ -110,6 +171,8 @@ export const backupsRoutes: FastifyPluginAsyncZod<ApiDeps & { reads: BackupReads
       schema: {
         tags: ['backups'],
         summary: 'List backups, newest first',
+        description:
+          'Only the backups the caller may list: a namespaced one where it may `list backups` in that namespace, a cluster-wide one where it may `list clusterbackups`. A page may so hold fewer than `limit` items; follow `nextCursor`.',
         querystring: listBackupsQuery,
         response: { 200: backupListSchema, 400: errorResponseSchema, 401: errorResponseSchema },
       },
@@ -117,7 +180,8 @@ export const backupsRoutes: FastifyPluginAsyncZod<ApiDeps & { reads: BackupReads
     async (req) => {
       const { phase, limit, cursor } = req.query;
       const page = await state.listBackups({ limit, ...(cursor ? { cursor } : {}), ...(phase ? { phase } : {}) });
-      return { items: page.items.map(toBackupSummary), ...(page.nextCursor ? { nextCursor: page.nextCursor } : {}) };
+      const items = await visibleOnly(page.items, (rec) => rec.namespace, access.visibility(req, 'backups'));
+      return { items: items.map(toBackupSummary), ...(page.nextCursor ? { nextCursor: page.nextCursor } : {}) };
     },
   );
 
@@ -131,7 +195,7 @@ export const backupsRoutes: FastifyPluginAsyncZod<ApiDeps & { reads: BackupReads
         response: { 200: backupSchema, ...standardErrors },
       },
     },
-    async (req) => reads.view(await mustGet(req.params.name)),
+    async (req) => reads.view(await mustGet(req, req.params.name)),
   );
 
   app.get(
@@ -141,12 +205,12 @@ export const backupsRoutes: FastifyPluginAsyncZod<ApiDeps & { reads: BackupReads
         tags: ['backups'],
         summary: "The backup's ItemBlocks in plan order: pods, items, state, PVBs and hook runs",
         params: backupParams,
-        querystring: pageQuery,
+        querystring: blocksQuery,
         response: { 200: blockListSchema, ...standardErrors },
       },
     },
     async (req) => {
-      const rec = await mustGet(req.params.name);
+      const rec = await mustGet(req, req.params.name);
       const offset = req.query.cursor ? Number(req.query.cursor) : 0;
       return reads.blockPage(rec, offset, req.query.limit);
     },
@@ -167,7 +231,7 @@ export const backupsRoutes: FastifyPluginAsyncZod<ApiDeps & { reads: BackupReads
     },
     async (req, reply) => {
       const name = req.params.name;
-      const rec = await mustGet(name);
+      const rec = await mustGet(req, name);
       async function* lines() {
         for await (const rows of reads.logs(rec)) {
           if (rows.length > 0) yield `${rows.map((r) => JSON.stringify(r)).join('\n')}\n`;
@@ -175,6 +239,63 @@ export const backupsRoutes: FastifyPluginAsyncZod<ApiDeps & { reads: BackupReads
       }
       // A stream is piped as-is (no serializer); the schema above documents its text.
       return reply.type('application/x-ndjson; charset=utf-8').send(Readable.from(lines()) as unknown as string);
+    },
+  );
+
+  /** A finished backup's file in storage, or 404/409 saying why there is none. */
+  const finishedFile = async (req: FastifyRequest, name: string, what: string): Promise<string> => {
+    const rec = await mustGet(req, name);
+    if (!TERMINAL_BACKUP_PHASES.has(rec.phase))
+      throw new ApiError(ApiErrorCode.conflict, `backup "${name}" is ${rec.phase}; its ${what} exists once it has ended`);
+    return rec.name;
+  };
+
+  app.get(
+    '/v1/backups/:name/download',
+    {
+      schema: {
+        tags: ['backups'],
+        summary: "The backup's resources tarball (Velero's `<name>.tar.gz`), streamed",
+        description:
+          'The gzip tar of every backed-up item as JSON (`resources/<group-resource>/namespaces/<ns>/<name>.json`), as Velero lays it out. Volume data stays in the repository. 409 while the backup runs; 404 when it has no tarball (it failed before writing one).',
+        params: backupParams,
+        response: {
+          200: { description: 'gzip tar', content: { 'application/gzip': { schema: z.string() } } },
+          ...standardErrors,
+          409: errorResponseSchema,
+        },
+      },
+    },
+    async (req, reply) => {
+      const name = await finishedFile(req, req.params.name, 'tarball');
+      const stream = await deps.storage.getStream(backupLayout(name).tarball);
+      if (!stream) throw new ApiError(ApiErrorCode.notFound, `backup "${name}" has no resources tarball (it ended before writing one)`);
+      return reply
+        .type('application/gzip')
+        .header('content-disposition', `attachment; filename="${name}-data.tar.gz"`)
+        .send(Readable.from(stream) as unknown as string);
+    },
+  );
+
+  app.get(
+    '/v1/backups/:name/resources',
+    {
+      schema: {
+        tags: ['backups'],
+        summary: "The resources a finished backup holds, by kind (Velero's resource list)",
+        description: '`<apiVersion>/<Kind>` → the sorted `namespace/name` (or `name`) of each item. 409 while the backup runs.',
+        params: backupParams,
+        response: {
+          200: z.object({ resources: z.record(z.string(), z.array(z.string())) }),
+          ...standardErrors,
+          409: errorResponseSchema,
+        },
+      },
+    },
+    async (req) => {
+      const name = await finishedFile(req, req.params.name, 'resource list');
+      const list = (await readGzipJson(deps.storage, backupLayout(name).resourceList)) as Record<string, string[]> | undefined;
+      return { resources: list ?? {} };
     },
   );
 
@@ -192,6 +313,7 @@ export const backupsRoutes: FastifyPluginAsyncZod<ApiDeps & { reads: BackupReads
     },
     async (req, reply) => {
       const name = req.params.name;
+      await mayChange(req, name, 'update');
       const result = await deps.control.cancel(name);
       switch (result.outcome) {
         case 'not-found':
@@ -221,6 +343,7 @@ export const backupsRoutes: FastifyPluginAsyncZod<ApiDeps & { reads: BackupReads
       },
     },
     async (req, reply) => {
+      await mayChange(req, req.params.name, 'delete');
       const result = await deps.control.delete(req.params.name);
       switch (result.outcome) {
         case 'not-found':

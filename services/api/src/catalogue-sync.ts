@@ -2,7 +2,7 @@ import type { BackupStorage } from '@stowage/storage';
 import type { Logger } from 'pino';
 
 /*
- * The one skeleton of catalogue sync (backup-sync.ts and restore-sync.ts, DESIGN §10): list a
+ * The one skeleton of catalogue sync (backup-sync.ts, restore-sync.ts, schedule-sync.ts, docs/architecture.md#backup-sync): list a
  * storage root, add to the catalogue in Redis every run storage holds that Redis does not know,
  * and remove every archived catalogue entry whose run storage no longer holds. What a run looks
  * like in storage, how it is added and when it counts as gone are the kind's hooks.
@@ -69,7 +69,7 @@ export async function syncCatalogue<Listed, Rec extends { archivedAt?: number | 
       const added = await kind.add(name, listed);
       if (!added) continue;
       result.added.push(name);
-      logger.info({ [noun]: name, phase: added.phase }, `${noun} sync: added a finished ${noun} found in storage`);
+      logger.info({ [noun]: name, phase: added.phase }, `${noun} sync: added a ${noun} found in storage`);
     } catch (err) {
       const reason = (err as Error).message;
       result.skipped.push({ name, reason });

@@ -1,5 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import fastifyStatic from '@fastify/static';
+import { BACKUP_PHASES, BLOCK_STATES, ENDED_BACKUP_PHASES, formatBytes, PVB_PHASES } from '@stowage/core';
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 
 /** The console's static files: plain HTML, CSS and ES modules, no build step. */
@@ -22,6 +23,21 @@ export const CONSOLE_CSP = [
 
 const FILE_PATTERN = /^[a-z0-9][a-z0-9-]*\.(js|css|svg)$/;
 
+/**
+ * `/ui/stowage.js`: what the console shares with the rest of Stowage, from its one source in
+ * @stowage/core — the phase lists and the byte formatter (its source sent as it runs here:
+ * formatBytes is kept self-contained for that). The console has no build step to import core.
+ */
+export const CONSOLE_SHARED_MODULE = [
+  '// Served by the api from @stowage/core (services/api/src/console.plugin.ts); not a file on disk.',
+  `export const BACKUP_PHASES = ${JSON.stringify(BACKUP_PHASES)};`,
+  `export const ENDED_BACKUP_PHASES = ${JSON.stringify(ENDED_BACKUP_PHASES)};`,
+  `export const BLOCK_STATES = ${JSON.stringify(BLOCK_STATES)};`,
+  `export const PVB_PHASES = ${JSON.stringify(PVB_PHASES)};`,
+  `export ${formatBytes.toString()}`,
+  '',
+].join('\n');
+
 function consoleHeaders(reply: FastifyReply): FastifyReply {
   return reply
     .header('content-security-policy', CONSOLE_CSP)
@@ -43,6 +59,9 @@ export const consolePlugin: FastifyPluginAsync<{ root?: string }> = async (app, 
   const hidden = { hide: true } as const;
   app.get('/ui', { config: { public: true }, schema: hidden }, async (_req, reply) =>
     consoleHeaders(reply).type('text/html; charset=utf-8').sendFile('index.html'),
+  );
+  app.get('/ui/stowage.js', { config: { public: true }, schema: hidden }, async (_req, reply) =>
+    consoleHeaders(reply).type('text/javascript; charset=utf-8').send(CONSOLE_SHARED_MODULE),
   );
   app.get<{ Params: { file: string } }>('/ui/:file', { config: { public: true }, schema: hidden }, async (req, reply) => {
     const { file } = req.params;

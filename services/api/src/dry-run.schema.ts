@@ -1,7 +1,8 @@
+import type { DryRunPlan } from '@stowage/core';
 import { z } from 'zod';
 
 /*
- * The answer of POST /v1/backups?dryRun=true (pipeline's DryRunPlan): the plan a real backup of
+ * The answer of POST /v1/backups?dryRun=true (core's DryRunPlan): the plan a real backup of
  * this spec would make now, with nothing written or executed. Kept apart from api.schema.ts.
  */
 
@@ -25,7 +26,13 @@ const hookSchema = z.object({
 const volumeSchema = z.object({
   pod: z.string().describe('namespace/name'),
   volume: z.string(),
-  decision: z.enum(['fs-backup', 'skip', 'error']).describe('fs-backup gets a PodVolumeBackup; skip does not; error cannot be decided'),
+  decision: z
+    .enum(['fs-backup', 'snapshot', 'skip', 'error'])
+    .describe('fs-backup gets a PodVolumeBackup; snapshot a CSI VolumeSnapshot; skip neither; error cannot be backed up'),
+  snapshot: z
+    .object({ method: z.enum(['kept', 'moved']), className: z.string() })
+    .optional()
+    .describe('snapshot volumes: the snapshot kept in the cluster or its data moved into the repository, and its VolumeSnapshotClass'),
   reason: z.string().optional(),
   claimName: z.string().optional(),
   node: z.string().optional(),
@@ -99,3 +106,8 @@ export const dryRunPlanSchema = z
     notes: z.array(z.string()),
   })
   .describe('Dry-run plan');
+
+// The schema documents core's DryRunPlan: if a field is added to, dropped from or changed in one
+// and not the other, this line fails the typecheck.
+type Same<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
+export const schemaIsCoreDryRunPlan: Same<z.infer<typeof dryRunPlanSchema>, DryRunPlan> = true;

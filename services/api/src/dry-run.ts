@@ -3,9 +3,8 @@
  * collecting sink) plus what only the API knows (a taken name). Reads Redis (the backup record,
  * the node-agent registry) and the cluster; writes nothing.
  */
-import type { BackupSpec } from '@stowage/core';
-import type { DryRunPlan } from '@stowage/pipeline';
-import type { ApiDeps } from './app.js';
+import type { BackupSpec, DryRunPlan } from '@stowage/core';
+import type { ApiDeps } from './api-deps.js';
 import { ApiError, ApiErrorCode } from './errors.js';
 
 /** What the API needs to plan without running: pipeline's planDryRun with its deps bound. */

@@ -1,5 +1,6 @@
+export { type ApiDeps, type BackupControl, DEFAULT_BODY_LIMIT_BYTES } from './api-deps.js';
 export { type ApiService, type ApiServiceOptions, authModeOf, startApiService } from './api-service.js';
-export { type ApiDeps, type BackupControl, buildApp, DEFAULT_BODY_LIMIT_BYTES } from './app.js';
+export { buildApp } from './app.js';
 export { type AuthMode, createTokenVerifier } from './auth.js';
 export { formatSseEvent, isTerminalPhaseEvent } from './backup-events.routes.js';
 export {

@@ -1,19 +1,10 @@
-import { workerLockTimingFromEnv } from '@stowage/pipeline';
 import { createLifecycle, createLogger, loadConfigOrExit } from '@stowage/platform';
 import { openCheckedObjectStore } from '@stowage/storage';
 import { startApiService } from './api-service.js';
-import { repositoryGcFromEnv } from './repository-gc.js';
 
 // Thin host: config (every problem at once; no tokens and no STOWAGE_AUTH=disabled is one),
 // logger with redaction, the API service, graceful shutdown.
 const config = loadConfigOrExit(process.env, { require: ['REDIS_URL', 'STOWAGE_API_TOKENS'], service: 'api' });
-const lockTiming = workerLockTimingFromEnv(process.env);
-if (!lockTiming.ok) {
-  process.stderr.write(
-    `Stowage api configuration has ${lockTiming.problems.length} problem(s):\n  - ${lockTiming.problems.join('\n  - ')}\n`,
-  );
-  process.exit(1);
-}
 // Storage that cannot be used (no bucket, refused credentials, unreachable endpoint) is one line and exit 1, before serving.
 const storage = await openCheckedObjectStore(config.storage);
 if (!storage.ok) {
@@ -25,15 +16,11 @@ const lifecycle = createLifecycle({ logger, timeoutMs: config.shutdown.timeoutMs
 lifecycle.installProcessHandlers();
 
 if (config.api.auth === 'disabled') logger.warn('STOWAGE_AUTH=disabled: the API answers without a token');
-let repository: ReturnType<typeof repositoryGcFromEnv>;
-try {
-  repository = repositoryGcFromEnv(config, process.env, storage.store);
-} catch (error) {
-  process.stderr.write(`Stowage api configuration problem: ${(error as Error).message}\n`);
-  process.exit(1);
-}
-if (!repository) logger.info('no STOWAGE_REPO_KEY: deleting a backup leaves its volume repository snapshots; no repository prune');
-const service = await startApiService({ config, logger, lock: lockTiming.lock, storage: storage.store, repository });
+// The api never opens the volume repository: deletions and prunes run in the backup workers,
+// which hold the repository key (the `repository` queue).
+if (config.repository.key)
+  logger.warn('STOWAGE_REPO_KEY is set for the api, which never uses it: give it only to the workers and node agents');
+const service = await startApiService({ config, logger, storage: storage.store });
 // Registered in start order; shutdown runs them in reverse (readiness is turned off first):
 // HTTP (app.close) → workers → queues → Redis.
 lifecycle.onShutdown('redis', service.stopRedis);

@@ -1,92 +1,49 @@
-import type { PruneStatusStore, RestoreState, ScheduleControl, ScheduleStore } from '@stowage/pipeline';
+import type { PruneStatusStore, RestoreState, ScheduleControl, ScheduleRecord, ScheduleStore } from '@stowage/pipeline';
+import { createProcessMetrics } from '@stowage/platform';
 import { runIndexKey } from '@stowage/queue';
 import type { Queue } from 'bullmq';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { Gauge, type Registry } from 'prom-client';
 import { z } from 'zod';
 import { TERMINAL_BACKUP_PHASES } from './api.schema.js';
-import { type BackupReads, COUNTER } from './backup-view.js';
+import type { BackupReads } from './backup-view.js';
 import { registerPruneMetrics } from './prune-metrics.js';
-import { registerRestoreMetrics } from './restore-metrics.js';
+import { registerRestoreGauge } from './restore-metrics.js';
 
 export interface MetricsOptions {
-  /** The API's one read path (a finished backup's PVBs are in storage). */
+  /** The API's one read path. */
   reads: BackupReads;
   queues: readonly Queue[];
+  /** The process's registry (createProcessMetrics), whose counters the pipeline moves where events happen; a fresh one by default. */
+  registry?: Registry | undefined;
   /** When given, `stowage_schedule_*` per schedule. */
   schedules?: { control: ScheduleControl; store: ScheduleStore } | undefined;
-  /** With restores wired, the `stowage_restore_*` metrics too. */
+  /** With restores wired, `stowage_restores{phase}` too. */
   restores?: RestoreState | undefined;
   /** When given, the `stowage_repository_prune_*` metrics. */
   prune?: PruneStatusStore | undefined;
 }
 
 /**
- * Builds the Prometheus registry. Everything is read from the shared state at scrape time, so
- * every API replica reports the same truth whichever process ran the jobs:
- * - `stowage_backups_total{phase}` (a gauge despite the name, which the API contract fixes) and
- *   the queue gauges are recomputed on each scrape (phases of ended backups are remembered, so
- *   a scrape reads only the backups still running);
- * - durations, items and hook counts of a backup are observed once per process, the first
- *   scrape after it reached a terminal phase (a restart re-observes every retained backup,
- *   which is what a fresh histogram should hold).
+ * The api's `/metrics`. Two kinds, kept apart on purpose:
+ * - counters and histograms (`stowage_backup_success_total`, `…_duration_seconds`, …) live in the
+ *   process's registry and move where the event happens (pipeline → createProcessMetrics): never
+ *   replayed from state, so a restart starts them at 0 and each replica counts only what it did;
+ * - gauges of the shared state (`stowage_backups{phase}`, queue depths, per-schedule timestamps and
+ *   intervals, prune status) are read at scrape time, the same on every replica (aggregate with max).
  */
 export interface ApiMetrics {
   registry: Registry;
-  /** Brings the state-derived figures up to date and renders the text exposition. */
+  /** Brings the state-derived gauges up to date and renders the text exposition. */
   scrape(): Promise<string>;
 }
 
 export function createApiMetrics(opts: MetricsOptions): ApiMetrics {
-  const registry = new Registry();
-  collectDefaultMetrics({ register: registry, prefix: 'stowage_api_' });
-  const observed = new Set<string>();
-
-  const backupDuration = new Histogram({
-    name: 'stowage_backup_duration_seconds',
-    help: 'Duration of finished backups, start to completion',
-    labelNames: ['phase'] as const,
-    buckets: [1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400],
-    registers: [registry],
-  });
-  const items = new Counter({ name: 'stowage_backup_items_total', help: 'Items backed up by finished backups', registers: [registry] });
-  const hookRuns = new Counter({ name: 'stowage_hook_runs_total', help: 'Hook runs attempted by finished backups', registers: [registry] });
-  const hookFailures = new Counter({
-    name: 'stowage_hook_failures_total',
-    help: 'Hook runs that failed in finished backups',
-    registers: [registry],
-  });
-  const pvbDuration = new Histogram({
-    name: 'stowage_pvb_duration_seconds',
-    help: 'PodVolumeBackup duration (startTimestamp to completionTimestamp) in finished backups',
-    labelNames: ['phase'] as const,
-    buckets: [0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 14400],
-    registers: [registry],
-  });
-
-  const observeFinished = async (name: string, phase: string, startedAt?: number, completedAt?: number): Promise<void> => {
-    observed.add(name);
-    if (startedAt !== undefined && completedAt !== undefined && completedAt >= startedAt) {
-      backupDuration.observe({ phase }, (completedAt - startedAt) / 1000);
-    }
-    const counters = await opts.reads.state.counters(name);
-    items.inc(counters[COUNTER.itemsBackedUp] ?? 0);
-    hookRuns.inc(counters[COUNTER.hooksAttempted] ?? 0);
-    hookFailures.inc(counters[COUNTER.hooksFailed] ?? 0);
-    const rec = await opts.reads.record(name);
-    if (!rec) return;
-    for await (const pvbs of opts.reads.pvbs(rec)) {
-      for (const p of pvbs) {
-        if (!p.startTimestamp || !p.completionTimestamp) continue;
-        const seconds = (Date.parse(p.completionTimestamp) - Date.parse(p.startTimestamp)) / 1000;
-        if (Number.isFinite(seconds) && seconds >= 0) pvbDuration.observe({ phase: p.phase }, seconds);
-      }
-    }
-  };
+  const registry = opts.registry ?? createProcessMetrics('api').registry;
 
   const backupsByPhase = new Gauge({
-    name: 'stowage_backups_total',
-    help: 'Backups recorded in Stowage, by current phase',
+    name: 'stowage_backups',
+    help: 'Backups Stowage holds, by current phase (drops when backups expire or are deleted)',
     labelNames: ['phase'] as const,
     registers: [registry],
   });
@@ -96,7 +53,7 @@ export function createApiMetrics(opts: MetricsOptions): ApiMetrics {
   // not of every retained backup.
   const endedPhase = new Map<string, string>();
 
-  /** Counts backups by phase; observes backups that ended since the last scrape. */
+  /** Counts backups by phase. */
   const refreshFromState = async (): Promise<void> => {
     const { state } = opts.reads;
     const redis = state.redis;
@@ -113,17 +70,12 @@ export function createApiMetrics(opts: MetricsOptions): ApiMetrics {
     for (let i = 0; i < toRead.length; i += 500) {
       const slice = toRead.slice(i, i + 500);
       // One command per backup, not one pipeline: on Redis Cluster backups live on different shards.
-      const rows = await Promise.all(slice.map((n) => redis.hmget(state.key(n, 'rec'), 'phase', 'startedAt', 'completedAt')));
+      const phases = await Promise.all(slice.map((n) => redis.hget(state.key(n, 'rec'), 'phase')));
       for (let j = 0; j < slice.length; j++) {
-        const [phase, startedAt, completedAt] = rows[j] ?? [];
+        const phase = phases[j];
         if (!phase) continue;
         byPhase.set(phase, (byPhase.get(phase) ?? 0) + 1);
-        const name = slice[j] as string;
-        if (!TERMINAL_BACKUP_PHASES.has(phase)) continue;
-        endedPhase.set(name, phase);
-        if (!observed.has(name)) {
-          await observeFinished(name, phase, startedAt ? Number(startedAt) : undefined, completedAt ? Number(completedAt) : undefined);
-        }
+        if (TERMINAL_BACKUP_PHASES.has(phase)) endedPhase.set(slice[j] as string, phase);
       }
     }
     backupsByPhase.reset();
@@ -147,7 +99,11 @@ export function createApiMetrics(opts: MetricsOptions): ApiMetrics {
   const schedules = opts.schedules;
   if (schedules) {
     const seconds = (ms: number | undefined) => (ms === undefined ? undefined : ms / 1000);
-    const perSchedule = (name: string, help: string, read: (s: Awaited<ReturnType<ScheduleControl['status']>>) => number | undefined) =>
+    const perSchedule = (
+      name: string,
+      help: string,
+      read: (s: Awaited<ReturnType<ScheduleControl['status']>>, record: ScheduleRecord) => number | undefined,
+    ) =>
       new Gauge({
         name,
         help,
@@ -156,7 +112,7 @@ export function createApiMetrics(opts: MetricsOptions): ApiMetrics {
         async collect() {
           this.reset();
           for (const record of await schedules.store.list()) {
-            const value = read(await schedules.control.status(record));
+            const value = read(await schedules.control.status(record), record);
             if (value !== undefined) this.set({ schedule: record.name }, value);
           }
         },
@@ -171,6 +127,14 @@ export function createApiMetrics(opts: MetricsOptions): ApiMetrics {
       seconds(s.nextRunAt),
     );
     perSchedule(
+      'stowage_schedule_interval_seconds',
+      "Seconds between a schedule's ticks (its next two), for alerts on a schedule with no recent success",
+      (s) => seconds(s.intervalMs),
+    );
+    perSchedule('stowage_schedule_paused', '1 while a schedule is paused (it starts no backup; its last-success alert is moot)', (s) =>
+      s.paused ? 1 : 0,
+    );
+    perSchedule(
       'stowage_schedule_skipped_ticks',
       'Ticks of each schedule that started no backup (the previous one still ran, or the spec is invalid)',
       (s) => s.skipped,
@@ -179,7 +143,7 @@ export function createApiMetrics(opts: MetricsOptions): ApiMetrics {
       s.phase === 'FailedValidation' ? 1 : 0,
     );
   }
-  const refreshRestores = opts.restores ? registerRestoreMetrics(registry, opts.restores) : undefined;
+  const refreshRestores = opts.restores ? registerRestoreGauge(registry, opts.restores) : undefined;
   if (opts.prune) registerPruneMetrics(registry, opts.prune);
 
   return {

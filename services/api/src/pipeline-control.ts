@@ -1,6 +1,6 @@
 import { type BackupState, cancelBackup, requestBackupDeletion, submitBackup } from '@stowage/pipeline';
 import type { FlowProducer, Queue } from 'bullmq';
-import type { BackupControl } from './app.js';
+import type { BackupControl } from './api-deps.js';
 
 export interface PipelineControlDeps {
   state: BackupState;

@@ -14,6 +14,8 @@ import {
   readRestoreArchiveItems,
   readRestoreArchiveLogs,
   restoreLayout,
+  STORAGE_COUNTER,
+  storageCostFromCounters,
 } from '@stowage/pipeline';
 import type { BackupStorage } from '@stowage/storage';
 import type { z } from 'zod';
@@ -35,6 +37,7 @@ const iso = (ms: number | undefined): string | undefined =>
 export function toRestoreSummary(rec: RestoreRecord): RestoreSummaryView {
   return {
     name: rec.name,
+    ...(rec.namespace ? { namespace: rec.namespace } : {}),
     uid: rec.uid,
     backupName: rec.backupName,
     phase: rec.phase,
@@ -129,6 +132,7 @@ export function toRestoreView(rec: RestoreRecord, parts: RestoreParts): RestoreV
     }),
     errors: n('errors'),
     warnings: n('warnings'),
+    storage: storageCostFromCounters(counters),
     failureReason: rec.failureReason,
     cancelRequestedAt: iso(rec.cancelRequestedAt),
   };
@@ -196,7 +200,14 @@ export class RestoreReads {
   }
 
   async view(found: FoundRestore): Promise<RestoreView> {
-    return this.consistent(found, async (f) => (f.archive ? toRestoreView(f.rec, f.archive) : await readRestoreView(this.state, f.rec)));
+    return this.consistent(found, async (f) => {
+      if (!f.archive) return await readRestoreView(this.state, f.rec);
+      // The archive's counters were read before finalize counted its own archive writes; the
+      // catalogue entry's (Redis) have every count.
+      const live = await this.state.counters(f.rec.name);
+      const storage = Object.fromEntries(Object.values(STORAGE_COUNTER).flatMap((field) => (field in live ? [[field, live[field]!]] : [])));
+      return toRestoreView(f.rec, { ...f.archive, counters: { ...f.archive.counters, ...storage } });
+    });
   }
 
   async items(found: FoundRestore, query: ItemsQuery): Promise<z.output<typeof restoreItemListSchema>> {

@@ -1,55 +1,49 @@
-import { RESTORE_PHASES } from '@stowage/core';
+import { PVB_PHASES, RESTORE_PHASES } from '@stowage/core';
 import { z } from 'zod';
 import { hookRunSchema } from './api.schema.js';
+import {
+  dns1123NameParam,
+  isoTime,
+  pageOf,
+  pageQuery,
+  phaseCounts,
+  runScope,
+  runTimes,
+  storageCostSchema,
+  volumeOperationStatus,
+} from './shared.schema.js';
 
 /* Wire schemas of the restore API (OpenAPI and the response serializer). POST bodies are validated by core. */
 
-const isoTime = z.string().describe('RFC 3339 timestamp');
-
-export const restoreNameParam = z
-  .string()
-  .max(63, 'a restore name is at most 63 characters')
-  .regex(
-    /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/,
-    'a restore name is a DNS-1123 label: lowercase letters, digits and "-", alphanumeric at both ends',
-  )
-  .describe('Restore name (DNS-1123 label)');
+export const restoreNameParam = dns1123NameParam('restore');
 export const restoreParams = z.object({ name: restoreNameParam });
 
 export const createRestoreBodySchema = z
   .object({
     name: z.string().optional().describe('DNS-1123 label; generated from the backup name when absent'),
+    namespace: z
+      .string()
+      .optional()
+      .describe(
+        "A namespaced restore (a Restore in that namespace: needs `create restores` there): it restores only that namespace's backups and items, never cluster-scoped ones; each namespaceMapping target needs the caller's rights to create the restored kinds there. Absent: a cluster-wide restore (`create clusterrestores`).",
+      ),
     spec: z
       .record(z.string(), z.unknown())
       .describe(
-        'Velero-style restore spec: backupName, included/excludedNamespaces, included/excludedResources, includeClusterResources, labelSelector, orLabelSelectors, namespaceMapping, restorePVs, existingResourcePolicy (none|update), preserveNodePorts, hooks.resources[].postHooks[], itemOperationTimeout',
+        'Velero-style restore spec: backupName, included/excludedNamespaces, included/excludedResources, includeClusterResources, labelSelector, orLabelSelectors, namespaceMapping, restorePVs, existingResourcePolicy (none|update), preserveNodePorts, hooks.resources[].postHooks[], itemOperationTimeout. Every list and size is bounded (400 naming the field and the limit): 1000 namespaces or namespaceMapping entries, 500 resources per list, 500 hooks in all, 50 per list, execTimeout up to 30m by default',
       ),
   })
   .describe('CreateRestoreRequest');
 
-export const pvrCountsSchema = z.object({
-  total: z.number().int(),
-  New: z.number().int(),
-  InProgress: z.number().int(),
-  Completed: z.number().int(),
-  Failed: z.number().int(),
-  Canceling: z.number().int(),
-  Canceled: z.number().int(),
-  TimedOut: z.number().int(),
-});
+export const pvrCountsSchema = phaseCounts([...PVB_PHASES, 'TimedOut']);
 
 export const restorePvrSchema = z.object({
   name: z.string(),
   pod: z.string().describe('namespace/name of the restored pod'),
   volume: z.string(),
   snapshotID: z.string(),
-  phase: z.string(),
   node: z.string().optional(),
-  totalBytes: z.number().optional(),
-  bytesDone: z.number().optional(),
-  message: z.string().optional(),
-  startTimestamp: z.string().optional(),
-  completionTimestamp: z.string().optional(),
+  ...volumeOperationStatus,
 });
 
 export const restoreTierSchema = z.object({
@@ -63,6 +57,7 @@ export const restoreTierSchema = z.object({
 export const restoreSchema = z
   .object({
     name: z.string(),
+    ...runScope,
     uid: z.string(),
     backupName: z.string(),
     phase: z.string().describe(`One of ${RESTORE_PHASES.join(', ')}`),
@@ -83,42 +78,26 @@ export const restoreSchema = z
     hookRuns: z.array(hookRunSchema),
     errors: z.number().int(),
     warnings: z.number().int(),
+    storage: storageCostSchema,
     failureReason: z.string().optional(),
-    createdAt: isoTime,
-    startedAt: isoTime.optional(),
-    completedAt: isoTime.optional(),
+    ...runTimes,
     cancelRequestedAt: isoTime.optional(),
   })
   .describe('Restore');
 
 export const restoreSummarySchema = z.object({
   name: z.string(),
+  ...runScope,
   uid: z.string(),
   backupName: z.string(),
   phase: z.string(),
-  createdAt: isoTime,
-  startedAt: isoTime.optional(),
-  completedAt: isoTime.optional(),
+  ...runTimes,
 });
 
-export const restoreListSchema = z.object({
-  items: z.array(restoreSummarySchema),
-  nextCursor: z.string().optional().describe('Pass as ?cursor= for the next page; absent on the last page'),
-});
+export const restoreListSchema = pageOf(restoreSummarySchema);
 
-const limit = z.coerce.number().int('limit must be a whole number').min(1, 'limit must be at least 1').max(1000, 'limit is at most 1000');
-const cursor = z.string().regex(/^\d{1,15}$/, 'cursor must be a value returned as nextCursor');
-
-export const listRestoresQuery = z.object({
-  phase: z.enum(RESTORE_PHASES).optional(),
-  limit: limit.default(50),
-  cursor: cursor.optional(),
-});
-export const restoreItemsQuery = z.object({
-  outcome: z.enum(['created', 'updated', 'exists-skipped', 'failed']).optional(),
-  limit: limit.default(500),
-  cursor: cursor.optional(),
-});
+export const listRestoresQuery = pageQuery(50, { phase: z.enum(RESTORE_PHASES).optional() });
+export const restoreItemsQuery = pageQuery(500, { outcome: z.enum(['created', 'updated', 'exists-skipped', 'failed']).optional() });
 
 export const restoreItemSchema = z.object({
   key: z.string().describe('<group-resource>/<namespace or -cluster->/<name> as restored'),

@@ -1,18 +1,15 @@
 import { randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
-import { assertNever, generateBackupName, validateRestoreRequest } from '@stowage/core';
-import type { CancelRestoreResult, RestoreState, SubmitRestoreInput, SubmitRestoreResult } from '@stowage/pipeline';
-import { restoreLayout } from '@stowage/pipeline';
-import { QueueName, restoreJobIds } from '@stowage/queue';
+import { assertNever, isDns1123Label, RUN_NAMESPACE_LABEL } from '@stowage/core';
 import { type BackupStorage, backupLayout } from '@stowage/storage';
-import type { Queue } from 'bullmq';
-import type { FastifySchemaCompiler } from 'fastify';
+import type { FastifyRequest, FastifySchemaCompiler } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { validatorCompiler as zodValidatorCompiler } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { acceptedSchema, deletedSchema, errorResponseSchema, standardErrors, TERMINAL_BACKUP_PHASES } from './api.schema.js';
-import { describeProblems } from './app.js';
-import { ApiError, ApiErrorCode } from './errors.js';
+import { type Access, runAttributes, takeNamespace, visibleOnly } from './access.js';
+import { acceptedSchema, deletedSchema, errorResponseSchema, standardErrors } from './api.schema.js';
+import type { RestoreRoutesDeps } from './api-deps.js';
+import { ApiError, ApiErrorCode, invalidRequest } from './errors.js';
 import {
   createRestoreBodySchema,
   listRestoresQuery,
@@ -22,63 +19,74 @@ import {
   restoreParams,
   restoreSchema,
 } from './restore.schema.js';
+import { deleteEndedRestore, submitRestoreRequest } from './restore-requests.js';
 import { RestoreReads, readRestoreView, toRestoreSummary } from './restore-view.js';
-
-/** Submitting and cancelling restores: the pipeline's job (records the restore, adds `restore-finalize ← restore-plan`). */
-export interface RestoreControl {
-  submit(input: SubmitRestoreInput): Promise<SubmitRestoreResult>;
-  cancel(name: string): Promise<CancelRestoreResult>;
-}
-
-export interface RestoreRoutesDeps {
-  restores: RestoreState;
-  control: RestoreControl;
-  /** The phase of a backup, or undefined when there is no such backup (in flight or in storage). */
-  backupPhase(name: string): Promise<string | undefined>;
-  /** Backup storage: a finished restore's archive is read from it (when Redis lost it); DELETE removes `restores/<name>/`. */
-  storage: Pick<BackupStorage, 'deletePrefix' | 'getObject'>;
-  queues: readonly Queue[];
-  randomSuffix?: () => string;
-}
-
-/** Backups a restore may read (Velero: Completed or PartiallyFailed). */
-const RESTORABLE_BACKUP_PHASES = new Set(['Completed', 'PartiallyFailed']);
 
 const passBodyThrough: FastifySchemaCompiler<unknown> = (route) =>
   route.httpPart === 'body'
     ? (data: unknown) => ({ value: data })
     : zodValidatorCompiler(route as Parameters<typeof zodValidatorCompiler>[0]);
 
+/** What a restore needs to know of its backup: its phase, and the namespace of a namespaced one. */
+export interface BackupOfRestore {
+  phase: string;
+  namespace?: string | undefined;
+}
+
 /**
- * The phase of a backup: its in-flight record in Redis, else the `velero-backup.json` a finished
- * backup left in storage (so a backup known only from storage can be restored).
+ * The phase (and namespace) of a backup: its in-flight record in Redis, else the
+ * `velero-backup.json` a finished backup left in storage (so a backup known only from storage can
+ * be restored), whose `stowage.dev/namespace` label names a namespaced backup's namespace.
  */
 export function backupPhaseReader(
-  state: { getBackup(name: string): Promise<{ phase: string } | undefined> },
+  state: { getBackup(name: string): Promise<{ phase: string; namespace?: string } | undefined> },
   storage: Pick<BackupStorage, 'getObject'>,
-): (name: string) => Promise<string | undefined> {
+): (name: string) => Promise<BackupOfRestore | undefined> {
   return async (name) => {
     const rec = await state.getBackup(name);
-    if (rec) return rec.phase;
+    if (rec) return { phase: rec.phase, namespace: rec.namespace };
     const raw = await storage.getObject(backupLayout(name).metadata).catch(() => undefined);
     if (!raw) return undefined;
     try {
-      const doc = JSON.parse(raw.toString('utf8')) as { status?: { phase?: string }; phase?: string };
-      return doc.status?.phase ?? doc.phase ?? 'Unknown';
+      const doc = JSON.parse(raw.toString('utf8')) as {
+        metadata?: { labels?: Record<string, unknown> };
+        status?: { phase?: string };
+        phase?: string;
+      };
+      const namespace = doc.metadata?.labels?.[RUN_NAMESPACE_LABEL];
+      return {
+        phase: doc.status?.phase ?? doc.phase ?? 'Unknown',
+        ...(typeof namespace === 'string' && isDns1123Label(namespace) ? { namespace } : {}),
+      };
     } catch {
-      return 'Unknown';
+      return { phase: 'Unknown' };
     }
   };
 }
 
-export const restoresRoutes: FastifyPluginAsyncZod<RestoreRoutesDeps> = async (app, deps) => {
-  const { restores } = deps;
+export const restoresRoutes: FastifyPluginAsyncZod<RestoreRoutesDeps & { access: Access }> = async (app, deps) => {
+  const { restores, access } = deps;
   const randomSuffix = deps.randomSuffix ?? (() => randomBytes(5).toString('hex'));
   const reads = new RestoreReads(restores, deps.storage);
-  const mustFind = async (name: string) => {
-    const found = await reads.find(name);
-    if (!found) throw new ApiError(ApiErrorCode.notFound, `restore "${name}" does not exist`);
-    return found;
+  const missing = (name: string) => new ApiError(ApiErrorCode.notFound, `restore "${name}" does not exist`);
+  /** Authorized from the name before it is read (Access.findRun): a 404 never tells what exists where the caller may not look. */
+  const findAllowed = (req: FastifyRequest, name: string, verb: string) =>
+    access.findRun(
+      req,
+      'restores',
+      verb,
+      name,
+      async () => {
+        const found = await reads.find(name);
+        return found ? { found, namespace: found.rec.namespace } : undefined;
+      },
+      () => missing(name),
+    );
+  /** The restore, once the caller may `verb` it (`get restores` in its namespace, `get clusterrestores` for a cluster-wide one). */
+  const mustFind = async (req: FastifyRequest, name: string, verb = 'get') => {
+    const allowed = await findAllowed(req, name, verb);
+    if (!allowed) throw missing(name);
+    return allowed.found;
   };
 
   app.post(
@@ -109,24 +117,19 @@ export const restoresRoutes: FastifyPluginAsyncZod<RestoreRoutesDeps> = async (a
           [{ path: '(body)', message: 'must be a JSON object with a "spec" field' }],
         );
       }
-      const validation = validateRestoreRequest(req.body);
-      if (!validation.ok) {
-        throw new ApiError(
-          ApiErrorCode.validation,
-          `invalid restore request: ${describeProblems(validation.problems)}`,
-          validation.problems,
-        );
-      }
-      const spec = validation.value;
-      const phase = await deps.backupPhase(spec.backupName);
-      if (phase === undefined) throw new ApiError(ApiErrorCode.notFound, `backup "${spec.backupName}" does not exist`);
-      if (!RESTORABLE_BACKUP_PHASES.has(phase)) {
-        const message = `backup "${spec.backupName}" is ${phase}; only a Completed or PartiallyFailed backup can be restored`;
-        throw new ApiError(ApiErrorCode.validation, message, [{ path: 'spec.backupName', message }]);
-      }
-      const name = validation.name ?? generateBackupName(spec.backupName, randomSuffix());
+      // Who may create it is decided first: `create restores` in its namespace, or `create clusterrestores`.
+      const scoped = takeNamespace(req.body);
+      if (scoped.problems.length > 0) throw invalidRequest('restore request', scoped.problems);
+      const { namespace, rest: body } = scoped;
+      await access.require(req, runAttributes('restores', 'create', namespace));
+      const requester = req.requester;
       const requestId = String(req.id);
-      const result = await deps.control.submit({ name, spec, requestId });
+      const result = await submitRestoreRequest(
+        { ...deps, randomSuffix },
+        { body, namespace, requester, requestId, decide: (attrs) => access.decide(requester, attrs) },
+      );
+      const name = result.restore.name;
+      const spec = result.spec;
       if (!result.created) {
         const retried = req.headers['x-request-id'] === requestId && result.restore.requestId === requestId;
         if (!retried) throw new ApiError(ApiErrorCode.conflict, `a restore named "${name}" already exists`);
@@ -156,7 +159,8 @@ export const restoresRoutes: FastifyPluginAsyncZod<RestoreRoutesDeps> = async (a
     async (req) => {
       const { phase, limit, cursor } = req.query;
       const page = await restores.listRestores({ limit, ...(cursor ? { cursor } : {}), ...(phase ? { phase } : {}) });
-      return { items: page.items.map(toRestoreSummary), ...(page.nextCursor ? { nextCursor: page.nextCursor } : {}) };
+      const items = await visibleOnly(page.items, (rec) => rec.namespace, access.visibility(req, 'restores'));
+      return { items: items.map(toRestoreSummary), ...(page.nextCursor ? { nextCursor: page.nextCursor } : {}) };
     },
   );
 
@@ -170,7 +174,7 @@ export const restoresRoutes: FastifyPluginAsyncZod<RestoreRoutesDeps> = async (a
         response: { 200: restoreSchema, ...standardErrors },
       },
     },
-    async (req) => reads.view(await mustFind(req.params.name)),
+    async (req) => reads.view(await mustFind(req, req.params.name)),
   );
 
   app.get(
@@ -185,7 +189,7 @@ export const restoresRoutes: FastifyPluginAsyncZod<RestoreRoutesDeps> = async (a
       },
     },
     async (req) => {
-      return reads.items(await mustFind(req.params.name), req.query);
+      return reads.items(await mustFind(req, req.params.name), req.query);
     },
   );
 
@@ -203,7 +207,7 @@ export const restoresRoutes: FastifyPluginAsyncZod<RestoreRoutesDeps> = async (a
       },
     },
     async (req, reply) => {
-      const found = await mustFind(req.params.name);
+      const found = await mustFind(req, req.params.name);
       async function* lines() {
         for await (const rows of reads.logChunks(found)) yield `${rows.map((r) => JSON.stringify(r)).join('\n')}\n`;
       }
@@ -225,6 +229,7 @@ export const restoresRoutes: FastifyPluginAsyncZod<RestoreRoutesDeps> = async (a
     },
     async (req, reply) => {
       const name = req.params.name;
+      await findAllowed(req, name, 'update');
       const result = await deps.control.cancel(name);
       switch (result.outcome) {
         case 'not-found': {
@@ -260,18 +265,13 @@ export const restoresRoutes: FastifyPluginAsyncZod<RestoreRoutesDeps> = async (a
       },
     },
     async (req) => {
-      const { rec } = await mustFind(req.params.name);
-      if (!TERMINAL_BACKUP_PHASES.has(rec.phase)) {
+      const { rec } = await mustFind(req, req.params.name, 'delete');
+      if ((await deleteEndedRestore({ ...deps, restores }, rec)) === 'running') {
         throw new ApiError(
           ApiErrorCode.conflict,
           `restore "${rec.name}" is ${rec.phase}; only an ended restore can be deleted (cancel it first)`,
         );
       }
-      // Storage first: restore sync would bring back a catalogue entry whose restore.json remained.
-      await deps.storage.deletePrefix(restoreLayout(rec.name).dir);
-      const queue = deps.queues.find((q) => q.name === QueueName.restores);
-      if (queue) await queue.remove(restoreJobIds.finalize(rec.name), { removeChildren: true });
-      await restores.deleteRestore(rec.name);
       return { name: rec.name, deleted: true as const };
     },
   );

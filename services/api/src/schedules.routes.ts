@@ -1,16 +1,22 @@
-import { validateSchedulePatch, validateScheduleRequest } from '@stowage/core';
-import type { ScheduleControl, ScheduleRecord, ScheduleStore } from '@stowage/pipeline';
-import type { FastifySchemaCompiler } from 'fastify';
+import {
+  SCHEDULE_NAME_LABEL,
+  type ScheduleSpec,
+  scheduledBackupName,
+  specLimitProblems,
+  validateSchedulePatch,
+  validateScheduleRequest,
+} from '@stowage/core';
+import type { ScheduleRecord } from '@stowage/pipeline';
+import type { FastifyRequest, FastifySchemaCompiler } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { validatorCompiler as zodValidatorCompiler } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { backupNameParam, deletedSchema, errorResponseSchema, problemSchema, standardErrors } from './api.schema.js';
-import { describeProblems } from './app.js';
-import { ApiError, ApiErrorCode } from './errors.js';
-
-export interface ScheduleRoutesDeps {
-  schedules: { control: ScheduleControl; store: ScheduleStore };
-}
+import { type Access, runAttributes } from './access.js';
+import { backupNameParam, backupSummarySchema, deletedSchema, errorResponseSchema, problemSchema, standardErrors } from './api.schema.js';
+import type { ScheduleRoutesDeps } from './api-deps.js';
+import { toBackupSummary } from './backup-view.js';
+import { ApiError, ApiErrorCode, invalidRequest } from './errors.js';
+import { admitSchedule, validateScheduleBody } from './schedule-requests.js';
 
 const iso = (ms: number | undefined) => (ms === undefined ? undefined : new Date(ms).toISOString());
 
@@ -50,8 +56,13 @@ const passBodyThrough: FastifySchemaCompiler<unknown> = (route) =>
     ? (data: unknown) => ({ value: data })
     : zodValidatorCompiler(route as Parameters<typeof zodValidatorCompiler>[0]);
 
-export const schedulesRoutes: FastifyPluginAsyncZod<ScheduleRoutesDeps> = async (app, deps) => {
+/**
+ * Schedules through REST are cluster-wide (`clusterschedules`): each route asks for its verb on
+ * them; a run now also needs `create clusterbackups`.
+ */
+export const schedulesRoutes: FastifyPluginAsyncZod<ScheduleRoutesDeps & { access: Access }> = async (app, deps) => {
   const { control, store } = deps.schedules;
+  const may = (req: FastifyRequest, verb: string) => deps.access.require(req, runAttributes('schedules', verb));
 
   const view = async (record: ScheduleRecord): Promise<z.infer<typeof scheduleSchema>> => {
     const status = await control.status(record);
@@ -81,14 +92,19 @@ export const schedulesRoutes: FastifyPluginAsyncZod<ScheduleRoutesDeps> = async 
     };
   };
 
-  const mustGet = async (name: string) => {
+  const mustGet = async (req: FastifyRequest, name: string, verb = 'get') => {
+    await may(req, verb);
     const record = await store.get(name);
     if (!record) throw new ApiError(ApiErrorCode.notFound, `schedule "${name}" does not exist`);
     return record;
   };
 
-  const invalid = (problems: Array<{ path: string; message: string }>) =>
-    new ApiError(ApiErrorCode.validation, `invalid schedule: ${describeProblems(problems)}`, problems);
+  const invalid = (problems: Array<{ path: string; message: string }>) => invalidRequest('schedule', problems);
+  /** The rules past the spec's shape (prune grace, the requester's pods/exec): schedule-requests.ts, as for Schedule resources. */
+  const admit = (req: FastifyRequest, spec: ScheduleSpec) => {
+    const requester = req.requester;
+    return admitSchedule(deps, spec, { requester, decide: (attrs) => deps.access.decide(requester, attrs) });
+  };
 
   app.post(
     '/v1/schedules',
@@ -104,8 +120,9 @@ export const schedulesRoutes: FastifyPluginAsyncZod<ScheduleRoutesDeps> = async 
       },
     },
     async (req, reply) => {
-      const validation = validateScheduleRequest(req.body);
-      if (!validation.ok) throw invalid(validation.problems);
+      await may(req, 'create');
+      const validation = validateScheduleBody(deps, req.body);
+      await admit(req, validation.value);
       const spec = (req.body as { spec: Record<string, unknown> }).spec;
       const result = await control.create(validation.name, spec, validation.value);
       if (!result.created) throw new ApiError(ApiErrorCode.conflict, `a schedule named "${validation.name}" already exists`);
@@ -120,7 +137,10 @@ export const schedulesRoutes: FastifyPluginAsyncZod<ScheduleRoutesDeps> = async 
   app.get(
     '/v1/schedules',
     { schema: { tags: ['schedules'], summary: 'List schedules', response: { 200: scheduleListSchema, 401: errorResponseSchema } } },
-    async () => ({ items: await Promise.all((await store.list()).map(view)) }),
+    async (req) => {
+      await may(req, 'list');
+      return { items: await Promise.all((await store.list()).map(view)) };
+    },
   );
 
   app.get(
@@ -133,7 +153,7 @@ export const schedulesRoutes: FastifyPluginAsyncZod<ScheduleRoutesDeps> = async 
         response: { 200: scheduleSchema, ...standardErrors },
       },
     },
-    async (req) => view(await mustGet(req.params.name)),
+    async (req) => view(await mustGet(req, req.params.name)),
   );
 
   app.patch(
@@ -151,13 +171,51 @@ export const schedulesRoutes: FastifyPluginAsyncZod<ScheduleRoutesDeps> = async 
       },
     },
     async (req) => {
-      const current = await mustGet(req.params.name);
+      const current = await mustGet(req, req.params.name, 'update');
+      const overLimits = specLimitProblems('schedule', req.body, deps.specLimits);
+      if (overLimits.length > 0) throw invalid(overLimits);
       const validation = validateSchedulePatch(current, req.body);
       if (!validation.ok) throw invalid(validation.problems);
+      await admit(req, validation.value);
       const spec = { ...current.spec, ...(req.body as { spec: Record<string, unknown> }).spec };
       const updated = await control.update(current, spec, validation.value);
       req.log.info({ schedule: current.name, paused: validation.value.paused }, 'schedule changed');
       return view(updated);
+    },
+  );
+
+  app.post(
+    '/v1/schedules/:name/backups',
+    {
+      schema: {
+        tags: ['schedules'],
+        summary: "Back up now from a schedule's template (Velero's `backup create --from-schedule`)",
+        description:
+          "Starts a backup from the schedule's template now, paused or not, named `<schedule>-<yyyyMMddHHmmss>` after this moment and labelled `stowage.dev/schedule-name`; it counts among the schedule's backups. 400 when the schedule's spec no longer validates (as on create: its template's fsBackupTimeout must be shorter than the prune grace); 409 when a backup of that name exists (two runs in one second).",
+        params: scheduleParams,
+        response: { 201: backupSummarySchema, ...standardErrors, 409: errorResponseSchema },
+      },
+    },
+    async (req, reply) => {
+      const record = await mustGet(req, req.params.name);
+      await deps.access.require(req, runAttributes('backups', 'create'));
+      // The rules a new schedule meets, today's: the spec may predate them, or the prune grace may have shrunk.
+      const validated = validateScheduleRequest({ name: record.name, spec: record.spec });
+      if (!validated.ok) throw invalid(validated.problems);
+      await admit(req, validated.value);
+      const at = (deps.now ?? Date.now)();
+      const name = scheduledBackupName(record.name, at);
+      const result = await deps.backups.submit({
+        name,
+        spec: validated.value.template,
+        requestId: String(req.id),
+        labels: { [SCHEDULE_NAME_LABEL]: record.name },
+        ...(req.requester ? { requester: req.requester } : {}),
+      });
+      if (!result.created) throw new ApiError(ApiErrorCode.conflict, `a backup named "${name}" already exists`);
+      await store.recordBackup(record.name, name, at, at);
+      req.log.info({ schedule: record.name, backup: name }, 'backup started from a schedule');
+      return reply.code(201).header('location', `/v1/backups/${name}`).send(toBackupSummary(result.backup));
     },
   );
 
@@ -172,7 +230,7 @@ export const schedulesRoutes: FastifyPluginAsyncZod<ScheduleRoutesDeps> = async 
       },
     },
     async (req) => {
-      await mustGet(req.params.name);
+      await mustGet(req, req.params.name, 'delete');
       await control.remove(req.params.name);
       req.log.info({ schedule: req.params.name }, 'schedule deleted');
       return { name: req.params.name, deleted: true as const };

@@ -1,3 +1,4 @@
+import { describeRequester } from '@stowage/core';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { errorResponseSchema } from './api.schema.js';
@@ -13,9 +14,26 @@ export interface SessionRoutesOptions {
 const SESSION_SCOPE = ['GET /admin/queues*', 'GET /docs*'];
 
 const sessionSchema = z.object({
-  cookie: z.boolean().describe('Whether a session cookie was set (false when the API runs without auth)'),
+  cookie: z
+    .boolean()
+    .describe(
+      'Whether a session cookie was set (false when the API runs without auth, and for a Kubernetes user: the pages it opens run with Stowage’s own rights)',
+    ),
   expiresAt: z.string().optional().describe('RFC 3339 time the cookie stops being accepted'),
   scope: z.array(z.string()).describe('What the cookie opens: GET/HEAD of the queue dashboard and the API docs, nothing else'),
+});
+
+const identitySchema = z.object({
+  kind: z
+    .enum(['user', 'stowage'])
+    .describe(
+      '`user`: a Kubernetes identity (its token reviewed), each call authorized by RBAC on stowage.dev as it; `stowage`: Stowage’s own rights (a static token, auth disabled)',
+    ),
+  username: z.string().optional().describe('The Kubernetes username, as TokenReview named it (users only)'),
+  groups: z.array(z.string()).optional().describe('Its groups, as TokenReview named them (users only)'),
+  description: z
+    .string()
+    .describe('Who the API takes the caller for, in words: `User "alice"`, `a static API token (cluster-admin equivalent)`'),
 });
 
 /**
@@ -41,12 +59,33 @@ export const sessionRoutes: FastifyPluginAsyncZod<SessionRoutesOptions> = async 
     },
     async (req, reply) => {
       const token = bearerToken(req.headers.authorization);
-      if (!opts.sessions || token === undefined) return { cookie: false, scope: SESSION_SCOPE };
+      // A Kubernetes user gets none: the cookie opens the dashboard and docs with Stowage's own
+      // rights, which RBAC has not granted that user (the dashboard shows every backup's jobs).
+      if (!opts.sessions || token === undefined || req.requester?.kind === 'user') return { cookie: false, scope: SESSION_SCOPE };
       const issued = opts.sessions.issue(token, now());
       const maxAgeSec = Math.max(0, Math.floor((issued.expiresAtMs - now()) / 1000));
       reply.header('set-cookie', sessionCookieHeader(issued.value, { maxAgeSec, secure: secureOf(req) }));
       reply.header('cache-control', 'no-store');
       return { cookie: true, expiresAt: new Date(issued.expiresAtMs).toISOString(), scope: SESSION_SCOPE };
+    },
+  );
+
+  app.get(
+    '/v1/identity',
+    {
+      schema: {
+        tags: ['operations'],
+        summary: 'Who the API takes the caller for',
+        description:
+          'The identity a request with this bearer token acts as (`kubectl auth whoami` for the API): a Kubernetes user, whose every call is authorized by RBAC on stowage.dev (docs/tenancy.md), or Stowage’s own rights. The console shows it after sign-in.',
+        response: { 200: identitySchema, 401: errorResponseSchema },
+      },
+    },
+    async (req) => {
+      const requester = req.requester;
+      const description = describeRequester(requester);
+      if (requester?.kind === 'user') return { kind: 'user' as const, username: requester.username, groups: requester.groups, description };
+      return { kind: 'stowage' as const, description };
     },
   );
 

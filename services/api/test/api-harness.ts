@@ -2,7 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
-import { BackupState, ScheduleControl, ScheduleStore } from '@stowage/pipeline';
+import { BackupState, ScheduleArchive, ScheduleControl, ScheduleStore } from '@stowage/pipeline';
 import type { RedisClient } from '@stowage/queue';
 import { createFlowProducer, createProducerConnection, createQueue, QUEUE_NAMES } from '@stowage/queue';
 import { FileSystemStorage } from '@stowage/storage';
@@ -10,7 +10,8 @@ import { uniquePrefix } from '@stowage/testing';
 import type { FlowProducer, Queue } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
 import { pino } from 'pino';
-import { type ApiDeps, buildApp } from '../src/app.js';
+import type { ApiDeps } from '../src/api-deps.js';
+import { buildApp } from '../src/app.js';
 import type { AuthMode } from '../src/auth.js';
 import { createPipelineControl } from '../src/pipeline-control.js';
 
@@ -22,6 +23,7 @@ export interface Harness {
   app: FastifyInstance;
   redis: RedisClient;
   state: BackupState;
+  scheduleStore: ScheduleStore;
   queues: Queue[];
   flowProducer: FlowProducer;
   prefix: string;
@@ -59,6 +61,8 @@ export async function startHarness(redisUrl: string, opts: HarnessOptions = {}):
   });
   const logger = pino({ level: opts.logLevel ?? 'debug' }, sink);
   const scheduleStore = new ScheduleStore(redis, prefix);
+  const storage = new FileSystemStorage(storageDir);
+  const scheduleArchive = new ScheduleArchive(storage);
   const backupsQueue = queues.find((q) => q.name === 'backups') as Queue;
   const app = await buildApp({
     logger,
@@ -66,8 +70,11 @@ export async function startHarness(redisUrl: string, opts: HarnessOptions = {}):
     state,
     queues,
     control: createPipelineControl({ state, flowProducer, queuePrefix: prefix, deleteWaitMs: 300 }),
-    schedules: { store: scheduleStore, control: new ScheduleControl({ store: scheduleStore, backupsQueue, state }) },
-    storage: new FileSystemStorage(storageDir),
+    schedules: {
+      store: scheduleStore,
+      control: new ScheduleControl({ store: scheduleStore, archive: scheduleArchive, backupsQueue, state }),
+    },
+    storage,
     auth: opts.authMode ?? { mode: 'tokens', tokens: [TOKEN, OTHER_TOKEN] },
     heartbeatMs: opts.heartbeatMs ?? 15_000,
     ...opts.overrides,
@@ -77,6 +84,7 @@ export async function startHarness(redisUrl: string, opts: HarnessOptions = {}):
     app,
     redis,
     state,
+    scheduleStore,
     queues,
     flowProducer,
     prefix,

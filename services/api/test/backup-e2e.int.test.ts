@@ -160,7 +160,7 @@ describe('a backup through the API against the simulator (api hosts backups; ite
         clock: { now: Date.now },
         config: { ...DEFAULT_PIPELINE_CONFIG, pvbPollBaseMs: 100, pvbPollMaxMs: 500 },
       },
-      queues: [QueueName.itemBlocks, QueueName.pvbWatch, QueueName.hooks],
+      queues: [QueueName.itemBlocks, QueueName.pvbWatch, QueueName.hooks, QueueName.repository],
     });
     stopCompleter = startPvbCompleter(pvbs, { hold: () => hold });
   }, 60_000);

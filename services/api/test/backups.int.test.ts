@@ -293,8 +293,8 @@ describe('cancel and delete', () => {
     expect(running.statusCode).toBe(202);
     expect(running.json()).toEqual({ name: 'to-delete', phase: 'New', deleting: true });
     expect((await h.state.getBackup('to-delete'))?.cancelRequestedAt).toBeGreaterThan(0);
-    // No backups worker runs in this harness: the job waits for one (the api service hosts it).
-    const backups = h.queues.find((q) => q.name === 'backups')!;
+    // No backup worker runs in this harness: the job waits for one on the repository queue (the api never runs it).
+    const backups = h.queues.find((q) => q.name === 'repository')!;
     const job = await backups.getJob(`delete-to-delete-${uid}`);
     expect(job?.data).toEqual({ backupName: 'to-delete', backupUid: uid, reason: 'requested' });
     expect((await h.app.inject({ method: 'DELETE', url: '/v1/backups/to-delete', headers: auth })).statusCode).toBe(202);

@@ -2,6 +2,7 @@
  * Everything the console's end-to-end test runs, in one process: a private redis-server, the
  * simulator with the demo cluster, the API (hosting `backups` and `restores`), the worker queues
  * (item-blocks, pvb-watch, hooks, restore-items) and a real node agent per node; plus Debian's Chromium through playwright-core.
+ * Each part talks to the simulator as the dev overlay's ServiceAccount of its process (`deployIdentities`).
  * Used by e2e/console.e2e.test.ts (the root e2e folder has no dependencies of its own).
  */
 import { randomBytes } from 'node:crypto';
@@ -10,7 +11,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import sparticuzChromium from '@sparticuz/chromium';
-import { createKubeClients, createPvbClient, createPvrClient } from '@stowage/kube';
+import { createAccessReviewer, createKubeClients, createPvbClient, createPvrClient } from '@stowage/kube';
 import { demoFixturePath, type Simulator, startSimulator } from '@stowage/kube-sim';
 import { type NodeAgent, startNodeAgent } from '@stowage/node-agent';
 import {
@@ -26,7 +27,7 @@ import { createLogger, loadConfig } from '@stowage/platform';
 import type { RedisClient } from '@stowage/queue';
 import { createWorkerConnection, QueueName } from '@stowage/queue';
 import { FileSystemStorage } from '@stowage/storage';
-import { uniquePrefix, useTestRedis } from '@stowage/testing';
+import { deployIdentities, uniquePrefix, useTestRedis } from '@stowage/testing';
 import { type BrowserContext, chromium } from 'playwright-core';
 import { type ApiService, startApiService } from '../src/api-service.js';
 
@@ -52,6 +53,8 @@ export interface ConsoleStack {
 export interface ConsoleStackOptions {
   /** Volume read rate of each node agent, so a backup lasts long enough to be watched. */
   bandwidthBytesPerSec?: number;
+  /** Users' Kubernetes tokens on the API (`STOWAGE_KUBE_AUTH=enabled`, as the shipped deployment runs). */
+  kubeAuth?: boolean;
 }
 
 /** Starts the whole stack; `close()` stops it in reverse order (each step even if one fails). */
@@ -74,16 +77,18 @@ export async function startConsoleStack(opts: ConsoleStackOptions = {}): Promise
     stops.push(['redis', () => redis.stop()]);
     const sim = await startSimulator({ fixture: demoFixturePath, port: 0 });
     stops.push(['simulator', () => sim.close()]);
+    const identities = await deployIdentities(sim);
     const storageDir = await mkdtemp(join(tmpdir(), 'stowage-console-e2e-'));
     stops.push(['storage dir', () => rm(storageDir, { recursive: true, force: true })]);
     const token = randomBytes(24).toString('base64url');
     const prefix = uniquePrefix();
     const loaded = loadConfig({
       REDIS_URL: redis.url,
-      KUBECONFIG: sim.kubeconfigPath,
+      KUBECONFIG: identities.api,
       STOWAGE_STORAGE: storageDir,
       STOWAGE_API_TOKENS: token,
       STOWAGE_QUEUE_PREFIX: prefix,
+      ...(opts.kubeAuth ? { STOWAGE_KUBE_AUTH: 'enabled' } : {}),
       LOG_LEVEL: 'warn',
     });
     if (!loaded.ok) throw new Error(`config: ${JSON.stringify(loaded.problems)}`);
@@ -102,29 +107,39 @@ export async function startConsoleStack(opts: ConsoleStackOptions = {}): Promise
     stops.push(['api http', () => api.stopHttp()]);
     api.markReady();
 
-    const kube = createKubeClients({ kubeconfigPath: sim.kubeconfigPath });
     const statePrefix = statePrefixFor(prefix);
     const workerConnection: RedisClient = createWorkerConnection(redis.url);
     stops.push(['worker connection', () => workerConnection.quit()]);
     const agents = new NodeAgentRegistry({ redis: workerConnection, prefix: statePrefix });
-    const workers: RunningWorkers = startWorkers({
-      deps: {
-        connection: workerConnection,
-        queuePrefix: prefix,
-        state: new BackupState({ redis: workerConnection, prefix: statePrefix }),
-        agents,
-        kube,
-        pvbs: createPvbClient(kube, { namespace: 'stowage' }),
-        storage: new FileSystemStorage(storageDir),
-        logger: logger.child({ component: 'pipeline' }),
-        clock: { now: Date.now },
-        config: { ...DEFAULT_PIPELINE_CONFIG, pvbPollBaseMs: 200, pvbPollMaxMs: 1_000 },
-        restores: new RestoreState({ redis: workerConnection, prefix: statePrefix }),
-        pvrs: createPvrClient(kube, { namespace: 'stowage' }),
-      },
-      queues: [QueueName.itemBlocks, QueueName.pvbWatch, QueueName.hooks, QueueName.restoreItems],
-    });
-    stops.push(['workers', () => workers.close()]);
+    const workersAs = (kubeconfigPath: string, queues: QueueName[]): RunningWorkers => {
+      const kube = createKubeClients({ kubeconfigPath });
+      return startWorkers({
+        deps: {
+          connection: workerConnection,
+          queuePrefix: prefix,
+          state: new BackupState({ redis: workerConnection, prefix: statePrefix }),
+          agents,
+          kube,
+          // A Kubernetes user's spec hooks are checked as that user at each exec (docs/tenancy.md).
+          access: createAccessReviewer(kube),
+          pvbs: createPvbClient(kube, { namespace: 'stowage' }),
+          storage: new FileSystemStorage(storageDir),
+          logger: logger.child({ component: 'pipeline' }),
+          clock: { now: Date.now },
+          config: { ...DEFAULT_PIPELINE_CONFIG, pvbPollBaseMs: 200, pvbPollMaxMs: 1_000 },
+          restores: new RestoreState({ redis: workerConnection, prefix: statePrefix }),
+          pvrs: createPvrClient(kube, { namespace: 'stowage' }),
+        },
+        queues,
+      });
+    };
+    // Backup workers as stowage-worker; the restore items (the writes) as stowage-restorer, as the
+    // overlay's two worker Deployments split the queues.
+    const backupWorkers = workersAs(identities.worker, [QueueName.itemBlocks, QueueName.pvbWatch, QueueName.hooks, QueueName.repository]);
+    stops.push(['backup workers', () => backupWorkers.close()]);
+    const restoreWorkers = workersAs(identities.restorer, [QueueName.restoreItems]);
+    stops.push(['restore workers', () => restoreWorkers.close()]);
+    const agentKube = createKubeClients({ kubeconfigPath: identities.nodeAgent });
 
     const nodes = ['node-a', 'node-b', 'node-c'];
     const repoKey = randomBytes(32).toString('base64');
@@ -134,7 +149,7 @@ export async function startConsoleStack(opts: ConsoleStackOptions = {}): Promise
       running.push(
         await startNodeAgent({
           nodeName: node,
-          kube,
+          kube: agentKube,
           namespace: 'stowage',
           repoDir: join(storageDir, 'repository'),
           repoKey,

@@ -1,6 +1,9 @@
+import { readdir } from 'node:fs/promises';
+import { BACKUP_PHASES, BLOCK_STATES, ENDED_BACKUP_PHASES, formatBytes, PVB_PHASES } from '@stowage/core';
 import { useTestRedis } from '@stowage/testing';
 import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CONSOLE_ROOT } from '../src/console.plugin.js';
 import { SESSION_COOKIE } from '../src/session-cookie.js';
 import { auth, type Harness, OTHER_TOKEN, startHarness, TOKEN, validBody } from './api-harness.js';
 
@@ -57,19 +60,32 @@ describe('console shell (/ui)', () => {
     }
   });
 
+  it("shares core's phase lists and byte sizes with it through /ui/stowage.js, as a module a browser runs", async () => {
+    const res = await h.app.inject({ method: 'GET', url: '/ui/stowage.js' });
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['content-type']).toMatch(/javascript/);
+    expect(String(res.headers['content-security-policy'])).toContain("script-src 'self'");
+    // Imported as the browser would: plain JavaScript, nothing from outside it.
+    const shared = await import(`data:text/javascript;base64,${Buffer.from(res.body).toString('base64')}`);
+    expect(shared.BACKUP_PHASES).toEqual([...BACKUP_PHASES]);
+    expect(shared.ENDED_BACKUP_PHASES).toEqual([...ENDED_BACKUP_PHASES]);
+    expect(shared.BLOCK_STATES).toEqual([...BLOCK_STATES]);
+    expect(shared.PVB_PHASES).toEqual([...PVB_PHASES]);
+    for (const n of [0, 512, 1023, 1024, 1536, 99.5 * 1024, 150 * 1024 * 1024, 3 * 1024 ** 4, 5 * 1024 ** 5, undefined, null, Number.NaN]) {
+      expect(shared.formatBytes(n, '–'), String(n)).toBe(formatBytes(n, '–'));
+    }
+    expect(shared.formatBytes(1536)).toBe('1.5 KiB');
+    // The console's modules take them from there, not from copies of their own.
+    const format = (await h.app.inject({ method: 'GET', url: '/ui/format.js' })).body;
+    expect(format).toContain("from './stowage.js'");
+    expect(format).not.toMatch(/'PartiallyFailed'|'KiB'/);
+  });
+
   it('every module it loads is local: no http(s) URL, no CDN, no web font', async () => {
     const html = (await h.app.inject({ method: 'GET', url: '/ui' })).body;
-    const files = [
-      'app.js',
-      'api.js',
-      'sse.js',
-      'timeline.js',
-      'timeline-layout.js',
-      'blocks-table.js',
-      'blocks-store.js',
-      'format.js',
-      'style.css',
-    ];
+    // Every file of the console's directory, and the module the api generates.
+    const files = [...(await readdir(CONSOLE_ROOT)).filter((f) => /\.(js|css)$/.test(f)), 'stowage.js'];
+    expect(files).toEqual(expect.arrayContaining(['app.js', 'forms.js', 'schedules-page.js', 'restore-form.js', 'style.css']));
     for (const f of files) {
       const res = await h.app.inject({ method: 'GET', url: `/ui/${f}` });
       expect(res.statusCode, f).toBe(200);

@@ -197,6 +197,7 @@ describe('disaster recovery: a fresh api on the same storage, with Redis’s dat
   /** Everything a user sees of a restore: its list entry, describe, every item, logs, the event stream replayed. */
   const everythingOfRestore = async (name: string) => {
     const listed = ((await call('/v1/restores?limit=100')).json().items as Array<{ name: string }>).filter((r) => r.name === name);
+    // Its storage figures included: storage's copy counts finalize's own requests too.
     const view = (await call(`/v1/restores/${name}`)).json();
     const items = (await call(`/v1/restores/${name}/items?limit=1000`)).json();
     const logs = (await call(`/v1/restores/${name}/logs`)).text;
@@ -244,6 +245,10 @@ describe('disaster recovery: a fresh api on the same storage, with Redis’s dat
       'dr-1 to finish',
       async () => ((await call('/v1/backups/dr-1')).json().phase === 'Completed' ? true : undefined),
       120_000,
+    );
+    // Archived: its storage figures then hold finalize's own writes, in Redis and in storage's copy.
+    await waitFor('dr-1 to be archived', async () =>
+      (await control.hget(`${statePrefixFor(prefix)}:bk:{dr-1}:rec`, 'archivedAt')) ? true : undefined,
     );
     const before = await everything('dr-1');
     expect(before.view).toMatchObject({
@@ -306,7 +311,9 @@ describe('disaster recovery: a fresh api on the same storage, with Redis’s dat
       const list = (await call('/v1/backups?limit=100')).json().items as Array<{ name: string; phase: string }>;
       expect(list.find((b) => b.name === 'dr-1')).toMatchObject({ phase: 'Completed' });
       const after = await everything('dr-1');
+      // All as before, the storage figures too: storage's copy counts finalize's own requests.
       expect(after.view).toEqual(before.view);
+      expect(before.view.storage.requests.put).toBeGreaterThan(0);
       expect(after.blocks).toEqual(before.blocks);
       expect(after.logs).toBe(before.logs);
       expect(after.events).toEqual(before.events);

@@ -10,11 +10,13 @@ import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { DryRunPlan } from '@stowage/core';
 import { demoFixturePath, type Simulator, startSimulator } from '@stowage/kube-sim';
 import { NodeAgentRegistry, statePrefixFor } from '@stowage/pipeline';
 import { getFreePort, spawnService, uniquePrefix, useTestRedis } from '@stowage/testing';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startHooksQueueWorkers } from './hooks-queue-workers.js';
 
 const SERVICE_DIR = fileURLToPath(new URL('..', import.meta.url));
 const TOKEN = 'dry-run-token-0123456789abcdef';
@@ -41,46 +43,11 @@ const SPEC = {
   },
 };
 
-interface DryRunHook {
-  container: string;
-  command: string[];
-  source: string;
-  hookName?: string;
-  onError: string;
-}
-interface DryRunPlan {
-  name: string;
-  dryRun: true;
-  backupHooks: Record<'pre' | 'post', Array<{ name: string; targets: Array<{ pod: string; container: string }>; failure?: string }>>;
-  summary: Record<string, number>;
-  estimate: {
-    isEstimate: true;
-    basis: string;
-    totalBytes: number;
-    perNode: Array<{ node: string; volumes: number; estimatedBytes: number; volumesWithoutEstimate: number }>;
-  };
-  blocks: Array<{
-    id: string;
-    items: Array<{ key: string }>;
-    pods: Array<{ namespace: string; name: string; node?: string; hooks: { pre: DryRunHook[]; post: DryRunHook[] } }>;
-    volumes: Array<{
-      pod: string;
-      volume: string;
-      decision: string;
-      reason?: string;
-      claimName?: string;
-      estimatedBytes?: number | null;
-      estimateBasis?: string;
-    }>;
-  }>;
-  warnings: string[];
-  errors: string[];
-}
-
 let redis: { url: string; stop: () => Promise<void> };
 let sim: Simulator;
 let storageDir: string;
 let api: ChildProcess | undefined;
+let hookWorkers: { close: () => Promise<void> } | undefined;
 let apiOut = '';
 let base: string;
 let probe: Redis;
@@ -141,6 +108,9 @@ beforeAll(async () => {
   const agents = new NodeAgentRegistry({ redis: probe, prefix: statePrefixFor(prefix) });
   for (const node of ['node-a', 'node-b', 'node-c']) await agents.registerNodeAgent(node, 10 * 60_000);
 
+  // The backup-level hooks of the real backup below run in a backup worker's job, as deployed.
+  hookWorkers = startHooksQueueWorkers({ redisUrl: redis.url, prefix, kubeconfigPath: sim.kubeconfigPath, storageDir });
+
   const port = await getFreePort();
   base = `http://127.0.0.1:${port}`;
   api = spawnService('src/main.ts', {
@@ -187,6 +157,7 @@ afterAll(async () => {
     await Promise.race([exited, new Promise((r) => setTimeout(r, 15_000))]);
     if (api.exitCode === null) api.kill('SIGKILL');
   }
+  await hookWorkers?.close();
   await probe?.quit().catch(() => undefined);
   await sim?.close();
   await redis?.stop();

@@ -1,13 +1,17 @@
-// The Stowage console: a token prompt until a token is accepted, then the backups list
-// (#/) and a backup page (#/backups/<name>) with live progress, timeline and blocks, and the
-// restores (#/restores, #/restores/<name>: restore-page.js).
+// The Stowage console: a token prompt until a token is accepted, then the backups list with
+// the new-backup form (#/) and a backup page (#/backups/<name>) with live progress, timeline and
+// blocks, cancel, delete and the restore form; the restores (#/restores, #/restores/<name>:
+// restore-page.js) and the schedules (#/schedules: schedules-page.js).
 
-import { api, clearToken, getToken, onUnauthorized, setToken, UnauthorizedError } from './api.js';
+import { api, clearToken, explainFailure, getIdentity, getToken, onUnauthorized, setIdentity, setToken, UnauthorizedError } from './api.js';
 import { BlocksStore } from './blocks-store.js';
 import { createBlocksTable, hookCell } from './blocks-table.js';
 import { renderDryRunPlan } from './dry-run-plan.js';
 import { durationOf, formatDuration, formatTime, h, phaseBadge, TERMINAL_PHASES } from './format.js';
+import { formField, formMessages, runAction, splitList } from './forms.js';
+import { restoreForm } from './restore-form.js';
 import { showRestore, showRestoreList } from './restore-page.js';
+import { showSchedules } from './schedules-page.js';
 import { followEvents } from './sse.js';
 import { createTimeline } from './timeline.js';
 
@@ -41,12 +45,12 @@ function showPrompt(message = promptMessage) {
     'form',
     { class: 'card prompt', 'aria-labelledby': 'prompt-title' },
     h('h1', { id: 'prompt-title' }, 'Stowage console'),
-    h('label', { for: 'token' }, 'API token'),
+    h('label', { for: 'token' }, 'API token or Kubernetes token'),
     input,
     h(
       'p',
       { id: 'token-help', class: 'muted small' },
-      'One of the tokens in STOWAGE_API_TOKENS. It is kept in this tab only (sessionStorage) and sent as "Authorization: Bearer".',
+      'One of the tokens in STOWAGE_API_TOKENS (it sees everything), or your own Kubernetes token (e.g. `kubectl create token`): the console then shows and does only what RBAC on stowage.dev grants you. It is kept in this tab only (sessionStorage) and sent as "Authorization: Bearer".',
     ),
     error,
     submit,
@@ -62,10 +66,12 @@ function showPrompt(message = promptMessage) {
     submit.disabled = true;
     error.textContent = '';
     try {
-      await api.checkToken(token);
+      const identity = await api.checkToken(token);
       setToken(token);
+      setIdentity(identity);
       // The cookie lets the browser open the queue dashboard and /docs (GET only); best effort.
-      await api.openSession().catch(() => undefined);
+      // Not for a Kubernetes user: those pages run with Stowage's own rights (the API sets none).
+      if (identity.kind !== 'user') await api.openSession().catch(() => undefined);
       route();
     } catch (err) {
       error.textContent =
@@ -90,8 +96,33 @@ onUnauthorized((err) => {
 
 // ---- chrome ----------------------------------------------------------------------------------
 
+/** `Signed in as User "alice"`: who the API takes the token for (asked once per tab). */
+function signedInAs() {
+  const line = h('span', { class: 'identity small', id: 'signed-in-as' });
+  const show = (identity) => {
+    line.textContent = `Signed in as ${identity.description}`;
+    line.title =
+      identity.kind === 'user'
+        ? 'A Kubernetes identity: you see and do what RBAC on stowage.dev grants it (backups, restores, schedules; cluster* for the cluster-wide ones).'
+        : 'Stowage’s own rights: everything.';
+  };
+  const known = getIdentity();
+  if (known) show(known);
+  else
+    api
+      .identity()
+      .then((identity) => {
+        setIdentity(identity);
+        show(identity);
+      })
+      .catch(() => undefined);
+  return line;
+}
+
 function header() {
   const forget = h('button', { type: 'button', class: 'link-button' }, 'Forget token');
+  // The dashboard and the docs open with a session cookie, which only Stowage's own tokens get.
+  const user = getIdentity()?.kind === 'user';
   forget.addEventListener('click', async () => {
     await api.closeSession().catch(() => undefined);
     clearToken();
@@ -107,8 +138,10 @@ function header() {
       { 'aria-label': 'Main' },
       h('a', { href: '#/' }, 'Backups'),
       h('a', { href: '#/restores' }, 'Restores'),
-      h('a', { href: '/admin/queues', target: '_blank', rel: 'noopener' }, 'Queue dashboard'),
-      h('a', { href: '/docs', target: '_blank', rel: 'noopener' }, 'API docs'),
+      h('a', { href: '#/schedules' }, 'Schedules'),
+      user ? null : h('a', { href: '/admin/queues', target: '_blank', rel: 'noopener' }, 'Queue dashboard'),
+      user ? null : h('a', { href: '/docs', target: '_blank', rel: 'noopener' }, 'API docs'),
+      signedInAs(),
       forget,
     ),
   );
@@ -129,56 +162,75 @@ function progressBar(value, max, label) {
 // ---- backups list ----------------------------------------------------------------------------
 
 function newBackupForm(onCreated) {
-  const name = h('input', { id: 'nb-name', name: 'name', placeholder: 'generated when empty', pattern: '[a-z0-9]([-a-z0-9]*[a-z0-9])?' });
-  const namespaces = h('input', { id: 'nb-ns', name: 'namespaces', placeholder: 'shop, media (empty: all)' });
-  const fs = h('input', { id: 'nb-fs', type: 'checkbox', checked: true });
-  const specJson = h('textarea', {
-    id: 'nb-spec',
-    rows: '5',
-    spellcheck: 'false',
-    placeholder: '{"hooks": {"resources": [...]}, "labelSelector": {...}}',
-    'aria-describedby': 'nb-spec-help',
+  const name = formField({
+    id: 'nb-name',
+    label: 'Name',
+    path: 'name',
+    input: h('input', { placeholder: 'generated when empty' }),
   });
-  const error = h('p', { class: 'form-error', role: 'alert' });
+  const scope = formField({
+    id: 'nb-namespace',
+    label: 'In namespace',
+    path: 'namespace',
+    input: h('input', { placeholder: 'empty: a ClusterBackup' }),
+    help: 'A Backup of one namespace (it may back up only that namespace; needs create backups there), or empty for a ClusterBackup of the whole cluster (create clusterbackups).',
+  });
+  const namespaces = formField({
+    id: 'nb-ns',
+    label: 'Included namespaces',
+    path: 'spec.includedNamespaces',
+    input: h('input', { placeholder: 'shop, media (empty: all)' }),
+  });
+  const ttl = formField({ id: 'nb-ttl', label: 'Keep for (TTL)', path: 'spec.ttl', input: h('input', { placeholder: '720h' }) });
+  const fs = formField({
+    id: 'nb-fs',
+    label: 'Back up all pod volumes (defaultVolumesToFsBackup)',
+    path: 'spec.defaultVolumesToFsBackup',
+    input: h('input', { type: 'checkbox', checked: true }),
+    check: true,
+  });
+  const specJson = formField({
+    id: 'nb-spec',
+    label: 'More spec fields (JSON, optional)',
+    path: 'spec',
+    input: h('textarea', { rows: '5', spellcheck: 'false', placeholder: '{"hooks": {"resources": [...]}, "labelSelector": {...}}' }),
+    help: 'Merged into the spec; the API lists every problem with its path.',
+    wide: true,
+  });
+  const fields = [name, scope, namespaces, ttl, fs, specJson];
+  const error = h('p', { class: 'form-error', role: 'alert', tabindex: '-1' });
+  const messages = formMessages(fields, error);
   const submit = h('button', { type: 'submit', class: 'primary' }, 'Start backup');
   const plan = h('button', { type: 'button' }, 'Plan (dry run)');
   const planOut = h('div', { class: 'plan-out' });
   const form = h(
     'form',
-    { class: 'new-backup', 'aria-label': 'New backup' },
-    h('div', { class: 'field' }, h('label', { for: 'nb-name' }, 'Name'), name),
-    h('div', { class: 'field' }, h('label', { for: 'nb-ns' }, 'Included namespaces'), namespaces),
-    h('div', { class: 'field check' }, fs, h('label', { for: 'nb-fs' }, 'Back up all pod volumes (defaultVolumesToFsBackup)')),
-    h(
-      'div',
-      { class: 'field wide' },
-      h('label', { for: 'nb-spec' }, 'More spec fields (JSON, optional)'),
-      specJson,
-      h('span', { id: 'nb-spec-help', class: 'muted small' }, 'Merged into the spec; the API lists every problem with its path.'),
-    ),
+    { class: 'new-backup', 'aria-label': 'New backup', novalidate: true },
+    ...fields.map((f) => f.element),
     h('div', { class: 'form-actions' }, submit, plan),
     error,
   );
-  // The request both buttons send; undefined (with the error shown) when the spec JSON is bad.
+  // The request both buttons send; undefined (with the problem shown) when the spec JSON is bad.
   function readRequest() {
-    error.textContent = '';
+    messages.clear();
     let extra = {};
-    if (specJson.value.trim()) {
+    if (specJson.input.value.trim()) {
       try {
-        extra = JSON.parse(specJson.value);
+        extra = JSON.parse(specJson.input.value);
       } catch (err) {
-        error.textContent = `The spec fields are not valid JSON: ${err.message}`;
-        specJson.focus();
+        messages.local(specJson, `not valid JSON: ${err.message}`);
         return undefined;
       }
     }
-    const spec = { defaultVolumesToFsBackup: fs.checked, ...extra };
-    const ns = namespaces.value
-      .split(',')
-      .map((s) => s.trim())
-      .filter(Boolean);
+    const spec = { defaultVolumesToFsBackup: fs.input.checked, ...extra };
+    const ns = splitList(namespaces.input.value);
     if (ns.length) spec.includedNamespaces = ns;
-    return { ...(name.value.trim() ? { name: name.value.trim() } : {}), spec };
+    if (ttl.input.value.trim()) spec.ttl = ttl.input.value.trim();
+    return {
+      ...(name.input.value.trim() ? { name: name.input.value.trim() } : {}),
+      ...(scope.input.value.trim() ? { namespace: scope.input.value.trim() } : {}),
+      spec,
+    };
   }
   form.addEventListener('submit', async (e) => {
     e.preventDefault();
@@ -189,7 +241,7 @@ function newBackupForm(onCreated) {
       const created = await api.createBackup(request);
       onCreated(created.name);
     } catch (err) {
-      if (!(err instanceof UnauthorizedError)) error.textContent = err.message;
+      messages.show(err);
       submit.disabled = false;
     }
   });
@@ -203,7 +255,7 @@ function newBackupForm(onCreated) {
       planOut.replaceChildren(renderDryRunPlan(await api.planBackup(request)));
     } catch (err) {
       planOut.replaceChildren();
-      if (!(err instanceof UnauthorizedError)) error.textContent = err.message;
+      messages.show(err);
     } finally {
       plan.disabled = false;
     }
@@ -223,34 +275,13 @@ function showList() {
     h(
       'thead',
       {},
-      h('tr', {}, ...['Backup', 'Phase', 'Started', 'Duration', 'Items', 'PVBs', 'Problems'].map((t) => h('th', { scope: 'col' }, t))),
-    ),
-    tbody,
-  );
-  // Schedules: one row each (what runs next, what ran last, ticks skipped and why).
-  const scheduleRows = h('tbody');
-  const schedulesCard = h(
-    'section',
-    { class: 'card', 'aria-labelledby': 'schedules-title', hidden: true },
-    h('h2', { id: 'schedules-title' }, 'Schedules'),
-    h(
-      'div',
-      { class: 'table-scroll' },
       h(
-        'table',
-        { class: 'schedules' },
-        h(
-          'thead',
-          {},
-          h(
-            'tr',
-            {},
-            ...['Schedule', 'Cron', 'State', 'Last backup', 'Next run', 'Skipped ticks'].map((t) => h('th', { scope: 'col' }, t)),
-          ),
-        ),
-        scheduleRows,
+        'tr',
+        {},
+        ...['Backup', 'Namespace', 'Phase', 'Started', 'Duration', 'Items', 'PVBs', 'Problems'].map((t) => h('th', { scope: 'col' }, t)),
       ),
     ),
+    tbody,
   );
   const main = h(
     'main',
@@ -260,7 +291,6 @@ function showList() {
       location.hash = `#/backups/${encodeURIComponent(n)}`;
     }),
     h('section', { class: 'card' }, h('div', { class: 'table-scroll' }, table), status, more),
-    schedulesCard,
   );
   setView(header(), main);
 
@@ -270,42 +300,7 @@ function showList() {
   let alive = true;
   const details = new Map();
 
-  async function loadSchedules() {
-    try {
-      const { items } = await api.listSchedules();
-      if (!alive) return;
-      schedulesCard.hidden = items.length === 0;
-      scheduleRows.replaceChildren(
-        ...items.map((s) =>
-          h(
-            'tr',
-            {},
-            h('th', { scope: 'row' }, s.name),
-            h('td', {}, h('code', {}, String(s.spec.schedule ?? ''))),
-            h(
-              'td',
-              {},
-              s.status.phase === 'FailedValidation' ? h('span', { class: 'bad' }, 'invalid') : s.spec.paused ? 'paused' : 'enabled',
-            ),
-            h(
-              'td',
-              {},
-              s.status.lastBackup
-                ? h('a', { href: `#/backups/${encodeURIComponent(s.status.lastBackup.name)}` }, s.status.lastBackup.name)
-                : '–',
-            ),
-            h('td', {}, s.status.nextRunAt ? formatTime(s.status.nextRunAt) : '–'),
-            h('td', { class: 'num', title: s.status.lastSkipped?.reason ?? '' }, String(s.status.skipped)),
-          ),
-        ),
-      );
-    } catch (err) {
-      if (err instanceof UnauthorizedError) return;
-    }
-  }
-
   async function load(reset) {
-    if (reset) loadSchedules();
     try {
       const page = await api.listBackups(50, reset ? undefined : cursor);
       if (!alive) return;
@@ -328,7 +323,7 @@ function showList() {
       render();
     } catch (err) {
       if (!alive || err instanceof UnauthorizedError) return;
-      status.textContent = `Could not load backups: ${err.message}`;
+      status.textContent = `Could not load backups: ${explainFailure(err)}`;
     }
     if (!alive) return;
     const running = shown.some((b) => !TERMINAL_PHASES.has(details.get(b.name)?.phase ?? b.phase));
@@ -344,6 +339,7 @@ function showList() {
           'tr',
           {},
           h('th', { scope: 'row' }, h('a', { href: `#/backups/${encodeURIComponent(b.name)}` }, b.name)),
+          h('td', {}, b.namespace ?? h('span', { class: 'muted' }, 'cluster-wide')),
           h('td', {}, phaseBadge(b.phase)),
           h('td', {}, formatTime(b.startedAt ?? b.createdAt)),
           h('td', { class: 'num' }, formatDuration(durationOf(b.startedAt, b.completedAt))),
@@ -360,7 +356,13 @@ function showList() {
         );
       }),
     );
-    status.textContent = shown.length === 0 ? 'No backups yet. Start one above.' : `${shown.length} backup(s)`;
+    const user = getIdentity()?.kind === 'user';
+    status.textContent =
+      shown.length === 0
+        ? user
+          ? 'No backups you may see: only those in namespaces where RBAC lets you list backups are shown. Start one above.'
+          : 'No backups yet. Start one above.'
+        : `${shown.length} backup(s)${user ? ' you may see' : ''}`;
     more.hidden = !cursor;
   }
 
@@ -377,6 +379,9 @@ function showList() {
 
 // ---- one backup ------------------------------------------------------------------------------
 
+/** The phases of a backup a restore accepts (the API says why for any other). */
+const RESTORABLE_PHASES = new Set(['Completed', 'PartiallyFailed']);
+
 function stat(label, ...value) {
   return h('div', { class: 'stat' }, h('dt', {}, label), h('dd', {}, ...value));
 }
@@ -387,6 +392,10 @@ function showBackup(name) {
   const phase = h('span', { class: 'phase-slot', 'aria-live': 'polite' });
   const live = h('span', { class: 'live-status muted small', 'aria-live': 'polite' });
   const cancel = h('button', { type: 'button', class: 'danger', hidden: true }, 'Cancel backup');
+  const remove = h('button', { type: 'button', class: 'danger', hidden: true }, 'Delete backup');
+  const actionError = h('p', { class: 'form-error', role: 'alert' });
+  // Restoring: once the backup has ended in a phase a restore accepts.
+  const restoreSlot = h('div', {});
   const stats = h('dl', { class: 'stats' });
   const problems = h('section', { class: 'card problems', 'aria-labelledby': 'problems-title' });
   // Backup-level hooks (spec.hooks.backup): shown once a phase of them has run.
@@ -408,13 +417,20 @@ function showBackup(name) {
       h(
         'div',
         { class: 'head-links' },
-        h('a', { href: '/admin/queues', target: '_blank', rel: 'noopener' }, 'Queue dashboard'),
-        h('a', { href: '/docs', target: '_blank', rel: 'noopener' }, 'OpenAPI docs'),
+        ...(getIdentity()?.kind === 'user'
+          ? []
+          : [
+              h('a', { href: '/admin/queues', target: '_blank', rel: 'noopener' }, 'Queue dashboard'),
+              h('a', { href: '/docs', target: '_blank', rel: 'noopener' }, 'OpenAPI docs'),
+            ]),
         cancel,
+        remove,
       ),
     ),
+    actionError,
     h('section', { class: 'card', 'aria-label': 'Progress' }, stats),
     problems,
+    restoreSlot,
     backupHooks,
     h(
       'section',
@@ -446,7 +462,20 @@ function showBackup(name) {
     phase.replaceChildren(phaseBadge(backup.phase));
     specText.textContent = JSON.stringify(backup.spec ?? {}, null, 2);
     cancel.hidden = TERMINAL_PHASES.has(backup.phase) || Boolean(backup.cancelRequestedAt);
+    remove.hidden = !TERMINAL_PHASES.has(backup.phase);
+    if (RESTORABLE_PHASES.has(backup.phase) && restoreSlot.childElementCount === 0) {
+      restoreSlot.append(
+        restoreForm(
+          name,
+          (restore) => {
+            location.hash = `#/restores/${encodeURIComponent(restore.name)}`;
+          },
+          backup.namespace,
+        ),
+      );
+    }
     stats.replaceChildren(
+      stat('Namespace', backup.namespace ?? 'cluster-wide'),
       stat('Started', formatTime(backup.startedAt ?? backup.createdAt)),
       stat('Duration', formatDuration(durationOf(backup.startedAt, backup.completedAt)), backup.completedAt ? '' : ' so far'),
       stat('Items', progressBar(p.done, p.total, 'items backed up'), ` ${p.done} / ${p.total}`),
@@ -547,17 +576,38 @@ function showBackup(name) {
     if (backup) timeline.update(backup, s.blocks);
   });
 
-  cancel.addEventListener('click', async () => {
-    cancel.disabled = true;
-    try {
-      await api.cancelBackup(name);
-      refreshBackupSoon(0);
-    } catch (err) {
-      if (!(err instanceof UnauthorizedError)) live.textContent = `Cancel failed: ${err.message}`;
-    } finally {
-      cancel.disabled = false;
-    }
-  });
+  cancel.addEventListener('click', () =>
+    runAction({
+      button: cancel,
+      errorLine: actionError,
+      what: 'Cancel',
+      confirm: {
+        title: `Cancel backup ${name}?`,
+        body: 'No further block starts and running volume copies are stopped; the backup ends Canceled and cannot be resumed.',
+        confirmLabel: 'Cancel backup',
+      },
+      action: async () => {
+        await api.cancelBackup(name);
+        refreshBackupSoon(0);
+      },
+    }),
+  );
+  remove.addEventListener('click', () =>
+    runAction({
+      button: remove,
+      errorLine: actionError,
+      what: 'Delete',
+      confirm: {
+        title: `Delete backup ${name}?`,
+        body: 'Its data in backup storage, its volume snapshots and its record are deleted for good; it can no longer be restored.',
+        confirmLabel: 'Delete backup',
+      },
+      action: async () => {
+        await api.deleteBackup(name);
+        location.hash = '#/';
+      },
+    }),
+  );
 
   let events;
   (async () => {
@@ -571,7 +621,11 @@ function showBackup(name) {
         h(
           'p',
           { class: 'bad', role: 'alert' },
-          err.status === 404 ? `There is no backup named "${name}".` : `Could not load the backup: ${err.message}`,
+          err.status === 404
+            ? `There is no backup named "${name}".`
+            : err.status === 403
+              ? `You may not see this backup. ${explainFailure(err)}`
+              : `Could not load the backup: ${err.message}`,
         ),
       );
       return;
@@ -628,6 +682,7 @@ function route() {
   if (m) showBackup(decodeURIComponent(m[1]));
   else if (r?.[1]) showRestore(decodeURIComponent(r[1]), ui);
   else if (r) showRestoreList(ui);
+  else if (location.hash === '#/schedules') showSchedules(ui);
   else showList();
   document.getElementById('main')?.focus({ preventScroll: true });
 }

@@ -1,16 +1,8 @@
 // Small, pure formatting helpers and the DOM builder the views share.
+// The phase lists and the byte formatter are core's, served by the api as /ui/stowage.js.
+import { BACKUP_PHASES, BLOCK_STATES, formatBytes as coreFormatBytes, ENDED_BACKUP_PHASES, PVB_PHASES } from './stowage.js';
 
-export function formatBytes(n) {
-  if (n === undefined || n === null || !Number.isFinite(n)) return '–';
-  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-  let v = n;
-  let i = 0;
-  while (v >= 1024 && i < units.length - 1) {
-    v /= 1024;
-    i++;
-  }
-  return `${i === 0 ? v : v.toFixed(v >= 100 ? 0 : 1)} ${units[i]}`;
-}
+export const formatBytes = (n) => coreFormatBytes(n, '–');
 
 export function formatDuration(ms) {
   if (ms === undefined || ms === null || !Number.isFinite(ms) || ms < 0) return '–';
@@ -41,25 +33,14 @@ export function durationOf(startIso, endIso, nowMs = Date.now()) {
   return b - a;
 }
 
-export const TERMINAL_PHASES = new Set(['Completed', 'PartiallyFailed', 'Failed', 'FailedValidation', 'Canceled']);
+export const TERMINAL_PHASES = new Set(ENDED_BACKUP_PHASES);
+
+// Backups' and restores' phases, blocks' and PVBs' states (core's), and two more the styles know.
+const KNOWN_PHASES = new Set([...BACKUP_PHASES, ...BLOCK_STATES, ...PVB_PHASES, 'Running', 'Done']);
 
 /** A CSS class for a phase badge; unknown phases get the neutral one. */
 export function phaseClass(phase) {
-  const known = [
-    'New',
-    'InProgress',
-    'Finalizing',
-    'Completed',
-    'PartiallyFailed',
-    'Failed',
-    'FailedValidation',
-    'Canceled',
-    'Canceling',
-    'Pending',
-    'Running',
-    'Done',
-  ];
-  return `phase phase-${known.includes(phase) ? phase : 'unknown'}`;
+  return `phase phase-${KNOWN_PHASES.has(phase) ? phase : 'unknown'}`;
 }
 
 /**

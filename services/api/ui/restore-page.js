@@ -2,8 +2,9 @@
 // timeline as a backup's (a lane per node with its PVR bars and post-restore hooks, each tier's
 // end as an item mark), then its tiers, PVRs, hook runs and item results as tables.
 
-import { api, UnauthorizedError } from './api.js';
+import { api, explainFailure, UnauthorizedError } from './api.js';
 import { durationOf, formatBytes, formatDuration, formatTime, h, phaseBadge, TERMINAL_PHASES } from './format.js';
+import { runAction } from './forms.js';
 import { followEvents } from './sse.js';
 import { createTimeline } from './timeline.js';
 
@@ -94,7 +95,7 @@ export function showRestoreList(ui) {
       h(
         'p',
         { class: 'muted small' },
-        'Start a restore with POST /v1/restores or `stowage restore create --from-backup <backup>`; it appears here.',
+        'Start a restore from a backup’s page (Restore this backup), with POST /v1/restores or `stowage restore create --from-backup <backup>`; it appears here.',
       ),
       h('section', { class: 'card' }, body, status),
     ),
@@ -109,12 +110,13 @@ export function showRestoreList(ui) {
       body.replaceChildren(
         table(
           'Restores, newest first',
-          ['Restore', 'From backup', 'Phase', 'Started', 'Duration', 'Items', 'PVRs', 'Problems'],
+          ['Restore', 'Namespace', 'From backup', 'Phase', 'Started', 'Duration', 'Items', 'PVRs', 'Problems'],
           details.map((r) =>
             h(
               'tr',
               {},
               h('th', { scope: 'row' }, h('a', { href: `#/restores/${encodeURIComponent(r.name)}` }, r.name)),
+              h('td', {}, r.namespace ?? h('span', { class: 'muted' }, 'cluster-wide')),
               h('td', {}, h('a', { href: `#/backups/${encodeURIComponent(r.backupName)}` }, r.backupName)),
               h('td', {}, phaseBadge(r.phase)),
               h('td', {}, formatTime(r.startedAt ?? r.createdAt)),
@@ -138,7 +140,7 @@ export function showRestoreList(ui) {
       const running = details.some((r) => !TERMINAL_PHASES.has(r.phase));
       timer = setTimeout(load, running ? 2000 : 10000);
     } catch (err) {
-      if (alive && !(err instanceof UnauthorizedError)) status.textContent = `Could not load restores: ${err.message}`;
+      if (alive && !(err instanceof UnauthorizedError)) status.textContent = `Could not load restores: ${explainFailure(err)}`;
     }
   };
   load();
@@ -162,12 +164,16 @@ export function showRestore(name, ui) {
   const itemsBox = h('div', {});
   const specText = h('pre', { class: 'spec', id: 'restore-spec' });
   const crumbs = h('p', { class: 'crumbs' }, h('a', { href: '#/restores' }, '← All restores'));
+  const cancel = h('button', { type: 'button', class: 'danger', hidden: true }, 'Cancel restore');
+  const remove = h('button', { type: 'button', class: 'danger', hidden: true }, 'Delete restore');
+  const actionError = h('p', { class: 'form-error', role: 'alert' });
   const section = (id, title, box) => h('section', { class: 'card', 'aria-labelledby': id }, h('h2', { id }, title), box);
   const main = h(
     'main',
     { id: 'main', tabindex: '-1' },
     crumbs,
-    h('div', { class: 'page-head' }, h('h1', {}, name), phase, live),
+    h('div', { class: 'page-head' }, h('h1', {}, name), phase, live, h('div', { class: 'head-links' }, cancel, remove)),
+    actionError,
     h('section', { class: 'card', 'aria-label': 'Progress' }, stats),
     problems,
     h(
@@ -208,6 +214,8 @@ export function showRestore(name, ui) {
     const r = restore;
     const times = tierTimesOf(events);
     phase.replaceChildren(phaseBadge(r.phase));
+    cancel.hidden = TERMINAL_PHASES.has(r.phase) || Boolean(r.cancelRequestedAt);
+    remove.hidden = !TERMINAL_PHASES.has(r.phase);
     specText.textContent = JSON.stringify(r.spec ?? {}, null, 2);
     const pvrDone = (r.podVolumeRestores.Completed ?? 0) + (r.podVolumeRestores.Failed ?? 0) + (r.podVolumeRestores.Canceled ?? 0);
     stats.replaceChildren(
@@ -390,6 +398,39 @@ export function showRestore(name, ui) {
     }, delay);
   }
 
+  cancel.addEventListener('click', () =>
+    runAction({
+      button: cancel,
+      errorLine: actionError,
+      what: 'Cancel',
+      confirm: {
+        title: `Cancel restore ${name}?`,
+        body: 'No further objects or volumes are restored and hooks not yet run are skipped; what is already restored stays.',
+        confirmLabel: 'Cancel restore',
+      },
+      action: async () => {
+        await api.cancelRestore(name);
+        refreshSoon(0);
+      },
+    }),
+  );
+  remove.addEventListener('click', () =>
+    runAction({
+      button: remove,
+      errorLine: actionError,
+      what: 'Delete',
+      confirm: {
+        title: `Delete restore ${name}?`,
+        body: 'Its record, results and logs are deleted; the objects it restored stay in the cluster.',
+        confirmLabel: 'Delete restore',
+      },
+      action: async () => {
+        await api.deleteRestore(name);
+        location.hash = '#/restores';
+      },
+    }),
+  );
+
   let follow;
   (async () => {
     try {
@@ -402,7 +443,11 @@ export function showRestore(name, ui) {
         h(
           'p',
           { class: 'bad', role: 'alert' },
-          err.status === 404 ? `There is no restore named "${name}".` : `Could not load the restore: ${err.message}`,
+          err.status === 404
+            ? `There is no restore named "${name}".`
+            : err.status === 403
+              ? `You may not see this restore. ${explainFailure(err)}`
+              : `Could not load the restore: ${err.message}`,
         ),
       );
       return;

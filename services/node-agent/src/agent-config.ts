@@ -36,7 +36,11 @@ const blank = (value: string | undefined) => (value === undefined || value.trim(
 
 /** Every problem at once, like loadConfig: the shared variables plus the node agent's own. */
 export function loadNodeAgentConfig(env: Readonly<Record<string, string | undefined>>): NodeAgentConfigResult {
-  const shared = loadConfig(env, { require: ['STOWAGE_NODE_NAME', 'STOWAGE_REPO_KEY'], service: 'node agent' });
+  const shared = loadConfig(env, {
+    require: ['STOWAGE_NODE_NAME', 'STOWAGE_REPO_KEY'],
+    service: 'node agent',
+    defaultPort: DEFAULT_NODE_AGENT_PORT,
+  });
   const problems: string[] = shared.ok ? [] : shared.problems.map((p: ConfigProblem) => p.message);
 
   const kubeletRoot = blank(env.STOWAGE_KUBELET_ROOT) ?? DEFAULT_KUBELET_ROOT;
@@ -103,8 +107,7 @@ export function loadNodeAgentConfig(env: Readonly<Record<string, string | undefi
       loadConcurrencyWarnings,
       bandwidthBytesPerSec,
       volumeDirTimeoutMs,
-      // PORT defaults to the API's 8080 in the shared config; the node agent's own default is 8082.
-      port: blank(env.PORT) ? config.api.port : DEFAULT_NODE_AGENT_PORT,
+      port: config.api.port,
     }),
   };
 }

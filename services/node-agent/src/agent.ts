@@ -1,8 +1,21 @@
-import { callKube, createPvbClient, createPvrClient, type KubeClients, type PvbPhase, type PvrPhase, watchPods } from '@stowage/kube';
+import {
+  callKube,
+  createDataDownloadClient,
+  createDataUploadClient,
+  createPvbClient,
+  createPvrClient,
+  type DataMoverSpec,
+  dataMoverLabels,
+  type KubeClients,
+  type PvbPhase,
+  type PvrPhase,
+  watchPods,
+} from '@stowage/kube';
 import type { Logger } from '@stowage/platform';
 import { abortableSleep, ObjectStoreBackend, type Repository, TokenBucket } from '@stowage/repository';
 import type { ObjectStore } from '@stowage/storage';
 import { backupOperationHandler } from './backup-operation.js';
+import { downloadOperationHandler } from './download-operation.js';
 import { NodeAgentError, NodeAgentErrorCode } from './errors.js';
 import { type LoadConcurrencyConfig, resolveLoadConcurrency } from './load-concurrency.js';
 import { openOrInitRepository } from './repository-access.js';
@@ -62,6 +75,13 @@ export interface NodeAgentMetrics {
   restoresCompleted: number;
   restoresFailed: number;
   restoresCanceled: number;
+  /** DataUploads (moved CSI snapshot data) this node completed and failed, and their bytes. */
+  dataUploadsCompleted: number;
+  dataUploadsFailed: number;
+  /** DataDownloads (a moved block volume written back) this node completed and failed. */
+  dataDownloadsCompleted: number;
+  dataDownloadsFailed: number;
+  bytesUploadedTotal: number;
 }
 
 export interface CopyStart {
@@ -86,7 +106,7 @@ export interface NodeAgent {
 }
 
 /**
- * The node agent (DESIGN §3 "Node agent", §7): watches its node's PVBs and every PVR (taking those
+ * The node agent (docs/architecture.md#the-node-agent): watches its node's PVBs and every PVR (taking those
  * whose pod runs here), claims New ones with a conditional status update, keeps at most
  * `loadConcurrency` PVBs and PVRs together InProgress on the node, copies or restores each volume
  * with progress, honours spec.cancel, and resumes what a previous run left InProgress. The
@@ -193,7 +213,23 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
     }),
     sourceDeps,
   );
-  const sources: ScheduledSource[] = [backups, restores];
+  // DataUploads: a CSI snapshot's data, exposed through a temporary pod on this node, copied as a PVB is.
+  const uploads = startOperationSource(
+    backupOperationHandler<DataMoverSpec>({
+      ...common,
+      label: 'DataUpload',
+      client: createDataUploadClient(kube, { namespace: options.namespace }),
+      labelSelector: `${dataMoverLabels.node}=${nodeName}`,
+      progressIntervalMs,
+    }),
+    sourceDeps,
+  );
+  // DataDownloads: a moved block volume written back into a temporary pod's new claim on this node.
+  const downloads = startOperationSource(
+    downloadOperationHandler({ ...common, client: createDataDownloadClient(kube, { namespace: options.namespace }) }),
+    sourceDeps,
+  );
+  const sources: ScheduledSource[] = [backups, restores, uploads, downloads];
   const podsHere = watchPods(kube, {
     fieldSelector: `spec.nodeName=${nodeName}`,
     onEvent: (event) => {
@@ -206,7 +242,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
       restores.dependencyChanged(uid);
       schedule();
     },
-    onError: (err) => log.warn({ err: err.message, code: err.code }, 'pod watch problem (it recovers by itself)'),
+    onError: (err) => log.warn({ err, code: err.code }, 'pod watch problem (it recovers by itself)'),
   });
 
   /**
@@ -261,6 +297,9 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
       schedule();
     });
   const restoresJoined = joinScheduling(restores);
+  // Without the DataUpload and DataDownload CRDs the agent still backs up and restores; they join once listed.
+  void joinScheduling(uploads);
+  void joinScheduling(downloads);
   await Promise.all([joinScheduling(backups), podsHere.synced]);
   podsSynced = true;
   const restoresListed = await Promise.race([restoresJoined.then(() => true), abortableSleep(restoreSyncGraceMs).then(() => false)]);
@@ -295,6 +334,11 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
       restoresCompleted: restores.counters.completed,
       restoresFailed: restores.counters.failed,
       restoresCanceled: restores.counters.canceled,
+      dataUploadsCompleted: uploads.counters.completed,
+      dataUploadsFailed: uploads.counters.failed,
+      dataDownloadsCompleted: downloads.counters.completed,
+      dataDownloadsFailed: downloads.counters.failed,
+      bytesUploadedTotal: uploads.counters.bytes,
     }),
     stop: async () => {
       if (stopped) return;
@@ -318,7 +362,7 @@ async function readNodeLabels(kube: KubeClients, nodeName: string, log: Logger):
     return node.metadata?.labels ?? {};
   } catch (error) {
     // Without the Node's labels only globalConfig applies; say so rather than refuse to start.
-    log.warn({ err: (error as Error).message }, `node ${nodeName} could not be read; perNodeConfig rules cannot match, using globalConfig`);
+    log.warn({ err: error }, `node ${nodeName} could not be read; perNodeConfig rules cannot match, using globalConfig`);
     return {};
   }
 }

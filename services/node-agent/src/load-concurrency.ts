@@ -1,7 +1,7 @@
 import { checkLabelSelector, type LabelSelector, matchesLabelSelector } from '@stowage/core';
 
 /**
- * Velero's node-agent `loadConcurrency` (velero-semantics §7.3): how many PVBs may be InProgress at
+ * Velero's node-agent `loadConcurrency` (docs/velero.md#node-agent-load-concurrency): how many PVBs may be InProgress at
  * once on a node. `globalConfig` missing or ≤ 0 means 1; a node matching several `perNodeConfig`
  * rules gets the smallest number; rules with an invalid selector or a number ≤ 0 are ignored
  * (reported as warnings, as Velero logs them, rather than refusing to start).

@@ -1,9 +1,10 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createKubeClients } from '@stowage/kube';
-import type { Logger } from '@stowage/platform';
+import { type Logger, registerStorageMetrics } from '@stowage/platform';
 import type { RedisClient } from '@stowage/queue';
-import { openObjectStore } from '@stowage/storage';
+import { openObjectStore, storageCostByWork } from '@stowage/storage';
+import { Registry } from 'prom-client';
 import { type NodeAgent, type NodeAgentOptions, startNodeAgent } from './agent.js';
 import type { NodeAgentConfig } from './agent-config.js';
 import { renderMetrics } from './metrics.js';
@@ -53,25 +54,25 @@ export async function startNodeAgentService(
   let redis: RedisClient | undefined;
   let heartbeat: NodeJS.Timeout | undefined;
   if (config.shared.redis.url) {
-    // Loaded only when needed: @stowage/pipeline pulls in BullMQ, which an agent without Redis never uses.
-    const [{ DEFAULT_AGENT_TTL_MS, NodeAgentRegistry, statePrefixFor }, { createProducerConnection }] = await Promise.all([
-      import('@stowage/pipeline'),
-      import('@stowage/queue'),
-    ]);
+    // Loaded only when needed: @stowage/queue pulls in BullMQ, which an agent without Redis never uses.
+    const { createProducerConnection, DEFAULT_AGENT_TTL_MS, NodeAgentRegistry, statePrefixFor } = await import('@stowage/queue');
     redis = createProducerConnection(config.shared.redis.url, {
       connectionName: 'stowage-node-agent',
-      onError: (err) => logger.warn({ err: err.message }, 'redis connection error'),
+      onError: (err) => logger.warn({ err }, 'redis connection error'),
     });
     const registry = new NodeAgentRegistry({ redis, prefix: statePrefixFor(config.shared.redis.queuePrefix) });
     const beat = () =>
       registry
         .registerNodeAgent(config.nodeName, DEFAULT_AGENT_TTL_MS)
-        .catch((err: unknown) => logger.warn({ err: (err as Error).message }, 'node agent heartbeat not written'));
+        .catch((err: unknown) => logger.warn({ err }, 'node agent heartbeat not written'));
     redis.once('ready', () => void beat());
     heartbeat = setInterval(beat, DEFAULT_AGENT_TTL_MS / 3);
     heartbeat.unref();
   }
 
+  // What this agent asked of object storage (stowage_storage_*), beside the agent's own metrics.
+  const storageMetrics = new Registry();
+  registerStorageMetrics(storageMetrics, storageCostByWork);
   const server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     if (path === '/livez') {
@@ -82,7 +83,10 @@ export async function startNodeAgentService(
         .writeHead(ok ? 200 : 503, { 'content-type': 'application/json' })
         .end(JSON.stringify({ status: ok ? 'ready' : 'not-ready', watching: agent.isReady(), redis: redis?.status ?? 'not-configured' }));
     } else if (path === '/metrics') {
-      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(renderMetrics(agent.metrics()));
+      storageMetrics.metrics().then(
+        (storage) => res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(renderMetrics(agent.metrics()) + storage),
+        (err: Error) => res.writeHead(500, { 'content-type': 'text/plain' }).end(`metrics failed: ${err.message}`),
+      );
     } else {
       res
         .writeHead(404, { 'content-type': 'application/json' })

@@ -1,4 +1,5 @@
-import { chmod, chown, lstat, mkdir, readdir, rename, rm, rmdir, stat, utimes, writeFile } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { lstat, open, readdir, rename, rmdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   type KubeClients,
@@ -9,7 +10,20 @@ import {
   pvrLabels,
   restoreWaitContainer,
 } from '@stowage/kube';
-import { abortableSleep, isRepoError, RepoErrorCode, type Repository, type TokenBucket } from '@stowage/repository';
+import {
+  abortableSleep,
+  atDir,
+  closeDir,
+  type DirRef,
+  isRepoError,
+  makeDirAt,
+  openDir,
+  openDirAt,
+  RepoErrorCode,
+  type Repository,
+  removeAt,
+  type TokenBucket,
+} from '@stowage/repository';
 import { describeCopyFailure } from './failure-message.js';
 import { type PodForVolumeDir, resolveVolumeDir, type VolumeDirResult } from './volume-dir.js';
 import { OperationFailure, type VolumeOperationHandler } from './volume-operation-runner.js';
@@ -80,54 +94,88 @@ export function restoreOperationHandler(deps: RestoreOperationDeps): VolumeOpera
         );
       }
       const volumeDir = await waitForVolumeDir(deps, pvr, context.signal);
-      const markerDir = join(volumeDir, restoreWaitContainer.markerDir);
-      // The volume's content is the pod's: never follow a .stowage it made into a link elsewhere.
-      const existing = await lstat(markerDir).catch(() => undefined);
-      if (existing && !existing.isDirectory()) {
-        throw new OperationFailure(
-          `${markerDir} exists and is not a directory; the agent restores nothing through it (remove it and restore again)`,
-        );
-      }
-      const marker = join(markerDir, restoreUid);
-      if (context.resumed) {
-        const already = await alreadyRestored(deps, pvr, marker);
-        if (already) {
-          return {
-            status: { message: already },
-            bytes: pvr.status?.progress?.totalBytes ?? 0,
-            details: { volumeDir, alreadyRestored: true },
-          };
-        }
-      }
-      // Staged under .stowage and moved into place only when complete: a crash or cancel never
-      // leaves half-restored files at the volume's root, and a resume discards the staging dir.
-      const staging = join(markerDir, `restoring-${name}`);
-      await mkdir(markerDir, { recursive: true });
-      await rm(staging, { recursive: true, force: true });
-      const repo = await deps.getRepository();
-      let result: Awaited<ReturnType<Repository['restore']>>;
+      // The volume's content is the pod's, and the pod runs while it is restored: everything below
+      // the volume directory is reached through descriptors the agent opened itself, never through
+      // a link (a .stowage or staging directory swapped for one fails the PVR, naming it).
+      const volume = await openDir(volumeDir);
+      let markerDir: DirRef | undefined;
+      let staging: DirRef | undefined;
       try {
-        result = await repo.restore(pvr.spec.snapshotID, staging, {
-          signal: context.signal,
-          onProgress: context.onProgress,
-          ...(deps.throttle ? { throttle: deps.throttle } : {}),
+        if (context.resumed) {
+          const already = await alreadyRestored(deps, pvr, volume, restoreUid);
+          if (already) {
+            return {
+              status: { message: already },
+              bytes: pvr.status?.progress?.totalBytes ?? 0,
+              details: { volumeDir, alreadyRestored: true },
+            };
+          }
+        }
+        markerDir = await makeDirAt(volume, restoreWaitContainer.markerDir, 0o755).catch((error: unknown) => {
+          if (!isRepoError(error, RepoErrorCode.RestoreTargetChanged)) throw error;
+          throw new OperationFailure(
+            `${join(volumeDir, restoreWaitContainer.markerDir)} exists and is not a directory; the agent restores nothing through it (remove it and restore again)`,
+          );
         });
-        context.signal.throwIfAborted();
-        await moveIntoPlace(staging, volumeDir);
-      } catch (error) {
-        // Leave the volume as it was: no staging dir, and no .stowage unless something else is in it.
-        await rm(staging, { recursive: true, force: true }).catch(() => undefined);
-        await rmdir(markerDir).catch(() => undefined);
-        throw error;
+        // Staged under .stowage and moved into place only when complete: a crash or cancel never
+        // leaves half-restored files at the volume's root, and a resume discards the staging dir.
+        const stagingName = `restoring-${name}`;
+        await removeAt(markerDir, stagingName);
+        staging = await makeDirAt(markerDir, stagingName, 0o700);
+        const repo = await deps.getRepository();
+        let result: Awaited<ReturnType<Repository['restore']>>;
+        try {
+          result = await repo.restore(pvr.spec.snapshotID, staging.path, {
+            signal: context.signal,
+            onProgress: context.onProgress,
+            targetHandle: staging,
+            ...(deps.throttle ? { throttle: deps.throttle } : {}),
+          });
+          context.signal.throwIfAborted();
+          // Still where the pod sees them: else the files would land where the pod does not look.
+          await closeDir(await openDirAt(volume, restoreWaitContainer.markerDir, markerDir));
+          await closeDir(await openDirAt(markerDir, stagingName, staging));
+          await moveIntoPlace(staging, volume);
+          await removeAt(markerDir, stagingName);
+        } catch (error) {
+          // Leave the volume as it was: no staging dir, and no .stowage unless something else is in it.
+          await removeAt(markerDir, stagingName).catch(() => undefined);
+          await rmdir(atDir(volume, restoreWaitContainer.markerDir)).catch(() => undefined);
+          throw error;
+        }
+        await writeMarker(
+          markerDir,
+          restoreUid,
+          `${JSON.stringify({ pvr: name, node: nodeName, restoredAt: new Date().toISOString() })}\n`,
+        );
+        // The marker is where the pod's init container looks for it.
+        await closeDir(await openDirAt(volume, restoreWaitContainer.markerDir, markerDir));
+        return {
+          status: {},
+          bytes: result.bytes,
+          details: { snapshotId: result.snapshotId, bytes: result.bytes, files: result.files, volumeDir },
+        };
+      } finally {
+        await closeDir(staging);
+        await closeDir(markerDir);
+        await closeDir(volume);
       }
-      await writeFile(marker, `${JSON.stringify({ pvr: name, node: nodeName, restoredAt: new Date().toISOString() })}\n`);
-      return {
-        status: {},
-        bytes: result.bytes,
-        details: { snapshotId: result.snapshotId, bytes: result.bytes, files: result.files, volumeDir },
-      };
     },
   };
+}
+
+/** Writes the done marker into the opened .stowage directory, never through a link. */
+async function writeMarker(markerDir: DirRef, restoreUid: string, content: string): Promise<void> {
+  const file = await open(
+    atDir(markerDir, restoreUid),
+    constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW,
+    0o644,
+  );
+  try {
+    await file.writeFile(content);
+  } finally {
+    await file.close();
+  }
 }
 
 /** Polls the volume directory of the PVR's pod until it exists, up to volumeDirTimeoutMs. */
@@ -154,13 +202,16 @@ async function waitForVolumeDir(deps: RestoreOperationDeps, pvr: PodVolumeRestor
  * marker is in place, or the pod's restore-wait init container already found it and finished
  * (and removed it). Restoring again would overwrite data the app may already be using.
  */
-async function alreadyRestored(deps: RestoreOperationDeps, pvr: PodVolumeRestore, marker: string): Promise<string | undefined> {
-  if (
-    await stat(marker).then(
-      () => true,
-      () => false,
-    )
-  ) {
+async function alreadyRestored(
+  deps: RestoreOperationDeps,
+  pvr: PodVolumeRestore,
+  volume: DirRef,
+  restoreUid: string,
+): Promise<string | undefined> {
+  const markerDir = await openDirAt(volume, restoreWaitContainer.markerDir).catch(() => undefined);
+  const marker = markerDir ? await lstat(atDir(markerDir, restoreUid)).catch(() => undefined) : undefined;
+  await closeDir(markerDir);
+  if (marker?.isFile()) {
     return 'the volume was restored before the node agent restarted (its done marker is in place)';
   }
   const waitStatus = deps.podOnNode(pvr.spec.pod.uid)?.status?.initContainerStatuses?.find((s) => s.name === restoreWaitContainer.name);
@@ -170,24 +221,25 @@ async function alreadyRestored(deps: RestoreOperationDeps, pvr: PodVolumeRestore
   return undefined;
 }
 
-/** Moves every entry of `staging` into `volumeDir` (replacing same-named ones), then gives the root the snapshot's mode and mtime. */
-async function moveIntoPlace(staging: string, volumeDir: string): Promise<void> {
-  const root = await stat(staging);
-  const entries = await readdir(staging);
+/**
+ * Moves every entry of `staging` into the volume (replacing same-named ones, removed without
+ * following a link), then gives the volume's root the snapshot's owner, mode and mtime on its descriptor.
+ */
+async function moveIntoPlace(staging: DirRef, volume: DirRef): Promise<void> {
+  const root = await staging.handle.stat();
+  const entries = await readdir(atDir(staging, '.'));
   if (entries.includes(restoreWaitContainer.markerDir)) {
     throw new OperationFailure(
       `the snapshot holds a top-level ${restoreWaitContainer.markerDir}, which Stowage reserves for its restore markers; nothing was restored`,
     );
   }
   for (const entry of entries) {
-    const target = join(volumeDir, entry);
-    await rm(target, { recursive: true, force: true });
-    await rename(join(staging, entry), target);
+    await removeAt(volume, entry);
+    await rename(atDir(staging, entry), atDir(volume, entry));
   }
-  await rm(staging, { recursive: true, force: true });
-  if (process.getuid?.() === 0) await chown(volumeDir, root.uid, root.gid).catch(() => undefined);
-  await chmod(volumeDir, root.mode & 0o7777);
-  await utimes(volumeDir, root.atime, root.mtime);
+  if (process.getuid?.() === 0) await volume.handle.chown(root.uid, root.gid).catch(() => undefined);
+  await volume.handle.chmod(root.mode & 0o7777);
+  await volume.handle.utimes(root.atime, root.mtime);
 }
 
 function describeRestoreFailure(error: unknown, repoDir: string): string {
@@ -195,6 +247,9 @@ function describeRestoreFailure(error: unknown, repoDir: string): string {
     return `${error.message}: the snapshot is not in the repository at ${repoDir} (was the backup deleted, or does this node agent use another STOWAGE_STORAGE?)`;
   }
   if (isRepoError(error, RepoErrorCode.ChunkCorrupt)) return `${error.message}; run \`stowage repo verify\``;
+  if (isRepoError(error, RepoErrorCode.RestoreTargetChanged)) {
+    return `${error.message}; the restore was stopped: nothing was moved into the volume and it got no done marker`;
+  }
   const code = (error as NodeJS.ErrnoException | undefined)?.code;
   if (code === 'EACCES' || code === 'EPERM' || code === 'ENOSPC' || code === 'EROFS') {
     return `cannot write the restored files into the volume: ${(error as Error).message}`;

@@ -1,4 +1,4 @@
-import { readdir, stat } from 'node:fs/promises';
+import { lstat, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { callKube, getPod, isKubeError, type KubeClients, KubeErrorCodes, type PodVolumeBackupSpec } from '@stowage/kube';
 
@@ -167,27 +167,11 @@ export async function resolveVolumeDir(
     knownPod?: PodForVolumeDir | undefined;
   },
 ): Promise<VolumeDirResult> {
-  const { spec, kubeletRoot, nodeName } = options;
+  const { spec, kubeletRoot } = options;
   const podRef = `${spec.pod.namespace}/${spec.pod.name}`;
-  const pod: PodForVolumeDir | undefined = options.knownPod ?? (await getPod(kube, spec.pod.namespace, spec.pod.name));
-  if (!pod)
-    return { ok: false, reason: 'pod-gone', message: `pod ${podRef} no longer exists, so its volume ${spec.volume} cannot be read` };
-  if (pod.metadata?.uid !== spec.pod.uid) {
-    return {
-      ok: false,
-      reason: 'pod-replaced',
-      message: `pod ${podRef} was replaced (uid ${pod.metadata?.uid ?? 'none'}, the PVB was made for uid ${spec.pod.uid}); back it up again`,
-    };
-  }
-  if (pod.spec?.nodeName && pod.spec.nodeName !== nodeName) {
-    return {
-      ok: false,
-      reason: 'wrong-node',
-      message: `pod ${podRef} runs on node ${pod.spec.nodeName}, not on ${nodeName} where this PVB was sent`,
-    };
-  }
-  const volume = pod.spec?.volumes?.find((v) => v.name === spec.volume);
-  if (!volume) return { ok: false, reason: 'no-such-volume', message: `pod ${podRef} has no volume named ${spec.volume}` };
+  const checked = await checkPodVolume(kube, options);
+  if (!checked.ok) return checked;
+  const { volume } = checked;
   const podVolumes = join(kubeletRoot, 'pods', spec.pod.uid, 'volumes');
 
   // A generic ephemeral volume is a PVC the pod's controller named `<pod>-<volume>`.
@@ -217,6 +201,77 @@ export async function resolveVolumeDir(
     ...(pv?.metadata?.annotations ? { annotations: pv.metadata.annotations } : {}),
   });
   return findVolumeDir(podVolumes, layout, { volume: spec.volume, podRef, pvName });
+}
+
+type PodVolumeOf<P> = NonNullable<NonNullable<P extends { spec?: infer S } ? S : never> extends { volumes?: infer V } ? V : never>;
+
+/** The pod (read, or known) is the one the operation was made for, on this node, with the volume. */
+async function checkPodVolume(
+  kube: KubeClients,
+  options: { nodeName: string; spec: PodVolumeBackupSpec; knownPod?: PodForVolumeDir | undefined },
+): Promise<{ ok: true; volume: PodVolumeOf<PodForVolumeDir>[number] } | Extract<VolumeDirResult, { ok: false }>> {
+  const { spec, nodeName } = options;
+  const podRef = `${spec.pod.namespace}/${spec.pod.name}`;
+  const pod: PodForVolumeDir | undefined = options.knownPod ?? (await getPod(kube, spec.pod.namespace, spec.pod.name));
+  if (!pod)
+    return { ok: false, reason: 'pod-gone', message: `pod ${podRef} no longer exists, so its volume ${spec.volume} cannot be read` };
+  if (pod.metadata?.uid !== spec.pod.uid) {
+    return {
+      ok: false,
+      reason: 'pod-replaced',
+      message: `pod ${podRef} was replaced (uid ${pod.metadata?.uid ?? 'none'}, the PVB was made for uid ${spec.pod.uid}); back it up again`,
+    };
+  }
+  if (pod.spec?.nodeName && pod.spec.nodeName !== nodeName) {
+    return {
+      ok: false,
+      reason: 'wrong-node',
+      message: `pod ${podRef} runs on node ${pod.spec.nodeName}, not on ${nodeName} where this PVB was sent`,
+    };
+  }
+  const volume = pod.spec?.volumes?.find((v) => v.name === spec.volume);
+  if (!volume) return { ok: false, reason: 'no-such-volume', message: `pod ${podRef} has no volume named ${spec.volume}` };
+  return { ok: true, volume };
+}
+
+/**
+ * Where a block-mode (`volumeDevices`) CSI volume of a pod is on this node: the kubelet's
+ * `<root>/pods/<uid>/volumeDevices/kubernetes.io~csi/<pv>` (a regular file in the simulator, the
+ * device node on a node). Same checks of the pod as resolveVolumeDir; a symbolic link there is
+ * refused (never followed).
+ */
+export async function resolveBlockDevice(
+  kube: KubeClients,
+  options: { kubeletRoot: string; nodeName: string; spec: PodVolumeBackupSpec },
+): Promise<VolumeDirResult> {
+  const { spec, kubeletRoot } = options;
+  const podRef = `${spec.pod.namespace}/${spec.pod.name}`;
+  const checked = await checkPodVolume(kube, options);
+  if (!checked.ok) return checked;
+  const claimName = checked.volume.persistentVolumeClaim?.claimName;
+  const claim = claimName ? await readClaim(kube, spec.pod.namespace, claimName) : undefined;
+  const pvName = claim?.spec?.volumeName || undefined;
+  if (!pvName) {
+    return {
+      ok: false,
+      reason: 'claim-unbound',
+      message: `block volume ${spec.volume} of pod ${podRef} has no bound persistentVolumeClaim (${claimName ?? 'none'})`,
+    };
+  }
+  const path = join(kubeletRoot, 'pods', spec.pod.uid, 'volumeDevices', CSI_PLUGIN, pvName);
+  try {
+    const info = await lstat(path);
+    if (!info.isFile() && !info.isBlockDevice()) {
+      return {
+        ok: false,
+        reason: 'dir-missing',
+        message: `the device of block volume ${spec.volume} of pod ${podRef} at ${path} is not a file or device`,
+      };
+    }
+  } catch {
+    return missing(path, spec.volume, podRef, 'is the block volume attached to the pod?');
+  }
+  return { ok: true, path, plugin: CSI_PLUGIN, pvName };
 }
 
 function missing(path: string, volume: string, podRef: string, detail: string | undefined): VolumeDirResult {

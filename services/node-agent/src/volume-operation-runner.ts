@@ -8,6 +8,7 @@ import type {
 } from '@stowage/kube';
 import type { Logger } from '@stowage/platform';
 import { abortableSleep } from '@stowage/repository';
+import { addStorageCost, emptyStorageCost, parseStorageCost, type StorageCost, StorageMeter } from '@stowage/storage/request-meter';
 
 /**
  * How the node agent runs a volume operation — a PodVolumeBackup (copy a volume into the
@@ -19,6 +20,9 @@ import { abortableSleep } from '@stowage/repository';
  * comes in a `VolumeOperationHandler`. The node-wide limit is the agent's (agent.ts): it asks
  * every kind's source what is busy and what is queued, and claims in creation order.
  */
+
+/** How logs, metrics and start records name each kind of volume operation. */
+export type OperationKindLabel = 'PVB' | 'PVR' | 'DataUpload' | 'DataDownload';
 
 export interface OperationProgress {
   totalBytes: number;
@@ -48,7 +52,7 @@ export interface OperationResult<Status> {
 
 export interface VolumeOperationHandler<Spec extends VolumeOperationSpecBase, Status extends VolumeOperationStatusBase> {
   /** `PVB` / `PVR`: logs, metrics and start records name objects by it. */
-  readonly label: 'PVB' | 'PVR';
+  readonly label: OperationKindLabel;
   /** What the work is called in messages: `copy`, `restore`. */
   readonly noun: string;
   readonly client: VolumeOperationClient<Spec, Status>;
@@ -84,7 +88,7 @@ export interface VolumeOperationHandler<Spec extends VolumeOperationSpecBase, St
 }
 
 export interface OperationStart {
-  kind: 'PVB' | 'PVR';
+  kind: OperationKindLabel;
   name: string;
   resumed: boolean;
   at: string;
@@ -99,7 +103,7 @@ export interface OperationCounters {
 }
 
 export interface QueuedOperation {
-  kind: 'PVB' | 'PVR';
+  kind: OperationKindLabel;
   name: string;
   creationTimestamp: string;
   /** First-seen order breaks creationTimestamp ties (whole seconds). */
@@ -123,7 +127,7 @@ export interface OperationSourceDeps {
 
 /** What the agent's scheduler needs of a kind's source, whatever the kind. */
 export interface ScheduledSource {
-  readonly label: 'PVB' | 'PVR';
+  readonly label: OperationKindLabel;
   readonly counters: OperationCounters;
   /** true once the informer's first list is in. */
   readonly synced: Promise<boolean>;
@@ -179,6 +183,15 @@ interface RunningOperation<Status> {
   lastBytes: number;
   writes: Promise<unknown>;
   done?: Promise<void>;
+  /** Counts the storage requests of this run (the work runs in its scope). */
+  readonly meter: StorageMeter;
+  /** What earlier runs of the object asked of storage (a resumed run goes on from there). */
+  readonly priorCost: StorageCost;
+}
+
+/** status.storage of a run: what it and the runs before it asked of storage. */
+function storageOf(run: { meter: StorageMeter; priorCost: StorageCost }): StorageCost {
+  return addStorageCost(run.priorCost, run.meter.total());
 }
 
 export function startOperationSource<Spec extends VolumeOperationSpecBase, Status extends VolumeOperationStatusBase>(
@@ -252,7 +265,7 @@ export function startOperationSource<Spec extends VolumeOperationSpecBase, Statu
       }
       deps.schedule();
     },
-    onError: (err) => log.warn({ err: err.message, code: err.code }, `${label} watch problem (it recovers by itself)`),
+    onError: (err) => log.warn({ err, code: err.code }, `${label} watch problem (it recovers by itself)`),
   });
 
   const current = (name: string): Obj | undefined => informer.get(name, client.namespace);
@@ -334,7 +347,7 @@ export function startOperationSource<Spec extends VolumeOperationSpecBase, Statu
     } catch (error) {
       // Not answered: the periodic full rescan tries again (no event may come for this object).
       answeredCancels.delete(rv);
-      log.warn({ [key]: name, err: (error as Error).message }, 'cancel not answered yet; the next rescan tries again');
+      log.warn({ [key]: name, err: error }, 'cancel not answered yet; the next rescan tries again');
     }
   }
 
@@ -343,11 +356,14 @@ export function startOperationSource<Spec extends VolumeOperationSpecBase, Statu
     if (stopped) return false;
     const name = object.metadata.name;
     const token = new Date().toISOString();
+    // A resumed object keeps what its earlier runs asked of storage; a new one starts at zero.
+    const priorCost = (resumed ? parseStorageCost(object.status?.storage) : undefined) ?? emptyStorageCost();
     const status = {
       ...handler.claimFields,
       phase: 'InProgress',
       startTimestamp: token,
       progress: { totalBytes: 0, bytesDone: 0 },
+      storage: priorCost,
       ...(resumed ? { message: handler.messages.resumed } : {}),
     } as Status;
     const result = await client.updateStatusIf(name, object.metadata.resourceVersion ?? '', status);
@@ -368,6 +384,8 @@ export function startOperationSource<Spec extends VolumeOperationSpecBase, Statu
       progressWritePending: false,
       lastBytes: 0,
       writes: Promise.resolve(),
+      meter: new StorageMeter(label === 'PVB' ? 'backup' : 'restore'),
+      priorCost,
     };
     runs.set(name, run);
     counters.started++;
@@ -412,10 +430,10 @@ export function startOperationSource<Spec extends VolumeOperationSpecBase, Statu
           run.resourceVersion = current.metadata.resourceVersion ?? run.resourceVersion;
         } catch (error) {
           if (!opts.terminal) {
-            log.warn({ [key]: run.name, err: (error as Error).message }, 'progress not written; the next one will try again');
+            log.warn({ [key]: run.name, err: error }, 'progress not written; the next one will try again');
             return false;
           }
-          log.warn({ [key]: run.name, err: (error as Error).message, attempt }, 'status not written yet; retrying');
+          log.warn({ [key]: run.name, err: error, attempt }, 'status not written yet; retrying');
           await abortableSleep(Math.min(5000, 200 * 2 ** attempt)).catch(() => undefined);
         }
       }
@@ -438,7 +456,7 @@ export function startOperationSource<Spec extends VolumeOperationSpecBase, Statu
     log.info({ [key]: run.name }, `cancel requested; stopping the ${noun}`);
     void writeStatus(
       run,
-      { ...run.status, phase: 'Canceling', message: `cancel requested (spec.cancel); stopping the ${noun}` },
+      { ...run.status, phase: 'Canceling', message: `cancel requested (spec.cancel); stopping the ${noun}`, storage: storageOf(run) },
       { terminal: false },
     );
     run.controller.abort(new Error('canceled by spec.cancel'));
@@ -455,7 +473,7 @@ export function startOperationSource<Spec extends VolumeOperationSpecBase, Statu
     run.progressWritePending = true;
     void writeStatus(
       run,
-      { ...run.status, progress: { totalBytes: progress.totalBytes, bytesDone: progress.bytesDone } },
+      { ...run.status, progress: { totalBytes: progress.totalBytes, bytesDone: progress.bytesDone }, storage: storageOf(run) },
       { terminal: false },
     ).finally(() => {
       run.progressWritePending = false;
@@ -466,11 +484,14 @@ export function startOperationSource<Spec extends VolumeOperationSpecBase, Statu
   async function execute(run: RunningOperation<Status>, object: Obj, resumed: boolean): Promise<void> {
     const name = run.name;
     try {
-      const result = await handler.run(object, {
-        signal: run.controller.signal,
-        resumed,
-        onProgress: (progress) => onProgress(run, progress),
-      });
+      // Every storage request of the work is counted for this object (status.storage).
+      const result = await run.meter.run(() =>
+        handler.run(object, {
+          signal: run.controller.signal,
+          resumed,
+          onProgress: (progress) => onProgress(run, progress),
+        }),
+      );
       const written = await writeStatus(
         run,
         {
@@ -480,6 +501,7 @@ export function startOperationSource<Spec extends VolumeOperationSpecBase, Statu
           startTimestamp: run.token,
           completionTimestamp: new Date().toISOString(),
           progress: { totalBytes: result.bytes, bytesDone: result.bytes },
+          storage: storageOf(run),
           // a resume message does not describe the outcome; the handler's (if any) does
           message: result.status.message,
         } as Status,
@@ -498,6 +520,7 @@ export function startOperationSource<Spec extends VolumeOperationSpecBase, Statu
             phase: 'Canceled',
             completionTimestamp: new Date().toISOString(),
             message: handler.messages.canceled(run.lastBytes),
+            storage: storageOf(run),
           } as Status,
           { terminal: true },
         );
@@ -509,7 +532,11 @@ export function startOperationSource<Spec extends VolumeOperationSpecBase, Statu
         // Left InProgress on purpose: the next start of this agent resumes it (see README, Restart).
         await writeStatus(
           run,
-          { ...run.status, message: 'interrupted by a node agent shutdown; the agent resumes it when it starts again' },
+          {
+            ...run.status,
+            message: 'interrupted by a node agent shutdown; the agent resumes it when it starts again',
+            storage: storageOf(run),
+          },
           { terminal: false },
         );
         log.info({ [key]: name }, `${noun} interrupted by shutdown; left InProgress for the next start`);
@@ -519,7 +546,7 @@ export function startOperationSource<Spec extends VolumeOperationSpecBase, Statu
       log.warn({ [key]: name, err: error }, `${label} failed`);
       const written = await writeStatus(
         run,
-        { ...run.status, phase: 'Failed', completionTimestamp: new Date().toISOString(), message } as Status,
+        { ...run.status, phase: 'Failed', completionTimestamp: new Date().toISOString(), message, storage: storageOf(run) } as Status,
         { terminal: true },
       );
       if (written) counters.failed++;

@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { NodeAgentRegistry, statePrefixFor } from '@stowage/pipeline';
+import { NodeAgentRegistry, statePrefixFor } from '@stowage/queue';
 import { Repository } from '@stowage/repository';
 import { uniquePrefix, useTestRedis } from '@stowage/testing';
 import { Redis } from 'ioredis';

@@ -1,17 +1,10 @@
-import { workerLockTimingFromEnv } from '@stowage/pipeline';
 import { createLifecycle, createLogger, loadConfigOrExit } from '@stowage/platform';
 import { openCheckedObjectStore } from '@stowage/storage';
+import { repositoryGcFromConfig } from './repository-gc.js';
 import { startWorkerService } from './worker-service.js';
 
 // Thin host: config (every problem at once), logger, the worker service, graceful shutdown.
-const config = loadConfigOrExit(process.env, { require: ['REDIS_URL'], service: 'worker' });
-const lockTiming = workerLockTimingFromEnv(process.env);
-if (!lockTiming.ok) {
-  process.stderr.write(
-    `Stowage worker configuration has ${lockTiming.problems.length} problem(s):\n  - ${lockTiming.problems.join('\n  - ')}\n`,
-  );
-  process.exit(1);
-}
+const config = loadConfigOrExit(process.env, { require: ['REDIS_URL'], service: 'worker', defaultPort: 8081 });
 // Storage that cannot be used (no bucket, refused credentials, unreachable endpoint) is one line and exit 1, before serving.
 const storage = await openCheckedObjectStore(config.storage);
 if (!storage.ok) {
@@ -22,9 +15,17 @@ const logger = createLogger({ level: config.log.level, name: 'worker' });
 const lifecycle = createLifecycle({ logger, timeoutMs: config.shutdown.timeoutMs });
 lifecycle.installProcessHandlers();
 
-// PORT defaults to the API's 8080 in the shared config; the worker's own default is 8081.
-const port = process.env.PORT ? config.api.port : 8081;
-const service = await startWorkerService({ config, logger, port, lock: lockTiming.lock, storage: storage.store });
+// Backup deletions and repository prunes (the `repository` queue) need the repository key.
+let repository: ReturnType<typeof repositoryGcFromConfig>;
+try {
+  repository = repositoryGcFromConfig(config, storage.store);
+} catch (error) {
+  process.stderr.write(`Stowage worker configuration problem: ${(error as Error).message}\n`);
+  process.exit(1);
+}
+if (!repository && config.worker.queues.includes('repository'))
+  logger.warn('no STOWAGE_REPO_KEY: deleting a backup leaves its volume repository snapshots; no repository prune');
+const service = await startWorkerService({ config, logger, port: config.api.port, storage: storage.store, repository });
 // Registered in start order; shutdown runs them in reverse: workers → HTTP → Redis.
 lifecycle.onShutdown('redis', service.stopRedis);
 lifecycle.onShutdown('http', service.stopHttp);

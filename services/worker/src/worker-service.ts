@@ -1,21 +1,23 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createKubeClients, createPvbClient, createPvrClient } from '@stowage/kube';
+import { createAccessReviewer, createKubeClients, createPvbClient, createPvrClient } from '@stowage/kube';
 import {
   BackupState,
+  type BlockWait,
   DEFAULT_PIPELINE_CONFIG,
+  type HostedQueue,
   NodeAgentRegistry,
   type PipelineConfig,
   type PipelineLogger,
+  type RepositoryGc,
   RestoreState,
   type RunningWorkers,
   startWorkers,
   statePrefixFor,
-  type WorkerLockTiming,
 } from '@stowage/pipeline';
-import type { StowageConfig } from '@stowage/platform';
+import { createProcessMetrics, type StowageConfig, type WorkerQueue } from '@stowage/platform';
 import { createWorkerConnection, QueueName, type RedisClient } from '@stowage/queue';
-import { type ObjectStore, openObjectStore } from '@stowage/storage';
+import { type ObjectStore, openObjectStore, storageCostByWork } from '@stowage/storage';
 
 export interface WorkerServiceOptions {
   config: StowageConfig;
@@ -24,10 +26,12 @@ export interface WorkerServiceOptions {
   port: number;
   /** Pipeline tuning beyond the env config (tests shorten waits). */
   pipeline?: Partial<PipelineConfig>;
-  /** BullMQ lock/stalled-check timing (STOWAGE_LOCK_DURATION_MS, STOWAGE_STALLED_INTERVAL_MS). */
-  lock?: WorkerLockTiming;
   /** Backup storage, already checked by main.ts (openCheckedObjectStore); default opened from config.storage. */
   storage?: ObjectStore;
+  /** The volume repository (repositoryGcFromConfig): the `repository` queue's deletions forget snapshots and prune. */
+  repository?: RepositoryGc | undefined;
+  /** Not the product: the benchmark's inline comparison (`inlineBlockWait`) wired into this worker. */
+  blockWait?: BlockWait;
 }
 
 export interface WorkerService {
@@ -44,6 +48,19 @@ export interface WorkerService {
   stopRedis(): Promise<void>;
 }
 
+const HOSTED: Record<WorkerQueue, HostedQueue> = {
+  'item-blocks': QueueName.itemBlocks,
+  'pvb-watch': QueueName.pvbWatch,
+  hooks: QueueName.hooks,
+  'restore-items': QueueName.restoreItems,
+  repository: QueueName.repository,
+};
+
+/** The pipeline's queue of a configured name (the config's names are the queues' own). */
+function hostedQueueOf(name: WorkerQueue): HostedQueue {
+  return HOSTED[name];
+}
+
 /**
  * Wires the worker: RedisClient, Kubernetes clients, storage, backup state, and the item-blocks,
  * pvb-watch and hooks queues with their concurrency. Built apart from main.ts so a test can
@@ -54,17 +71,22 @@ export async function startWorkerService(opts: WorkerServiceOptions): Promise<Wo
   if (!config.redis.url) throw new Error('REDIS_URL is required for the worker');
   const redis = createWorkerConnection(config.redis.url, {
     connectionName: 'stowage-worker',
-    onError: (err) => logger.warn({ err: err.message }, 'redis connection error'),
+    onError: (err) => logger.warn({ err }, 'redis connection error'),
   });
   const kube = createKubeClients(config.kube.kubeconfig ? { kubeconfigPath: config.kube.kubeconfig } : {});
   const pvbs = createPvbClient(kube, { namespace: config.kube.namespace });
   const statePrefix = statePrefixFor(config.redis.queuePrefix);
+  // The pipeline's counters of this process (PVB outcomes, hooks, …), served at /metrics as the node agent serves its own.
+  const metrics = createProcessMetrics('worker', { storageCost: storageCostByWork });
   const deps = {
+    metrics: metrics.pipeline,
     connection: redis,
     queuePrefix: config.redis.queuePrefix,
     state: new BackupState({ redis, prefix: statePrefix }),
     agents: new NodeAgentRegistry({ redis, prefix: statePrefix }),
     kube,
+    // A spec hook's exec is first asked of the API server as the run's requester.
+    access: createAccessReviewer(kube),
     pvbs,
     storage: opts.storage ?? openObjectStore(config.storage),
     logger,
@@ -72,16 +94,20 @@ export async function startWorkerService(opts: WorkerServiceOptions): Promise<Wo
     config: {
       ...DEFAULT_PIPELINE_CONFIG,
       namespace: config.kube.namespace,
-      waitMode: config.pipeline.waitMode,
       restoreMaxInFlight: config.restore.maxInFlight,
+      restoreWaitImage: config.restore.waitImage,
       ...opts.pipeline,
     },
     restores: new RestoreState({ redis, prefix: statePrefix }),
     pvrs: createPvrClient(kube, { namespace: config.kube.namespace }),
+    blockWait: opts.blockWait,
+    repository: opts.repository,
   };
+  // STOWAGE_WORKER_QUEUES: the backup workers and the restore workers (their own identity) split them.
+  const queues = config.worker.queues.map(hostedQueueOf);
   const workers = startWorkers({
     deps,
-    queues: [QueueName.itemBlocks, QueueName.pvbWatch, QueueName.hooks, QueueName.restoreItems],
+    queues,
     concurrency: {
       itemBlocks: config.concurrency.block,
       pvbWatch: config.concurrency.watch,
@@ -89,7 +115,7 @@ export async function startWorkerService(opts: WorkerServiceOptions): Promise<Wo
       restoreItems: config.restore.itemsConcurrency,
     },
     closeTimeoutMs: Math.max(1_000, config.shutdown.timeoutMs - 5_000),
-    ...(opts.lock ? { lock: opts.lock } : {}),
+    lock: opts.config.jobLocks,
   });
 
   let ready = false;
@@ -97,6 +123,13 @@ export async function startWorkerService(opts: WorkerServiceOptions): Promise<Wo
     const path = (req.url ?? '/').split('?')[0];
     if (path === '/livez') {
       res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
+      return;
+    }
+    if (path === '/metrics') {
+      metrics.registry.metrics().then(
+        (text) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),
+        (err: Error) => res.writeHead(500, { 'content-type': 'text/plain' }).end(`metrics failed: ${err.message}`),
+      );
       return;
     }
     if (path === '/readyz') {
@@ -108,7 +141,7 @@ export async function startWorkerService(opts: WorkerServiceOptions): Promise<Wo
     }
     res
       .writeHead(404, { 'content-type': 'application/json' })
-      .end('{"error":{"code":"WORKER_NOT_FOUND","message":"only /livez and /readyz"}}');
+      .end('{"error":{"code":"WORKER_NOT_FOUND","message":"only /livez, /readyz and /metrics"}}');
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -118,9 +151,9 @@ export async function startWorkerService(opts: WorkerServiceOptions): Promise<Wo
   logger.info(
     {
       port,
-      queues: ['item-blocks', 'pvb-watch', 'hooks', 'restore-items'],
+      queues,
       concurrency: config.concurrency,
-      waitMode: deps.config.waitMode,
+      ...(opts.blockWait ? { blockWait: 'inline comparison (benchmark only)' } : {}),
     },
     'worker started',
   );

@@ -13,7 +13,7 @@ import { type BackupReport, buildBackupReport } from '../backup-report.js';
 import { CliError, CliErrorCode } from '../errors.js';
 import { followBackup } from '../follow.js';
 import { formatBytes, formatDuration } from '../format.js';
-import { type DemoCluster, openDemoCluster } from './cluster.js';
+import { type DemoCluster, openDemoCluster, whoIs } from './cluster.js';
 import type { DemoOptions } from './demo-options.js';
 import { type DemoRestoreSummary, formatDemoRestore, restoreShop } from './demo-restore.js';
 import { ManagedProcess } from './managed-process.js';
@@ -38,7 +38,8 @@ export interface DemoSummary extends BackupReport {
   logs: { dir: string; kept: boolean };
   redis: { url: string; embedded: boolean };
   cluster: { server: string; kubeconfig: string; embedded: boolean; nodes: string[] };
-  processes: Array<{ name: string; pid: number }>;
+  /** Each service process, and who it is to the cluster (its kubeconfig's user, as the API server says). */
+  processes: Array<{ name: string; pid: number; identity: string }>;
   /** The restore of shop after the backup (null with --no-restore or when the backup failed). */
   restore: DemoRestoreSummary | null;
   /** Filled after cleanup (not with --keep until Ctrl-C). */
@@ -150,7 +151,6 @@ export async function runDemo(
     for (const [k, v] of Object.entries(env)) if (!k.startsWith('STOWAGE_') && k !== 'PORT' && k !== 'HOST') base[k] = v;
     Object.assign(base, {
       REDIS_URL: redisUrl,
-      KUBECONFIG: cluster.kubeconfigPath,
       STOWAGE_STORAGE: storageDir,
       STOWAGE_QUEUE_PREFIX: `{stowage-demo-${runId}}`,
       STOWAGE_NAMESPACE: 'stowage',
@@ -160,7 +160,10 @@ export async function runDemo(
       ...(s3 ? s3.env : {}),
     });
     const onLine = opts.verbose ? (name: string, line: string) => io.stderr.write(`[${name}] ${line}\n`) : undefined;
-    const startService = async (name: string, main: string, extra: Record<string, string>) => {
+    /** The bearer token each process's kubeconfig sends, by process name. */
+    const tokenOf = new Map<string, string | undefined>();
+    const startService = async (name: string, main: string, extra: Record<string, string>, kubeToken: string | undefined) => {
+      tokenOf.set(name, kubeToken);
       const port = await getFreePort();
       const p = new ManagedProcess({
         name,
@@ -205,24 +208,63 @@ export async function runDemo(
       }
     }
 
-    say(`• starting ${cluster.nodes.length} node agents, ${opts.workers} workers and the API (logs in ${logDir})`);
+    const ids = cluster.identities;
+    say(
+      `• identities: k8s/overlays/dev's ServiceAccounts and RBAC applied (${ids.applied.length} objects); each service runs as its own account`,
+    );
+    say(`• starting ${cluster.nodes.length} node agents, ${opts.workers} workers, a restore worker and the API (logs in ${logDir})`);
     const started: Array<{ p: ManagedProcess; port: number }> = [];
     for (const node of cluster.nodes) {
       started.push(
-        await startService(`agent-${node}`, SERVICE_MAIN['node-agent'], {
-          STOWAGE_NODE_NAME: node,
-          STOWAGE_REPO_KEY: repoKey,
-          STOWAGE_KUBELET_ROOT: join(cluster.dataRoot, node),
-        }),
+        await startService(
+          `agent-${node}`,
+          SERVICE_MAIN['node-agent'],
+          {
+            KUBECONFIG: ids.nodeAgent,
+            STOWAGE_NODE_NAME: node,
+            STOWAGE_REPO_KEY: repoKey,
+            STOWAGE_KUBELET_ROOT: join(cluster.dataRoot, node),
+          },
+          ids.tokens.get('stowage-node-agent'),
+        ),
       );
     }
-    for (let i = 1; i <= opts.workers; i++) started.push(await startService(`worker-${i}`, SERVICE_MAIN.worker, {}));
-    const api = await startService('api', SERVICE_MAIN.api, { STOWAGE_API_TOKENS: token });
+    // Backup workers and a restore worker, as the overlay's two worker Deployments: each its own
+    // account, on the queues its Deployment sets (STOWAGE_WORKER_QUEUES).
+    const queuesOf = (account: string): Record<string, string> => {
+      const queues = ids.workerQueues.get(account);
+      return queues ? { STOWAGE_WORKER_QUEUES: queues } : {};
+    };
+    for (let i = 1; i <= opts.workers; i++)
+      started.push(
+        await startService(
+          `worker-${i}`,
+          SERVICE_MAIN.worker,
+          { KUBECONFIG: ids.worker, ...queuesOf('stowage-worker') },
+          ids.tokens.get('stowage-worker'),
+        ),
+      );
+    started.push(
+      await startService(
+        'restorer-1',
+        SERVICE_MAIN.worker,
+        { KUBECONFIG: ids.restorer, ...queuesOf('stowage-restorer') },
+        ids.tokens.get('stowage-restorer'),
+      ),
+    );
+    const api = await startService(
+      'api',
+      SERVICE_MAIN.api,
+      { KUBECONFIG: ids.api, STOWAGE_API_TOKENS: token },
+      ids.tokens.get('stowage-api'),
+    );
     started.push(api);
     const readyFrom = Date.now();
     await Promise.all(started.map(({ p, port }) => waitReady(p, port, 120_000, signal)));
     const apiUrl = `http://127.0.0.1:${api.port}`;
     say(`• ${started.length} processes ready in ${formatDuration(Date.now() - readyFrom)}; API at ${apiUrl}`);
+    const identityOf = new Map<string, string>();
+    for (const p of processes) identityOf.set(p.name, await whoIs(cluster, tokenOf.get(p.name)));
 
     // 4. The backup, through the REST API
     const client = new StowageApiClient({ baseUrl: apiUrl, token });
@@ -290,7 +332,7 @@ export async function runDemo(
       logs: { dir: logDir, kept: outDir !== undefined },
       redis: { url: redisUrl, embedded: redis !== undefined },
       cluster: { server: cluster.serverUrl, kubeconfig: cluster.kubeconfigPath, embedded: cluster.embedded, nodes: cluster.nodes },
-      processes: processes.map((p) => ({ name: p.name, pid: p.pid })),
+      processes: processes.map((p) => ({ name: p.name, pid: p.pid, identity: identityOf.get(p.name) ?? 'unknown' })),
       restore: null,
       cleanup: null,
     };

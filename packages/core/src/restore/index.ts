@@ -1,5 +1,5 @@
 /*
- * Restore's pure rules (DESIGN §7, issue #18): spec validation, item selection, the creation
+ * Restore's pure rules (docs/architecture.md#the-restore-job-graph, issue #18): spec validation, item selection, the creation
  * order, per-kind transforms, hooks, existing-resource decisions and the round-trip diff.
  * A restore plan reads: validateRestoreRequest → selectRestoreItems → restoreTiers →
  * transformForRestore per item → (409) decideExistingResource; restored pods' exec hooks come

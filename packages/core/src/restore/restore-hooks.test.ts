@@ -94,6 +94,13 @@ describe('resolveRestoreHooks: exec hooks', () => {
       [`${P}exec-timeout`],
     ],
     [
+      'an exec-timeout over the 30m cap on hook timeouts is clamped to it, with a warning',
+      { [`${P}command`]: 'date', [`${P}exec-timeout`]: '4h' },
+      { execTimeoutMs: 30 * 60_000 },
+      [`${P}exec-timeout`],
+    ],
+    ['an exec-timeout at the cap is kept', { [`${P}command`]: 'date', [`${P}exec-timeout`]: '30m' }, { execTimeoutMs: 30 * 60_000 }, []],
+    [
       'a bad wait-timeout means no limit, with a warning',
       { [`${P}command`]: 'date', [`${P}wait-timeout`]: '-5m' },
       { waitTimeoutMs: 0 },

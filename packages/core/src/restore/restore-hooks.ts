@@ -13,7 +13,7 @@
  * - bad annotation values are warnings and the default is used; a hook naming a container the
  *   pod lacks is returned with `invalid` set (recorded as failed, never run).
  */
-import type { HookOnError } from '../backup-spec.schema.js';
+import { DEFAULT_MAX_HOOK_TIMEOUT_MS, type HookOnError } from '../backup-spec.js';
 import { formatDuration, parseDuration } from '../duration.js';
 import { CORE_ERROR_CODES } from '../errors.js';
 import { type HookInvalidReason, type HookWarning, parseHookCommand } from '../hooks.js';
@@ -146,7 +146,16 @@ function annotationDuration(
   return parsed.ms > 0 ? parsed.ms : fallbackMs;
 }
 
-function annotationExecHook(pod: RestoreObject, warnings: HookWarning[]): RestoreExecHook | null | 'empty' {
+/** A pod's exec-timeout annotation held to the operator's cap on hook timeouts (clamped, with a warning). */
+function cappedExecTimeout(ms: number, maxTimeoutMs: number, warn: (message: string) => void): number {
+  if (ms <= maxTimeoutMs) return ms;
+  warn(
+    `is ${formatDuration(ms)}, longer than the ${formatDuration(maxTimeoutMs)} limit on hook timeouts (STOWAGE_MAX_HOOK_TIMEOUT); using ${formatDuration(maxTimeoutMs)}`,
+  );
+  return maxTimeoutMs;
+}
+
+function annotationExecHook(pod: RestoreObject, warnings: HookWarning[], maxTimeoutMs: number): RestoreExecHook | null | 'empty' {
   const annotations = pod.metadata.annotations ?? {};
   const prefix = RESTORE_EXEC_HOOK_ANNOTATION_PREFIX;
   const commandValue = annotations[`${prefix}command`];
@@ -182,7 +191,11 @@ function annotationExecHook(pod: RestoreObject, warnings: HookWarning[]): Restor
     container,
     command: parsed.command,
     onError,
-    execTimeoutMs: annotationDuration(annotations, `${prefix}exec-timeout`, DEFAULT_RESTORE_EXEC_TIMEOUT_MS, warn),
+    execTimeoutMs: cappedExecTimeout(
+      annotationDuration(annotations, `${prefix}exec-timeout`, DEFAULT_RESTORE_EXEC_TIMEOUT_MS, warn),
+      maxTimeoutMs,
+      (message) => warn(`${prefix}exec-timeout`, message),
+    ),
     waitTimeoutMs: annotationDuration(annotations, `${prefix}wait-timeout`, 0, warn),
     waitForReady,
     invalid,
@@ -218,13 +231,18 @@ function annotationInitContainer(pod: RestoreObject, warnings: HookWarning[]): J
 
 /**
  * The restore hooks of `pod` — pass the pod as it is restored (namespace mapped), since hook
- * specs select pods by the namespace they are restored into.
+ * specs select pods by the namespace they are restored into. An exec-timeout annotation longer than
+ * `maxTimeoutMs` (the operator's cap on hook timeouts) is clamped to it, with a warning.
  */
-export function resolveRestoreHooks(pod: RestoreObject, spec: Pick<RestoreSpec, 'hooks'>): RestoreHookResolution {
+export function resolveRestoreHooks(
+  pod: RestoreObject,
+  spec: Pick<RestoreSpec, 'hooks'>,
+  maxTimeoutMs: number = DEFAULT_MAX_HOOK_TIMEOUT_MS,
+): RestoreHookResolution {
   const warnings: HookWarning[] = [];
   const applicable = spec.hooks.resources.filter((hookSpec) => restoreHookSpecAppliesToPod(hookSpec, pod));
 
-  const fromAnnotation = annotationExecHook(pod, warnings);
+  const fromAnnotation = annotationExecHook(pod, warnings, maxTimeoutMs);
   const execHooks: RestoreExecHook[] = [];
   if (fromAnnotation === null) {
     for (const hookSpec of applicable) {

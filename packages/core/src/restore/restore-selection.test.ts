@@ -1,5 +1,12 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { groupSkippedItems, type RestoreSelectionSpec, selectRestoreItems } from './restore-selection.js';
+import {
+  groupSkippedItems,
+  type RestoreSelectionSpec,
+  type SkippedRestoreGroup,
+  selectRestoreItems,
+  streamRestoreSelection,
+} from './restore-selection.js';
 import { item, pod } from './test-objects.js';
 import type { BackedUpItem, BackedUpPodVolume } from './types.js';
 
@@ -126,6 +133,43 @@ describe('selectRestoreItems: filters', () => {
     const selection = selectRestoreItems(backup, { ...everything, ...spec }, []);
     expect(keys(selection.items)).toEqual(expected);
     expect(selection.items.length + selection.skipped.length).toBe(backup.length);
+  });
+
+  it('restores ClusterRoles and ClusterRoleBindings only when includedResources names them (not by default, not by *)', () => {
+    const withRbac: BackedUpItem[] = [
+      item('namespaces', null, 'shop', { kind: 'Namespace' }),
+      item('roles.rbac.authorization.k8s.io', 'shop', 'reader'),
+      item('clusterroles.rbac.authorization.k8s.io', null, 'shop-admin'),
+      item('clusterrolebindings.rbac.authorization.k8s.io', null, 'shop-admin'),
+      item('storageclasses.storage.k8s.io', null, 'fast'),
+    ];
+    const byDefault = selectRestoreItems(withRbac, { ...everything, includeClusterResources: true }, []);
+    expect(keys(byDefault.items.map((i) => ({ ...i, namespace: i.targetNamespace, name: i.targetName })))).toEqual([
+      'namespaces//shop',
+      'roles.rbac.authorization.k8s.io/shop/reader',
+      'storageclasses.storage.k8s.io//fast',
+    ]);
+    const notNamed = byDefault.skipped.filter((s) => s.reason === 'cluster-rbac-not-named');
+    expect(keys(notNamed.map((s) => s.item))).toEqual([
+      'clusterrolebindings.rbac.authorization.k8s.io//shop-admin',
+      'clusterroles.rbac.authorization.k8s.io//shop-admin',
+    ]);
+    expect(notNamed[0]?.message).toMatch(/restored only when includedResources names/);
+    const star = selectRestoreItems(withRbac, { ...everything, includedResources: ['*'], includeClusterResources: true }, []);
+    expect(star.skipped.filter((s) => s.reason === 'cluster-rbac-not-named')).toHaveLength(2);
+    const named = selectRestoreItems(
+      withRbac,
+      {
+        ...everything,
+        includedResources: ['clusterroles', 'clusterrolebindings.rbac.authorization.k8s.io'],
+        includeClusterResources: true,
+      },
+      [],
+    );
+    expect(keys(named.items.map((i) => ({ ...i, namespace: i.targetNamespace, name: i.targetName })))).toEqual([
+      'clusterrolebindings.rbac.authorization.k8s.io//shop-admin',
+      'clusterroles.rbac.authorization.k8s.io//shop-admin',
+    ]);
   });
 
   it('restores a namespace the label selector left out when restored items live in it (from the backup)', () => {
@@ -351,5 +395,114 @@ describe('selectRestoreItems: persistent volumes and volume data', () => {
     // the claim's data was fs-backed up: its PV is still not restored (Velero's pvsToProvision)
     expect(selection.items.some((i) => i.name === 'pvc-1')).toBe(false);
     expect(selection.volumes.reprovisionedClaims).toContain('shop/data-postgres-0');
+  });
+});
+
+describe('streamRestoreSelection: a backup read item by item, objects only where needed (issue #45)', () => {
+  const namespaces = ['a', 'b', 'c'];
+  const arbLabels = fc.option(fc.record({ app: fc.constantFrom('web', 'db') }), { nil: undefined });
+  const arbItem: fc.Arbitrary<BackedUpItem> = fc.oneof(
+    fc
+      .tuple(fc.constantFrom(...namespaces), arbLabels)
+      .map(([ns, labels]) => item('namespaces', null, ns, { kind: 'Namespace' }, labels ? { labels } : {})),
+    fc
+      .tuple(
+        fc.constantFrom('configmaps', 'deployments.apps', 'events', 'jobs.batch'),
+        fc.constantFrom(...namespaces),
+        fc.nat(3),
+        arbLabels,
+      )
+      .map(([gr, ns, i, labels]) =>
+        item(gr, ns, `x${i}`, gr === 'jobs.batch' && i === 0 ? { status: { completionTime: 't' } } : {}, labels ? { labels } : {}),
+      ),
+    fc.tuple(fc.constantFrom(...namespaces), fc.constantFrom('default', 'builder')).map(([ns, n]) => item('serviceaccounts', ns, n)),
+    fc
+      .tuple(fc.constantFrom(...namespaces), fc.constantFrom('default-token-x', 'builder-token-y', 'plain'), arbLabels)
+      .map(([ns, n, labels]) =>
+        item('secrets', ns, n, { type: n === 'plain' ? 'Opaque' : 'kubernetes.io/service-account-token' }, labels ? { labels } : {}),
+      ),
+    fc.tuple(fc.constantFrom(...namespaces), fc.nat(2), fc.constantFrom('Running', 'Succeeded'), arbLabels).map(([ns, i, phase, labels]) =>
+      pod(ns, `p${i}`, { volumes: [{ name: 'data', persistentVolumeClaim: { claimName: `c${i}` } }] }, labels ? { labels } : {}, {
+        phase,
+      }),
+    ),
+    fc
+      .tuple(fc.constantFrom(...namespaces), fc.nat(2), fc.boolean())
+      .map(([ns, i, bound]) => item('persistentvolumeclaims', ns, `c${i}`, { spec: bound ? { volumeName: `pv-${ns}-${i}` } : {} })),
+    fc
+      .tuple(fc.constantFrom(...namespaces), fc.nat(2), fc.constantFrom('Retain', 'Delete'), fc.boolean(), arbLabels)
+      .map(([ns, i, policy, claimed, labels]) =>
+        item(
+          'persistentvolumes',
+          null,
+          `pv-${ns}-${i}`,
+          { spec: { persistentVolumeReclaimPolicy: policy, ...(claimed ? { claimRef: { namespace: ns, name: `c${i}` } } : {}) } },
+          labels ? { labels } : {},
+        ),
+      ),
+    fc
+      .tuple(fc.constantFrom('clusterroles.rbac.authorization.k8s.io', 'storageclasses.storage.k8s.io', 'nodes'), fc.nat(1), arbLabels)
+      .map(([gr, i, labels]) => item(gr, null, `k${i}`, {}, labels ? { labels } : {})),
+  );
+  const arbSpec: fc.Arbitrary<RestoreSelectionSpec> = fc.record({
+    includedNamespaces: fc.constantFrom([], ['a'], ['a', 'b'], ['*'], ['b*']),
+    excludedNamespaces: fc.constantFrom([], ['c']),
+    includedResources: fc.constantFrom([], ['configmaps', 'pvc', 'pv'], ['secrets'], ['pods', 'clusterroles'], ['*']),
+    excludedResources: fc.constantFrom([], ['serviceaccounts'], ['persistentvolumes']),
+    includeClusterResources: fc.constantFrom(true, false, null),
+    labelSelector: fc.constantFrom(null, { matchLabels: { app: 'web' } }),
+    orLabelSelectors: fc.constant([]),
+    namespaceMapping: fc.constantFrom<Record<string, string>[]>({}, { a: 'b' }, { a: 'z' }),
+    restorePVs: fc.boolean(),
+  });
+  const arbPvbs = fc.array(
+    fc.record({
+      podNamespace: fc.constantFrom(...namespaces),
+      podName: fc.constantFrom('p0', 'p1', 'p2'),
+      volume: fc.constant('data'),
+      phase: fc.constantFrom('Completed', 'Failed'),
+      snapshotID: fc.constant('s1'),
+    }),
+    { maxLength: 4 },
+  );
+  const refKey = (i: { group: string; resource: string; namespace: string | null; name: string } | undefined) =>
+    i ? `${i.group}/${i.resource}/${i.namespace ?? ''}/${i.name}` : '';
+  const unique = (items: BackedUpItem[]) => [...new Map(items.map((i) => [refKey(i), i])).values()];
+
+  it('selects, plans volumes and counts skips as selectRestoreItems over the whole backup', () => {
+    fc.assert(
+      fc.property(fc.array(arbItem, { maxLength: 40 }).map(unique), arbSpec, arbPvbs, (backup, spec, pvbs) => {
+        const whole = selectRestoreItems(backup, spec, pvbs);
+        const streamed = streamRestoreSelection(spec, pvbs);
+        for (const i of backup)
+          if (!streamed.passOver({ group: i.group, resource: i.resource, namespace: i.namespace, name: i.name })) streamed.add(i);
+        const result = streamed.result();
+        expect(result.items).toEqual(whole.items);
+        expect(result.volumes).toEqual(whole.volumes);
+        expect(result.skippedCount).toBe(whole.skipped.length);
+        const lines = (groups: SkippedRestoreGroup[]) => groups.map((g) => `${g.reason}|${g.message}|${g.count}|${refKey(g.item)}`).sort();
+        expect(lines(result.skipped)).toEqual(lines(groupSkippedItems(whole.skipped)));
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('parses none of the items of namespaces not restored, nor cluster-scoped kinds not restored', () => {
+    const backup = [
+      item('namespaces', null, 'a'),
+      item('namespaces', null, 'b'),
+      ...Array.from({ length: 50 }, (_, i) => item('configmaps', 'b', `cm-${i}`)),
+      item('configmaps', 'a', 'kept'),
+      item('storageclasses.storage.k8s.io', null, 'fast'),
+      item('nodes', null, 'n1'),
+    ];
+    const streamed = streamRestoreSelection({ ...everything, includedNamespaces: ['a'] }, []);
+    const read = backup.filter((i) => !streamed.passOver(i));
+    expect(read.map(refKey)).toEqual(['/namespaces//a', '/configmaps/a/kept']);
+    for (const i of read) streamed.add(i);
+    const result = streamed.result();
+    expect(result.items.map(refKey).sort()).toEqual(['/configmaps/a/kept', '/namespaces//a']);
+    expect(result.skippedCount).toBe(53);
+    expect(result.skipped.find((g) => g.message === 'namespace b is not restored')).toMatchObject({ count: 51 });
   });
 });

@@ -26,10 +26,11 @@ import {
   isNamespaceIncluded,
   isResourceIncluded,
   matchesBackupSelectors,
+  resourceEntryMatches,
   type SelectionSpec,
 } from '../resource-selection.js';
 import type { RestoreSpec } from './restore-spec.schema.js';
-import type { BackedUpItem, BackedUpPodVolume, RestoredPodVolume, RestoreItem, RestoreObject } from './types.js';
+import type { BackedUpItem, BackedUpItemRef, BackedUpPodVolume, RestoredPodVolume, RestoreItem, RestoreObject } from './types.js';
 
 /** Group-resources a restore never creates (Velero's list plus Stowage's own kinds). */
 export const NEVER_RESTORED_RESOURCES: readonly string[] = [
@@ -56,7 +57,18 @@ export type RestoreSkipReason =
   | 'mirror-pod'
   | 'auto-created-token'
   | 'target-collision'
-  | 'pv-reprovisioned';
+  | 'pv-reprovisioned'
+  | 'cluster-rbac-not-named';
+
+/**
+ * Cluster-scoped RBAC objects: restored only when the restore's includedResources names their
+ * resource (not `*`, not by default). A ClusterRole or ClusterRoleBinding grants rights across the
+ * cluster, and writing one takes the restorer's `bind`/`escalate` (docs/deploy.md#restores-and-their-identity).
+ */
+export const CLUSTER_RBAC_RESOURCES: readonly string[] = [
+  'clusterroles.rbac.authorization.k8s.io',
+  'clusterrolebindings.rbac.authorization.k8s.io',
+];
 
 export interface SkippedRestoreItem {
   item: BackedUpItem;
@@ -72,7 +84,7 @@ export interface SkippedRestoreGroup {
   /** How many items this line stands for. */
   count: number;
   /** The item, when the line stands for one. */
-  item?: BackedUpItem;
+  item?: BackedUpItemRef;
 }
 
 /**
@@ -84,16 +96,31 @@ export interface SkippedRestoreGroup {
  * per object (the count of skipped items is kept as `itemsNotSelected`).
  */
 export function groupSkippedItems(skipped: readonly SkippedRestoreItem[]): SkippedRestoreGroup[] {
-  const groups = new Map<string, SkippedRestoreGroup>();
-  for (const { item, reason, message } of skipped) {
+  const tally = new SkippedItemTally();
+  for (const { item, reason, message } of skipped) tally.add(item, reason, message);
+  return tally.groups();
+}
+
+/** Skipped items counted into groupSkippedItems' lines as they come, without keeping them (one item per line at most). */
+export class SkippedItemTally {
+  private readonly byKey = new Map<string, SkippedRestoreGroup>();
+  /** How many items were added. */
+  count = 0;
+
+  add(item: BackedUpItemRef, reason: RestoreSkipReason, message: string): void {
+    this.count++;
     const key = `${reason}\u0000${message}`;
-    const group = groups.get(key);
+    const group = this.byKey.get(key);
     if (group) {
       group.count++;
       delete group.item;
-    } else groups.set(key, { reason, message, count: 1, item });
+    } else this.byKey.set(key, { reason, message, count: 1, item });
   }
-  return [...groups.values()];
+
+  /** The lines, in the order first seen. */
+  groups(): SkippedRestoreGroup[] {
+    return [...this.byKey.values()];
+  }
 }
 
 /** The volume data a restore brings back, keyed by the backed-up pod/claim (`<ns>/<name>`). */
@@ -130,11 +157,11 @@ export function mapNamespace(namespace: string, mapping: Readonly<Record<string,
   return mapping[namespace] ?? namespace;
 }
 
-function isKind(item: Pick<BackedUpItem, 'group' | 'resource'>, group: string, resource: string): boolean {
+function isKind(item: Pick<BackedUpItemRef, 'group' | 'resource'>, group: string, resource: string): boolean {
   return item.group === group && item.resource === resource;
 }
 
-function isNamespaceObject(item: BackedUpItem): boolean {
+function isNamespaceObject(item: BackedUpItemRef): boolean {
   return isKind(item, '', 'namespaces');
 }
 
@@ -188,27 +215,57 @@ function completionMessage(item: BackedUpItem): string | null {
   return null;
 }
 
-function explainExclusion(item: BackedUpItem, spec: RestoreSelectionSpec): SkippedRestoreItem | null {
+type SkipVerdict = { reason: RestoreSkipReason; message: string };
+
+/** The exclusions an item's place (kind, namespace, name) decides alone, in explainExclusion's order. */
+function placeExclusion(item: BackedUpItemRef, spec: RestoreSelectionSpec): SkipVerdict | null {
   const groupResource = groupResourceOf(item);
   // Messages name the rule, not the item, so the log says each rule once with a count (groupSkippedItems).
-  const skip = (reason: RestoreSkipReason, message: string): SkippedRestoreItem => ({ item, reason, message });
   if (NEVER_RESTORED_RESOURCES.includes(groupResource)) {
-    return skip('never-restored', `${groupResource} are never restored (cluster-specific or managed by Stowage itself)`);
+    return { reason: 'never-restored', message: `${groupResource} are never restored (cluster-specific or managed by Stowage itself)` };
   }
-  if (!isResourceIncluded(item, spec)) return skip('resource-excluded', `${groupResource} is not among the restored resources`);
+  if (!isResourceIncluded(item, spec))
+    return { reason: 'resource-excluded', message: `${groupResource} is not among the restored resources` };
   if (item.namespace !== null) {
-    if (!isNamespaceIncluded(item.namespace, spec)) return skip('namespace-excluded', `namespace ${item.namespace} is not restored`);
+    if (!isNamespaceIncluded(item.namespace, spec))
+      return { reason: 'namespace-excluded', message: `namespace ${item.namespace} is not restored` };
   } else if (isNamespaceObject(item)) {
-    if (!isNamespaceIncluded(item.name, spec)) return skip('namespace-excluded', `namespace ${item.name} is not restored`);
-  }
-  if (!matchesBackupSelectors(item.object.metadata.labels, spec)) {
-    return skip('labels-not-matched', `${groupResource} not matching the label selector are not restored`);
+    if (!isNamespaceIncluded(item.name, spec)) return { reason: 'namespace-excluded', message: `namespace ${item.name} is not restored` };
   }
   return null;
 }
 
+function explainExclusion(item: BackedUpItem, spec: RestoreSelectionSpec): SkippedRestoreItem | null {
+  const place = placeExclusion(item, spec);
+  if (place) return { item, ...place };
+  if (!matchesBackupSelectors(item.object.metadata.labels, spec)) {
+    return { item, reason: 'labels-not-matched', message: `${groupResourceOf(item)} not matching the label selector are not restored` };
+  }
+  return null;
+}
+
+/** includedResources names the item's resource itself (an alias or group-qualified name; `*` does not count). */
+function namesResource(spec: RestoreSelectionSpec, item: BackedUpItemRef): boolean {
+  return spec.includedResources.some((entry) => entry !== '*' && resourceEntryMatches(entry, item));
+}
+
 function clusterResourcesListed(spec: RestoreSelectionSpec): boolean {
   return spec.includeClusterResources === true || (spec.includeClusterResources === null && coversAllNamespaces(spec));
+}
+
+/** Whether a cluster-scoped item that is neither a namespace nor a PV, and passed the filters, is skipped: it depends on its kind alone. */
+function clusterScopedSkip(item: BackedUpItemRef, spec: RestoreSelectionSpec, listsClusterResources: boolean): SkipVerdict | null {
+  if (listsClusterResources && CLUSTER_RBAC_RESOURCES.includes(groupResourceOf(item)) && !namesResource(spec, item)) {
+    return {
+      reason: 'cluster-rbac-not-named',
+      message: `${groupResourceOf(item)} ${item.name} is not restored: cluster-scoped RBAC objects are restored only when includedResources names ${item.resource} (it grants rights across the cluster)`,
+    };
+  }
+  if (listsClusterResources) return null;
+  return {
+    reason: 'cluster-scoped-not-included',
+    message: `${groupResourceOf(item)} ${item.name} is cluster-scoped and cluster resources are not restored${spec.includeClusterResources === null ? ' (set includeClusterResources: true, or restore all namespaces)' : ''}`,
+  };
 }
 
 /**
@@ -316,14 +373,9 @@ export function selectRestoreItems(
       }
       continue;
     }
-    if (listsClusterResources) selected.push(item);
-    else {
-      skipped.push({
-        item,
-        reason: 'cluster-scoped-not-included',
-        message: `${groupResourceOf(item)} ${item.name} is cluster-scoped and cluster resources are not restored${spec.includeClusterResources === null ? ' (set includeClusterResources: true, or restore all namespaces)' : ''}`,
-      });
-    }
+    const skip = clusterScopedSkip(item, spec, listsClusterResources);
+    if (skip) skipped.push({ item, ...skip });
+    else selected.push(item);
   }
 
   const reprovisionedClaims: string[] = [];
@@ -358,6 +410,97 @@ export function selectRestoreItems(
   }
 
   return { items: result, skipped, volumes: { podVolumes: podVolumesPlan, reprovisionedClaims: reprovisionedClaims.sort() } };
+}
+
+/** A streamed selection's outcome: selectRestoreItems' items and volumes, its skipped items as their log lines and count. */
+export interface StreamedRestoreSelectionResult {
+  items: RestoreItem[];
+  volumes: RestoreVolumePlan;
+  /** groupSkippedItems' lines of every skipped item (the lines of items passed over first). */
+  skipped: SkippedRestoreGroup[];
+  /** How many items are not restored. */
+  skippedCount: number;
+}
+
+export interface StreamedRestoreSelection {
+  /**
+   * True when the item's place alone (kind, namespace, name: its tarball path) decides that it is
+   * not restored and the selection needs nothing of it: it is counted under its skip line, and its
+   * object need never be read. False: read its object and `add` it.
+   */
+  passOver(item: BackedUpItemRef): boolean;
+  /** An item not passed over, with its object, in backup order. */
+  add(item: BackedUpItem): void;
+  result(): StreamedRestoreSelectionResult;
+}
+
+/**
+ * selectRestoreItems for a backup read item by item (the restore plan streams the tarball, issue
+ * #45): only what the selection can need is parsed and kept. Read in full: items that pass the
+ * namespace and resource filters (except cluster-scoped kinds the spec does not restore, when no
+ * label selector asks for their labels), plus what the rules look up in items they do not restore —
+ * the namespace objects and service accounts of restored namespaces, PersistentVolumes (their
+ * claim decides), and pods whose volume data was backed up (their claims are reprovisioned). An
+ * item added that cannot be restored is kept as only the fields the rules read. The outcome is
+ * selectRestoreItems' over the whole backup (restore-selection.test.ts checks it on generated backups).
+ */
+export function streamRestoreSelection(spec: RestoreSelectionSpec, volumeBackups: readonly BackedUpPodVolume[]): StreamedRestoreSelection {
+  const fsBackedPods = new Set(
+    volumeBackups.filter((b) => b.phase === 'Completed' && b.snapshotID).map((b) => objectKey(b.podNamespace, b.podName)),
+  );
+  const listsClusterResources = clusterResourcesListed(spec);
+  const byLabels = Boolean(spec.labelSelector) || spec.orLabelSelectors.length > 0;
+  const tally = new SkippedItemTally();
+  const items: BackedUpItem[] = [];
+  const isPv = (item: BackedUpItemRef) => isKind(item, '', 'persistentvolumes');
+  /** A PV restored only with its claim, whose claim is not in a restored namespace. */
+  const pvNeverRestored = (item: BackedUpItem): boolean => {
+    if (listsClusterResources) return false;
+    if (spec.includeClusterResources === false) return true;
+    const claimNamespace = asRecord(specOf(item.object).claimRef)?.namespace;
+    return typeof claimNamespace !== 'string' || !isNamespaceIncluded(claimNamespace, spec);
+  };
+  return {
+    passOver(item) {
+      if (isNamespaceObject(item) && isNamespaceIncluded(item.name, spec)) return false;
+      if (item.namespace !== null) {
+        if (isKind(item, '', 'serviceaccounts') && isNamespaceIncluded(item.namespace, spec)) return false;
+        if (isKind(item, '', 'pods') && fsBackedPods.has(objectKey(item.namespace, item.name))) return false;
+      }
+      const place = placeExclusion(item, spec);
+      if (place === null && (item.namespace !== null || isNamespaceObject(item) || isPv(item) || byLabels)) return false;
+      const verdict = place ?? clusterScopedSkip(item, spec, listsClusterResources);
+      if (verdict === null) return false;
+      tally.add(item, verdict.reason, verdict.message);
+      return true;
+    },
+    add(item) {
+      const { object } = item;
+      const name = object.metadata?.name;
+      if (!isNamespaceObject(item) && placeExclusion(item, spec) !== null) {
+        // Skipped by its place; a pod's volumes (fsBackedClaims) and a service account's name are read.
+        const volumes = isKind(item, '', 'pods') ? { spec: { volumes: specOf(object).volumes } } : {};
+        items.push({ ...item, object: { metadata: { name }, ...volumes } as RestoreObject });
+      } else if (isPv(item) && pvNeverRestored(item)) {
+        const claimRef = asRecord(specOf(object).claimRef);
+        items.push({
+          ...item,
+          object: {
+            metadata: { name, labels: object.metadata?.labels },
+            spec: {
+              claimRef: { namespace: claimRef?.namespace, name: claimRef?.name },
+              persistentVolumeReclaimPolicy: specOf(object).persistentVolumeReclaimPolicy,
+            },
+          } as RestoreObject,
+        });
+      } else items.push(item);
+    },
+    result() {
+      const selection = selectRestoreItems(items, spec, volumeBackups);
+      for (const { item, reason, message } of selection.skipped) tally.add(item, reason, message);
+      return { items: selection.items, volumes: selection.volumes, skipped: tally.groups(), skippedCount: tally.count };
+    },
+  };
 }
 
 export const SERVICE_ACCOUNT_TOKEN_SECRET_TYPE = 'kubernetes.io/service-account-token';

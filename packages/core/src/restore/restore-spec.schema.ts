@@ -1,27 +1,30 @@
 /*
  * The restore request: Velero's field names (`velero.io/v1` Restore spec), validated strictly,
- * every problem reported at once with its JSON path — the same helpers and message style as the
- * backup spec (`backup-spec.schema.ts`).
+ * every problem reported at once with its JSON path — the same helpers, selection rules and
+ * message style as the backup spec (`spec-validation.ts`).
  */
 import { z } from 'zod';
-import { formatPath, type HookOnError, requestNameSchema, specSchemaParts, type ValidationProblem } from '../backup-spec.schema.js';
-import { parseDuration } from '../duration.js';
-import type { LabelSelector } from '../label-selector.js';
+import type { HookOnError } from '../backup-spec.js';
+import { UNSUPPORTED_VELERO_FIELDS } from '../backup-spec.schema.js';
 import { explainDns1123Label } from '../names.js';
-import type { JsonObject } from './types.js';
-
-const {
-  strictObject,
-  durationString,
+import {
   containerName,
+  dns1123Label,
+  durationOr,
+  durationString,
+  formatPath,
+  type HookSetScope,
+  hookCommand,
   hookSetScopeShape,
-  selectionShape,
-  toProblems,
-  messageFor,
-  tidy,
-  checkIncludesExcludes,
   isRecord,
-} = specSchemaParts;
+  requestSchema,
+  type SpecSelection,
+  strictObject,
+  toHookSetScope,
+  type ValidationProblem,
+  validateRequest,
+} from '../spec-validation.js';
+import type { JsonObject } from './types.js';
 
 export type ExistingResourcePolicy = 'none' | 'update';
 
@@ -44,29 +47,13 @@ export type InitContainerSpec = JsonObject & { name: string; image: string };
 
 export type RestorePostHookSpec = { exec: RestoreExecHookSpec } | { init: { initContainers: InitContainerSpec[] } };
 
-export interface RestoreResourceHookSpec {
-  name: string;
-  includedNamespaces: string[];
-  excludedNamespaces: string[];
-  includedResources: string[];
-  excludedResources: string[];
-  labelSelector: LabelSelector | null;
+export interface RestoreResourceHookSpec extends HookSetScope {
   postHooks: RestorePostHookSpec[];
 }
 
 /** A validated restore spec with every default applied and durations in milliseconds. */
-export interface RestoreSpec {
+export interface RestoreSpec extends SpecSelection {
   backupName: string;
-  /** Empty = all namespaces (same as `['*']`); matched against the backed-up namespace. */
-  includedNamespaces: string[];
-  excludedNamespaces: string[];
-  /** Empty = all resources (same as `['*']`). */
-  includedResources: string[];
-  excludedResources: string[];
-  /** null = auto: cluster-scoped items are restored only when the restore covers all namespaces. */
-  includeClusterResources: boolean | null;
-  labelSelector: LabelSelector | null;
-  orLabelSelectors: LabelSelector[];
   /** Backed-up namespace → namespace to restore into. */
   namespaceMapping: Record<string, string>;
   /** Restore volume data (PodVolumeRestores); default true. */
@@ -86,7 +73,7 @@ export const DEFAULT_RESTORE_EXEC_TIMEOUT_MS = 30_000;
 /** A wait or exec timeout beyond this is surely a typo (as Velero's 4 h hook cap). */
 const MAX_RESTORE_HOOK_TIMEOUT_MS = 4 * 3_600_000;
 
-/** Velero restore fields Stowage knows but does not support, so the user hears why. */
+/** Velero restore fields Stowage knows but does not support, so the user hears why (over the backup's). */
 const UNSUPPORTED_RESTORE_FIELDS: Record<string, string> = {
   scheduleName: 'give the backup by backupName (restoring the newest backup of a schedule is not supported)',
   restoreStatus: 'status is never restored; the cluster computes it again',
@@ -99,20 +86,10 @@ const UNSUPPORTED_RESTORE_FIELDS: Record<string, string> = {
   metadata: 'put the restore name in the top-level "name" field',
 };
 
-const namespaceName = (what: string) =>
-  z.string().superRefine((value, ctx) => {
-    const problems = explainDns1123Label(value);
-    if (problems.length > 0) ctx.addIssue({ code: 'custom', message: `${what} ${JSON.stringify(value)} ${problems.join('; ')}` });
-  });
-
 const restoreExecInput = strictObject(
   {
     container: containerName.optional(),
-    command: z.array(z.string(), { error: 'must be a non-empty array of strings' }).superRefine((command, ctx) => {
-      if (command.length === 0) ctx.addIssue({ code: 'custom', message: 'must be a non-empty array of strings' });
-      else if (command[0] === '')
-        ctx.addIssue({ code: 'custom', message: 'the first element (the program to run) must not be empty', path: [0] });
-    }),
+    command: hookCommand,
     onError: z
       .enum(['Continue', 'Fail'], { error: (issue) => `must be "Continue" or "Fail" (got ${JSON.stringify(issue.input)})` })
       .optional(),
@@ -158,50 +135,27 @@ const restoreResourceHookInput = strictObject(
   'a restore hook spec',
 );
 
-const restoreSpecInput = strictObject(
-  {
-    backupName: z.string({ error: 'is required: the name of the backup to restore from' }).superRefine((name, ctx) => {
-      const problems = explainDns1123Label(name);
-      if (problems.length > 0) ctx.addIssue({ code: 'custom', message: `backup name ${JSON.stringify(name)} ${problems.join('; ')}` });
-    }),
-    ...selectionShape('restored'),
-    namespaceMapping: z
-      // source names are checked with the raw input (restoreCrossFieldProblems): a key issue here
-      // would carry the record's message, not the key's
-      .record(z.string(), namespaceName('target namespace'))
-      .optional(),
-    restorePVs: z.boolean({ error: 'must be true or false' }).nullable().optional(),
-    existingResourcePolicy: z
-      .enum(['none', 'update'], { error: (issue) => `must be "none" or "update" (got ${JSON.stringify(issue.input)})` })
-      .optional(),
-    preserveNodePorts: z.boolean({ error: 'must be true or false' }).nullable().optional(),
-    hooks: strictObject({ resources: z.array(restoreResourceHookInput).optional() }, 'hooks: {resources: [...]}').optional(),
-    itemOperationTimeout: durationString('itemOperationTimeout', { min: 1000 }).optional(),
-  },
-  'the restore spec',
-);
+const restoreRequestInput = requestSchema('restore', {
+  backupName: dns1123Label('backup name', { required: 'is required: the name of the backup to restore from' }),
+  namespaceMapping: z
+    // source names are checked with the raw input (restoreCrossFieldProblems): a key issue here
+    // would carry the record's message, not the key's
+    .record(z.string(), dns1123Label('target namespace'))
+    .optional(),
+  restorePVs: z.boolean({ error: 'must be true or false' }).nullable().optional(),
+  existingResourcePolicy: z
+    .enum(['none', 'update'], { error: (issue) => `must be "none" or "update" (got ${JSON.stringify(issue.input)})` })
+    .optional(),
+  preserveNodePorts: z.boolean({ error: 'must be true or false' }).nullable().optional(),
+  hooks: strictObject({ resources: z.array(restoreResourceHookInput).optional() }, 'hooks: {resources: [...]}').optional(),
+  itemOperationTimeout: durationString('itemOperationTimeout', { min: 1000 }).optional(),
+});
 
-const restoreRequestInput = strictObject(
-  {
-    name: requestNameSchema('restore'),
-    spec: restoreSpecInput,
-  },
-  'a restore request: {name, spec}',
-);
+type RestoreSpecInput = z.infer<typeof restoreRequestInput>['spec'];
 
-type RestoreSpecInput = z.infer<typeof restoreSpecInput>;
-
-/** Rules zod cannot express per field: pairs of fields, exactly-one-of, mapping collisions. */
-function restoreCrossFieldProblems(request: unknown): ValidationProblem[] {
-  if (!isRecord(request) || !isRecord(request.spec)) return [];
-  const spec = request.spec;
+/** The restore's own rules zod cannot express per field: namespaceMapping's sources and collisions. */
+function restoreCrossFieldProblems(spec: Record<string, unknown>): ValidationProblem[] {
   const problems: ValidationProblem[] = [];
-  const hasSelector = spec.labelSelector !== undefined && spec.labelSelector !== null;
-  if (hasSelector && Array.isArray(spec.orLabelSelectors) && spec.orLabelSelectors.length > 0) {
-    problems.push({ path: 'spec.orLabelSelectors', message: 'set either labelSelector or orLabelSelectors, not both (as in Velero)' });
-  }
-  problems.push(...checkIncludesExcludes(spec.includedNamespaces, spec.excludedNamespaces, 'spec', 'Namespaces'));
-  problems.push(...checkIncludesExcludes(spec.includedResources, spec.excludedResources, 'spec', 'Resources'));
   if (isRecord(spec.namespaceMapping)) {
     for (const source of Object.keys(spec.namespaceMapping)) {
       const sourceProblems = explainDns1123Label(source);
@@ -226,67 +180,38 @@ function restoreCrossFieldProblems(request: unknown): ValidationProblem[] {
       }
     }
   }
-  if (isRecord(spec.hooks) && Array.isArray(spec.hooks.resources)) {
-    spec.hooks.resources.forEach((hookSpec, index) => {
-      if (!isRecord(hookSpec)) return;
-      const path = `spec.hooks.resources[${index}]`;
-      problems.push(...checkIncludesExcludes(hookSpec.includedNamespaces, hookSpec.excludedNamespaces, path, 'Namespaces'));
-      problems.push(...checkIncludesExcludes(hookSpec.includedResources, hookSpec.excludedResources, path, 'Resources'));
-      if (!Array.isArray(hookSpec.postHooks)) return;
-      hookSpec.postHooks.forEach((hook, hookIndex) => {
-        if (!isRecord(hook)) return;
-        const hasExec = hook.exec !== undefined;
-        const hasInit = hook.init !== undefined;
-        if (hasExec === hasInit) {
-          problems.push({
-            path: `${path}.postHooks[${hookIndex}]`,
-            message: hasExec ? 'give either exec or init in one post hook, not both' : 'give exec: {...} or init: {...}',
-          });
-        }
-      });
-    });
-  }
   return problems;
 }
 
-/** Unknown spec-level fields that Velero has get a reason instead of "unknown field". */
-function explainUnsupportedFields(problems: ValidationProblem[]): ValidationProblem[] {
-  return problems.map((problem) => {
-    const match = /^spec\.(\w+)$/.exec(problem.path);
-    const reason = match?.[1] !== undefined ? UNSUPPORTED_RESTORE_FIELDS[match[1]] : undefined;
-    return reason && problem.message.startsWith('unknown field') ? { path: problem.path, message: `unknown field: ${reason}` } : problem;
+/** A post hook is exactly one of exec and init. */
+function postHookKindProblems(hookSet: Record<string, unknown>, path: string): ValidationProblem[] {
+  if (!Array.isArray(hookSet.postHooks)) return [];
+  const problems: ValidationProblem[] = [];
+  hookSet.postHooks.forEach((hook, hookIndex) => {
+    if (!isRecord(hook)) return;
+    const hasExec = hook.exec !== undefined;
+    const hasInit = hook.init !== undefined;
+    if (hasExec === hasInit) {
+      problems.push({
+        path: `${path}.postHooks[${hookIndex}]`,
+        message: hasExec ? 'give either exec or init in one post hook, not both' : 'give exec: {...} or init: {...}',
+      });
+    }
   });
+  return problems;
 }
 
-function durationMs(text: string | undefined, fallbackMs: number): number {
-  if (text === undefined) return fallbackMs;
-  const parsed = parseDuration(text);
-  // 0 means "use the default", as in Velero
-  return parsed.ok && parsed.ms > 0 ? parsed.ms : fallbackMs;
-}
-
-function toRestoreSpec(spec: RestoreSpecInput): RestoreSpec {
+function toRestoreSpec(spec: RestoreSpecInput, selection: SpecSelection): RestoreSpec {
   return {
     backupName: spec.backupName,
-    includedNamespaces: spec.includedNamespaces ?? [],
-    excludedNamespaces: spec.excludedNamespaces ?? [],
-    includedResources: spec.includedResources ?? [],
-    excludedResources: spec.excludedResources ?? [],
-    includeClusterResources: spec.includeClusterResources ?? null,
-    labelSelector: (spec.labelSelector as LabelSelector | null | undefined) ?? null,
-    orLabelSelectors: (spec.orLabelSelectors ?? []) as LabelSelector[],
+    ...selection,
     namespaceMapping: { ...(spec.namespaceMapping ?? {}) },
     restorePVs: spec.restorePVs ?? true,
     existingResourcePolicy: spec.existingResourcePolicy ?? 'none',
     preserveNodePorts: spec.preserveNodePorts ?? false,
     hooks: {
       resources: (spec.hooks?.resources ?? []).map((hookSpec) => ({
-        name: hookSpec.name,
-        includedNamespaces: hookSpec.includedNamespaces ?? [],
-        excludedNamespaces: hookSpec.excludedNamespaces ?? [],
-        includedResources: hookSpec.includedResources ?? [],
-        excludedResources: hookSpec.excludedResources ?? [],
-        labelSelector: (hookSpec.labelSelector as LabelSelector | undefined) ?? null,
+        ...toHookSetScope(hookSpec),
         postHooks: (hookSpec.postHooks ?? []).map((hook): RestorePostHookSpec => {
           if (hook.exec) {
             return {
@@ -294,8 +219,8 @@ function toRestoreSpec(spec: RestoreSpecInput): RestoreSpec {
                 container: hook.exec.container ?? null,
                 command: [...hook.exec.command],
                 onError: hook.exec.onError ?? 'Continue',
-                execTimeoutMs: durationMs(hook.exec.execTimeout, DEFAULT_RESTORE_EXEC_TIMEOUT_MS),
-                waitTimeoutMs: durationMs(hook.exec.waitTimeout, 0),
+                execTimeoutMs: durationOr(hook.exec.execTimeout, DEFAULT_RESTORE_EXEC_TIMEOUT_MS),
+                waitTimeoutMs: durationOr(hook.exec.waitTimeout, 0),
                 waitForReady: hook.exec.waitForReady ?? false,
               },
             };
@@ -305,7 +230,7 @@ function toRestoreSpec(spec: RestoreSpecInput): RestoreSpec {
         }),
       })),
     },
-    itemOperationTimeoutMs: durationMs(spec.itemOperationTimeout, DEFAULT_ITEM_OPERATION_TIMEOUT_MS),
+    itemOperationTimeoutMs: durationOr(spec.itemOperationTimeout, DEFAULT_ITEM_OPERATION_TIMEOUT_MS),
   };
 }
 
@@ -315,11 +240,13 @@ function toRestoreSpec(spec: RestoreSpecInput): RestoreSpec {
  * (`spec.namespaceMapping["shop"]`, `spec.hooks.resources[0].postHooks[1].exec.command`).
  */
 export function validateRestoreRequest(request: unknown): RestoreRequestValidation {
-  const parsed = restoreRequestInput.safeParse(request, { error: messageFor });
-  const problems = explainUnsupportedFields([
-    ...(parsed.success ? [] : toProblems(parsed.error.issues)),
-    ...restoreCrossFieldProblems(request),
-  ]);
-  if (!parsed.success || problems.length > 0) return { ok: false, problems: tidy(problems) };
-  return { ok: true, name: parsed.data.name ?? null, value: toRestoreSpec(parsed.data.spec) };
+  return validateRequest(request, restoreRequestInput, {
+    unsupportedSpecFields: { ...UNSUPPORTED_VELERO_FIELDS, ...UNSUPPORTED_RESTORE_FIELDS },
+    hookSetProblems: postHookKindProblems,
+    specProblems: restoreCrossFieldProblems,
+    toSpec: toRestoreSpec,
+  });
 }
+
+/** The restore spec's schema (Velero field names), for what is generated from it: the CRDs' OpenAPI schemas. */
+export const restoreSpecSchema = restoreRequestInput.shape.spec;

@@ -296,6 +296,15 @@ describe('transformForRestore: Pod', () => {
           { name: 'data', mountPath: '/restores/data' },
           { name: 'cache', mountPath: '/restores/cache' },
         ],
+        // what Pod Security `restricted` asks of every container
+        securityContext: {
+          runAsNonRoot: true,
+          allowPrivilegeEscalation: false,
+          readOnlyRootFilesystem: true,
+          capabilities: { drop: ['ALL'] },
+          seccompProfile: { type: 'RuntimeDefault' },
+        },
+        resources: { requests: { cpu: '10m', memory: '32Mi' }, limits: { cpu: '100m', memory: '128Mi' } },
       },
       { name: 'chown', image: 'busybox' },
     ]);

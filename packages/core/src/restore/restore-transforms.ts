@@ -124,6 +124,12 @@ export function resetMetadata(metadata: Json): void {
   for (const field of RESET_METADATA_FIELDS) delete metadata[field];
 }
 
+/** The restore-wait init container's requests and limits. */
+export const RESTORE_WAIT_RESOURCES = Object.freeze({
+  requests: Object.freeze({ cpu: '10m', memory: '32Mi' }),
+  limits: Object.freeze({ cpu: '100m', memory: '128Mi' }),
+});
+
 /** The restore-wait init container for `volumes` (contract: first init container, one mount per volume). */
 export function buildRestoreWaitContainer(
   context: Pick<RestoreTransformContext, 'restoreUid' | 'restoreWait' | 'spec'>,
@@ -138,6 +144,22 @@ export function buildRestoreWaitContainer(
     command: [...context.restoreWait.command],
     env,
     volumeMounts: volumes.map((volume) => ({ name: volume, mountPath: `${RESTORE_WAIT_MOUNT_ROOT}/${volume}` })),
+    // Pod Security `restricted` passes it, so a namespace that enforces it restores pods with
+    // volume data. Its user is the pod's (runAsUser) or else the image's non-root one (10001).
+    securityContext: {
+      runAsNonRoot: true,
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ['ALL'] },
+      seccompProfile: { type: 'RuntimeDefault' },
+    },
+    // It only stats a marker per volume: little, and bounded (a namespace's LimitRange or quota
+    // may require requests and limits).
+    resources: {
+      ...RESTORE_WAIT_RESOURCES,
+      requests: { ...RESTORE_WAIT_RESOURCES.requests },
+      limits: { ...RESTORE_WAIT_RESOURCES.limits },
+    },
   };
 }
 

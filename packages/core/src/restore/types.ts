@@ -26,6 +26,9 @@ export interface BackedUpItem {
   object: RestoreObject;
 }
 
+/** Where a backed-up item is (its tarball path says it), without its object. */
+export type BackedUpItemRef = Pick<BackedUpItem, 'group' | 'resource' | 'namespace' | 'name'>;
+
 /** An item chosen for the restore: where it is created (after `namespaceMapping`). */
 export interface RestoreItem extends BackedUpItem {
   /** The namespace it is restored into (mapped); null for a cluster-scoped object. */

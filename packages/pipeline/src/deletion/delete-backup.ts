@@ -1,12 +1,15 @@
-import type { PvbClient } from '@stowage/kube';
+import type { KubeClients, PvbClient } from '@stowage/kube';
 import { pvbLabels } from '@stowage/kube';
 import { type BackupStorage, backupLayout } from '@stowage/storage';
 import type { BackupState } from '../state/backup-state.js';
+import { type DeletedSnapshot, deleteKeptSnapshots } from './delete-snapshots.js';
 import type { RepositoryGc } from './repository-gc.js';
 
 export interface DeleteBackupDeps {
   state: BackupState;
-  storage: Pick<BackupStorage, 'deletePrefix'>;
+  storage: Pick<BackupStorage, 'deletePrefix' | 'getObject'>;
+  /** When given, the backup's kept CSI snapshots are deleted too (their contents and data as their class's deletionPolicy says). */
+  kube?: KubeClients | undefined;
   /** When given, the backup's PodVolumeBackup objects are deleted too. */
   pvbs?: Pick<PvbClient, 'listPvbs' | 'deletePvb'> | undefined;
   /** When given, the backup's snapshots in the volume repository are deleted too (their chunks go at the next prune). */
@@ -14,13 +17,15 @@ export interface DeleteBackupDeps {
 }
 
 /**
- * Deletes one backup: its objects in backup storage, its PodVolumeBackups, then its state and
- * catalogue entry. Data first, record last, so a crash half-way leaves the record and running it
+ * Deletes one backup: its kept CSI snapshots (delete-snapshots.ts), its objects in backup storage,
+ * its PodVolumeBackups, then its state and catalogue entry. Data first, record last, so a crash half-way leaves the record and running it
  * again finishes the job; every step is idempotent. Only keys and objects named after this
  * backup are touched, so no other backup loses anything: its repository snapshots are those
  * the node agents tagged `backup=<name>`, and prune frees only chunks no remaining snapshot uses.
  */
-export async function deleteBackup(deps: DeleteBackupDeps, name: string): Promise<void> {
+export async function deleteBackup(deps: DeleteBackupDeps, name: string): Promise<{ snapshots: DeletedSnapshot[] }> {
+  // Before the storage objects: the snapshot records are read from there.
+  const snapshots = deps.kube ? await deleteKeptSnapshots(deps.kube, deps.storage, name) : [];
   await deps.storage.deletePrefix(backupLayout(name).dir);
   if (deps.pvbs) {
     const selector = `${pvbLabels.backupName}=${name}`;
@@ -30,4 +35,5 @@ export async function deleteBackup(deps: DeleteBackupDeps, name: string): Promis
   }
   await deps.repository?.forget({ backup: name });
   await deps.state.deleteBackup(name);
+  return { snapshots };
 }

@@ -1,13 +1,15 @@
 /*
- * Backup-level hooks (spec.hooks.backup.pre[]/.post[]; DESIGN §3): each runs once per backup in the
+ * Backup-level hooks (spec.hooks.backup.pre[]/.post[]; docs/architecture.md#backup-level-hooks): each runs once per backup in the
  * pods core's backupHookTargets picks, through the same runPodHooks as pod hooks (timeouts, retries,
- * every run recorded, counted in hookStatus). `pre` runs in the plan job before the first block
- * is added, so no pod hook and no PVB can start before it; `post` runs in the finalize job, which
- * BullMQ releases only after every block's post hooks (and after a failed block, the deadline or
- * a cancel alike). What each phase did is kept on the backup record (`backupHooks`), which also
- * makes the phase run once when its job is delivered again.
+ * every run recorded, counted in hookStatus). They run in a backup worker (the `run-backup-hooks`
+ * job, processors/backup-hooks.processor.ts: only the workers may exec), which the plan job waits
+ * for before the first block is added, so no pod hook and no PVB can start before `pre`; `post` is
+ * awaited by the finalize job, which BullMQ releases only after every block's post hooks (and
+ * after a failed block, the deadline or a cancel alike). What each phase did is kept on the backup
+ * record (`backupHooks`), which also makes the phase run once when its job is delivered again.
  */
 import {
+  type BackupHookPreview,
   type BackupHookTarget,
   type BackupLevelHook,
   type BackupSpec,
@@ -25,38 +27,65 @@ export const BACKUP_HOOK_SCOPE = 'backup-hooks';
 
 export interface BackupHookPhaseRecord {
   doneAt: number;
-  /** A hook with onError: Fail failed (pre: the backup fails, no block runs). */
+  /**
+   * Why the phase failed: a hook with onError: Fail failed, or the job running the phase failed
+   * for good (pre: the backup fails, no block runs).
+   */
   failed?: string;
   hooksRun: number;
   hooksFailed: number;
   /** Every run of the phase (each try of each hook in each pod), as the hook log has them. */
   runs: HookRunRecord[];
+  /** The backup was canceled before every hook had run (`options.canceled`): the rest were not. */
+  canceled?: true;
 }
 
 export type BackupHooksRecord = Partial<Record<HookPhase, BackupHookPhaseRecord>>;
 
 export interface BackupHooksOutcome {
-  /** Why a hook with onError: Fail failed; undefined when none did (or the phase has no hooks). */
+  /** Why the phase failed (a hook with onError: Fail, or the job that ran the phase); undefined when it did not. */
   failed: string | undefined;
+  /** The backup was canceled before every hook had run (`options.canceled`): the rest were not. */
+  canceled?: boolean;
+}
+
+export interface BackupHooksOptions {
+  /** Asked before each hook (and each pod a hook runs in): true stops the phase there. */
+  canceled?: () => Promise<boolean>;
 }
 
 type Deps = Pick<PipelineDeps, 'kube' | 'clock' | 'config' | 'logger' | 'state'>;
 
 /** Runs the backup's `phase` hooks once (a re-delivered job finds them done and returns what they did). */
-export async function runBackupHooks(deps: Deps, backupName: string, spec: BackupSpec, phase: HookPhase): Promise<BackupHooksOutcome> {
+export async function runBackupHooks(
+  deps: Deps,
+  backupName: string,
+  spec: BackupSpec,
+  phase: HookPhase,
+  options: BackupHooksOptions = {},
+): Promise<BackupHooksOutcome> {
   const hooks = spec.hooks.backup?.[phase] ?? [];
   if (hooks.length === 0) return { failed: undefined };
   const { state } = deps;
   const record = await state.getBackup(backupName);
   const done = (record?.backupHooks as BackupHooksRecord | undefined)?.[phase];
-  if (done) return { failed: done.failed };
+  if (done) return { failed: done.failed, ...(done.canceled ? { canceled: true } : {}) };
 
   await state.appendEvent(backupName, 'backup-hooks.started', { phase, hooks: hooks.length });
   const targetsOf = backupHookTargetReader(deps);
   let failed: string | undefined;
   let hooksRun = 0;
   let hooksFailed = 0;
+  let canceledAt: number | undefined;
   for (const [index, hook] of hooks.entries()) {
+    if (failed === undefined && canceledAt === undefined && (await options.canceled?.())) {
+      canceledAt = index;
+      await state.log(backupName, {
+        level: 'info',
+        msg: `backup ${phase} hooks ${index + 1}-${hooks.length} of ${hooks.length} not run: the backup was canceled`,
+      });
+    }
+    if (canceledAt !== undefined) break;
     if (failed !== undefined) {
       await state.log(backupName, {
         level: 'info',
@@ -89,10 +118,18 @@ export async function runBackupHooks(deps: Deps, backupName: string, spec: Backu
         msg: `backup ${phase} hook ${hook.name} cannot run: ${why}`,
         namespace: hook.namespace,
       });
-      if (hook.onError === 'Fail') failed = `backup ${phase} hook ${hook.name} failed: ${why}`;
+      if (hook.onError === 'Fail') failed = `backup ${phase} hook ${hook.name} failed: ${why} (onError: Fail)`;
       continue;
     }
     for (const target of targets) {
+      if (target !== targets[0] && (await options.canceled?.())) {
+        canceledAt = index;
+        await state.log(backupName, {
+          level: 'info',
+          msg: `backup ${phase} hook ${hook.name} stopped between pods: the backup was canceled`,
+        });
+        break;
+      }
       const res = await runPodHooks(deps, {
         runName: backupName,
         scope: BACKUP_HOOK_SCOPE,
@@ -104,17 +141,30 @@ export async function runBackupHooks(deps: Deps, backupName: string, spec: Backu
       hooksRun += res.ran;
       hooksFailed += res.failed;
       if (res.failedWithFail) {
-        failed = `backup ${phase} hook ${hook.name} failed in ${target.namespace}/${target.name}`;
+        failed = `backup ${phase} hook ${hook.name} failed in ${target.namespace}/${target.name} (onError: Fail)`;
         break;
       }
     }
   }
   const runs = (await state.hookRuns(backupName)).filter((r) => r.blockId === BACKUP_HOOK_SCOPE && r.phase === phase);
-  const phaseRecord: BackupHookPhaseRecord = { doneAt: deps.clock.now(), hooksRun, hooksFailed, runs, ...(failed ? { failed } : {}) };
+  const phaseRecord: BackupHookPhaseRecord = {
+    doneAt: deps.clock.now(),
+    hooksRun,
+    hooksFailed,
+    runs,
+    ...(failed ? { failed } : {}),
+    ...(canceledAt !== undefined ? { canceled: true as const } : {}),
+  };
   const latest = ((await state.getBackup(backupName))?.backupHooks as BackupHooksRecord | undefined) ?? {};
   await state.updateBackup(backupName, { backupHooks: { ...latest, [phase]: phaseRecord } });
-  await state.appendEvent(backupName, 'backup-hooks.done', { phase, hooksRun, hooksFailed, failed: failed ?? null });
-  return { failed };
+  await state.appendEvent(backupName, 'backup-hooks.done', {
+    phase,
+    hooksRun,
+    hooksFailed,
+    failed: failed ?? null,
+    ...(canceledAt !== undefined ? { canceled: true } : {}),
+  });
+  return { failed, ...(canceledAt !== undefined ? { canceled: true } : {}) };
 }
 
 function plannedHook(
@@ -133,18 +183,6 @@ function plannedHook(
     ...(target.invalid ? { invalid: target.invalid.message } : {}),
     ...(hook.retries ? { retries: hook.retries } : {}),
   };
-}
-
-/** A backup-level hook as a dry run shows it: the pods (and container) it would run in now. */
-export interface BackupHookPreview {
-  name: string;
-  namespace: string;
-  command: string[];
-  onError: BackupLevelHook['onError'];
-  timeoutMs: number;
-  targets: Array<{ pod: string; container: string; invalid?: string }>;
-  /** Why it would fail without running anywhere (no pod matches, pods cannot be listed). */
-  failure?: string;
 }
 
 /**

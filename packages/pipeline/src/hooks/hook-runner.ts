@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { describeRefusal, isCheckedRequester, podExecAttributes } from '@stowage/core';
 import { execInPod } from '@stowage/kube';
 import type { PipelineDeps } from '../deps.js';
 import { type HookPhase, type PlannedHook, podKey } from '../plan/block-plan.js';
@@ -52,11 +53,12 @@ function policySkip(hook: PlannedHook, pvbsAllCompleted: boolean | undefined): s
  * Every run, and every skip, is recorded with pod, container, phase, source, exit code and times.
  */
 export async function runPodHooks(
-  deps: Pick<PipelineDeps, 'kube' | 'clock' | 'config' | 'logger'> & { state: RunState<RunRecord> },
+  deps: Pick<PipelineDeps, 'kube' | 'clock' | 'config' | 'logger' | 'access'> & { state: RunState<RunRecord> },
   input: RunPodHooksInput,
 ): Promise<RunPodHooksResult> {
   const { state } = deps;
-  const { runName: backupName, scope: blockId, pod, phase, hooks } = input;
+  const { runName: backupName, scope: blockId, pod, phase } = input;
+  const hooks = await refuseUnauthorizedHooks(deps, input);
   const result: RunPodHooksResult = { failedWithFail: false, failedBlock: undefined, ran: 0, failed: 0 };
   const pk = podKey(pod);
   for (const hook of hooks) {
@@ -156,6 +158,30 @@ export async function runPodHooks(
     failWith(`${message}${triesNote}`);
   }
   return result;
+}
+
+/**
+ * Acts for the requester, not for Stowage: a hook from a spec (not a pod's own annotation) runs
+ * with the worker's `pods/exec`, so a run whose requester is a Kubernetes identity first asks the
+ * API server whether that identity may `create pods/exec` on this pod (SubjectAccessReview). A
+ * refused hook never execs: it is recorded as invalid with kube-apiserver's words (an error of the
+ * run). No reviewer in this process refuses too; a review that fails throws (the job retries).
+ */
+async function refuseUnauthorizedHooks(
+  deps: Pick<PipelineDeps, 'access'> & { state: RunState<RunRecord> },
+  input: RunPodHooksInput,
+): Promise<readonly PlannedHook[]> {
+  const fromSpec = input.hooks.some((h) => h.source !== 'annotation' && h.invalid === undefined);
+  if (!fromSpec) return input.hooks;
+  const requester = (await deps.state.getRun(input.runName))?.requester;
+  if (!isCheckedRequester(requester)) return input.hooks;
+  const attrs = podExecAttributes(input.pod.namespace, input.pod.name);
+  const decision = deps.access
+    ? await deps.access.review(requester, attrs)
+    : { allowed: false, reason: 'this process has no SubjectAccessReview client to check the requester with' };
+  if (decision.allowed) return input.hooks;
+  const refusal = `${describeRefusal(requester, attrs)}${decision.reason ? `: ${decision.reason}` : ''} (a spec hook runs only where its requester may exec)`;
+  return input.hooks.map((h) => (h.source === 'annotation' || h.invalid !== undefined ? h : { ...h, invalid: refusal }));
 }
 
 type HookRunBase = Omit<HookRunRecord, 'outcome'>;

@@ -113,7 +113,7 @@ export class PromotingInformerHub<T> {
       },
       onError: (err) => {
         this.lastErrorAt = this.now();
-        this.opts.logger.warn({ err: err.message, code: err.code }, `${source.label} informer error (parked jobs fall back to GET)`);
+        this.opts.logger.warn({ err, code: err.code }, `${source.label} informer error (parked jobs fall back to GET)`);
       },
       livenessTimeoutMs: 60_000,
     });
@@ -186,7 +186,7 @@ export class PromotingInformerHub<T> {
     try {
       if (await promoteParked(queue, this.opts.source.jobName, jobId)) this.promotions++;
     } catch (err) {
-      this.opts.logger.warn({ err: (err as Error)?.message, jobId }, `could not promote the job of a ${this.opts.source.label}`);
+      this.opts.logger.warn({ err, jobId }, `could not promote the job of a ${this.opts.source.label}`);
     }
   }
 }

@@ -2,6 +2,9 @@
  * What the planner stores per block (BackupState.putBlockPlans) and the block jobs read back.
  * It outlives deploys like a payload does: only add optional fields.
  */
+import type { PlanSkip } from '@stowage/core';
+
+export type { PlanSkip };
 
 export type HookPhase = 'pre' | 'post';
 
@@ -29,8 +32,11 @@ export interface PlannedHook {
 export interface PlannedVolume {
   /** The pod volume's name. */
   name: string;
-  /** `fs-backup` gets a PVB; `skip` does not (reason says why); `error` cannot be decided (reason says why; recorded as an error). */
-  action: 'fs-backup' | 'skip' | 'error';
+  /**
+   * `fs-backup` gets a PVB; `snapshot` a CSI VolumeSnapshot (`snapshot` says how); `skip` neither
+   * (reason says why); `error` cannot be backed up (reason says why; recorded as an error).
+   */
+  action: 'fs-backup' | 'snapshot' | 'skip' | 'error';
   reason?: string | undefined;
   /** The PVC behind the volume, if any. */
   claimName?: string | undefined;
@@ -45,6 +51,20 @@ export interface PlannedVolume {
    * Fail`), this pod takes the claim over at run time (see claim-handover.ts).
    */
   claimedBy?: string | undefined;
+  /** Set when `action` is `snapshot`. */
+  snapshot?: PlannedSnapshot | undefined;
+}
+
+/** How a volume is snapshotted (core's VolumeSnapshotPlan, named). */
+export interface PlannedSnapshot {
+  /** The VolumeSnapshot's name (in the pod's namespace); also the DataUpload's, when its data is moved. */
+  name: string;
+  className: string;
+  driver: string;
+  pvName: string;
+  volumeMode: 'Filesystem' | 'Block';
+  /** Its data is moved into the repository (a DataUpload), then the snapshot is deleted. */
+  moveData: boolean;
 }
 
 export interface PlannedPod {
@@ -70,12 +90,6 @@ export interface PlannedItem {
   name: string;
 }
 
-export interface PlanSkip {
-  /** What was skipped: `pods/ns/name volume data`, a hook, an item. */
-  what: string;
-  reason: string;
-}
-
 export interface BlockPlan {
   id: string;
   pods: PlannedPod[];
@@ -97,10 +111,10 @@ export function itemKeyOf(groupResource: string, namespace: string | undefined, 
 
 /**
  * Whether the block needs a post-hooks job: some pod has a post hook, or a volume that gets a PVB
- * (which the post hooks, if any, must wait for). A block without either is planned "solo": one
- * item-block job under finalize, which finishes the block itself (DESIGN §2: blocks without PVBs
+ * or a snapshot (which the post hooks, if any, must wait for: a PVB's end, a snapshot's cut). A block without either is planned "solo": one
+ * item-block job under finalize, which finishes the block itself (docs/architecture.md#blocks-without-volume-operations: blocks without PVBs
  * run their post hooks — here none — right after their items).
  */
 export function needsPostHooksJob(plan: Pick<BlockPlan, 'pods'>): boolean {
-  return plan.pods.some((pod) => pod.hooks.post.length > 0 || pod.volumes.some((v) => v.action === 'fs-backup'));
+  return plan.pods.some((pod) => pod.hooks.post.length > 0 || pod.volumes.some((v) => v.action === 'fs-backup' || v.action === 'snapshot'));
 }

@@ -13,7 +13,8 @@ import {
   clusterScopedListed,
   decideNamespace,
   dispatchOrder,
-  groupItemBlocks,
+  type GroupingWarning,
+  groupItemBlocksInSteps,
   groupResourceOf,
   type ItemBlock,
   isResourceIncluded,
@@ -22,12 +23,24 @@ import {
   type PersistentVolumeClaim,
   type Pod,
   pvbName,
+  type SnapshotClassInfo,
   type VolumePolicy,
   validateResourcePolicies,
+  volumeSnapshotName,
 } from '@stowage/core';
-import { type DiscoveredResource, discoverResources, getAllByName, type KubeClients, listAll, pvbGroup, pvbPlural } from '@stowage/kube';
-import { mapInTurns } from '../in-turns.js';
+import {
+  type DiscoveredResource,
+  discoverResources,
+  getAllByName,
+  type KubeClients,
+  listAll,
+  listSnapshotClasses,
+  pvbGroup,
+  pvbPlural,
+} from '@stowage/kube';
+import { mapInTurns, runInTurns } from '../in-turns.js';
 import { type BlockPlan, itemKeyOf, type PlannedItem, type PlannedPod, type PlanSkip } from './block-plan.js';
+import { type ClusterPlanProblem, forbiddenReadProblem, isForbidden } from './plan-problems.js';
 import { resolvePodHooks, selectFsBackupVolumes, type VolumeContext } from './pod-decisions.js';
 import { RelatedItemTracker } from './related-items.js';
 import { readPolicyDocument } from './resource-policy-configmap.js';
@@ -45,11 +58,11 @@ const GET_COSTS_LISTED_OBJECTS = 20;
 /** PV GETs in flight at once: each round trip waits its turn at a busy API server (100 PVs: 4 of them). */
 const PV_GETS_AT_ONCE = 32;
 /**
- * Block plans built between two event-loop turns. Building 100k pods' plans in one turn held the
- * process (the API service, hosting every backup's plan) for seconds: another backup's plan
- * waited that long for any of its reads (issue #23, fairness).
+ * Block plans built between two looks at the clock (in-turns.ts lets the event loop go once a turn
+ * has lasted TURN_MS). Building 100k pods' plans in one turn held the process (the API service,
+ * hosting every backup's plan and its requests) for seconds (issues #23, #45).
  */
-const BLOCK_PLANS_PER_TURN = 1_000;
+const BLOCK_PLANS_PER_CHECK = 16;
 /** The relation graph needs these three listed together before grouping. */
 const RELATED = new Set(['pods', 'persistentvolumeclaims', 'persistentvolumes']);
 
@@ -59,12 +72,7 @@ export interface PlannedBlock {
   manifests: unknown[];
 }
 
-/** A problem the plan raises outside a block (discovery, grouping, pulled-in items); `onceKey` dedups it. */
-export interface ClusterPlanProblem {
-  level: 'warn';
-  onceKey: string;
-  msg: string;
-}
+export type { ClusterPlanProblem } from './plan-problems.js';
 
 export interface ClusterPlanSink {
   /** Blocks in dispatch order, as soon as a step has planned them (a step may call this several times). */
@@ -87,6 +95,8 @@ export interface ClusterPlanInput {
    * their PVCs are bound to (core's namespacesListedOneByOne); 0: every type across the cluster.
    */
   namespaceListsMax: number;
+  /** The operator's cap on hook timeouts: a pod's timeout annotation over it is clamped (core's default when absent). */
+  maxHookTimeoutMs?: number;
 }
 
 /** What the plan read besides the blocks: the PVCs and PVs (`ns/name` and name), for estimates. */
@@ -124,23 +134,42 @@ export async function planCluster(input: ClusterPlanInput, sink: ClusterPlanSink
     pvcs: new Map(),
     pvs: new Map(),
     takenClaims: new Map(),
+    snapshots: await snapshotContext(kube, spec, input.policies, discovery.resources),
   };
   const pulledIn = new RelatedItemTracker(kube, discovery.resources, spec, listPageSize);
   const emit = async (blocks: ItemBlock<ClusterItem>[]) => {
     await pulledIn.observe(blocks);
     // Decisions in grouping order (one PVB per PVC: the first pod wins), then the dispatch order:
     // blocks with PVBs interleaved by node so every node agent gets work as early as it can.
-    const built = await mapInTurns(blocks, BLOCK_PLANS_PER_TURN, (block) => buildBlockPlan(block, backupName, volumeCtx));
+    const built = await mapInTurns(blocks, BLOCK_PLANS_PER_CHECK, (block) =>
+      buildBlockPlan(block, backupName, volumeCtx, input.maxHookTimeoutMs),
+    );
     const planned = dispatchOrder(built, ({ plan }) => pvbNodesOf(plan));
     if (planned.length > 0) await sink.blocks(planned);
   };
   const listedNamespaces = namespacesListedOneByOne(spec, input.namespaceListsMax);
+  // A type the identity may not read is a warning and no items, not a failed plan (a 403 does not
+  // pass with a retry). Items of a type listed only in part (a namespace refused) are kept.
+  const readOrWarn = async (resource: DiscoveredResource, verb: string, read: () => Promise<ClusterItem[]>): Promise<ClusterItem[]> => {
+    try {
+      return await read();
+    } catch (err) {
+      if (!isForbidden(err)) throw err;
+      await sink.problem(forbiddenReadProblem(resource, verb, err));
+      return [];
+    }
+  };
   const listItems = async (resource: DiscoveredResource): Promise<ClusterItem[]> => {
     const items: ClusterItem[] = [];
     for (const namespace of resource.namespaced && listedNamespaces ? listedNamespaces : [undefined]) {
-      for await (const page of listAll(kube, { resource, namespace, pageSize: listPageSize })) {
-        for (const object of page.items) items.push(toClusterItem(resource, object));
-      }
+      const listed = await readOrWarn(resource, 'list', async () => {
+        const found: ClusterItem[] = [];
+        for await (const page of listAll(kube, { resource, namespace, pageSize: listPageSize })) {
+          for (const object of page.items) found.push(toClusterItem(resource, object));
+        }
+        return found;
+      });
+      items.push(...listed);
     }
     return items;
   };
@@ -153,7 +182,10 @@ export async function planCluster(input: ClusterPlanInput, sink: ClusterPlanSink
   const listed = await Promise.all(relatedResources.filter((r) => !(boundPvsOnly && r === pvResource)).map(listItems));
   const related: ClusterItem[] = listed.flat();
   if (boundPvsOnly && pvResource) {
-    for (const pv of await readBoundVolumes(kube, pvResource, related, listPageSize)) related.push(toClusterItem(pvResource, pv));
+    const bound = await readOrWarn(pvResource, 'get', async () =>
+      (await readBoundVolumes(kube, pvResource, related, listPageSize)).map((pv) => toClusterItem(pvResource, pv)),
+    );
+    related.push(...bound);
   }
   for (const item of related) {
     const meta = item.object.metadata;
@@ -161,10 +193,13 @@ export async function planCluster(input: ClusterPlanInput, sink: ClusterPlanSink
       volumeCtx.pvcs.set(`${meta.namespace}/${meta.name}`, item.object as PersistentVolumeClaim);
     if (item.resource === 'persistentvolumes') volumeCtx.pvs.set(meta.name, item.object as PersistentVolume);
   }
-  const grouped = groupItemBlocks(related, spec);
-  for (const warning of grouped.warnings) {
-    await sink.problem({ level: 'warn', onceKey: `grouping:${warning.code}:${warning.itemKey}`, msg: warning.message });
-  }
+  const grouped = await runInTurns(groupItemBlocksInSteps(related, spec));
+  const warnAbout = async (warnings: readonly GroupingWarning[]) => {
+    for (const warning of warnings) {
+      await sink.problem({ level: 'warn', onceKey: `grouping:${warning.code}:${warning.itemKey}`, msg: warning.message });
+    }
+  };
+  await warnAbout(grouped.warnings);
 
   // 2. Everything else, resource by resource (pod-free blocks, batched); namespaces last. The
   // next few lists are read while the blocks before them are stored: the same lists, one each,
@@ -182,7 +217,9 @@ export async function planCluster(input: ClusterPlanInput, sink: ClusterPlanSink
   for (let read = reading.shift(); read; read = reading.shift()) {
     const listedItems = await read;
     readAhead();
-    await emit(groupItemBlocks(listedItems, spec, { unrelatedBatchSize: 50 }).blocks);
+    const listed = await runInTurns(groupItemBlocksInSteps(listedItems, spec, { unrelatedBatchSize: 50 }));
+    await warnAbout(listed.warnings);
+    await emit(listed.blocks);
   }
 
   // 3. What the items pull in (PriorityClasses, ClusterRoleBindings and their ClusterRoles, the
@@ -191,10 +228,13 @@ export async function planCluster(input: ClusterPlanInput, sink: ClusterPlanSink
   // A backup of named namespaces keeps at most those: a GET each, not every page of the cluster's.
   const readNamespaces = async (resource: DiscoveredResource): Promise<ClusterItem[]> =>
     listedNamespaces
-      ? (await getAllByName(kube, { resource, names: listedNamespaces })).map((object) => toClusterItem(resource, object))
+      ? readOrWarn(resource, 'get', async () =>
+          (await getAllByName(kube, { resource, names: listedNamespaces })).map((object) => toClusterItem(resource, object)),
+        )
       : listItems(resource);
   const namespaces = namespaceResource ? prefetch(readNamespaces(namespaceResource)) : undefined;
   const added = await pulledIn.additionalItems();
+  for (const problem of added.forbidden) await sink.problem(problem);
   for (const note of added.notes) {
     if (note.level === 'warn') await sink.problem({ level: 'warn', onceKey: `related:${note.msg}`, msg: note.msg });
     else await sink.note(note.msg);
@@ -261,7 +301,34 @@ function toClusterItem(resource: DiscoveredResource, object: unknown): ClusterIt
   return { group: resource.group, resource: resource.resource, namespaced: resource.namespaced, object: object as ClusterItem['object'] };
 }
 
-function buildBlockPlan(block: ItemBlock<ClusterItem>, backupName: string, ctx: VolumeContext): PlannedBlock {
+/**
+ * What the volume decisions need to snapshot: the spec's snapshotVolumes and snapshotMoveData and
+ * the cluster's VolumeSnapshotClasses — read only when some volume may be snapshotted (the spec
+ * asks, or a volume policy says `snapshot`), and undefined classes when the API is not served (a
+ * volume chosen for a snapshot is then an error naming that).
+ */
+async function snapshotContext(
+  kube: KubeClients,
+  spec: BackupSpec,
+  policies: readonly VolumePolicy[],
+  resources: readonly DiscoveredResource[],
+): Promise<VolumeContext['snapshots']> {
+  const wanted = spec.snapshotVolumes === true || policies.some((p) => p.action.type === 'snapshot');
+  if (!wanted) return undefined;
+  const served = resources.some((r) => r.group === 'snapshot.storage.k8s.io' && r.resource === 'volumesnapshotclasses');
+  const classes: SnapshotClassInfo[] | undefined = served
+    ? (await listSnapshotClasses(kube))?.map((c) => ({
+        name: c.metadata.name,
+        driver: c.driver,
+        deletionPolicy: c.deletionPolicy,
+        labels: c.metadata.labels,
+        annotations: c.metadata.annotations,
+      }))
+    : undefined;
+  return { volumes: spec.snapshotVolumes === true, moveData: spec.snapshotMoveData === true, classes };
+}
+
+function buildBlockPlan(block: ItemBlock<ClusterItem>, backupName: string, ctx: VolumeContext, maxHookTimeoutMs?: number): PlannedBlock {
   const items: PlannedItem[] = [];
   const manifests: unknown[] = [];
   const skips: PlanSkip[] = [];
@@ -285,10 +352,15 @@ function buildBlockPlan(block: ItemBlock<ClusterItem>, backupName: string, ctx: 
   for (const item of block.pods) {
     const pod = item.object as Pod;
     const meta = pod.metadata;
-    const hooks = resolvePodHooks(pod, ctx.spec);
+    const hooks = resolvePodHooks(pod, ctx.spec, maxHookTimeoutMs);
     skips.push(...hooks.skips);
     warnings.push(...hooks.warnings);
-    const volumes = selectFsBackupVolumes(pod, ctx, (uid, volume) => pvbName(backupName, uid, volume));
+    const volumes = selectFsBackupVolumes(
+      pod,
+      ctx,
+      (uid, volume) => pvbName(backupName, uid, volume),
+      (uid, volume) => volumeSnapshotName(backupName, uid, volume),
+    );
     for (const v of volumes) {
       const what = `pods/${meta.namespace}/${meta.name} volume ${v.name}`;
       if (v.action === 'skip') skips.push({ what, reason: v.reason ?? 'skipped' });

@@ -2,20 +2,23 @@
  * A backup's dry run: the real plan step (planCluster, the same lists and decisions as the plan
  * processor) into a sink that only collects. Nothing is written anywhere: no backup record, no
  * job, no storage object, no PVB, no hook exec. Volume decisions are read back through
- * volumeOutcomes, the code the block view of a real backup uses, so both say the same thing.
+ * volumeOutcomes, the code the block view of a real backup uses, so both say the same thing. The
+ * plan's wire shape (DryRunPlan) is core's, shared with the API and the CLI.
  */
 import {
   type BackupSpec,
   claimNameOfVolume,
+  type DryRunHook,
+  type DryRunPlan,
+  type DryRunVolume,
   estimateBytesPerNode,
   estimateVolumeBytes,
-  type NodeByteEstimate,
   type Pod,
-  type VolumeSizeBasis,
 } from '@stowage/core';
 import type { KubeClients } from '@stowage/kube';
-import { type BackupHookPreview, previewBackupHooks } from '../hooks/backup-hooks.js';
-import type { PlannedHook, PlanSkip } from './block-plan.js';
+import { previewBackupHooks } from '../hooks/backup-hooks.js';
+import { TurnClock } from '../in-turns.js';
+import type { PlannedHook } from './block-plan.js';
 import { type ClusterPlanRead, type PlannedBlock, planCluster, resolveResourcePolicies } from './cluster-plan.js';
 import { volumeOutcomes } from './volume-outcomes.js';
 
@@ -28,75 +31,8 @@ export interface DryRunDeps {
   listPageSize: number;
   /** As the plan step's (PipelineConfig.namespaceListsMax): the dry run reads what a real plan would. */
   namespaceListsMax: number;
-}
-
-export interface DryRunHook {
-  container: string;
-  command: string[];
-  onError: 'Fail' | 'Continue' | 'FailBlock';
-  timeoutMs: number;
-  /** `annotation` (the pod's hook annotations) or `spec` (spec.hooks.resources). */
-  source: string;
-  /** The spec hook's name; absent for annotations. */
-  hookName?: string;
-  /** Why the hook cannot run (a real run records it as a failed attempt). */
-  invalid?: string;
-}
-
-export interface DryRunVolume {
-  /** `namespace/name` of the pod. */
-  pod: string;
-  volume: string;
-  /** `fs-backup`: gets a PodVolumeBackup; `skip`: does not (reason); `error`: cannot be decided (reason; an error of the run). */
-  decision: 'fs-backup' | 'skip' | 'error';
-  reason?: string;
-  claimName?: string;
-  node?: string;
-  /** fs-backup volumes only: an estimate (see estimateBasis), not a measurement. */
-  estimatedBytes?: number | null;
-  estimateBasis?: VolumeSizeBasis | 'unknown';
-}
-
-export interface DryRunBlock {
-  id: string;
-  items: Array<{ key: string; apiVersion: string; kind: string; namespace?: string; name: string }>;
-  pods: Array<{ namespace: string; name: string; node?: string; hooks: { pre: DryRunHook[]; post: DryRunHook[] } }>;
-  volumes: DryRunVolume[];
-  /** What the plan skips in this block (hooks, volumes), with why. */
-  skips: PlanSkip[];
-}
-
-export interface DryRunPlan {
-  name: string;
-  dryRun: true;
-  /** Set when a real run would end FailedValidation before listing anything (e.g. a bad resource policy ConfigMap). */
-  failedValidation?: string;
-  summary: {
-    blocks: number;
-    items: number;
-    pods: number;
-    preHooks: number;
-    postHooks: number;
-    fsBackupVolumes: number;
-    skippedVolumes: number;
-    volumeErrors: number;
-  };
-  estimate: {
-    /** Always true: the numbers are provisioned sizes, not measured. */
-    isEstimate: true;
-    basis: string;
-    totalBytes: number;
-    perNode: NodeByteEstimate[];
-  };
-  /** spec.hooks.backup: per phase, each hook with the pods it would run in now (pre: before any block; post: after all). */
-  backupHooks: { pre: BackupHookPreview[]; post: BackupHookPreview[] };
-  blocks: DryRunBlock[];
-  /** What a real run would record as warnings. */
-  warnings: string[];
-  /** What a real run would record as errors (volumes that cannot be decided). */
-  errors: string[];
-  /** Informational lines a real run would log. */
-  notes: string[];
+  /** As the plan step's (PipelineConfig.maxHookTimeoutMs). */
+  maxHookTimeoutMs?: number;
 }
 
 export const ESTIMATE_BASIS =
@@ -142,6 +78,7 @@ export async function planDryRun(deps: DryRunDeps, request: { name: string; spec
       nodesWithAgent: await deps.nodesWithAgent(),
       listPageSize: deps.listPageSize,
       namespaceListsMax: deps.namespaceListsMax,
+      ...(deps.maxHookTimeoutMs !== undefined ? { maxHookTimeoutMs: deps.maxHookTimeoutMs } : {}),
     },
     {
       blocks: async (blocks) => {
@@ -165,10 +102,12 @@ export async function planDryRun(deps: DryRunDeps, request: { name: string; spec
   );
 
   const sized: Array<{ node: string; estimate: ReturnType<typeof estimateVolumeBytes> }> = [];
+  const turn = new TurnClock();
   for (const { plan, pods: podObjects } of planned) {
+    await turn.maybePass();
     const nodeOf = new Map(plan.pods.map((p) => [`${p.namespace}/${p.name}`, p.node]));
     const volumes = volumeOutcomes(plan, undefined).map((v): DryRunVolume => {
-      const decision = v.outcome === 'error' ? 'error' : v.outcome === 'skipped' ? 'skip' : 'fs-backup';
+      const decision = v.outcome === 'error' ? 'error' : v.outcome === 'skipped' ? 'skip' : v.snapshot ? 'snapshot' : 'fs-backup';
       const node = nodeOf.get(v.pod);
       const base: DryRunVolume = {
         pod: v.pod,
@@ -177,6 +116,7 @@ export async function planDryRun(deps: DryRunDeps, request: { name: string; spec
         ...(v.reason ? { reason: v.reason } : {}),
         ...(v.claimName ? { claimName: v.claimName } : {}),
         ...(node ? { node } : {}),
+        ...(v.snapshot ? { snapshot: { method: v.snapshot.method, className: v.snapshot.className } } : {}),
       };
       if (decision !== 'fs-backup') return base;
       const pod = podObjects.get(v.pod);

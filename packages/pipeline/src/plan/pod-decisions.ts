@@ -10,6 +10,7 @@ import {
   type PersistentVolumeClaim,
   type Pod,
   resolvePodHooks as resolveCoreHooks,
+  type SnapshotContext,
   selectFsBackupVolumes as selectCoreVolumes,
   type VolumePolicy,
 } from '@stowage/core';
@@ -21,12 +22,15 @@ export interface HookDecision {
   warnings: string[];
 }
 
-/** The pre and post hooks of a pod (an annotation hook of a phase replaces the spec hooks for that phase). */
-export function resolvePodHooks(pod: Pod, spec: BackupSpec): HookDecision {
+/**
+ * The pre and post hooks of a pod (an annotation hook of a phase replaces the spec hooks for that
+ * phase); an annotation's timeout is held to `maxHookTimeoutMs` (a warning says so).
+ */
+export function resolvePodHooks(pod: Pod, spec: BackupSpec, maxHookTimeoutMs?: number): HookDecision {
   const out: HookDecision = { hooks: { pre: [], post: [] }, skips: [], warnings: [] };
   const where = `pods/${pod.metadata.namespace}/${pod.metadata.name}`;
   for (const phase of ['pre', 'post'] as const satisfies readonly HookPhase[]) {
-    const res = resolveCoreHooks(pod, spec, phase);
+    const res = resolveCoreHooks(pod, spec, phase, maxHookTimeoutMs);
     if (res.status === 'skipped') {
       if (phase === 'pre') out.skips.push({ what: `${where} hooks`, reason: res.reason });
       continue;
@@ -58,6 +62,8 @@ export interface VolumeContext {
   pvs: Map<string, PersistentVolume>;
   /** `<ns>/<claim>` → the pod that took it (one PVB per PVC per backup). Updated here. */
   takenClaims: Map<string, string>;
+  /** Snapshots asked for and the cluster's VolumeSnapshotClasses (absent: no snapshots). */
+  snapshots?: SnapshotContext | undefined;
 }
 
 /** Which of the pod's volumes get a PVB, and why each other one does not. */
@@ -65,6 +71,7 @@ export function selectFsBackupVolumes(
   pod: Pod,
   ctx: VolumeContext,
   pvbNameOf: (podUid: string, volume: string) => string,
+  snapshotNameOf: (podUid: string, volume: string) => string = pvbNameOf,
 ): PlannedVolume[] {
   const selection = selectCoreVolumes(pod, {
     spec: ctx.spec,
@@ -73,6 +80,7 @@ export function selectFsBackupVolumes(
     findPv: (name) => ctx.pvs.get(name),
     nodesWithAgent: ctx.nodesWithAgent,
     claimedPvcs: ctx.takenClaims,
+    snapshots: ctx.snapshots,
   });
   const thisPod = `${pod.metadata.namespace}/${pod.metadata.name}`;
   // Holders are looked up as they were before this pod (its own claims are recorded after the
@@ -81,6 +89,15 @@ export function selectFsBackupVolumes(
     const pvbName = pvbNameOf(pod.metadata.uid ?? '', v.volume);
     if (v.decision === 'fs-backup') {
       return { name: v.volume, action: 'fs-backup', reason: v.reason, claimName: v.pvcName ?? undefined, pvbName };
+    }
+    if (v.decision === 'snapshot' && v.snapshot) {
+      return {
+        name: v.volume,
+        action: 'snapshot',
+        reason: v.reason,
+        claimName: v.pvcName ?? undefined,
+        snapshot: { name: snapshotNameOf(pod.metadata.uid ?? '', v.volume), ...v.snapshot },
+      };
     }
     // Taken by another pod: this one stands by to take it over (see claim-handover.ts).
     const holder =

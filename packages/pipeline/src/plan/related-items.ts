@@ -24,6 +24,7 @@ import {
   toSelectableItem,
 } from '@stowage/core';
 import { type DiscoveredResource, getByName, type KubeClients, listAll } from '@stowage/kube';
+import { type ClusterPlanProblem, forbiddenReadProblem, isForbidden } from './plan-problems.js';
 
 /** Group-resources whose items may be both listed and pulled in: their keys are remembered so nothing is added twice. */
 const PULLED_IN = new Set([PRIORITY_CLASSES, CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES, CUSTOM_RESOURCE_DEFINITIONS].map(groupResourceOf));
@@ -39,6 +40,8 @@ export class RelatedItemTracker {
   private readonly wanted = new Map<string, ClusterItemRef>();
   private readonly customResources = new Map<string, { group: string; resource: string }>();
   private bindings: ClusterRoleBindingLike[] | undefined;
+  /** Types the API server would not let the tracker read (403), by group-resource. */
+  private readonly forbidden = new Map<string, ClusterPlanProblem>();
 
   constructor(
     private readonly kube: KubeClients,
@@ -76,7 +79,7 @@ export class RelatedItemTracker {
   }
 
   /** The pulled-in items the backup does not hold yet and its filters allow, with a note for each one left out. */
-  async additionalItems(): Promise<{ items: ClusterItem[]; notes: RelatedItemNote[] }> {
+  async additionalItems(): Promise<{ items: ClusterItem[]; notes: RelatedItemNote[]; forbidden: ClusterPlanProblem[] }> {
     const notes: RelatedItemNote[] = [];
     const refs = [...this.wanted.entries()];
     if (addsCrdsOfCustomResources(this.spec)) {
@@ -99,7 +102,15 @@ export class RelatedItemTracker {
           notes.push({ level: 'warn', msg: `${key} (${ref.because}) not added: the API server does not serve ${groupResourceOf(ref)}` });
         continue;
       }
-      const object = (await getByName(this.kube, { resource, name: ref.name })) as ClusterItem['object'] | undefined;
+      let object: ClusterItem['object'] | undefined;
+      try {
+        object = (await getByName(this.kube, { resource, name: ref.name })) as ClusterItem['object'] | undefined;
+      } catch (err) {
+        if (!isForbidden(err)) throw err;
+        const problem = forbiddenReadProblem(resource, 'get', err);
+        this.forbidden.set(problem.onceKey, problem);
+        continue;
+      }
       if (!object) {
         // A group-resource without a CRD is built in: nothing to add.
         if (!isCrd) notes.push({ level: 'warn', msg: `${key} (${ref.because}) not added: it does not exist` });
@@ -114,16 +125,24 @@ export class RelatedItemTracker {
       this.emitted.add(key);
       items.push(item);
     }
-    return { items, notes };
+    return { items, notes, forbidden: [...this.forbidden.values()] };
   }
 
   private async clusterRoleBindings(): Promise<ClusterRoleBindingLike[]> {
     if (this.bindings) return this.bindings;
     const bindings: ClusterRoleBindingLike[] = [];
     const resource = this.discovered.find((r) => r.group === CLUSTER_ROLE_BINDINGS.group && r.resource === CLUSTER_ROLE_BINDINGS.resource);
-    if (resource) {
-      for await (const page of listAll(this.kube, { resource, pageSize: this.pageSize }))
-        bindings.push(...(page.items as ClusterRoleBindingLike[]));
+    try {
+      if (resource) {
+        for await (const page of listAll(this.kube, { resource, pageSize: this.pageSize }))
+          bindings.push(...(page.items as ClusterRoleBindingLike[]));
+      }
+    } catch (err) {
+      // Without them a service account pulls in no ClusterRoleBinding: said once, as a type not read.
+      if (!isForbidden(err) || !resource) throw err;
+      const problem = forbiddenReadProblem(resource, 'list', err);
+      this.forbidden.set(problem.onceKey, problem);
+      bindings.length = 0;
     }
     this.bindings = bindings;
     return bindings;

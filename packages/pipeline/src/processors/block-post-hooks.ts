@@ -4,6 +4,7 @@ import { runPodHooks } from '../hooks/hook-runner.js';
 import { type BlockPlan, podKey } from '../plan/block-plan.js';
 import { isPvbSettled } from '../pvb/pvb-observation.js';
 import { pvbTracker, type WatchProgress } from '../pvb/pvb-wait-step.js';
+import { blockSnapshots, isSnapshotCutOrFailed, type SnapshotStateRecord } from '../snapshots/block-snapshots.js';
 import type { BlockTail } from '../state/backup-state.js';
 import { watchVolumeOps } from '../volume-ops/watch-volume-ops.js';
 
@@ -70,17 +71,30 @@ export interface FinishBlockResult {
   hooksFailed: number;
 }
 
+/** What a block's post hooks did (kept in the block's `postHooksDone` while its snapshots settle). */
+export interface PostHooksRan {
+  postHookPods: number;
+  hooksFailed: number;
+}
+
 /**
  * The tail of a block: every PVB of the block is settled (asserted — orphaned PVBs are settled
- * first by settleOrphanedPvbs), then the post hooks of
+ * first by settleOrphanedPvbs) and every snapshot cut or failed, then the post hooks of
  * its pods run — except pods whose pre hook failed with `onError: Fail` — even when PVBs or item
  * writes failed, then the block's final state and `block.done`. Used by the post-hooks job and by
  * inline mode.
  */
 export async function finishBlock(deps: PipelineDeps, input: FinishBlockInput, readTail?: BlockTail): Promise<FinishBlockResult> {
+  const tail = readTail ?? (await deps.state.readBlockTail(input.backupName, input.blockId));
+  const ran = await runBlockPostHooks(deps, input, tail);
+  return writeBlockEnd(deps, input, tail, ran);
+}
+
+/** The post hooks of the block's pods (see finishBlock), once its PVBs are terminal and its snapshots cut or failed. */
+export async function runBlockPostHooks(deps: PipelineDeps, input: FinishBlockInput, tail: BlockTail): Promise<PostHooksRan> {
   const { state } = deps;
-  const { backupName, blockId, plan } = input;
-  const { block, pvbs: records } = readTail ?? (await state.readBlockTail(backupName, blockId));
+  const { backupName, blockId } = input;
+  const { block, pvbs: records } = tail;
   const pvbNames = block?.pvbs ?? [];
   const stillOpen = pvbNames.filter((_, i) => !isPvbSettled(records[i]));
   if (stillOpen.length > 0) {
@@ -89,23 +103,23 @@ export async function finishBlock(deps: PipelineDeps, input: FinishBlockInput, r
       `block ${blockId} of backup ${backupName}: post hooks would run before PVBs ${stillOpen.join(', ')} are terminal`,
     );
   }
-
-  const failedPods = new Set(block?.failedPods ?? []);
-  const prePhaseDone = new Set(block?.prePhaseDonePods ?? []);
-  const skipped = typeof block?.skipped === 'string' ? block.skipped : undefined;
-  const pods = plan.pods.filter((pod) => {
-    const key = podKey(pod);
-    if (failedPods.has(key)) return false;
-    // A block skipped by a FailBlock pre hook: the pods whose pre hooks ran and passed are owed
-    // their post hooks (to undo what the pre hooks did); the others never ran a hook.
-    if (skipped !== undefined) return pod.hooks.pre.length > 0 && prePhaseDone.has(key);
-    // A dead item-block job: only pods whose pre hooks ran through are owed their post hooks.
-    return input.blockJobFailed === undefined || prePhaseDone.has(key);
-  });
+  const snapshots = blockSnapshots(block);
+  const uncut = snapshots.filter((r) => !isSnapshotCutOrFailed(r)).map((r) => r.name);
+  if (uncut.length > 0) {
+    throw new PipelineError(
+      PipelineErrorCode.pvbNotTerminal,
+      `block ${blockId} of backup ${backupName}: post hooks would run before VolumeSnapshots ${uncut.join(', ')} are cut`,
+    );
+  }
+  const pods = hookedPods(input, block);
   // For post hooks' executionPolicy: the block succeeded when it was not skipped, its job did not
-  // fail, and every PVB it created completed (a block without PVBs and without trouble counts).
+  // fail, every PVB it created completed and every snapshot was cut (a block without PVBs and
+  // without trouble counts).
   const pvbsAllCompleted =
-    skipped === undefined && input.blockJobFailed === undefined && records.every((r) => r?.phase === 'Completed' && !r.timedOut);
+    block?.skipped === undefined &&
+    input.blockJobFailed === undefined &&
+    records.every((r) => r?.phase === 'Completed' && !r.timedOut) &&
+    snapshots.every((r) => r.phase !== 'Failed' && r.phase !== 'Canceled');
   let hooksFailed = 0;
   // Sent, not awaited: the hook's own writes follow it on the same connection, and its exec waits
   // for those (one round trip less before the post hook).
@@ -127,17 +141,70 @@ export async function finishBlock(deps: PipelineDeps, input: FinishBlockInput, r
     hooksFailed += res.failed;
   }
   await running;
+  return { postHookPods: pods.length, hooksFailed };
+}
 
+/** The pods owed post hooks. */
+function hookedPods(input: FinishBlockInput, block: BlockTail['block']) {
+  const failedPods = new Set(block?.failedPods ?? []);
+  const prePhaseDone = new Set(block?.prePhaseDonePods ?? []);
+  const skipped = typeof block?.skipped === 'string' ? block.skipped : undefined;
+  return input.plan.pods.filter((pod) => {
+    const key = podKey(pod);
+    if (failedPods.has(key)) return false;
+    // A block skipped by a FailBlock pre hook: the pods whose pre hooks ran and passed are owed
+    // their post hooks (to undo what the pre hooks did); the others never ran a hook.
+    if (skipped !== undefined) return pod.hooks.pre.length > 0 && prePhaseDone.has(key);
+    // A dead item-block job: only pods whose pre hooks ran through are owed their post hooks.
+    return input.blockJobFailed === undefined || prePhaseDone.has(key);
+  });
+}
+
+/**
+ * The block's final state, its once-counted block-done and its event, in one step: PartiallyFailed
+ * when anything went wrong — a skip, a failed hook or pod, a PVB or snapshot that did not complete
+ * (`snapshots`: their records as they ended, when not those of the tail), a dead job, an item error.
+ */
+export async function writeBlockEnd(
+  deps: PipelineDeps,
+  input: FinishBlockInput,
+  tail: BlockTail,
+  ran: PostHooksRan,
+  snapshots: readonly SnapshotStateRecord[] = blockSnapshots(tail.block),
+): Promise<FinishBlockResult> {
+  const { state } = deps;
+  const { backupName, blockId } = input;
+  const { block, pvbs: records } = tail;
+  const pvbNames = block?.pvbs ?? [];
+  const failedPods = new Set(block?.failedPods ?? []);
+  const skipped = typeof block?.skipped === 'string' ? block.skipped : undefined;
   const pvbTrouble = records.some((r) => r && (r.phase !== 'Completed' || r.timedOut));
+  const snapshotTrouble = snapshots.some((r) => r.phase !== 'Completed');
   const itemErrors = typeof block?.itemErrors === 'number' ? block.itemErrors : 0;
   const partially =
-    skipped !== undefined || hooksFailed > 0 || failedPods.size > 0 || pvbTrouble || input.blockJobFailed !== undefined || itemErrors > 0;
+    skipped !== undefined ||
+    ran.hooksFailed > 0 ||
+    failedPods.size > 0 ||
+    pvbTrouble ||
+    snapshotTrouble ||
+    input.blockJobFailed !== undefined ||
+    itemErrors > 0;
   const finalState = partially ? 'PartiallyFailed' : 'Completed';
   // Final state, the once-counted block-done and its event in one step (the hooks slot frees sooner).
   await state.blockStep(backupName, blockId, {
     set: { state: finalState, completedAt: deps.clock.now() },
     once: [{ onceKey: `block-done:${blockId}`, field: 'blocksDone' }],
-    event: { type: 'block.done', data: { blockId, state: finalState, pvbs: pvbNames.length, postHookPods: pods.length }, ifCounted: 0 },
+    event: {
+      type: 'block.done',
+      data: {
+        blockId,
+        state: finalState,
+        pvbs: pvbNames.length,
+        ...(snapshots.length > 0 ? { snapshots: snapshots.length } : {}),
+        postHookPods: ran.postHookPods,
+      },
+      ifCounted: 0,
+    },
   });
-  return { state: finalState, postHookPods: pods.length, hooksFailed };
+  return { state: finalState, postHookPods: ran.postHookPods, hooksFailed: ran.hooksFailed };
 }

@@ -3,6 +3,7 @@ import { parseDeleteBackupJobData } from '@stowage/queue';
 import { DelayedError, type Job } from 'bullmq';
 import { deleteBackup } from '../deletion/delete-backup.js';
 import { requestPrune } from '../deletion/repository-gc.js';
+import { NO_PIPELINE_METRICS, scheduleOf } from '../metrics.js';
 import type { PipelineRuntime } from '../runtime.js';
 import { isRunning } from '../schedules/schedule-control.js';
 
@@ -14,7 +15,7 @@ export const EXPIRED_RECHECK_MS = 5 * 60_000;
 export const CANCELED_RECHECK_MS = 1_000;
 
 /**
- * delete-backup (backups queue): deletes a backup and its data — delayed by the backup's TTL when
+ * delete-backup (repository queue, in the backup workers): deletes a backup and its data — delayed by the backup's TTL when
  * it is submitted (one delayed job per backup, not a scan of every backup), or added at once when
  * a user deletes it. A backup that still runs is never deleted under its workers: a requested
  * deletion cancels it first, an expiry leaves it to finish; either way the job re-parks (no slot
@@ -22,7 +23,7 @@ export const CANCELED_RECHECK_MS = 1_000;
  * it (BullMQ hands the stalled job to another): deletion is idempotent and removes the record last.
  */
 export async function processDeleteBackup(rt: PipelineRuntime, job: Job, token: string | undefined): Promise<DeleteBackupResult> {
-  const { state, storage, pvbs, clock, logger, repository } = rt.deps;
+  const { state, storage, pvbs, clock, logger, repository, kube } = rt.deps;
   const data = parseDeleteBackupJobData(job.data);
   const record = await state.getBackup(data.backupName);
   // Gone already, or a newer backup that reuses the name (it has jobs of its own).
@@ -34,10 +35,20 @@ export async function processDeleteBackup(rt: PipelineRuntime, job: Job, token: 
   }
   // Its finished job tree goes first (the record goes last), so a new backup of the same name is
   // never taken for a re-add of this one.
-  await rt.backupsQueue.remove(finalizeJobId(record.name), { removeChildren: true });
-  await deleteBackup({ state, storage, pvbs, repository }, record.name);
-  logger.info({ backup: record.name, phase: record.phase, reason: data.reason }, 'backup deleted');
+  const metrics = rt.deps.metrics ?? NO_PIPELINE_METRICS;
+  const schedule = scheduleOf(record);
+  metrics.backupDeletion({ schedule, outcome: 'attempt' });
+  let snapshots: Awaited<ReturnType<typeof deleteBackup>>['snapshots'] = [];
+  try {
+    await rt.backupsQueue.remove(finalizeJobId(record.name), { removeChildren: true });
+    ({ snapshots } = await deleteBackup({ state, storage, pvbs, repository, kube }, record.name));
+  } catch (err) {
+    metrics.backupDeletion({ schedule, outcome: 'failure' });
+    throw err;
+  }
+  metrics.backupDeletion({ schedule, outcome: 'success' });
+  logger.info({ backup: record.name, phase: record.phase, reason: data.reason, snapshots }, 'backup deleted');
   // Its chunks are freed by a prune job (one per minute at most, however many backups go).
-  if (repository) await requestPrune(rt.backupsQueue, clock.now());
+  if (repository) await requestPrune(rt.repositoryQueue(), clock.now());
   return { outcome: 'deleted' };
 }

@@ -1,6 +1,6 @@
-import { type BackupSpec, blockJobId, ENDED_BACKUP_PHASES, planJobId } from '@stowage/core';
+import { type BackupSpec, blockJobId, ENDED_BACKUP_PHASES, planJobId, RUN_NAMESPACE_LABEL } from '@stowage/core';
 import { pvbLabels } from '@stowage/kube';
-import { parseFinalizeJobData, QueueName, qualifiedQueueName } from '@stowage/queue';
+import { backupHooksJobKey, parseFinalizeJobData, QueueName, qualifiedQueueName } from '@stowage/queue';
 import {
   type AssembleResult,
   assembleTarball,
@@ -8,18 +8,19 @@ import {
   restageItems,
   StorageError,
   StorageErrorCode,
-  writeBackupMetadata,
   writePodVolumeBackupsSidecar,
   writeResourceListSidecar,
 } from '@stowage/storage';
 import { type Job, WaitingChildrenError } from 'bullmq';
 import { PipelineError, PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
-import { type BackupHooksRecord, runBackupHooks } from '../hooks/backup-hooks.js';
+import type { BackupHooksRecord } from '../hooks/backup-hooks.js';
+import { NO_PIPELINE_METRICS, scheduleOf } from '../metrics.js';
 import { decideBackupPhase } from '../phase.js';
 import { type BlockPlan, podKey } from '../plan/block-plan.js';
 import type { PipelineRuntime } from '../runtime.js';
 import { writeBackupArchive } from '../state/backup-archive.js';
 import type { BackupRecord } from '../state/backup-state.js';
+import { awaitBackupHooks } from './backup-hooks.processor.js';
 import { addClaimedBlocks } from './window-refill.js';
 
 export { resultsFromLogs } from '../state/backup-archive.js';
@@ -35,7 +36,7 @@ export interface FinalizeResult {
  * tarball, -podvolumebackups.json.gz, -resource-list.json.gz — decides the final phase from the
  * counters and records it; then writes what the backup's views show to storage (the Stowage
  * sidecars, -logs.gz, -results.gz), velero-backup.json last (the final marker), and only then
- * drops everything but the catalogue entry from Redis (DESIGN §10).
+ * drops everything but the catalogue entry from Redis (docs/architecture.md#where-a-backup-lives-once-it-has-ended).
  *
  * Safe to run twice, and to be cut off anywhere: every write replaces the same key, phases move by
  * CAS. A run that finds the phase ended but the backup not archived (cut off after the phase moved)
@@ -56,9 +57,11 @@ export async function processFinalize(rt: PipelineRuntime, job: Job, token: stri
   const failures = await job.getIgnoredChildrenFailures();
   const planKey = `${qualifiedQueueName(deps.queuePrefix, QueueName.backups)}:${planJobId(backupName)}`;
   const planFailure = failures[planKey];
+  // The backup post hooks' job (a child added below) that failed for good: awaitBackupHooks records it.
+  const postHooksKey = backupHooksJobKey(deps.queuePrefix, backupName, 'post');
   const itemBlockKeyPrefix = `${qualifiedQueueName(deps.queuePrefix, QueueName.itemBlocks)}:`;
   for (const [key, reason] of Object.entries(failures)) {
-    if (key === planKey) continue;
+    if (key === planKey || key === postHooksKey) continue;
     // A solo block's item-block job (no post-hooks parent) that failed for good: end the block
     // here as its post-hooks job would have (PartiallyFailed, counted done, one error).
     const soloBlock = key.startsWith(itemBlockKeyPrefix) ? soloBlockIdOf(backupName, key.slice(itemBlockKeyPrefix.length)) : undefined;
@@ -94,9 +97,11 @@ export async function processFinalize(rt: PipelineRuntime, job: Job, token: stri
   }
   // Backup-level post hooks (e.g. resume a paused GitOps controller): this job runs after every
   // block's post hooks, whatever happened to them (failed, deadline, cancel). Only for a backup
-  // that started (its pre hooks may have run); their failures count in hookStatus.
+  // that started (its pre hooks may have run); their failures count in hookStatus. A backup
+  // worker runs them (the api may not exec) while this job is parked; it then runs again from the
+  // top and finds them done.
   if (record.phase !== 'FailedValidation' && record.startedAt !== undefined && record.spec) {
-    await runBackupHooks(deps, backupName, record.spec as BackupSpec, 'post');
+    await awaitBackupHooks(rt, job, token, data, record.spec as BackupSpec, 'post');
   }
 
   // The tarball and the PVB list are independent; so are the sidecars written from them (each a
@@ -129,7 +134,7 @@ export async function processFinalize(rt: PipelineRuntime, job: Job, token: stri
     record.phase === 'FailedValidation'
       ? { phase: 'FailedValidation', reasons: [record.failureReason ?? 'the backup spec is invalid'] }
       : backupPreFailed !== undefined && latest.cancelRequestedAt === undefined
-        ? { phase: 'Failed', reasons: [`${backupPreFailed} (onError: Fail): no block was run`] }
+        ? { phase: 'Failed', reasons: [`${backupPreFailed}: no block was run`] }
         : decideBackupPhase({ counters, planFailed: planFailure !== undefined, canceled: latest.cancelRequestedAt !== undefined });
   const phase = decision.phase;
   if (decision.reasons.length > 0) await state.log(backupName, { level: 'info', msg: `phase ${phase}: ${decision.reasons.join('; ')}` });
@@ -152,6 +157,14 @@ export async function processFinalize(rt: PipelineRuntime, job: Job, token: stri
   });
   const ended = await state.getBackup(backupName);
   if (!ended) throw new UnrecoverablePipelineError(PipelineErrorCode.backupMissing, `backup ${backupName} has no record`);
+  // Counted by the one run of finalize whose compare-and-set moved the phase.
+  if (moved.moved)
+    (deps.metrics ?? NO_PIPELINE_METRICS).backupEnded({
+      schedule: scheduleOf(ended),
+      phase,
+      durationMs: ended.startedAt !== undefined ? completedAt - ended.startedAt : undefined,
+      items: counters.itemsBackedUp,
+    });
   await archiveEnded(rt, ended);
   deps.logger.info({ backup: backupName, phase: moved.phase, items: assembled.items, pvbs: pvbObjects.length }, 'backup finished');
   return { phase: moved.phase ?? phase, items: assembled.items, pvbs: pvbObjects.length };
@@ -167,10 +180,12 @@ async function archiveEnded(rt: PipelineRuntime, record: BackupRecord): Promise<
   await state.archiveAndDrop(
     record,
     async () => {
-      const manifest = await writeBackupArchive(storage, state, record);
+      // velero-backup.json last, from the same counters as the manifest (finalize's own writes included).
+      const manifest = await writeBackupArchive(storage, state, record, (counters) =>
+        veleroBackupJson(record, counters, rt.deps.config.namespace),
+      );
       // undefined: another run of this finalize archived it meanwhile (and wrote the marker before that).
       if (!manifest) return undefined;
-      await writeBackupMetadata(storage, record.name, veleroBackupJson(record, manifest.counters, rt.deps.config.namespace));
       return { pvbPhases: manifest.pvbPhases };
     },
     () => clock.now(),
@@ -251,7 +266,14 @@ function veleroBackupJson(record: BackupRecord, counters: Record<string, number>
   return {
     apiVersion: 'velero.io/v1',
     kind: 'Backup',
-    metadata: { name: record.name, namespace, uid: record.uid, creationTimestamp: iso(record.createdAt) },
+    metadata: {
+      name: record.name,
+      namespace,
+      uid: record.uid,
+      creationTimestamp: iso(record.createdAt),
+      // A namespaced backup's own namespace (`namespace` above is Stowage's, where Velero keeps its Backups).
+      ...(record.namespace ? { labels: { [RUN_NAMESPACE_LABEL]: record.namespace } } : {}),
+    },
     spec: record.spec,
     status: {
       version: 1,

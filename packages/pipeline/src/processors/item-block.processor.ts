@@ -1,4 +1,4 @@
-import { isKubeError, isPvbTerminal, KubeErrorCodes } from '@stowage/kube';
+import { isKubeError, KubeErrorCodes } from '@stowage/kube';
 import { parseItemBlockJobData } from '@stowage/queue';
 import { type BackupItem, stageItems } from '@stowage/storage';
 import type { Job } from 'bullmq';
@@ -9,8 +9,16 @@ import { type BlockPlan, needsPostHooksJob, type PlannedVolume, podKey } from '.
 import { handOverClaims } from '../plan/claim-handover.js';
 import { buildPvb } from '../pvb/pvb-object.js';
 import { isPvbSettled, recordPvbMissing } from '../pvb/pvb-observation.js';
-import { stepPvbWait, type WatchProgress } from '../pvb/pvb-wait-step.js';
+import { waitForPvbEnd } from '../pvb/pvb-wait-step.js';
 import type { PipelineRuntime } from '../runtime.js';
+import {
+  blockSnapshots,
+  createSnapshot,
+  pendingSnapshotRecord,
+  type SnapshotStateRecord,
+  snapshotField,
+  type WantedSnapshot,
+} from '../snapshots/block-snapshots.js';
 import type { PvbStateRecord } from '../state/backup-state.js';
 import { finishBlock } from './block-post-hooks.js';
 import { claimedInStep } from './window-refill.js';
@@ -183,9 +191,11 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
 
   // 2. PVBs (only after every pre hook) and items, at once.
   const wanted: { pod: (typeof plan.pods)[number]; volume: PlannedVolume & { pvbName: string } }[] = [];
+  const wantedSnapshots: WantedSnapshot[] = [];
   for (const pod of plan.pods) {
     if (skipped !== undefined || failedPods.has(podKey(pod))) continue;
     for (const volume of pod.volumes) {
+      if (volume.action === 'snapshot' && volume.snapshot) wantedSnapshots.push({ pod, volume: { ...volume, snapshot: volume.snapshot } });
       if (volume.action !== 'fs-backup') continue;
       if (volume.pvbName && pod.node) wanted.push({ pod, volume: { ...volume, pvbName: volume.pvbName } });
       else {
@@ -225,7 +235,8 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
   // A cancel asked while pre hooks ran stops PVB creation; without pre hooks the record read at
   // the start is as fresh as another read would be.
   const canceled =
-    wanted.length > 0 && (preHooksRan ? (await state.cancelRequestedAt(backupName)) !== undefined : record.cancelRequestedAt !== undefined);
+    wanted.length + wantedSnapshots.length > 0 &&
+    (preHooksRan ? (await state.cancelRequestedAt(backupName)) !== undefined : record.cancelRequestedAt !== undefined);
   const known = new Set(block?.pvbs ?? []);
   const toCreate = canceled ? wanted.filter((w) => known.has(w.volume.pvbName)) : wanted;
   if (canceled && toCreate.length < wanted.length) {
@@ -238,7 +249,26 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
   }
   for (const { volume } of toCreate) known.add(volume.pvbName);
   const pvbNames = [...known].sort();
-  if (solo && pvbNames.length > 0) {
+  // Snapshots: those an earlier run recorded keep their record; new ones are recorded Pending
+  // with the PVBs (before any is created), none once the backup is canceled.
+  const knownSnapshots = new Map(blockSnapshots(block).map((r) => [r.name, r]));
+  const newSnapshots: SnapshotStateRecord[] = canceled
+    ? []
+    : wantedSnapshots.filter((w) => !knownSnapshots.has(w.volume.snapshot.name)).map((w) => pendingSnapshotRecord(w, clock.now()));
+  if (canceled && wantedSnapshots.length > knownSnapshots.size) {
+    await state.log(backupName, {
+      level: 'info',
+      msg: `backup canceled: ${wantedSnapshots.length - knownSnapshots.size} VolumeSnapshots of the block not created`,
+      blockId,
+    });
+  }
+  const snapshotsToCreate = [...[...knownSnapshots.values()].filter((r) => r.phase === 'Pending'), ...newSnapshots];
+  const snapshotNames = [...knownSnapshots.keys(), ...newSnapshots.map((r) => r.name)];
+  const snapshotFields: Record<string, unknown> =
+    snapshotNames.length > 0
+      ? { snapshots: snapshotNames, ...Object.fromEntries(newSnapshots.map((r) => [snapshotField(r.name), r])) }
+      : {};
+  if (solo && (pvbNames.length > 0 || wantedSnapshots.length > 0)) {
     throw new UnrecoverablePipelineError(PipelineErrorCode.badArgument, `solo block ${blockId} of backup ${backupName} would create PVBs`);
   }
   // Registered as pending before any is created (a fast PVB must never finish unregistered).
@@ -259,7 +289,7 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
           phase: 'Pending',
         },
       })),
-      { pvbs: pvbNames, ...(pvbNames.length > 0 ? { state: 'WaitingForPvbs' } : {}) },
+      { pvbs: pvbNames, ...snapshotFields, ...(pvbNames.length + snapshotNames.length > 0 ? { state: 'WaitingForPvbs' } : {}) },
     );
   }
   await started;
@@ -290,7 +320,7 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
     } catch (err) {
       const permanent = isKubeError(err, KubeErrorCodes.invalid) || isKubeError(err, KubeErrorCodes.forbidden);
       if (!permanent && !lastAttempt) throw err;
-      log().error({ err: (err as Error).message, pvb: volume.pvbName }, 'PVB could not be created');
+      log().error({ err, pvb: volume.pvbName }, 'PVB could not be created');
       await recordPvbMissing(deps, backupName, volume.pvbName, existing, `could not be created: ${(err as Error).message}`);
       return;
     }
@@ -321,16 +351,47 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
       };
       if (!solo) {
         await state.blockStep(backupName, blockId, {
-          set: { ...fields, ...(pvbNames.length === 0 ? { state: 'ItemsDone' } : {}) },
+          set: { ...fields, ...(pvbNames.length === 0 && snapshotNames.length === 0 ? { state: 'ItemsDone' } : {}) },
           once: written.counted,
         });
       }
       return { ...written, fields };
     },
   );
+  // A snapshot that cannot be created is recorded Failed (an error naming the volume), as a PVB is.
+  async function createOneSnapshot(rec: SnapshotStateRecord): Promise<void> {
+    try {
+      const res = await createSnapshot(deps, { backupName, backupUid: data.backupUid, blockId, record: rec });
+      if (res.created) {
+        await state.appendEvent(backupName, 'snapshot.created', {
+          snapshot: rec.name,
+          blockId,
+          pod: `${rec.namespace}/${rec.pod}`,
+          volume: rec.volume,
+          className: rec.className,
+          moveData: rec.moveData,
+        });
+      }
+    } catch (err) {
+      const permanent = isKubeError(err, KubeErrorCodes.invalid) || isKubeError(err, KubeErrorCodes.forbidden);
+      if (!permanent && !lastAttempt) throw err;
+      log().error({ err, snapshot: rec.name }, 'VolumeSnapshot could not be created');
+      const msg = `VolumeSnapshot ${rec.namespace}/${rec.name} could not be created: ${(err as Error).message}`;
+      await state.updateBlock(backupName, blockId, {
+        [snapshotField(rec.name)]: { ...rec, phase: 'Failed', message: msg, completedAt: clock.now() },
+      });
+      await state.recordProblem(backupName, {
+        level: 'error',
+        onceKey: `snapshot-failed:${rec.name}`,
+        msg: `pods/${rec.namespace}/${rec.pod} volume ${rec.volume} not backed up: ${msg}`,
+        namespace: rec.namespace,
+        blockId,
+      });
+    }
+  }
   const [pvbsDone, itemsDone] = await Promise.allSettled([
     runBounded(
-      toCreate.map((w) => () => create(w)),
+      [...toCreate.map((w) => () => create(w)), ...snapshotsToCreate.map((rec) => () => createOneSnapshot(rec))],
       PVB_CREATE_CONCURRENCY,
     ),
     itemsStep,
@@ -364,31 +425,16 @@ export async function processItemBlock(rt: PipelineRuntime, job: Job, _token: st
     // read of a PVB this run made (its first look may trust the informer's cache until a GET is due).
     ...(pvbNames.length > 0 ? { deadlineAt, ...(readAts.length > 0 ? { pvbsReadAt: Math.min(...readAts) } : {}) } : {}),
   };
-  if (deps.config.waitMode !== 'inline' || solo) return result;
-
-  // Inline mode (Velero 1.16 behaviour, benchmark only): hold the slot until the PVBs are done,
-  // then run the post hooks here; the post-hooks job sees `inline` and does nothing.
-  for (const name of pvbNames) {
-    let progress: WatchProgress = { polls: 0, lastGetAt: 0 };
-    for (;;) {
-      const step = await stepPvbWait(
-        deps,
-        rt.hub,
-        { backupName, pvbName: name, deadlineAt: record.fsDeadlineAt ?? Number.MAX_SAFE_INTEGER },
-        progress,
-      );
-      if (step.kind === 'done') break;
-      progress = step.progress;
-      if (rt.hub) {
-        // Register first, then look again: an event that arrived while the step above was
-        // recording what it saw has no waiter to wake, and would cost the whole delay.
-        const changed = rt.hub.waitForChange(name, step.delayMs);
-        const current = rt.hub.cached(name);
-        if (!(current && isPvbTerminal(current))) await changed;
-      } else await new Promise((r) => setTimeout(r, step.delayMs));
-    }
-  }
-  await finishBlock(deps, { backupName, blockId, plan, attempt: job.attemptsMade + 1 });
+  if (!deps.blockWait || solo) return result;
+  // A comparison the benchmark wires in (deps.blockWait): this job holds its slot until the block
+  // is done; its post-hooks job then sees `inline` and does nothing.
+  await deps.blockWait({
+    backupName,
+    blockId,
+    pvbNames,
+    pvbEnded: (pvbName) => waitForPvbEnd(deps, rt.hub, { backupName, pvbName, deadlineAt }),
+    finishBlock: async () => void (await finishBlock(deps, { backupName, blockId, plan, attempt: job.attemptsMade + 1 })),
+  });
   return { ...result, inline: true };
 }
 

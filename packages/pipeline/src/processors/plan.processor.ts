@@ -2,13 +2,15 @@ import { type BackupSpec, ENDED_BACKUP_PHASES } from '@stowage/core';
 import { addBlockFlows, parsePlanJobData } from '@stowage/queue';
 import type { Job } from 'bullmq';
 import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
-import { runBackupHooks } from '../hooks/backup-hooks.js';
+import type { BackupHooksRecord } from '../hooks/backup-hooks.js';
+import { NO_PIPELINE_METRICS, scheduleOf } from '../metrics.js';
 import { type BlockPlan, needsPostHooksJob } from '../plan/block-plan.js';
 import { type PlannedBlock, planCluster, resolveResourcePolicies } from '../plan/cluster-plan.js';
 import type { PipelineRuntime } from '../runtime.js';
 import type { ClaimedBlock } from '../state/dispatch-window.js';
 import { BlockPlanEncoder } from '../state/plan-codec.js';
-import { addClaimedBlocks, postHooksParkMs } from './window-refill.js';
+import { awaitBackupHooks } from './backup-hooks.processor.js';
+import { addClaimedBlocks, flowsPerAdd, postHooksParkMs } from './window-refill.js';
 
 export type PlanResult = { skipped: string } | { blocks: number; items: number; batches: number };
 
@@ -20,9 +22,10 @@ const FIRST_BATCH_BLOCKS = 8;
  * lists, ItemBlocks, hooks and fs-backup decisions per pod; each batch of blocks is stored and
  * its sub-flows added under finalize at once, so blocks start while planning goes on. Pods,
  * PVCs and PVs go first (their grouping needs all three), then every other resource, one by one.
- * Safe to run twice: plans are stored per block id once, flows have deterministic ids.
+ * Safe to run twice: plans are stored per block id once, flows have deterministic ids. It runs
+ * twice by design when the backup has pre hooks: it parks while a backup worker runs them.
  */
-export async function processPlan(rt: PipelineRuntime, job: Job, _token: string | undefined): Promise<PlanResult> {
+export async function processPlan(rt: PipelineRuntime, job: Job, token: string | undefined): Promise<PlanResult> {
   const { deps } = rt;
   const { state, clock, config } = deps;
   const data = parsePlanJobData(job.data);
@@ -32,37 +35,63 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
   if (!record) throw new UnrecoverablePipelineError(PipelineErrorCode.backupMissing, `backup ${backupName} has no record`);
   if ((ENDED_BACKUP_PHASES as readonly string[]).includes(record.phase)) return { skipped: `backup already ${record.phase}` };
   if (record.planCompletedAt !== undefined) return { skipped: 'plan already completed' };
-  if (record.cancelRequestedAt !== undefined) return { skipped: 'backup canceled before planning' };
+  const totals = { blocks: 0, items: 0, batches: 0 };
+  /** The plan ends early on a cancel; finalize (which BullMQ releases now) ends the backup Canceled. */
+  async function stopCanceled(when: string): Promise<PlanResult> {
+    await state.setCounter(backupName, 'blocksPlanned', totals.blocks);
+    await state.appendEvent(backupName, 'plan.canceled', { ...totals });
+    await state.log(backupName, { level: 'info', msg: `plan stopped by the cancel ${when}` });
+    log.info({ ...totals }, 'plan stopped: backup canceled');
+    return { skipped: `canceled ${when}` };
+  }
+  if (record.cancelRequestedAt !== undefined) {
+    // Canceled while a backup worker ran the pre hooks this job waited for: the cancel stopped the plan there.
+    if ((record.backupHooks as BackupHooksRecord | undefined)?.pre?.canceled) return stopCanceled(PRE_HOOKS_CANCELED);
+    return { skipped: 'backup canceled before planning' };
+  }
   const finalizeId = job.parent?.id;
   if (!finalizeId) throw new UnrecoverablePipelineError(PipelineErrorCode.badArgument, `plan job ${job.id} has no finalize parent`);
 
   const requestedSpec = record.spec as BackupSpec;
   const problems = specProblems(requestedSpec);
+  const metrics = deps.metrics ?? NO_PIPELINE_METRICS;
   if (problems.length > 0) {
-    await state.transitionPhase(backupName, ['New'], 'FailedValidation', { failureReason: problems.join('; ') });
+    const failed = await state.transitionPhase(backupName, ['New'], 'FailedValidation', { failureReason: problems.join('; ') });
+    if (failed.moved) {
+      metrics.backupStarted({ schedule: scheduleOf(record) });
+      metrics.backupEnded({ schedule: scheduleOf(record), phase: 'FailedValidation' });
+    }
     await state.log(backupName, { level: 'error', msg: `backup spec is invalid: ${problems.join('; ')}` });
     return { skipped: 'spec invalid' };
   }
   const now = clock.now();
-  await state.transitionPhase(backupName, ['New'], 'InProgress', { startedAt: now, fsDeadlineAt: now + requestedSpec.fsBackupTimeoutMs });
+  const started = await state.transitionPhase(backupName, ['New'], 'InProgress', {
+    startedAt: now,
+    fsDeadlineAt: now + requestedSpec.fsBackupTimeoutMs,
+  });
+  if (started.moved) metrics.backupStarted({ schedule: scheduleOf(record) });
 
   const loaded = await resolveResourcePolicies(deps.kube, config.namespace, requestedSpec);
   if (!loaded.ok) {
-    await state.transitionPhase(backupName, ['InProgress', 'New'], 'FailedValidation', { failureReason: loaded.why });
+    const failed = await state.transitionPhase(backupName, ['InProgress', 'New'], 'FailedValidation', { failureReason: loaded.why });
+    if (failed.moved) metrics.backupEnded({ schedule: scheduleOf(record), phase: 'FailedValidation', durationMs: clock.now() - now });
     await state.log(backupName, { level: 'error', msg: loaded.why });
     return { skipped: 'resource policy invalid' };
   }
   const { policies, spec } = loaded;
   // Backup-level pre hooks (e.g. pause a GitOps controller) run before anything is listed or any
-  // block is added: no pod hook and no PVB can start before them. One that fails with onError:
-  // Fail fails the backup here; finalize (which still runs) runs the backup post hooks.
-  const backupPre = await runBackupHooks(deps, backupName, spec, 'pre');
+  // block is added: no pod hook and no PVB can start before them. A backup worker runs them (the
+  // api may not exec) while this job is parked; it then runs again from the top and finds them
+  // done. One that fails with onError: Fail fails the backup here; finalize (which still runs)
+  // runs the backup post hooks. A cancel stops them between two hooks.
+  const canceled = async () => (await state.cancelRequestedAt(backupName)) !== undefined;
+  const backupPre = await awaitBackupHooks(rt, job, token, data, spec, 'pre');
+  if (backupPre.canceled) return stopCanceled(PRE_HOOKS_CANCELED);
   if (backupPre.failed !== undefined) {
-    await state.log(backupName, { level: 'error', msg: `backup not run: ${backupPre.failed} (onError: Fail)` });
+    await state.log(backupName, { level: 'error', msg: `backup not run: ${backupPre.failed}` });
     return { skipped: 'a backup pre hook failed' };
   }
 
-  const totals = { blocks: 0, items: 0, batches: 0 };
   // Fairness between backups: at most this many of this backup's blocks in the queues at once.
   const windowed = config.blocksInFlightPerBackup > 0;
   if (windowed) await rt.window.open(backupName, config.blocksInFlightPerBackup);
@@ -87,7 +116,7 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
           finalizeJobId: finalizeId,
           // Blocks with no fs-backup volume and no post hook need no post-hooks job (one job, not two).
           blocks: stored.map(({ plan }) => ({ id: plan.id, solo: !needsPostHooksJob(plan) })),
-          batchSize: config.blockBatchSize,
+          batchSize: flowsPerAdd(config.blockBatchSize),
           requestId: data.requestId,
           postHooksParkMs: postHooksParkMs(config),
         },
@@ -125,6 +154,8 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
   };
   const store = async (planned: PlannedBlock[]) => {
     for (let start = 0; start < planned.length; ) {
+      // A cancel stops the plan between batches: no block after it is stored or added.
+      if (await canceled()) throw new PlanCanceled();
       const stored = planned.slice(start, start + batchSize);
       start += stored.length;
       // The first batches are small and each twice the last, up to blockBatchSize: the first
@@ -161,11 +192,14 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
         nodesWithAgent: await deps.agents.nodesWithAgent(),
         listPageSize: config.listPageSize,
         namespaceListsMax: config.namespaceListsMax,
+        maxHookTimeoutMs: config.maxHookTimeoutMs,
       },
       {
         blocks: store,
-        problem: async (problem) => {
-          await state.recordProblem(backupName, { ...problem });
+        problem: async ({ forbidden, ...problem }) => {
+          await state.recordProblem(backupName, problem);
+          // A type kept out by a 403: a warning, and counted so the backup ends PartiallyFailed.
+          if (forbidden !== undefined) await state.countOnce(backupName, `types-not-read:${forbidden}`, 'typesNotRead');
         },
         note: (msg) => state.log(backupName, { level: 'info', msg }),
       },
@@ -173,15 +207,26 @@ export async function processPlan(rt: PipelineRuntime, job: Job, _token: string 
   } catch (err) {
     // No batch is still being added while this attempt fails (its retry adds the same again).
     await dispatching.catch(() => {});
+    if (err instanceof PlanCanceled) return stopCanceled(`after ${totals.blocks} block(s) in ${totals.batches} batch(es)`);
     throw err;
   }
   await dispatching;
+  if (await canceled()) return stopCanceled(`after ${totals.blocks} block(s) in ${totals.batches} batch(es)`);
   await state.setCounter(backupName, 'totalItems', totals.items);
   await state.setCounter(backupName, 'blocksPlanned', totals.blocks);
   await state.updateBackup(backupName, { planCompletedAt: clock.now(), planSummary: totals });
   await state.appendEvent(backupName, 'plan.done', { ...totals });
   log.info({ ...totals }, 'plan done');
   return totals;
+}
+
+const PRE_HOOKS_CANCELED = 'before its backup pre hooks were all run';
+
+/** Thrown through planCluster by the sink when the backup has been canceled. */
+class PlanCanceled extends Error {
+  constructor() {
+    super('the backup was canceled while it was being planned');
+  }
 }
 
 function specProblems(spec: BackupSpec | undefined): string[] {

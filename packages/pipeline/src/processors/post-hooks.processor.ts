@@ -7,10 +7,26 @@ import type { BlockPlan } from '../plan/block-plan.js';
 import { isPvbSettled } from '../pvb/pvb-observation.js';
 import { pvbTracker, type WatchProgress, watchProgressSchema } from '../pvb/pvb-wait-step.js';
 import type { PipelineRuntime } from '../runtime.js';
+import {
+  blockSnapshots,
+  lookAtBlockCuts,
+  recheckSnapshots,
+  type SnapshotStateRecord,
+  settleBlockSnapshots,
+  snapshotField,
+  snapshotParkMs,
+} from '../snapshots/block-snapshots.js';
 import type { BlockTail, PvbStateRecord } from '../state/backup-state.js';
 import { watchProgressChanged } from '../volume-ops/volume-op-wait-step.js';
 import { afterEndRecords, reparkWatching, watchVolumeOps } from '../volume-ops/watch-volume-ops.js';
-import { finishBlock, settleOrphanedPvbs } from './block-post-hooks.js';
+import {
+  type FinishBlockInput,
+  finishBlock,
+  type PostHooksRan,
+  runBlockPostHooks,
+  settleOrphanedPvbs,
+  writeBlockEnd,
+} from './block-post-hooks.js';
 import type { ItemBlockResult } from './item-block.processor.js';
 
 /** Poll state of orphaned PVBs between re-parks (in the post-hooks job's data under `orphans`). */
@@ -40,6 +56,7 @@ export async function processPostHooks(rt: PipelineRuntime, job: Job, token: str
   const failures = blockValue !== undefined && !mayHaveWatchChildren(blockValue) ? {} : await job.getIgnoredChildrenFailures();
   const blockFailed = failures[blockKey];
 
+  // A BlockWait (the benchmark's inline mode) ran the post hooks in the item-block job already.
   if (blockValue && 'inline' in blockValue && blockValue.inline) return { skipped: 'inline' };
   if (blockValue?.canceled) {
     await deps.state.countOnce(backupName, `block-done:${blockId}`, 'blocksDone');
@@ -48,6 +65,17 @@ export async function processPostHooks(rt: PipelineRuntime, job: Job, token: str
 
   const { plan } = tail;
   if (!plan) throw new UnrecoverablePipelineError(PipelineErrorCode.blockMissing, `backup ${backupName} has no plan for block ${blockId}`);
+  const cancelRequested = async () => (await deps.state.cancelRequestedAt(backupName)) !== undefined;
+  const finishInput: FinishBlockInput = {
+    backupName,
+    blockId,
+    plan,
+    attempt: job.attemptsMade + 1,
+    ...(blockFailed !== undefined ? { blockJobFailed: blockFailed } : {}),
+  };
+  // The post hooks ran at an earlier wake (at the cut): the block's snapshots settle, then its end.
+  const ranBefore = tail.block?.postHooksDone as PostHooksRan | undefined;
+  if (ranBefore) return settleSnapshotsThenEnd(rt, job, token, finishInput, tail, ranBefore, blockSnapshots(tail.block));
   if (blockFailed !== undefined) {
     await deps.state.recordProblem(backupName, {
       level: 'error',
@@ -76,8 +104,17 @@ export async function processPostHooks(rt: PipelineRuntime, job: Job, token: str
       await job.updateData({ ...(job.data as object), orphans: orphans.progress });
       return repark(job, token, orphans.recheckInMs);
     }
-    // Settling orphans changed PVB records: the tail is read again.
-    return finishBlock(deps, { backupName, blockId, plan, blockJobFailed: blockFailed, attempt: job.attemptsMade + 1 });
+    // Settling orphans changed PVB records: the tail is read again. Snapshots a dead item-block
+    // job left uncut are deleted (as at a cancel): nobody keeps the freeze for them.
+    const settledTail = await deps.state.readBlockTail<BlockPlan>(backupName, blockId);
+    const cuts = await lookAtBlockCuts(deps, {
+      backupName,
+      blockId,
+      records: blockSnapshots(settledTail.block),
+      cancelRequested: async () => true,
+      timeoutMs: await csiSnapshotTimeoutMs(rt, backupName),
+    });
+    return hooksAtTheCut(rt, job, token, finishInput, settledTail, cuts.records);
   }
   // The block's PVBs are watched here (no job per PVB): one look at each PVB not settled yet, then
   // re-parked until they all are; every worker's PVB informer promotes this job the moment the
@@ -92,19 +129,108 @@ export async function processPostHooks(rt: PipelineRuntime, job: Job, token: str
     readAt: blockValue?.pvbsReadAt,
     progress,
   });
+  // The block's snapshots: one look at each not cut yet (the post hooks wait for cuts, not for
+  // readiness or data movement).
+  const snapshotRecords = blockSnapshots(tail.block);
+  const cuts =
+    snapshotRecords.length > 0
+      ? await lookAtBlockCuts(deps, {
+          backupName,
+          blockId,
+          records: snapshotRecords,
+          cancelRequested,
+          timeoutMs: await csiSnapshotTimeoutMs(rt, backupName),
+        })
+      : ({ settled: true, records: [] } as const);
+  if (watched.settled && !cuts.settled) {
+    await watched.recording;
+    // A healthy snapshot informer promotes the job at the next cut: it parks until a real read is due.
+    const parkMs = snapshotParkMs(rt.snapshotHub, cuts.records, {
+      recheckInMs: cuts.recheckInMs,
+      now: deps.clock.now(),
+      realReadEveryMs: deps.config.pvbRealReadEveryMs,
+      timeoutMs: await csiSnapshotTimeoutMs(rt, backupName),
+    });
+    return reparkWatching(rt, job, token, parkMs, { cancelRequested, recheck: recheckSnapshots(rt.snapshotHub, cuts.records) });
+  }
   if (!watched.settled) {
     if (watchProgressChanged(progress, watched.progress)) await job.updateData({ ...(job.data as object), watch: watched.progress });
     // A look may have read the cache just before the last end arrived, or the cancel flag just
     // before a cancel, whose wake-up then found this job running, not parked: both looked at again once parked.
-    return reparkWatching(rt, job, token, watched.recheckInMs, {
+    return reparkWatching(rt, job, token, cuts.settled ? watched.recheckInMs : Math.min(watched.recheckInMs, cuts.recheckInMs), {
       recheck: () => rt.hub?.promoteIfDue(watched.open),
       cancelSeen: watched.cancelSeen,
       cancelRequested: async () => (await deps.state.cancelRequestedAt(backupName)) !== undefined,
     });
   }
-  return afterEndRecords(watched.recording, () =>
-    finishBlock(deps, { backupName, blockId, plan, attempt: job.attemptsMade + 1 }, watched.tail),
-  );
+  return afterEndRecords(watched.recording, () => hooksAtTheCut(rt, job, token, finishInput, watched.tail, cuts.records));
+}
+
+/** The backup's csiSnapshotTimeout (Velero's default 10 minutes for specs without it). */
+async function csiSnapshotTimeoutMs(rt: PipelineRuntime, backupName: string): Promise<number> {
+  const record = await rt.deps.state.getBackup(backupName);
+  const timeout = (record?.spec as { csiSnapshotTimeoutMs?: unknown } | undefined)?.csiSnapshotTimeoutMs;
+  return typeof timeout === 'number' && timeout > 0 ? timeout : 10 * 60_000;
+}
+
+/** The tail with the snapshot records as the looks left them. */
+function withSnapshots(tail: BlockTail<BlockPlan>, records: readonly SnapshotStateRecord[]): BlockTail<BlockPlan> {
+  if (records.length === 0 || !tail.block) return tail;
+  return { ...tail, block: { ...tail.block, ...Object.fromEntries(records.map((r) => [snapshotField(r.name), r])) } };
+}
+
+/**
+ * Every PVB terminal and every snapshot cut or failed: the post hooks run now. A block without
+ * snapshots ends here; one with snapshots records that its hooks ran (`postHooksDone`: a later
+ * wake never runs them again) and goes on until its snapshots are ready or their data moved.
+ */
+async function hooksAtTheCut(
+  rt: PipelineRuntime,
+  job: Job,
+  token: string | undefined,
+  input: FinishBlockInput,
+  readTail: BlockTail<BlockPlan>,
+  snapshots: readonly SnapshotStateRecord[],
+): Promise<PostHooksResult> {
+  const { deps } = rt;
+  const tail = withSnapshots(readTail, snapshots);
+  if (snapshots.length === 0) return finishBlock(deps, input, tail);
+  const ran = await runBlockPostHooks(deps, input, tail);
+  await deps.state.updateBlock(input.backupName, input.blockId, { postHooksDone: ran });
+  return settleSnapshotsThenEnd(rt, job, token, input, tail, ran, snapshots);
+}
+
+/** After the post hooks: the block's snapshots until each is settled (re-parked between looks), then the block's end. */
+async function settleSnapshotsThenEnd(
+  rt: PipelineRuntime,
+  job: Job,
+  token: string | undefined,
+  input: FinishBlockInput,
+  tail: BlockTail<BlockPlan>,
+  ran: PostHooksRan,
+  snapshots: readonly SnapshotStateRecord[],
+): Promise<PostHooksResult> {
+  const { deps } = rt;
+  const cancelRequested = async () => (await deps.state.cancelRequestedAt(input.backupName)) !== undefined;
+  const timeoutMs = await csiSnapshotTimeoutMs(rt, input.backupName);
+  const look = await settleBlockSnapshots(deps, {
+    backupName: input.backupName,
+    blockId: input.blockId,
+    records: snapshots,
+    cancelRequested,
+    timeoutMs,
+  });
+  if (!look.settled) {
+    // Snapshots waiting to be ready: a healthy snapshot informer promotes the job when one is.
+    const parkMs = snapshotParkMs(rt.snapshotHub, look.records, {
+      recheckInMs: look.recheckInMs,
+      now: deps.clock.now(),
+      realReadEveryMs: deps.config.pvbRealReadEveryMs,
+      timeoutMs,
+    });
+    return reparkWatching(rt, job, token, parkMs, { cancelRequested, recheck: recheckSnapshots(rt.snapshotHub, look.records) });
+  }
+  return writeBlockEnd(deps, input, tail, ran, look.records);
 }
 
 /**

@@ -2,6 +2,7 @@ import { ENDED_RESTORE_PHASES } from '@stowage/core';
 import { JobName, parseRestoreRunJobData, QueueName, qualifiedQueueName, restoreJobIds } from '@stowage/queue';
 import type { Job } from 'bullmq';
 import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
+import { NO_PIPELINE_METRICS } from '../metrics.js';
 import { restoreDepsOf } from '../restore/restore-runtime.js';
 import type { RestoreRecord } from '../restore/restore-state.js';
 import { writeRestoreArchive } from '../restore/restore-storage.js';
@@ -69,8 +70,14 @@ export async function processRestoreFinalize(rt: PipelineRuntime, job: Job): Pro
     });
   }
   await restores.dropBatches(name);
-  await restores.transitionPhase(name, ['Finalizing'], decision.phase, { completedAt: deps.clock.now() });
+  const completedAt = deps.clock.now();
+  const moved = await restores.transitionPhase(name, ['Finalizing'], decision.phase, { completedAt });
   const ended = await restores.getRestore(name);
+  if (moved.moved)
+    (deps.metrics ?? NO_PIPELINE_METRICS).restoreEnded({
+      phase: decision.phase,
+      durationMs: ended?.startedAt !== undefined ? completedAt - ended.startedAt : undefined,
+    });
   if (ended && (ENDED_RESTORE_PHASES as readonly string[]).includes(ended.phase)) await archiveEndedRestore(rt, ended);
   return { phase: ended?.phase ?? decision.phase };
 }

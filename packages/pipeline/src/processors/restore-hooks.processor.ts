@@ -4,6 +4,8 @@ import type { Job } from 'bullmq';
 import { z } from 'zod';
 import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
 import { runPodHooks } from '../hooks/hook-runner.js';
+import { type DownloadState, downloadRecheckMs, isDownloadSettled, stepBlockDownload } from '../restore/block-downloads.js';
+import { InFlightLimit } from '../restore/in-flight-limit.js';
 import { pvrTracker } from '../restore/pvr-tracker.js';
 import type { PlannedRestoreHook, RestorePodPlan } from '../restore/restore-plan-types.js';
 import { restoreDepsOf } from '../restore/restore-runtime.js';
@@ -12,6 +14,7 @@ import type { RestoredPod } from '../restore/restored-pod-hub.js';
 import type { PipelineRuntime } from '../runtime.js';
 import { watchProgressSchema } from '../volume-ops/volume-op-wait-step.js';
 import { afterEndRecords, reparkWatching, watchVolumeOps } from '../volume-ops/watch-volume-ops.js';
+import { createPodPvrs } from './restore-items.processor.js';
 
 export type RestoreHooksResult = { pvrs: number; hooks: number; hooksFailed: number; skipped?: string };
 
@@ -25,10 +28,20 @@ const waitStateSchema = z.object({
   pvrs: z.record(z.string(), watchProgressSchema).default({}),
   /** The same, written by older versions for PVRs whose pvr-watch job failed for good. */
   orphans: z.record(z.string(), watchProgressSchema).default({}),
+  /** The pod's moved block volumes being written back (block-downloads.ts), by DataDownload name. */
+  downloads: z
+    .record(
+      z.string(),
+      z.custom<DownloadState>((v) => typeof v === 'object' && v !== null),
+    )
+    .default({}),
+  /** With moved block volumes: the pod's PVRs were created (after the volumes were written). */
+  pvrsCreated: z.boolean().optional(),
 });
 
 /**
- * restore-hooks(pod): first waits for every PVR of the pod to be terminal, watching them itself
+ * restore-hooks(pod): first writes back the pod's moved block volumes (DataDownloads, stepped by
+ * this job: block-downloads.ts), then waits for every PVR of the pod to be terminal, watching them itself
  * (watchVolumeOps, as a block's post-hooks job watches its PVBs): re-parked without a slot and
  * promoted by the PVR informer when the pod's last PVR ends (jobs of older versions were released
  * when their pvr-watch children were done; a PVR whose watch job failed for good is wound down:
@@ -64,6 +77,62 @@ export async function processRestoreHooks(rt: PipelineRuntime, job: Job, token: 
     );
   const wait = waitStateSchema.parse((job.data as { wait?: unknown }).wait ?? {});
   const now = deps.clock.now();
+
+  // Moved block volumes first: the pod cannot start before they are written and bound to its claims.
+  const downloads = plan.blockVolumes ?? [];
+  if (downloads.some((d) => !isDownloadSettled(wait.downloads[d.name]))) {
+    const states = { ...wait.downloads };
+    let changed = false;
+    for (const planned of downloads) {
+      if (isDownloadSettled(states[planned.name])) continue;
+      try {
+        const look = await stepBlockDownload(deps, {
+          restoreName: name,
+          podNamespace: data.podNamespace,
+          podName: data.podName,
+          planned,
+          state: states[planned.name],
+          canceled: record.cancelRequestedAt !== undefined,
+          deadlineAt: data.deadlineAt ?? record.deadlineAt ?? now,
+        });
+        states[planned.name] = look.state;
+        if (look.changed) changed = true;
+        if (look.event)
+          await restores.appendEvent(name, look.event.type, { pod: `${data.podNamespace}/${data.podName}`, ...look.event.data });
+        if (look.problem) {
+          await restores.recordProblem(name, {
+            level: 'error',
+            onceKey: `datadownload:${planned.name}`,
+            msg: look.problem,
+            namespace: data.podNamespace,
+          });
+        }
+      } catch (err) {
+        // A failed look (an API blip) is looked at again at the next wake; the deadline ends it.
+        deps.logger.warn({ restore: name, dataDownload: planned.name, err }, 'DataDownload look failed; looking again later');
+        const previous = states[planned.name];
+        if (previous) states[planned.name] = { ...previous, polls: (previous.polls ?? 0) + 1 };
+      }
+    }
+    wait.downloads = states;
+    const open = downloads.filter((d) => !isDownloadSettled(states[d.name]));
+    if (open.length > 0) {
+      await job.updateData({ ...(job.data as object), wait });
+      const delayMs = changed ? 1 : Math.min(...open.map((d) => downloadRecheckMs(deps, now - (states[d.name]?.since ?? now))));
+      return reparkWatching(rt, job, token, delayMs, {
+        cancelRequested: async () => (await restores.cancelRequestedAt(name)) !== undefined,
+      });
+    }
+    if (changed) await job.updateData({ ...(job.data as object), wait });
+  }
+  // Its PVRs, held back until its block volumes were written (the pod's volumes exist only then).
+  if (downloads.length > 0 && !wait.pvrsCreated && data.podUid) {
+    const base = { restoreName: name, restoreUid: data.restoreUid, ...(data.requestId ? { requestId: data.requestId } : {}) };
+    const pod = { plan, podNamespace: data.podNamespace, podName: data.podName, podUid: data.podUid };
+    await createPodPvrs(rt, new InFlightLimit(4), base, pod, { create: true });
+    wait.pvrsCreated = true;
+    await job.updateData({ ...(job.data as object), wait });
+  }
 
   // Every PVR of the pod must be settled before any hook runs. The job watches them itself (no
   // job per PVR). A job of an older version had a pvr-watch child per PVR and was released when
@@ -170,6 +239,26 @@ async function runHooksOnceUp(
       await podHub.waitForChange(data.podName, until - Date.now());
       pod = podHub.cached(data.podName, data.podNamespace) ?? pod;
     }
+  }
+  // Hooks run in the pod this restore created, found by its uid: a pod deleted and made again
+  // under the same name (by a controller, or by someone else) is not the one restored.
+  const replaced = (candidate: RestoredPod) => data.podUid !== undefined && candidate.metadata.uid !== data.podUid;
+  if (replaced(pod)) {
+    // The cache may lag behind a replacement either way: the API server decides.
+    const fresh = (await getPod(deps.kube, data.podNamespace, data.podName)) as unknown as RestoredPod | undefined;
+    lastGetAt = now;
+    if (!fresh || replaced(fresh)) {
+      const onceKey = `hooks-pod-replaced:${data.podNamespace}/${data.podName}`;
+      await restores.recordProblem(name, {
+        level: 'error',
+        onceKey,
+        msg: `post-restore hooks of ${data.podNamespace}/${data.podName} not run: the pod this restore created (uid ${data.podUid}) was replaced by ${fresh ? `another pod of the same name (uid ${fresh.metadata.uid})` : 'none'}`,
+        namespace: data.podNamespace,
+      });
+      await restores.countOnce(name, onceKey, 'hooksFailed', plan.hooks.length);
+      return { pvrs: plan.volumes.length, hooks: 0, hooksFailed: plan.hooks.length, skipped: 'pod-replaced' };
+    }
+    pod = fresh;
   }
   const seen = pod;
   const isUp = (hook: PlannedRestoreHook) => isUpIn(seen, hook);

@@ -6,7 +6,7 @@ import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
 import { InFlightLimit } from '../restore/in-flight-limit.js';
 import { type ItemWriteResult, writeRestoreItem } from '../restore/item-writer.js';
 import { restoreApiShares } from '../restore/restore-api-cap.js';
-import type { PlannedRestoreItem } from '../restore/restore-plan-types.js';
+import type { PlannedRestoreItem, RestorePodPlan } from '../restore/restore-plan-types.js';
 import { restoreDepsOf } from '../restore/restore-runtime.js';
 import type { ItemResult } from '../restore/restore-state.js';
 import type { PipelineRuntime } from '../runtime.js';
@@ -100,55 +100,38 @@ async function startPodFollowUp(
   written: ItemWriteResult,
 ): Promise<void> {
   const { deps } = rt;
-  const { restores, pvrs } = restoreDepsOf(deps);
+  const { restores } = restoreDepsOf(deps);
   const namespace = item.namespace as string;
   const plan = await restores.getPodPlan(base.restoreName, namespace, item.name);
   if (!plan) return;
   const uid = written.object?.metadata?.uid;
   if (!uid) throw new Error(`restored pod ${namespace}/${item.name} has no uid in the API server's answer`);
-  const names: string[] = [];
-  for (const volume of plan.volumes) {
-    const pvr = pvrName(base.restoreName, uid, volume.volume);
-    names.push(pvr);
-    await restores.registerPvr(base.restoreName, {
-      name: pvr,
-      podNamespace: namespace,
-      podName: item.name,
-      podUid: uid,
-      volume: volume.volume,
-      snapshotID: volume.snapshotID,
-      phase: 'New',
-    });
-    const { created } = await limit.run(() =>
-      pvrs.create({
-        metadata: {
-          name: pvr,
-          labels: { [pvrLabels.restoreName]: base.restoreName, [pvrLabels.restoreUid]: base.restoreUid, [pvrLabels.podUid]: uid },
-        },
-        spec: {
-          pod: { namespace, name: item.name, uid },
-          volume: volume.volume,
-          snapshotID: volume.snapshotID,
-          backupStorageLocation: deps.config.backupStorageLocation,
-          repoIdentifier: 'repository',
-          sourceNamespace: plan.sourceNamespace,
-          uploaderType: 'stowage',
-        },
-      }),
-    );
-    if (created)
-      await restores.appendEvent(base.restoreName, 'pvr.created', { pvr, pod: `${namespace}/${item.name}`, volume: volume.volume });
-  }
+  // With moved block volumes the PVRs are made by the hooks job once those are written: the pod's
+  // volumes exist only then, and a PVR waiting for them would hold a slot of the node's agent.
+  const names = await createPodPvrs(
+    rt,
+    limit,
+    base,
+    { plan, podNamespace: namespace, podName: item.name, podUid: uid },
+    {
+      create: !plan.blockVolumes?.length,
+    },
+  );
   // The hooks job watches the pod's PVRs itself. While the informer is healthy it promotes the
   // job when the pod's last PVR ends, so the job is parked until a real read is due (as a watch
   // look parks), never past the restore's deadline; without one it polls from the start.
   const now = deps.clock.now();
   const hooksDeadlineAt = deadlineAt ?? now + 4 * 3_600_000;
-  const parkMs = rt.pvrHub?.healthy() === true ? Math.max(1, Math.min(deps.config.pvbRealReadEveryMs, hooksDeadlineAt - now)) : 0;
+  // A pod with moved block volumes: its job writes them back (DataDownloads) from the start.
+  const parkMs =
+    rt.pvrHub?.healthy() === true && !plan.blockVolumes?.length
+      ? Math.max(1, Math.min(deps.config.pvbRealReadEveryMs, hooksDeadlineAt - now))
+      : 0;
   await addRestoreHooksFlow(rt.flowProducer, {
     base,
     podNamespace: namespace,
     podName: item.name,
+    podUid: uid,
     pvrs: names,
     deadlineAt: hooksDeadlineAt,
     parkMs,
@@ -180,4 +163,55 @@ async function warnPodNotOurs(rt: PipelineRuntime, restoreName: string, item: Pl
     namespace: item.namespace ?? undefined,
     item: item.key,
   });
+}
+
+/**
+ * A restored pod's PVRs (deterministic names; each registered first, then created, 409 = exists);
+ * with `create: false` only registered (the hooks job creates them later). Returns their names.
+ */
+export async function createPodPvrs(
+  rt: PipelineRuntime,
+  limit: InFlightLimit,
+  base: { restoreName: string; restoreUid: string; requestId?: string },
+  pod: { plan: RestorePodPlan; podNamespace: string; podName: string; podUid: string },
+  opts: { create: boolean },
+): Promise<string[]> {
+  const { deps } = rt;
+  const { restores, pvrs } = restoreDepsOf(deps);
+  const { plan, podNamespace: namespace, podName, podUid: uid } = pod;
+  const names: string[] = [];
+  for (const volume of plan.volumes) {
+    const pvr = pvrName(base.restoreName, uid, volume.volume);
+    names.push(pvr);
+    await restores.registerPvr(base.restoreName, {
+      name: pvr,
+      podNamespace: namespace,
+      podName,
+      podUid: uid,
+      volume: volume.volume,
+      snapshotID: volume.snapshotID,
+      phase: 'New',
+    });
+    if (!opts.create) continue;
+    const { created } = await limit.run(() =>
+      pvrs.create({
+        metadata: {
+          name: pvr,
+          labels: { [pvrLabels.restoreName]: base.restoreName, [pvrLabels.restoreUid]: base.restoreUid, [pvrLabels.podUid]: uid },
+        },
+        spec: {
+          pod: { namespace, name: podName, uid },
+          volume: volume.volume,
+          snapshotID: volume.snapshotID,
+          backupStorageLocation: deps.config.backupStorageLocation,
+          repoIdentifier: 'repository',
+          sourceNamespace: plan.sourceNamespace,
+          uploaderType: 'stowage',
+        },
+      }),
+    );
+    if (created)
+      await restores.appendEvent(base.restoreName, 'pvr.created', { pvr, pod: `${namespace}/${podName}`, volume: volume.volume });
+  }
+  return names;
 }

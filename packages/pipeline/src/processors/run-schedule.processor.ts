@@ -1,4 +1,10 @@
-import { scheduledBackupName, validateScheduleRequest } from '@stowage/core';
+import {
+  confineBackupSpec,
+  namespacedBackupProblems,
+  SCHEDULE_NAME_LABEL,
+  scheduledBackupName,
+  validateScheduleRequest,
+} from '@stowage/core';
 import { parseRunScheduleJobData } from '@stowage/queue';
 import type { Job } from 'bullmq';
 import type { PipelineRuntime } from '../runtime.js';
@@ -49,9 +55,21 @@ export async function processRunSchedule(rt: PipelineRuntime, job: Job): Promise
     const previous = await state.getBackup(record.lastBackup);
     if (isRunning(previous?.phase)) return skip(`the previous backup ${record.lastBackup} of this schedule is still ${previous?.phase}`);
   }
+  // A namespaced schedule's backups act on its namespace only, as a Backup resource's do.
+  const namespace = record.namespace;
+  const outside = namespace ? namespacedBackupProblems(validated.value.template, namespace, 'spec.template') : [];
+  if (outside.length > 0)
+    return skip(`the schedule's template reaches outside its namespace: ${outside.map((p) => `${p.path}: ${p.message}`).join('; ')}`);
   await submitBackup(
     { state, flowProducer: rt.flowProducer, queuePrefix, now: clock.now },
-    { name: backup, spec: validated.value.template, requestId: `schedule-${record.name}` },
+    {
+      name: backup,
+      spec: namespace ? confineBackupSpec(validated.value.template, namespace) : validated.value.template,
+      requestId: `schedule-${record.name}`,
+      labels: { [SCHEDULE_NAME_LABEL]: record.name },
+      ...(namespace ? { namespace } : {}),
+      ...(record.requester ? { requester: record.requester } : {}),
+    },
   );
   await store.recordBackup(record.name, backup, tickMs, clock.now());
   log.info({ tickMs }, 'scheduled backup started');

@@ -13,14 +13,25 @@ export interface WindowedBackup {
 }
 
 /**
- * How long a block's post-hooks job is parked once its item-block job is done (decoupled mode):
+ * How long a block's post-hooks job is parked once its item-block job is done:
  * until a real read of its PVBs is due, as a watch look parks while an informer will promote it.
  * Promotions end it sooner (releaseBlockTail, the informers); releaseBlockTail shortens it to the
  * poll cap in a process without a healthy informer. At the poll cap, a block whose PVBs copy for
  * longer woke once only to park again (~36 Redis commands, issue #23).
  */
-export function postHooksParkMs(config: Pick<PipelineConfig, 'waitMode' | 'pvbRealReadEveryMs'>): number {
-  return config.waitMode === 'decoupled' ? config.pvbRealReadEveryMs : 0;
+export function postHooksParkMs(config: Pick<PipelineConfig, 'pvbRealReadEveryMs'>): number {
+  return config.pvbRealReadEveryMs;
+}
+
+/**
+ * Flows in one FlowProducer.addBulk. BullMQ builds a whole addBulk's commands in one synchronous
+ * go (500 flows held the api's event loop for ~70 ms, seconds on a loaded machine: issue #45), so a
+ * batch of blocks is added in transactions of at most this many flows, one after the other.
+ */
+export const FLOWS_PER_ADD = 100;
+
+export function flowsPerAdd(blockBatchSize: number): number {
+  return Math.min(blockBatchSize, FLOWS_PER_ADD);
 }
 
 /**
@@ -41,7 +52,7 @@ export async function addClaimedBlocks(
       backupUid: backup.backupUid,
       finalizeJobId: backup.finalizeJobId,
       blocks: claimed.map((c) => ({ id: c.id, solo: c.solo ?? (c.plan ? !needsPostHooksJob(c.plan) : false) })),
-      batchSize: rt.deps.config.blockBatchSize,
+      batchSize: flowsPerAdd(rt.deps.config.blockBatchSize),
       requestId: backup.requestId,
       windowed: true,
       parentKnown: true,
@@ -93,7 +104,7 @@ export async function endingBlock<T>(rt: PipelineRuntime, job: Job, run: () => P
     if (!parked && lastTry) {
       // Failing for good: the next blocks still go in (finalize's backstop covers a failure here).
       await refill().catch((refillErr: unknown) =>
-        rt.deps.logger.warn({ backup: data.backupName, jobId: job.id, err: (refillErr as Error).message }, 'dispatch window refill failed'),
+        rt.deps.logger.warn({ backup: data.backupName, jobId: job.id, err: refillErr }, 'dispatch window refill failed'),
       );
     }
     throw err;

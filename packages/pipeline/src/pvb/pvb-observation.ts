@@ -1,6 +1,9 @@
 import { isPvbTerminal, type PodVolumeBackup } from '@stowage/kube';
+import { parseStorageCost } from '@stowage/storage';
 import type { PipelineDeps } from '../deps.js';
+import { NO_PIPELINE_METRICS } from '../metrics.js';
 import type { PvbStateRecord } from '../state/backup-state.js';
+import { storageCountEntries } from '../state/storage-cost.js';
 
 export interface PvbObservation {
   phase: string;
@@ -25,7 +28,7 @@ export interface PvbWatchResult {
  * transition is counted once (`pvb:<name>` → `pvbs<Phase>`); Failed and Canceled are errors.
  */
 export async function recordPvbObservation(
-  deps: Pick<PipelineDeps, 'state'>,
+  deps: Pick<PipelineDeps, 'state' | 'metrics'>,
   backupName: string,
   pvb: PodVolumeBackup,
   previous: PvbStateRecord | undefined,
@@ -81,14 +84,18 @@ export async function recordPvbObservation(
           ...where,
         })
       : deps.state.countOnce(backupName, `pvb:${name}`, `pvbs${phase}`);
+  // What the node agent asked of storage for it, added to the backup's once.
+  const cost = terminal ? parseStorageCost(status.storage) : undefined;
+  if (cost) writes.push(deps.state.countOnceMany(backupName, storageCountEntries(`storage:pvb:${name}`, cost)));
   const [firstTerminal] = await Promise.all([counted, ...writes]);
+  if (firstTerminal) (deps.metrics ?? NO_PIPELINE_METRICS).podVolumeBackupEnded({ phase });
   if (firstTerminal && phase !== 'Completed') await reportTerminal(deps, backupName, name, phase, status.message, where);
   return { phase, terminal, bytesDone: status.progress?.bytesDone, message: status.message };
 }
 
 /** The first Failed or Canceled observation of a PVB (counted just now): an error. */
 async function reportTerminal(
-  deps: Pick<PipelineDeps, 'state'>,
+  deps: Pick<PipelineDeps, 'state' | 'metrics'>,
   backupName: string,
   name: string,
   phase: string,
@@ -111,7 +118,7 @@ async function reportTerminal(
  * timed out (an error), counted once as `pvbsTimedOut`, and the post hooks may run.
  */
 export async function recordPvbGaveUp(
-  deps: Pick<PipelineDeps, 'state'>,
+  deps: Pick<PipelineDeps, 'state' | 'metrics'>,
   backupName: string,
   pvbName: string,
   previous: PvbStateRecord | undefined,
@@ -123,6 +130,7 @@ export async function recordPvbGaveUp(
   await deps.state.updatePvb(backupName, pvbName, { timedOut: true, message: msg });
   const counted = await deps.state.countOnce(backupName, `pvb:${pvbName}`, 'pvbsTimedOut');
   if (counted) {
+    (deps.metrics ?? NO_PIPELINE_METRICS).podVolumeBackupEnded({ phase: 'TimedOut' });
     await deps.state.recordProblem(backupName, {
       level: 'error',
       onceKey: `pvb-gave-up:${pvbName}`,
@@ -144,7 +152,7 @@ export async function recordPvbGaveUp(
 
 /** A PVB we registered but that does not exist: recorded as Failed (counted once). */
 export async function recordPvbMissing(
-  deps: Pick<PipelineDeps, 'state'>,
+  deps: Pick<PipelineDeps, 'state' | 'metrics'>,
   backupName: string,
   pvbName: string,
   previous: PvbStateRecord | undefined,
@@ -153,6 +161,7 @@ export async function recordPvbMissing(
   await deps.state.updatePvb(backupName, pvbName, { phase: 'Failed', message: why });
   const counted = await deps.state.countOnce(backupName, `pvb:${pvbName}`, 'pvbsFailed');
   if (counted) {
+    (deps.metrics ?? NO_PIPELINE_METRICS).podVolumeBackupEnded({ phase: 'Failed' });
     await deps.state.recordProblem(backupName, {
       level: 'error',
       onceKey: `pvb:${pvbName}`,

@@ -72,7 +72,7 @@ export function pvbTracker(deps: PvbDeps): VolumeOpTracker<PodVolumeBackup, PvbS
 
 /**
  * One look at a PVB (stepVolumeOpWait with the PVB tracker). Shared by the pvb-watch job, the
- * post-hooks job (orphans) and inline mode.
+ * post-hooks job (orphans) and waitForPvbEnd.
  */
 export async function stepPvbWait(
   deps: PvbDeps,
@@ -88,4 +88,31 @@ export async function stepPvbWait(
     progressIn,
   );
   return step.kind === 'done' ? { kind: 'done', result: { pvb: input.pvbName, ...step.result } } : step;
+}
+
+/**
+ * Looks at a PVB until it has ended (its end recorded, as the post-hooks job's watch records it)
+ * or the deadline has passed, holding the caller: for a BlockWait (deps.ts), not the pipeline's
+ * own jobs, which park instead.
+ */
+export async function waitForPvbEnd(
+  deps: PvbDeps,
+  hub: PvbInformerHub | undefined,
+  input: Omit<PvbWaitInput, 'orphanedBecause'>,
+): Promise<void> {
+  let progress: WatchProgress = { polls: 0, lastGetAt: 0 };
+  for (;;) {
+    const step = await stepPvbWait(deps, hub, input, progress);
+    if (step.kind === 'done') return;
+    progress = step.progress;
+    if (!hub) {
+      await new Promise((r) => setTimeout(r, step.delayMs));
+      continue;
+    }
+    // Register first, then look again: an event that arrived while the step above was recording
+    // what it saw has no waiter to wake, and would cost the whole delay.
+    const changed = hub.waitForChange(input.pvbName, step.delayMs);
+    const current = hub.cached(input.pvbName);
+    if (!(current && isPvbTerminal(current))) await changed;
+  }
 }

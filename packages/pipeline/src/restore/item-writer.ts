@@ -59,6 +59,13 @@ export async function writeRestoreItem(
   } catch (err) {
     // Deleted between the 409 and the read: the job's retry creates it.
     if (isKubeError(err, KubeErrorCodes.notFound)) throw err;
+    // The restorer may create this kind but not read it (Secrets: it must not read those it does
+    // not restore): it exists, and is left alone without comparing.
+    if (isKubeError(err, KubeErrorCodes.forbidden))
+      return {
+        outcome: 'exists-skipped',
+        warning: `${what} exists already and was left alone: Stowage may not read it to compare (${err.message})`,
+      };
     return refusal(err);
   }
   if (existing.metadata?.labels?.[RESTORE_NAME_LABEL] === input.restoreName) return { outcome: 'created', object: existing, ours: true };

@@ -1,9 +1,12 @@
 import { isVolumeOperationTerminal, type PodVolumeRestore, type PvrClient, pvrLabels } from '@stowage/kube';
 import { JobName, restoreJobIds } from '@stowage/queue';
+import { parseStorageCost } from '@stowage/storage';
 import type { Queue } from 'bullmq';
 import type { PipelineDeps, PipelineLogger } from '../deps.js';
 import { PipelineError, PipelineErrorCode } from '../errors.js';
 import { groupPromotion, PromotingInformerHub } from '../informers/promoting-informer-hub.js';
+import { NO_PIPELINE_METRICS } from '../metrics.js';
+import { storageCountEntries } from '../state/storage-cost.js';
 import type { VolumeOpTracker } from '../volume-ops/volume-op-wait-step.js';
 import type { PvrStateRecord, RestoreState } from './restore-state.js';
 
@@ -14,7 +17,7 @@ export function isPvrSettled(record: PvrStateRecord | undefined): boolean {
 
 /** How a restore follows its PVRs (the PVR side of stepVolumeOpWait); counters `pvrs<Phase>` once per PVR. */
 export function pvrTracker(
-  deps: Pick<PipelineDeps, 'config'> & { restores: RestoreState; pvrs: PvrClient },
+  deps: Pick<PipelineDeps, 'config' | 'metrics'> & { restores: RestoreState; pvrs: PvrClient },
 ): VolumeOpTracker<PodVolumeRestore, PvrStateRecord> {
   const { restores: state } = deps;
   const where = (name: string, previous: PvrStateRecord | undefined) => ({
@@ -25,6 +28,7 @@ export function pvrTracker(
   });
   const terminal = async (restoreName: string, name: string, previous: PvrStateRecord | undefined, phase: string, message: string) => {
     const counted = await state.countOnce(restoreName, `pvr:${name}`, `pvrs${phase}`);
+    if (counted) (deps.metrics ?? NO_PIPELINE_METRICS).podVolumeRestoreEnded({ phase });
     if (counted && phase !== 'Completed') {
       await state.recordProblem(restoreName, { level: 'error', onceKey: `pvr:${name}`, msg: message, ...where(name, previous) });
     }
@@ -72,6 +76,9 @@ export function pvrTracker(
         const what = phase === 'Completed' ? 'completed' : phase === 'Failed' ? 'failed' : 'canceled';
         // Independent of the record's update: one round trip's wait (the hook lag is a chain of such waits).
         writes.push(terminal(restoreName, name, previous, phase, `pod volume restore ${what}: ${status.message ?? 'no message'}`));
+        // What the node agent asked of storage for it, added to the restore's once.
+        const cost = parseStorageCost(status.storage);
+        if (cost) writes.push(state.countOnceMany(restoreName, storageCountEntries(`storage:pvr:${name}`, cost)));
       }
       await Promise.all(writes);
     },

@@ -1,4 +1,5 @@
 import type { PlannedHook } from '../plan/block-plan.js';
+import type { PlannedBlockDownload } from './block-downloads.js';
 
 /*
  * What restore-plan stores (RestoreState.putPlan) and the restore jobs read back. It outlives
@@ -48,4 +49,6 @@ export interface RestorePodPlan {
   sourceNamespace: string;
   volumes: Array<{ volume: string; snapshotID: string }>;
   hooks: PlannedRestoreHook[];
+  /** Moved block volumes written back through DataDownloads before the claim binds (block-downloads.ts). */
+  blockVolumes?: PlannedBlockDownload[];
 }

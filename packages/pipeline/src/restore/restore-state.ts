@@ -63,7 +63,7 @@ const RESTORE_RUN_KIND = {
   index: 'restores',
   eventPrefix: 'restore',
   endedPhases: ENDED_RESTORE_PHASES,
-  jsonFields: new Set(['spec', 'planSummary']),
+  jsonFields: new Set(['spec', 'planSummary', 'requester']),
   numberFields: new Set([
     'createdAt',
     'startedAt',
@@ -83,6 +83,9 @@ export const ITEM_OUTCOME_COUNTERS: Readonly<Record<ItemOutcome, string>> = {
   'exists-skipped': 'itemsSkipped',
   failed: 'itemsFailed',
 };
+
+/** The most a restore plan's write puts in one Redis transaction (values, approximately in bytes). */
+export const PLAN_WRITE_BYTES = 1024 * 1024;
 
 export class RestoreState extends RunState<RestoreRecord> {
   constructor(opts: RunStateOptions) {
@@ -123,6 +126,12 @@ export class RestoreState extends RunState<RestoreRecord> {
   // ---- plan ----------------------------------------------------------------------------
 
   /** Stores the tiers, their batches and the pod plans (idempotent: the same plan writes the same values). */
+  /**
+   * Stores a restore's plan in transactions of at most PLAN_WRITE_BYTES of values each, tiers last
+   * (nothing reads the plan before planCompletedAt; a re-run of the plan writes the same fields).
+   * One MULTI for a 300k-item plan was hundreds of MB in one transaction into a `noeviction` Redis:
+   * Redis buffered all of it at once (issue #45).
+   */
   async putPlan(
     name: string,
     plan: {
@@ -130,12 +139,27 @@ export class RestoreState extends RunState<RestoreRecord> {
       batches: ReadonlyMap<string, readonly PlannedRestoreItem[]>;
       pods: readonly RestorePodPlan[];
     },
-  ): Promise<void> {
-    const multi = this.redis.multi();
-    for (const tier of plan.tiers) multi.hset(this.key(name, 'tiers'), String(tier.index), JSON.stringify(tier));
-    for (const [id, items] of plan.batches) multi.hset(this.key(name, 'batches'), id, JSON.stringify(items));
-    for (const pod of plan.pods) multi.hset(this.key(name, 'pods'), `${pod.namespace}/${pod.name}`, JSON.stringify(pod));
-    await multi.exec();
+  ): Promise<{ transactions: number }> {
+    let multi = this.redis.multi();
+    let bytes = 0;
+    let transactions = 0;
+    const flush = async (): Promise<void> => {
+      if (bytes === 0) return;
+      await multi.exec();
+      transactions++;
+      multi = this.redis.multi();
+      bytes = 0;
+    };
+    const put = async (key: string, field: string, value: string): Promise<void> => {
+      if (bytes > 0 && bytes + value.length > PLAN_WRITE_BYTES) await flush();
+      multi.hset(key, field, value);
+      bytes += value.length + field.length;
+    };
+    for (const [id, items] of plan.batches) await put(this.key(name, 'batches'), id, JSON.stringify(items));
+    for (const pod of plan.pods) await put(this.key(name, 'pods'), `${pod.namespace}/${pod.name}`, JSON.stringify(pod));
+    for (const tier of plan.tiers) await put(this.key(name, 'tiers'), String(tier.index), JSON.stringify(tier));
+    await flush();
+    return { transactions };
   }
 
   async getTier(name: string, tier: number): Promise<RestoreTierPlan | undefined> {

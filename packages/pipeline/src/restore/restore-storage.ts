@@ -1,6 +1,7 @@
 import { type BackupStorage, readGzipJson, writeGzipJson } from '@stowage/storage';
 import { type EventSegmentIndex, readEventSegments, writeEventSegments } from '../state/event-archive.js';
 import type { HookRunRecord, LogLine, RunEvent } from '../state/run-state.js';
+import { countersWithOwnPuts } from '../state/storage-cost.js';
 import type { RestoreTierPlan } from './restore-plan-types.js';
 import type { ItemResult, PvrStateRecord, RestoreRecord, RestoreState } from './restore-state.js';
 
@@ -119,8 +120,10 @@ export async function writeRestoreArchive(
     hookRuns,
     events,
   };
-  await storage.putObject(restoreLayout(name).record, JSON.stringify(archive));
-  return archive;
+  // Its storage figures include finalize's own writes, this one last.
+  const own = await countersWithOwnPuts(counters, (c) => [Buffer.from(JSON.stringify({ ...archive, counters: c }))]);
+  await storage.putObject(restoreLayout(name).record, own.bodies[0]!);
+  return { ...archive, counters: own.counters };
 }
 
 /** A finished restore's archived events after `afterId` (exclusive), a segment at a time. */

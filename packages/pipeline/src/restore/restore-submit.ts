@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { ENDED_RESTORE_PHASES } from '@stowage/core';
+import { ENDED_RESTORE_PHASES, type Requester } from '@stowage/core';
 import type { RedisClient } from '@stowage/queue';
 import { addRestoreFlow, createFlowProducer, promoteParkedWhere, restoreJobIds } from '@stowage/queue';
 import type { FlowProducer, Queue } from 'bullmq';
@@ -22,6 +22,10 @@ export interface SubmitRestoreInput {
   /** Core's validated RestoreSpec (with defaults). */
   spec: { backupName: string };
   requestId?: string | undefined;
+  /** A namespaced restore's namespace; absent: cluster-scoped. */
+  namespace?: string | undefined;
+  /** Whose rights were checked for its mapped namespaces (core's Requester). */
+  requester?: Requester | undefined;
 }
 
 export type SubmitRestoreResult = { created: boolean; restore: RestoreRecord };
@@ -41,6 +45,8 @@ export async function submitRestore(deps: SubmitRestoreDeps, input: SubmitRestor
     phase: 'New',
     createdAt: now(),
     ...(input.requestId ? { requestId: input.requestId } : {}),
+    ...(input.namespace ? { namespace: input.namespace } : {}),
+    ...(input.requester ? { requester: input.requester } : {}),
   };
   const { created } = await deps.restores.createRestore(fresh);
   const restore = created ? fresh : await deps.restores.getRestore(input.name);

@@ -7,7 +7,7 @@ import { PromotingInformerHub } from '../informers/promoting-informer-hub.js';
 
 /** The part of a restored pod the restore-hooks job looks at. */
 export interface RestoredPod {
-  metadata: { name: string; namespace?: string | undefined; labels?: Record<string, string> | undefined };
+  metadata: { name: string; namespace?: string | undefined; uid?: string | undefined; labels?: Record<string, string> | undefined };
   status?: { containerStatuses?: RestoredContainerStatus[] | undefined } | undefined;
 }
 

@@ -1,3 +1,4 @@
+import type { Requester } from '@stowage/core';
 import type { RedisClient } from '@stowage/queue';
 import { scheduleIndexKey, scheduleKey } from '@stowage/queue';
 
@@ -25,6 +26,10 @@ export interface ScheduleRecord {
   lastSkip?: ScheduleSkip;
   /** Ticks that started no backup. */
   skipped: number;
+  /** A namespaced schedule's namespace (a Schedule resource): its backups are that namespace's only. Absent: cluster-wide. */
+  namespace?: string;
+  /** Whose rights its backups' spec hooks are checked against at each exec (core's Requester); absent: Stowage's own. */
+  requester?: Requester;
 }
 
 /**
@@ -62,8 +67,13 @@ export class ScheduleStore {
     return raw.spec ? decode(name, raw) : undefined;
   }
 
+  /** Every schedule's name, oldest first. */
+  names(): Promise<string[]> {
+    return this.redis.zrange(this.indexKey, 0, -1);
+  }
+
   async list(): Promise<ScheduleRecord[]> {
-    const names = await this.redis.zrange(this.indexKey, 0, -1);
+    const names = await this.names();
     const records = await Promise.all(names.map((n) => this.get(n)));
     return records.filter((r): r is ScheduleRecord => r !== undefined);
   }
@@ -79,6 +89,16 @@ export class ScheduleStore {
       .hset(this.key(name), 'lastBackup', backup, 'lastBackupAt', String(now))
       .zadd(this.key(name, 'backups'), tickMs, backup)
       .exec();
+  }
+
+  /**
+   * A backup of this schedule found in storage (backup sync): it joins the schedule's backups, and
+   * becomes the last backup when it is newer than the one recorded. Nothing when the schedule does
+   * not exist (deleted: its backups stay, unattached). Returns whether it was linked.
+   */
+  async linkBackup(name: string, backup: string, tickMs: number): Promise<boolean> {
+    const linked = await this.redis.eval(LINK_BACKUP_LUA, 2, this.key(name), this.key(name, 'backups'), backup, String(tickMs));
+    return linked === 1;
   }
 
   async recordSkip(name: string, skip: ScheduleSkip): Promise<void> {
@@ -97,6 +117,18 @@ export class ScheduleStore {
   }
 }
 
+/**
+ * KEYS: the schedule's hash, its backups' sorted set (one hash tag). ARGV: backup, tick (ms).
+ * Links only to an existing schedule (its spec field); the last backup moves only forward.
+ */
+const LINK_BACKUP_LUA = `
+if redis.call('HEXISTS', KEYS[1], 'spec') == 0 then return 0 end
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
+local last = tonumber(redis.call('HGET', KEYS[1], 'lastBackupAt') or '-1')
+if tonumber(ARGV[2]) > last then redis.call('HSET', KEYS[1], 'lastBackup', ARGV[1], 'lastBackupAt', ARGV[2]) end
+return 1
+`;
+
 function encode(record: ScheduleRecord): Record<string, string> {
   const fields: Record<string, string> = {
     name: record.name,
@@ -108,6 +140,8 @@ function encode(record: ScheduleRecord): Record<string, string> {
   if (record.lastBackup) fields.lastBackup = record.lastBackup;
   if (record.lastBackupAt !== undefined) fields.lastBackupAt = String(record.lastBackupAt);
   if (record.lastSkip) fields.lastSkip = JSON.stringify(record.lastSkip);
+  if (record.namespace) fields.namespace = record.namespace;
+  if (record.requester) fields.requester = JSON.stringify(record.requester);
   return fields;
 }
 
@@ -121,5 +155,7 @@ function decode(name: string, raw: Record<string, string>): ScheduleRecord {
     ...(raw.lastBackup ? { lastBackup: raw.lastBackup } : {}),
     ...(raw.lastBackupAt ? { lastBackupAt: Number(raw.lastBackupAt) } : {}),
     ...(raw.lastSkip ? { lastSkip: JSON.parse(raw.lastSkip) as ScheduleSkip } : {}),
+    ...(raw.namespace ? { namespace: raw.namespace } : {}),
+    ...(raw.requester ? { requester: JSON.parse(raw.requester) as Requester } : {}),
   };
 }

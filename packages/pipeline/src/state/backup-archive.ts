@@ -1,7 +1,9 @@
 import { randomBytes } from 'node:crypto';
+import { gzipSync } from 'node:zlib';
 import {
   type BackupResults,
   type BackupStorage,
+  backupLayout,
   type ResultSet,
   readGzipJson,
   readLogsSidecar,
@@ -12,12 +14,13 @@ import {
 } from '@stowage/storage';
 import type { BackupEvent, BackupRecord, BackupState, BlockStateRecord, HookRunRecord, LogLine, PvbStateRecord } from './backup-state.js';
 import { type EventSegmentIndex, readEventSegments, writeEventSegments } from './event-archive.js';
+import { countersWithOwnPuts } from './storage-cost.js';
 
 export { ARCHIVE_EVENTS_PER_SEGMENT, compareStreamIds } from './event-archive.js';
 
 /*
  * A finished backup in storage: everything its views show, so Redis can drop all of it but a small
- * catalogue entry (DESIGN §10). Finalize writes it (writeBackupArchive) after the final phase is
+ * catalogue entry (docs/architecture.md#where-a-backup-lives-once-it-has-ended). Finalize writes it (writeBackupArchive) after the final phase is
  * recorded, and before velero-backup.json, the final marker; the api service reads it back
  * (BackupArchiveReader) and backup sync catalogues it. Layout and format: the storage README.
  */
@@ -145,11 +148,16 @@ export async function countLivePvbPhases(
  * on): pages go to this run's own generation, and the manifest is written only if, once every read
  * is done, the backup is still not archived — else another run archived it and may have dropped
  * the live state under this one's reads, so this run writes no manifest and returns undefined.
+ *
+ * `metadata`: the Backup object for `velero-backup.json`, from the final counters, written after
+ * the manifest (a backup without it is being written, never finished). The counters both hold
+ * include finalize's own writes, those two last.
  */
 export async function writeBackupArchive(
   storage: BackupStorage,
   state: BackupState,
   record: BackupRecord,
+  metadata?: (counters: Record<string, number>) => unknown,
 ): Promise<BackupArchiveManifest | undefined> {
   const { name } = record;
   const keys = stowageSidecarLayout(name);
@@ -189,8 +197,13 @@ export async function writeBackupArchive(
     events,
     logLines: logs.length,
   };
-  await writeGzipJson(storage, keys.manifest, manifest);
-  return manifest;
+  const own = await countersWithOwnPuts(counters, (c) => [
+    gzipSync(Buffer.from(JSON.stringify({ ...manifest, counters: c }))),
+    ...(metadata ? [Buffer.from(JSON.stringify(metadata(c)))] : []),
+  ]);
+  await storage.putObject(keys.manifest, own.bodies[0]!);
+  if (metadata) await storage.putObject(backupLayout(name).metadata, own.bodies[1]!);
+  return { ...manifest, counters: own.counters };
 }
 
 /** Velero's results file: errors and warnings for Velero itself, cluster-scoped items, and per namespace. */

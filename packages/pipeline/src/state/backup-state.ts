@@ -127,6 +127,9 @@ export interface BackupRecord extends RunRecord {
   pvbPhases?: Record<string, number>;
   /** What the backup-level hooks did, per phase, with every run (hooks/backup-hooks.ts). */
   backupHooks?: unknown;
+  /** The backup's own labels and annotations (Velero's metadata), as submitted; absent when none. */
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
 }
 
 export interface BlockStateRecord {
@@ -170,7 +173,7 @@ const BACKUP_RUN_KIND = {
   index: 'backups',
   eventPrefix: 'backup',
   endedPhases: ENDED_BACKUP_PHASES,
-  jsonFields: new Set(['spec', 'planSummary', 'pvbPhases', 'backupHooks']),
+  jsonFields: new Set(['spec', 'planSummary', 'pvbPhases', 'backupHooks', 'labels', 'annotations', 'requester']),
   numberFields: new Set(['createdAt', 'startedAt', 'completedAt', 'fsDeadlineAt', 'cancelRequestedAt', 'planCompletedAt', 'archivedAt']),
 };
 

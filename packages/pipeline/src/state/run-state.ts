@@ -1,7 +1,9 @@
+import type { Requester } from '@stowage/core';
 import type { RedisClient } from '@stowage/queue';
 import { runIndexKey, runKey } from '@stowage/queue';
 import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
 import { BACKUP_STATE_SCRIPTS } from './scripts.js';
+import { takeCurrentStorageCost } from './storage-cost.js';
 
 /**
  * The state of one run — a backup or a restore — in Redis: its record (CAS phases, cancel
@@ -49,6 +51,13 @@ export interface RunRecord {
    * Redis needs only this record and the counters (the catalogue entry).
    */
   archivedAt?: number;
+  /** The namespace of a namespaced run (a Backup or Restore acting on that namespace only); absent: cluster-scoped. */
+  namespace?: string;
+  /**
+   * Whose rights Stowage checks before using its own for this run (a spec hook's exec, a restore
+   * into a mapped namespace): core's Requester. Absent: recorded before requesters existed (Stowage's own).
+   */
+  requester?: Requester;
 }
 
 /** A problem worth telling the user: counted once per key into `errors`/`warnings` and logged. */
@@ -356,6 +365,9 @@ export class RunState<R extends RunRecord> {
   async archiveAndDrop(record: R, archive: () => Promise<Partial<R> | undefined>, now: () => number): Promise<void> {
     if (record.archivedAt === undefined) {
       const patch = await archive();
+      // What finalize asked of storage up to here (its archive writes, the final marker last)
+      // counts now: once the live state is dropped, no count is taken.
+      if (patch) await this.countOnceMany(record.name, takeCurrentStorageCost());
       if (patch) await this.updateRun(record.name, { ...patch, archivedAt: now() });
       // No patch: another run archived it, so archivedAt is set and dropping here is safe too.
     }

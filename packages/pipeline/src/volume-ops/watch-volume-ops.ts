@@ -111,10 +111,7 @@ export async function watchVolumeOps<T, P extends VolumeOpPrevious>(
   // The job re-parks: an end whose record failed is looked at (and recorded) again at its next
   // wake, as a look that failed would be (lookFailed).
   await recording.catch((err: unknown) =>
-    deps.logger.warn(
-      { run: input.runName, err: (err as Error)?.message ?? String(err) },
-      `${tracker.label} end not recorded; looking again later`,
-    ),
+    deps.logger.warn({ run: input.runName, err }, `${tracker.label} end not recorded; looking again later`),
   );
   const cancelSeen = typeof asked === 'boolean' ? asked : read !== undefined && (await read.catch(() => false));
   return { settled: false, recheckInMs: soonest.ms, progress, open: soonest.open, cancelSeen };
@@ -148,10 +145,7 @@ export async function lookAgainOnceParked(
     try {
       if (await wake.cancelRequested()) await promoteParked(rt.hooksQueue(), job.name, job.id);
     } catch (err) {
-      rt.deps.logger.warn(
-        { jobId: job.id, err: (err as Error)?.message ?? String(err) },
-        'could not look for a cancel after parking; the job wakes at its timer',
-      );
+      rt.deps.logger.warn({ jobId: job.id, err }, 'could not look for a cancel after parking; the job wakes at its timer');
     }
   };
   await Promise.all([wake.recheck?.(), cancelAsked()]);

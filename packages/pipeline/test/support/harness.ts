@@ -29,11 +29,13 @@ export const PVR_CRD_PATH = fileURLToPath(new URL('../../../../k8s/base/crd-podv
 
 /** A logger that keeps error lines (a test can print them on failure) and drops the rest. */
 export function quietLogger(sink: string[] = []): PipelineLogger {
+  // Errors are logged as `{ err }` (pino's serializer keeps their stack); JSON alone would drop their message.
+  const text = (obj: object) => JSON.stringify(obj, (_key, value) => (value instanceof Error ? `${value.name}: ${value.message}` : value));
   const make = (bindings: Record<string, unknown>): PipelineLogger => ({
     debug: () => undefined,
     info: () => undefined,
-    warn: (obj, msg) => sink.push(`WARN ${msg} ${JSON.stringify({ ...bindings, ...obj })}`),
-    error: (obj, msg) => sink.push(`ERROR ${msg} ${JSON.stringify({ ...bindings, ...obj })}`),
+    warn: (obj, msg) => sink.push(`WARN ${msg} ${text({ ...bindings, ...obj })}`),
+    error: (obj, msg) => sink.push(`ERROR ${msg} ${text({ ...bindings, ...obj })}`),
     child: (more) => make({ ...bindings, ...more }),
   });
   return make({});
@@ -70,12 +72,15 @@ export async function startHarness(opts: {
   fixture: Fixture;
   agentNodes: string[];
   config?: Partial<PipelineConfig>;
+  /** Volume directories of the fixture's pods (default none: most tests never read volume bytes). */
+  materializeVolumes?: 'all' | 'with-files' | 'none';
+  extraManifests?: string[];
 }): Promise<Harness> {
   const sim = await startSimulator({
     fixture: opts.fixture,
     port: 0,
-    extraManifests: [CRD_PATH, PVR_CRD_PATH],
-    materializeVolumes: 'none',
+    extraManifests: [CRD_PATH, PVR_CRD_PATH, ...(opts.extraManifests ?? [])],
+    materializeVolumes: opts.materializeVolumes ?? 'none',
   });
   const kube = createKubeClients({ kubeconfigPath: sim.kubeconfigPath });
   const pvbs = createPvbClient(kube, { namespace: 'stowage' });
@@ -115,6 +120,21 @@ export async function startHarness(opts: {
       await sim.close();
       await rm(storageDir, { recursive: true, force: true });
     },
+  };
+}
+
+/**
+ * The harness' deps as the deployed ServiceAccount `name` (in `stowage`) sees the cluster: the
+ * same Redis, state and storage, the Kubernetes clients with a token of that account (apply them
+ * first: `deployIdentities(h.sim)` from @stowage/testing).
+ */
+export function depsAs(h: Harness, name: string): PipelineDeps {
+  const kube = createKubeClients({ kubeconfigYaml: h.sim.kubeconfigFor({ serviceAccount: { namespace: 'stowage', name } }).yaml });
+  return {
+    ...h.deps,
+    kube,
+    pvbs: createPvbClient(kube, { namespace: 'stowage' }),
+    pvrs: createPvrClient(kube, { namespace: 'stowage' }),
   };
 }
 
