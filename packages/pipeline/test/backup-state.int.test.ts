@@ -71,6 +71,67 @@ describe('BackupState', () => {
     expect(completed.items.map((b) => b.name)).toEqual(['b4', 'b2', 'b0']);
   });
 
+  it('pages from the last run listed: runs added or removed between pages are not listed twice nor make one skipped', async () => {
+    for (let i = 0; i < 5; i++) await state.createBackup(record(`b${i}`, 100 + i));
+    const page1 = await state.listBackups({ limit: 2 });
+    expect(page1.items.map((b) => b.name)).toEqual(['b4', 'b3']);
+    // An offset cursor (2) would now point at b3 again, then past b1 after b2 goes.
+    await state.createBackup(record('b5', 200));
+    await state.createBackup(record('b6', 201));
+    await state.deleteBackup('b4');
+    const page2 = await state.listBackups({ limit: 2, cursor: page1.nextCursor });
+    expect(page2.items.map((b) => b.name)).toEqual(['b2', 'b1']);
+    const page3 = await state.listBackups({ limit: 2, cursor: page2.nextCursor });
+    expect(page3.items.map((b) => b.name)).toEqual(['b0']);
+    expect(page3.nextCursor).toBeUndefined();
+  });
+
+  it('orders runs created in the same millisecond by name, each listed once across pages', async () => {
+    for (const name of ['t-c', 't-a', 't-e', 't-b', 't-d']) await state.createBackup(record(name, 500));
+    await state.createBackup(record('older', 499));
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await state.listBackups({ limit: 2, ...(cursor ? { cursor } : {}) });
+      seen.push(...page.items.map((b) => b.name));
+      cursor = page.nextCursor;
+    } while (cursor);
+    expect(seen).toEqual(['t-e', 't-d', 't-c', 't-b', 't-a', 'older']);
+  });
+
+  it('lists each run once when one is added while a filtered listing reads on', async () => {
+    // 60 runs (more than one read of the index), a few Completed: a Completed page reads on.
+    for (let i = 0; i < 60; i++) {
+      const name = `r${String(i).padStart(2, '0')}`;
+      await state.createBackup(record(name, 1_000 + i));
+      if (i < 5 || i === 10) await state.transitionPhase(name, ['New'], 'Completed');
+    }
+    // A run added between the listing's reads (after its first read of the index, as a scheduled
+    // backup is): listing by offset read the first read's oldest run (r10) again.
+    const writer = new BackupState({ redis, prefix: state.prefix });
+    let added = false;
+    const racing = new Proxy(redis, {
+      get(target, prop) {
+        const value = Reflect.get(target, prop, target) as unknown;
+        if (prop === 'hgetall' && !added) {
+          return async (...args: unknown[]) => {
+            if (!added) {
+              added = true;
+              await writer.createBackup(record('newest', 5_000));
+              await writer.transitionPhase('newest', ['New'], 'Completed');
+            }
+            return (value as (...a: unknown[]) => unknown).apply(target, args);
+          };
+        }
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const listing = new BackupState({ redis: racing, prefix: state.prefix });
+    const { items } = await listing.listBackups({ limit: 10, phase: 'Completed' });
+    expect(added).toBe(true);
+    expect(items.map((b) => b.name)).toEqual(['r10', 'r04', 'r03', 'r02', 'r01', 'r00']);
+  });
+
   it('keeps block plans in order and idempotent, with live block and PVB state', async () => {
     await state.createBackup(record('b1'));
     await state.putBlockPlans('b1', [

@@ -112,7 +112,7 @@ export const backupSummarySchema = z.object({
 
 export const backupListSchema = pageOf(backupSummarySchema);
 
-export const listBackupsQuery = pageQuery(50, { phase: z.enum(BACKUP_PHASES).optional() });
+export const listBackupsQuery = pageQuery(50, { phase: z.enum(BACKUP_PHASES).optional() }, { runs: true });
 
 export const blocksQuery = pageQuery(100);
 

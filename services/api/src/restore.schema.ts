@@ -96,7 +96,7 @@ export const restoreSummarySchema = z.object({
 
 export const restoreListSchema = pageOf(restoreSummarySchema);
 
-export const listRestoresQuery = pageQuery(50, { phase: z.enum(RESTORE_PHASES).optional() });
+export const listRestoresQuery = pageQuery(50, { phase: z.enum(RESTORE_PHASES).optional() }, { runs: true });
 export const restoreItemsQuery = pageQuery(500, { outcome: z.enum(['created', 'updated', 'exists-skipped', 'failed']).optional() });
 
 export const restoreItemSchema = z.object({

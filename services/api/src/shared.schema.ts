@@ -73,10 +73,20 @@ export function dns1123NameParam(kind: 'backup' | 'restore') {
 }
 
 const limit = z.coerce.number().int('limit must be a whole number').min(1, 'limit must be at least 1').max(1000, 'limit is at most 1000');
-const cursor = z.string().regex(/^\d{1,15}$/, 'cursor must be a value returned as nextCursor');
+const offsetCursor = z.string().regex(/^\d{1,15}$/, 'cursor must be a value returned as nextCursor');
+/** A run list's cursor names the run a page ended with (`<createdAt>.<name>`; RunState.listRuns). */
+const runCursor = z.string().regex(/^\d{1,15}\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, 'cursor must be a value returned as nextCursor');
 
-/** `?limit=&cursor=` with the given default page size, plus the route's own filters. */
-export function pageQuery<S extends z.ZodRawShape = Record<never, never>>(defaultLimit: number, filters?: S) {
+/**
+ * `?limit=&cursor=` with the given default page size, plus the route's own filters. `runs`: a list
+ * of backups or restores, which change while a client pages (its cursor is a place, not an offset).
+ */
+export function pageQuery<S extends z.ZodRawShape = Record<never, never>>(
+  defaultLimit: number,
+  filters?: S,
+  opts: { runs?: boolean } = {},
+) {
+  const cursor = opts.runs ? runCursor : offsetCursor;
   return z.object({ ...(filters as S), limit: limit.default(defaultLimit), cursor: cursor.optional() });
 }
 

@@ -271,30 +271,57 @@ export class RunState<R extends RunRecord> {
     return { requested, phase: res[1] ?? undefined };
   }
 
+  /**
+   * A page of runs, newest first. The cursor names the run listed last (`<createdAt>.<name>`, its
+   * place in the index), not an offset: runs are added at the top and removed anywhere while a
+   * listing reads on (filtering by phase reads until the page fills) or a client pages, and an
+   * offset would then shift — list a run twice, or skip one. From a place, each run is listed once.
+   */
   async listRuns(opts: { limit: number; cursor?: string; phase?: string }): Promise<{ items: R[]; nextCursor?: string }> {
-    // Cursor = the offset into the index, newest first; filtering by phase reads on until the page fills.
-    let offset = opts.cursor ? Number.parseInt(opts.cursor, 10) : 0;
-    if (!Number.isFinite(offset) || offset < 0) offset = 0;
+    let after = opts.cursor ? decodeListCursor(opts.cursor) : undefined;
     const items: R[] = [];
     const chunk = Math.max(opts.limit, 50);
     for (;;) {
-      const names = await this.redis.zrevrange(this.indexKey, offset, offset + chunk - 1);
-      if (names.length === 0) return { items };
+      const entries = await this.indexAfter(after, chunk);
       // One command per run, not one pipeline: on Redis Cluster runs live on different shards.
-      const rows = await Promise.all(names.map((n) => this.redis.hgetall(this.key(n, 'rec'))));
-      for (let i = 0; i < names.length; i++) {
-        offset++;
+      const rows = await Promise.all(entries.map((e) => this.redis.hgetall(this.key(e.name, 'rec'))));
+      for (let i = 0; i < entries.length; i++) {
+        const place = entries[i] as IndexPlace;
+        after = place;
         const raw = rows[i];
         if (!raw?.name) continue;
         const rec = this.decodeRecord(raw);
         if (opts.phase && rec.phase !== opts.phase) continue;
         items.push(rec);
         if (items.length === opts.limit) {
-          const more = (await this.redis.zcard(this.indexKey)) > offset;
-          return more ? { items, nextCursor: String(offset) } : { items };
+          const more = (await this.indexAfter(place, 1)).length > 0;
+          return more ? { items, nextCursor: encodeListCursor(place) } : { items };
         }
       }
+      if (entries.length < chunk) return { items };
     }
+  }
+
+  /** Up to `count` index entries after `after` (newest first: by score, then name, both descending, as ZREVRANGE orders them). */
+  private async indexAfter(after: IndexPlace | undefined, count: number): Promise<IndexPlace[]> {
+    if (!after) return placesOf(await this.redis.zrevrange(this.indexKey, 0, count - 1, 'WITHSCORES'));
+    // Runs created in the same millisecond: those whose name sorts before it (Redis compares bytes; names are ASCII).
+    const ties = (await this.redis.zrangebyscore(this.indexKey, after.score, after.score))
+      .filter((name) => name < after.name)
+      .reverse()
+      .slice(0, count)
+      .map((name) => ({ score: after.score, name }));
+    if (ties.length === count) return ties;
+    const older = await this.redis.zrevrangebyscore(
+      this.indexKey,
+      `(${after.score}`,
+      '-inf',
+      'WITHSCORES',
+      'LIMIT',
+      0,
+      count - ties.length,
+    );
+    return [...ties, ...placesOf(older)];
   }
 
   /**
@@ -651,4 +678,27 @@ function decodeEvent(id: string, flat: string[]): RunEvent {
 /** A `running` hook run that will never report: its job was cut off before the exec finished. */
 export function interruptedRun(run: HookRunRecord, why: string): HookRunRecord {
   return { ...run, outcome: 'interrupted', message: `cut off before it finished (${why}; the worker stopped or lost the job)` };
+}
+
+/** A run's place in the index: its score (createdAt) and name. */
+interface IndexPlace {
+  score: number;
+  name: string;
+}
+
+function placesOf(withScores: string[]): IndexPlace[] {
+  const out: IndexPlace[] = [];
+  for (let i = 0; i + 1 < withScores.length; i += 2) out.push({ name: withScores[i] as string, score: Number(withScores[i + 1]) });
+  return out;
+}
+
+/** `<score>.<name>`: the run a page ended with (run names are DNS-1123 names, without spaces). */
+function encodeListCursor(place: IndexPlace): string {
+  return `${place.score}.${place.name}`;
+}
+
+/** The place a cursor names; one that names none lists from the top. */
+function decodeListCursor(cursor: string): IndexPlace | undefined {
+  const m = /^(\d{1,15})\.(.+)$/.exec(cursor);
+  return m ? { score: Number(m[1]), name: m[2] as string } : undefined;
 }
