@@ -9,6 +9,7 @@ import { createBlocksTable, hookCell } from './blocks-table.js';
 import { renderDryRunPlan } from './dry-run-plan.js';
 import { durationOf, formatDuration, formatTime, h, phaseBadge, TERMINAL_PHASES } from './format.js';
 import { formField, formMessages, runAction, splitList } from './forms.js';
+import { createRefresher, mayRetry, RETRY_MS } from './refresher.js';
 import { restoreForm } from './restore-form.js';
 import { showRestore, showRestoreList } from './restore-page.js';
 import { showSchedules } from './schedules-page.js';
@@ -453,7 +454,6 @@ function showBackup(name) {
   const store = new BlocksStore(name);
   let backup;
   let alive = true;
-  let backupTimer;
   let lastProblemsKey = '';
 
   function renderBackup() {
@@ -553,19 +553,21 @@ function showBackup(name) {
     }
   }
 
-  // The backup record changes with almost every event; read it at most twice a second.
-  function refreshBackupSoon(delay = 500) {
-    if (backupTimer !== undefined || !alive) return;
-    backupTimer = setTimeout(async () => {
-      backupTimer = undefined;
-      try {
-        backup = await api.getBackup(name);
-        if (alive) renderBackup();
-      } catch (err) {
-        if (alive && !(err instanceof UnauthorizedError)) live.textContent = `Could not refresh: ${err.message}`;
-      }
-    }, delay);
-  }
+  // The backup record changes with almost every event; read it at most twice a second, one read
+  // at a time (refresher.js: an answer read before the end must never land after the last one).
+  const refresher = createRefresher({
+    load: () => api.getBackup(name),
+    onValue: (value) => {
+      backup = value;
+      if (alive) renderBackup();
+    },
+    onError: (err) => {
+      if (!alive || err instanceof UnauthorizedError) return;
+      live.textContent = `Could not refresh: ${err.message}`;
+      if (mayRetry(err)) refresher.soon(RETRY_MS);
+    },
+  });
+  const refreshBackupSoon = (delay = 500) => refresher.soon(delay);
 
   store.onChange((s, err) => {
     if (err) {
@@ -646,8 +648,6 @@ function showBackup(name) {
     if (!alive) return;
     // Final state: everything once more, so the last events' effects are all shown.
     if (outcome === 'ended') {
-      clearTimeout(backupTimer);
-      backupTimer = undefined;
       refreshBackupSoon(0);
       store.schedule(true, { all: true });
     }
@@ -656,7 +656,7 @@ function showBackup(name) {
   teardown = () => {
     alive = false;
     events?.stop();
-    clearTimeout(backupTimer);
+    refresher.stop();
     store.close();
     timeline.destroy();
   };

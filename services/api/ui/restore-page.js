@@ -5,6 +5,7 @@
 import { api, explainFailure, UnauthorizedError } from './api.js';
 import { durationOf, formatBytes, formatDuration, formatTime, h, phaseBadge, TERMINAL_PHASES } from './format.js';
 import { runAction } from './forms.js';
+import { createRefresher, mayRetry, RETRY_MS } from './refresher.js';
 import { followEvents } from './sse.js';
 import { createTimeline } from './timeline.js';
 
@@ -103,6 +104,8 @@ export function showRestoreList(ui) {
   let alive = true;
   let timer;
   const load = async () => {
+    // Polled until the page is left, after a failed read too: the next one may answer.
+    let running = true;
     try {
       const page = await api.listRestores(50);
       const details = await Promise.all(page.items.map((r) => api.getRestore(r.name).catch(() => r)));
@@ -137,11 +140,12 @@ export function showRestoreList(ui) {
         ),
       );
       status.textContent = details.length === 0 ? 'No restores yet.' : `${details.length} restore(s)`;
-      const running = details.some((r) => !TERMINAL_PHASES.has(r.phase));
-      timer = setTimeout(load, running ? 2000 : 10000);
+      running = details.some((r) => !TERMINAL_PHASES.has(r.phase));
     } catch (err) {
-      if (alive && !(err instanceof UnauthorizedError)) status.textContent = `Could not load restores: ${explainFailure(err)}`;
+      if (!alive || err instanceof UnauthorizedError) return;
+      status.textContent = `Could not load restores: ${explainFailure(err)}`;
     }
+    if (alive) timer = setTimeout(load, running ? 2000 : 10000);
   };
   load();
   ui.onTeardown(() => {
@@ -207,7 +211,6 @@ export function showRestore(name, ui) {
   const events = [];
   let restore;
   let alive = true;
-  let timer;
   let lastProblemsKey = '';
 
   function render() {
@@ -384,19 +387,21 @@ export function showRestore(name, ui) {
     }
   }
 
-  // The record changes with almost every event; read it at most twice a second.
-  function refreshSoon(delay = 500) {
-    if (timer !== undefined || !alive) return;
-    timer = setTimeout(async () => {
-      timer = undefined;
-      try {
-        restore = await api.getRestore(name);
-        if (alive) render();
-      } catch (err) {
-        if (alive && !(err instanceof UnauthorizedError)) live.textContent = `Could not refresh: ${err.message}`;
-      }
-    }, delay);
-  }
+  // The record changes with almost every event; read it at most twice a second, one read at a
+  // time (refresher.js: an answer read before the end must never land after the last one).
+  const refresher = createRefresher({
+    load: () => api.getRestore(name),
+    onValue: (value) => {
+      restore = value;
+      if (alive) render();
+    },
+    onError: (err) => {
+      if (!alive || err instanceof UnauthorizedError) return;
+      live.textContent = `Could not refresh: ${err.message}`;
+      if (mayRetry(err)) refresher.soon(RETRY_MS);
+    },
+  });
+  const refreshSoon = (delay = 500) => refresher.soon(delay);
 
   cancel.addEventListener('click', () =>
     runAction({
@@ -464,17 +469,13 @@ export function showRestore(name, ui) {
         live.textContent = s === 'live' ? '● live' : s === 'ended' ? '' : s;
       },
     });
-    if ((await follow.done) === 'ended' && alive) {
-      clearTimeout(timer);
-      timer = undefined;
-      refreshSoon(0);
-    }
+    if ((await follow.done) === 'ended' && alive) refreshSoon(0);
   })();
 
   ui.onTeardown(() => {
     alive = false;
     follow?.stop();
-    clearTimeout(timer);
+    refresher.stop();
     timeline.destroy();
   });
 }
