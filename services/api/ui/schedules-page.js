@@ -129,8 +129,29 @@ export function showSchedules(ui) {
     return h('td', { class: 'row-actions' }, toggle, ' ', now, ' ', remove);
   }
 
-  async function load() {
+  /**
+   * Reads the list again (now, or right after the read in flight: an answer read before an action
+   * must not land after the one read after it, nor start a second chain of polls). Resolves once
+   * a read begun after this call is shown.
+   */
+  let loading;
+  let again;
+  function load() {
     clearTimeout(timer);
+    if (loading) {
+      again ??= loading.then(() => {
+        again = undefined;
+        return load();
+      });
+      return again;
+    }
+    loading = readList().finally(() => {
+      loading = undefined;
+    });
+    return loading;
+  }
+
+  async function readList() {
     try {
       const { items } = await api.listSchedules();
       if (!alive) return;
