@@ -49,6 +49,12 @@ async function problemsOf(path: string, body: unknown): Promise<Record<string, s
 const shown = (messages: string[] | undefined, below = '') =>
   (messages ?? ['(none)']).map((m) => (below ? `${below}: ${m}` : m)).join('; ');
 
+/**
+ * How long the page may take to show the answer to what it just sent (a POST, a list read): the
+ * bound of expect.poll, whose own default (1 s) a loaded machine's round trip can exceed.
+ */
+const SHOWN = { timeout: 30_000 };
+
 async function until<T>(what: string, check: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
   const end = Date.now() + timeoutMs;
   for (;;) {
@@ -59,13 +65,19 @@ async function until<T>(what: string, check: () => Promise<T | undefined>, timeo
   }
 }
 
-/** Waits for the page to show `phase`; if it never does, fails with what the API says of the run. */
+/** Waits for the page to show `phase`; if it never does, fails with what the page and the API say of the run. */
 async function pageShowsPhase(phase: string, apiPath: string, timeoutMs: number) {
   try {
     await page.locator('.phase-slot', { hasText: phase }).waitFor({ timeout: timeoutMs });
   } catch (err) {
     const run = await api(apiPath);
-    throw new Error(`${apiPath} never showed ${phase}: ${JSON.stringify(run.body).slice(0, 6000)}`, { cause: err });
+    const shows = await page
+      .locator('.page-head')
+      .textContent({ timeout: 5_000 })
+      .catch(() => '(no page head)');
+    throw new Error(`${apiPath} never showed ${phase}; the page shows "${shows}"; the API: ${JSON.stringify(run.body).slice(0, 6000)}`, {
+      cause: err,
+    });
   }
 }
 
@@ -101,7 +113,7 @@ describe('the console acts', () => {
     await form.getByLabel('Included namespaces').fill('Not_A_Namespace');
     await form.getByLabel('Keep for (TTL)').fill('soon');
     await form.getByRole('button', { name: 'Start backup' }).click();
-    await expect.poll(() => page.locator('#nb-ttl-error').textContent()).toBe(shown(expected['spec.ttl']));
+    await expect.poll(() => page.locator('#nb-ttl-error').textContent(), SHOWN).toBe(shown(expected['spec.ttl']));
     expect(await page.locator('#nb-ns-error').textContent()).toBe(shown(expected['spec.includedNamespaces[0]'], '[0]'));
     expect(await form.getByLabel('Keep for (TTL)').getAttribute('aria-invalid')).toBe('true');
     expect(await page.locator('#nb-name-error').textContent()).toBe('');
@@ -127,11 +139,13 @@ describe('the console acts', () => {
     await restore.getByLabel('Restore name').fill('ui-restore');
     await restore.getByLabel('Namespace mapping').fill('shop:Shop_Copy');
     await restore.getByRole('button', { name: 'Restore' }).click();
-    await expect.poll(() => page.locator('#rf-mapping-error').textContent()).toBe(shown(badMapping['spec.namespaceMapping.shop'], 'shop'));
+    await expect
+      .poll(() => page.locator('#rf-mapping-error').textContent(), SHOWN)
+      .toBe(shown(badMapping['spec.namespaceMapping.shop'], 'shop'));
     // The form's own syntax: said before anything is sent.
     await restore.getByLabel('Namespace mapping').fill('shop');
     await restore.getByRole('button', { name: 'Restore' }).click();
-    await expect.poll(() => page.locator('#rf-mapping-error').textContent()).toContain('write each mapping as source:target');
+    await expect.poll(() => page.locator('#rf-mapping-error').textContent(), SHOWN).toContain('write each mapping as source:target');
 
     // "update" replaces what exists: asked first; "Keep it" sends nothing.
     await restore.getByLabel('Namespace mapping').fill('shop:shop-copy');
@@ -177,7 +191,7 @@ describe('the console acts', () => {
     await form.getByLabel('Schedule', { exact: true }).fill('0 25 * * *');
     await form.getByLabel('Included namespaces').fill('media');
     await form.getByRole('button', { name: 'Create schedule' }).click();
-    await expect.poll(() => page.locator('#ns-schedule-error').textContent()).toBe(shown(expected['spec.schedule']));
+    await expect.poll(() => page.locator('#ns-schedule-error').textContent(), SHOWN).toBe(shown(expected['spec.schedule']));
     expect((await api('/v1/schedules/ui-schedule')).status).toBe(404);
 
     // Not paused, not skipImmediately: its first backup starts at once.
@@ -198,14 +212,14 @@ describe('the console acts', () => {
       phase: 'Completed',
       labels: { 'stowage.dev/schedule-name': 'ui-schedule' },
     });
-    await expect.poll(() => row.locator('td').nth(2).textContent(), { timeout: 10_000 }).toBe(first);
+    await expect.poll(() => row.locator('td').nth(2).textContent(), SHOWN).toBe(first);
     expect(await row.locator('td').nth(1).textContent()).toBe('enabled');
 
     await row.getByRole('button', { name: 'Pause' }).click();
-    await expect.poll(() => row.locator('td').nth(1).textContent()).toBe('paused');
+    await expect.poll(() => row.locator('td').nth(1).textContent(), SHOWN).toBe('paused');
     expect((await api('/v1/schedules/ui-schedule')).body.spec.paused).toBe(true);
     await row.getByRole('button', { name: 'Resume' }).click();
-    await expect.poll(() => row.locator('td').nth(1).textContent()).toBe('enabled');
+    await expect.poll(() => row.locator('td').nth(1).textContent(), SHOWN).toBe('enabled');
     expect((await api('/v1/schedules/ui-schedule')).body.status.nextRunAt).toBeDefined();
 
     await row.getByRole('button', { name: 'Delete' }).click();
