@@ -520,7 +520,10 @@ function showBackup(name) {
     );
   }
 
+  // Read again at each change of phase or counts; only the latest read asked for is shown.
+  let problemsAsked = 0;
   async function loadProblems() {
+    const asked = ++problemsAsked;
     const heading = h('h2', { id: 'problems-title' }, 'Errors and warnings');
     if (!backup.errors && !backup.warnings && !backup.failureReason) {
       problems.replaceChildren(heading, h('p', { class: 'muted' }, 'None so far.'));
@@ -528,7 +531,7 @@ function showBackup(name) {
     }
     try {
       const lines = (await api.logs(name)).filter((l) => l.level === 'error' || l.level === 'warn');
-      if (!alive) return;
+      if (!alive || asked !== problemsAsked) return;
       problems.replaceChildren(
         heading,
         backup.failureReason ? h('p', { class: 'bad' }, backup.failureReason) : '',
@@ -548,7 +551,7 @@ function showBackup(name) {
         ),
       );
     } catch (err) {
-      if (!(err instanceof UnauthorizedError))
+      if (alive && asked === problemsAsked && !(err instanceof UnauthorizedError))
         problems.replaceChildren(heading, h('p', { class: 'bad' }, `Could not load logs: ${err.message}`));
     }
   }

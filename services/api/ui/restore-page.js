@@ -330,10 +330,16 @@ export function showRestore(name, ui) {
     }
   }
 
+  // Items and problems are read again at each change of phase or counts; only the latest read
+  // asked for is shown (an earlier one may be answered after it).
+  let itemsAsked = 0;
+  let problemsAsked = 0;
+
   async function loadItems() {
+    const asked = ++itemsAsked;
     try {
       const page = await api.restoreItems(name, ITEMS_SHOWN);
-      if (!alive) return;
+      if (!alive || asked !== itemsAsked) return;
       itemsBox.replaceChildren(
         page.total > page.items.length
           ? h(
@@ -358,12 +364,13 @@ export function showRestore(name, ui) {
         ),
       );
     } catch (err) {
-      if (alive && !(err instanceof UnauthorizedError))
+      if (alive && asked === itemsAsked && !(err instanceof UnauthorizedError))
         itemsBox.replaceChildren(h('p', { class: 'bad' }, `Could not load items: ${err.message}`));
     }
   }
 
   async function loadProblems() {
+    const asked = ++problemsAsked;
     const heading = h('h2', { id: 'problems-title' }, 'Errors and warnings');
     if (!restore.errors && !restore.warnings && !restore.failureReason) {
       problems.replaceChildren(heading, h('p', { class: 'muted' }, 'None so far.'));
@@ -371,7 +378,7 @@ export function showRestore(name, ui) {
     }
     try {
       const lines = (await api.logs(name, 'restore')).filter((l) => l.level === 'error' || l.level === 'warn');
-      if (!alive) return;
+      if (!alive || asked !== problemsAsked) return;
       problems.replaceChildren(
         heading,
         restore.failureReason ? h('p', { class: 'bad' }, restore.failureReason) : '',
@@ -382,7 +389,7 @@ export function showRestore(name, ui) {
         ),
       );
     } catch (err) {
-      if (alive && !(err instanceof UnauthorizedError))
+      if (alive && asked === problemsAsked && !(err instanceof UnauthorizedError))
         problems.replaceChildren(heading, h('p', { class: 'bad' }, `Could not load logs: ${err.message}`));
     }
   }
