@@ -1,5 +1,5 @@
 import { constants } from 'node:fs';
-import { lstat, open, readdir, rename, rmdir } from 'node:fs/promises';
+import { type FileHandle, lstat, open, readdir, rename, rmdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   type KubeClients,
@@ -143,17 +143,21 @@ export function restoreOperationHandler(deps: RestoreOperationDeps): VolumeOpera
           await rmdir(atDir(volume, restoreWaitContainer.markerDir)).catch(() => undefined);
           throw error;
         }
-        await writeMarker(
+        const marker = await writeMarker(
           markerDir,
           restoreUid,
           `${JSON.stringify({ pvr: name, node: nodeName, restoredAt: new Date().toISOString() })}\n`,
         );
-        // The marker is where the pod's init container looks for it.
-        await closeDir(await openDirAt(volume, restoreWaitContainer.markerDir, markerDir));
+        let placed: Awaited<ReturnType<typeof confirmMarkerPlaced>>;
+        try {
+          placed = await confirmMarkerPlaced(volume, markerDir, marker);
+        } finally {
+          await marker.close();
+        }
         return {
           status: {},
           bytes: result.bytes,
-          details: { snapshotId: result.snapshotId, bytes: result.bytes, files: result.files, volumeDir },
+          details: { snapshotId: result.snapshotId, bytes: result.bytes, files: result.files, volumeDir, marker: placed },
         };
       } finally {
         await closeDir(staging);
@@ -164,8 +168,8 @@ export function restoreOperationHandler(deps: RestoreOperationDeps): VolumeOpera
   };
 }
 
-/** Writes the done marker into the opened .stowage directory, never through a link. */
-async function writeMarker(markerDir: DirRef, restoreUid: string, content: string): Promise<void> {
+/** Writes the done marker into the opened .stowage directory, never through a link; returns it open (the caller closes it). */
+export async function writeMarker(markerDir: DirRef, restoreUid: string, content: string): Promise<FileHandle> {
   const file = await open(
     atDir(markerDir, restoreUid),
     constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW,
@@ -173,8 +177,30 @@ async function writeMarker(markerDir: DirRef, restoreUid: string, content: strin
   );
   try {
     await file.writeFile(content);
-  } finally {
+  } catch (error) {
     await file.close();
+    throw error;
+  }
+  return file;
+}
+
+/**
+ * After the done marker is written: the marker is where the pod's init container looks for it,
+ * `.stowage` in the volume still being the directory it was written in. A `.stowage` moved away
+ * or replaced with the marker still in it fails the PVR (the pod would wait for a marker it never
+ * sees). But the init container may have found the marker already: stowage-restore-wait unlinks
+ * it the moment it sees it, then removes `.stowage` when that is empty, and the pod starts. So a
+ * `.stowage` that is gone (or another directory) while the marker written (`marker`, still open)
+ * has no link left is the marker consumed, not a swap: the restore is complete. Says which (the
+ * PVR's "completed" log line shows it).
+ */
+export async function confirmMarkerPlaced(volume: DirRef, markerDir: DirRef, marker: FileHandle): Promise<'in place' | 'consumed'> {
+  try {
+    await closeDir(await openDirAt(volume, restoreWaitContainer.markerDir, markerDir));
+    return 'in place';
+  } catch (error) {
+    if (isRepoError(error, RepoErrorCode.RestoreTargetChanged) && (await marker.stat()).nlink === 0) return 'consumed';
+    throw error;
   }
 }
 
