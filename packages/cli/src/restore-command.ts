@@ -237,7 +237,10 @@ export function restoreProgressLine(ev: BackupEvent, totals: { items: number; do
     case 'tier.done':
       return `tier ${d.tier} done (${(d.groupResources as string[] | undefined)?.join(', ') ?? ''}): ${totals.done}/${totals.items} items`;
     case 'pvr.phase':
-      return ['Completed', 'Failed', 'Canceled'].includes(String(d.to)) ? `volume ${d.pod ?? ''} ${d.volume ?? ''}: ${d.to}` : undefined;
+      // A PVR that failed or was canceled says why (its status message), so the line alone explains it.
+      return ['Completed', 'Failed', 'Canceled'].includes(String(d.to))
+        ? `volume ${d.pod ?? ''} ${d.volume ?? ''}: ${d.to}${typeof d.message === 'string' && d.message ? ` (${d.message})` : ''}`
+        : undefined;
     case 'hook.done':
       return `hook ${d.pod}/${d.container}: ${d.ok ? 'ok' : `failed (exit ${d.exitCode ?? '-'})`}`;
     case 'restore.phase':

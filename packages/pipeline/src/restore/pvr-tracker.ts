@@ -70,8 +70,13 @@ export function pvrTracker(
           ),
         );
       }
-      if (changedPhase)
-        writes.push(state.appendEvent(restoreName, 'pvr.phase', { ...where(name, previous), from: previous?.phase ?? null, to: phase }));
+      if (changedPhase) {
+        // A PVR that ended otherwise than Completed says why on its event (what progress lines show).
+        const why = phase !== 'Completed' && isVolumeOperationTerminal(pvr) && status.message ? { message: status.message } : {};
+        writes.push(
+          state.appendEvent(restoreName, 'pvr.phase', { ...where(name, previous), from: previous?.phase ?? null, to: phase, ...why }),
+        );
+      }
       if (isVolumeOperationTerminal(pvr)) {
         const what = phase === 'Completed' ? 'completed' : phase === 'Failed' ? 'failed' : 'canceled';
         // Independent of the record's update: one round trip's wait (the hook lag is a chain of such waits).
@@ -85,7 +90,12 @@ export function pvrTracker(
     async recordMissing(restoreName, pvrName, previous, why) {
       await state.updatePvr(restoreName, pvrName, { phase: 'Failed', message: why });
       await terminal(restoreName, pvrName, previous, 'Failed', `pod volume restore failed: ${why}`);
-      await state.appendEvent(restoreName, 'pvr.phase', { ...where(pvrName, previous), from: previous?.phase ?? null, to: 'Failed' });
+      await state.appendEvent(restoreName, 'pvr.phase', {
+        ...where(pvrName, previous),
+        from: previous?.phase ?? null,
+        to: 'Failed',
+        message: why,
+      });
     },
     async recordCancelAsked(restoreName, pvrName, previous, reason, phase, at, orphanedBecause) {
       await state.updatePvr(restoreName, pvrName, { cancelRequested: true, cancelAskedAt: at });
