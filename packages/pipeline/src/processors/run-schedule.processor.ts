@@ -60,7 +60,7 @@ export async function processRunSchedule(rt: PipelineRuntime, job: Job): Promise
   const outside = namespace ? namespacedBackupProblems(validated.value.template, namespace, 'spec.template') : [];
   if (outside.length > 0)
     return skip(`the schedule's template reaches outside its namespace: ${outside.map((p) => `${p.path}: ${p.message}`).join('; ')}`);
-  await submitBackup(
+  const submitted = await submitBackup(
     { state, flowProducer: rt.flowProducer, queuePrefix, now: clock.now },
     {
       name: backup,
@@ -72,6 +72,8 @@ export async function processRunSchedule(rt: PipelineRuntime, job: Job): Promise
     },
   );
   await store.recordBackup(record.name, backup, tickMs, clock.now());
+  // Another run of this tick made it between the check above and here: it started the backup, not this one.
+  if (!submitted.created) return { outcome: 'exists', backup };
   log.info({ tickMs }, 'scheduled backup started');
   return { outcome: 'started', backup };
 }
