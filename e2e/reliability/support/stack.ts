@@ -26,7 +26,7 @@ import { FileSystemStorage, type ObjectStore, openObjectStore } from '../../../p
 import {
   type DeployedIdentities,
   deployIdentities,
-  getFreePort,
+  listeningPort,
   REPO_ROOT,
   type RedisCluster,
   type RedisServer,
@@ -94,18 +94,24 @@ export async function waitFor<T>(
   }
 }
 
-/** Starts a service process and waits until its /readyz answers 200 (tsx starts can take 20 s here). */
+/**
+ * Starts a service process and waits until its /readyz answers 200 (tsx starts can take 20 s here).
+ * It runs with PORT=0 and its port is the one it then listens on (read from /proc): the kernel picks
+ * it at the bind. A port probed free first and handed to the child was free only until another
+ * process bound it, and on a shared machine one did in the seconds a start takes — the child then
+ * exited with EADDRINUSE, or the readiness probe got its 200 from the other process's server and the
+ * test talked to a stranger.
+ */
 export async function spawnService(
   kind: ServiceKind,
   name: string,
   env: Record<string, string>,
   readyTimeoutMs = 90_000,
 ): Promise<ServiceProcess> {
-  const port = await getFreePort();
   const output: string[] = [];
   const child = spawnEntryPoint(MAINS[kind], {
     cwd: REPO_ROOT,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', LOG_LEVEL: 'warn', ...env, PORT: String(port) },
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', LOG_LEVEL: 'warn', ...env, PORT: '0' },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
   });
@@ -131,11 +137,34 @@ export async function spawnService(
   const killOnExit = () => killGroup('SIGKILL');
   process.once('exit', killOnExit);
   void exited.then(() => process.off('exit', killOnExit));
-  const proc: ServiceProcess = {
+  let port: number | undefined;
+  try {
+    await waitFor(
+      `${name} to be ready`,
+      async () => {
+        if (child.exitCode !== null || child.signalCode !== null) {
+          throw new Error(`${name} exited with ${child.exitCode ?? child.signalCode} before it was ready:\n${output.join('')}`);
+        }
+        port ??= await listeningPort(pid);
+        if (port === undefined) return undefined;
+        const ok = await fetch(`http://127.0.0.1:${port}/readyz`)
+          .then((r) => r.status === 200)
+          .catch(() => false);
+        return ok ? true : undefined;
+      },
+      readyTimeoutMs,
+      250,
+    );
+  } catch (err) {
+    // Once it has exited its pid may be another process's (pid numbers wrap): signal only a live child.
+    if (child.exitCode === null && child.signalCode === null) killGroup('SIGKILL');
+    throw new Error(`${(err as Error).message}\n${output.join('').slice(-4_000)}`, { cause: err });
+  }
+  return {
     kind,
     name,
     pid,
-    port,
+    port: port as number,
     child,
     output,
     exited,
@@ -154,24 +183,6 @@ export async function spawnService(
     },
     fdCount: async () => (await readdir(`/proc/${pid}/fd`)).length,
   };
-  try {
-    await waitFor(
-      `${name} to be ready`,
-      async () => {
-        if (child.exitCode !== null) throw new Error(`${name} exited with ${child.exitCode} before it was ready:\n${output.join('')}`);
-        const ok = await fetch(`http://127.0.0.1:${port}/readyz`)
-          .then((r) => r.status === 200)
-          .catch(() => false);
-        return ok ? true : undefined;
-      },
-      readyTimeoutMs,
-      250,
-    );
-  } catch (err) {
-    killGroup('SIGKILL');
-    throw new Error(`${(err as Error).message}\n${output.join('').slice(-4_000)}`, { cause: err });
-  }
-  return proc;
 }
 
 export interface StackOptions {

@@ -80,7 +80,7 @@ export async function startEmbeddedRedis(opts: EmbeddedRedisOptions = {}): Promi
       proc.once('exit', (code) => resolve(new Error(`redis-server exited with code ${code} (see ${dir}/redis.log)`)));
     });
     child = proc;
-    const ready = waitForPing(p, startTimeoutMs);
+    const ready = waitForPing(p, startTimeoutMs, proc.pid);
     let first: Error | undefined;
     try {
       first = await Promise.race([ready.then(() => undefined), exited]);
@@ -143,14 +143,19 @@ export async function startEmbeddedRedis(opts: EmbeddedRedisOptions = {}): Promi
   };
 }
 
-async function waitForPing(port: number, timeoutMs: number): Promise<void> {
+/**
+ * Resolves once the redis-server `pid` answers PING on `port`. Another process's server on that
+ * port (it bound the port between the probe and our bind; ours then exits) is not ours: its PONG
+ * does not count, so the caller sees our exit and tries another port.
+ */
+async function waitForPing(port: number, timeoutMs: number, pid: number | undefined): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const client = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
     client.on('error', () => {});
     try {
       await client.connect();
-      if ((await client.ping()) === 'PONG') return;
+      if ((await client.ping()) === 'PONG' && (pid === undefined || serverPid(await client.info('server')) === pid)) return;
     } catch {
       // not up yet
     } finally {
@@ -159,4 +164,10 @@ async function waitForPing(port: number, timeoutMs: number): Promise<void> {
     if (Date.now() > deadline) throw new Error(`redis-server on port ${port} did not answer within ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, 25));
   }
+}
+
+/** `process_id` of an `INFO server` reply. */
+function serverPid(info: string): number | undefined {
+  const match = /^process_id:(\d+)/m.exec(info);
+  return match ? Number(match[1]) : undefined;
 }

@@ -9,6 +9,7 @@ export {
   requestServiceAccountToken,
   STOWAGE_NAMESPACE,
 } from './deployed-identities.js';
+export { listeningPort, listeningPorts } from './listening-ports.js';
 export { type RedisCluster, type RedisClusterNode, type RedisClusterOptions, startRedisCluster } from './redis-cluster.js';
 export { type RedisServer, type RedisServerOptions, startRedisServer, uniquePrefix, useTestRedis } from './redis-server.js';
 export {

@@ -96,7 +96,7 @@ export async function startRedisCluster(opts: RedisClusterOptions = {}): Promise
         proc.once('exit', (code) => resolve(new Error(`redis-server on ${port} exited with code ${code} (see ${nodeDir}/redis.log)`)));
       });
       const outcome = await Promise.race([
-        ping(port, 10_000).then(
+        ping(port, 10_000, proc.pid).then(
           () => undefined,
           (err: Error) => err,
         ),
@@ -206,8 +206,17 @@ async function withClient<T>(port: number, fn: (c: Redis) => Promise<T>): Promis
   }
 }
 
-async function ping(port: number, timeoutMs: number): Promise<void> {
-  await waitFor(timeoutMs, () => withClient(port, async (c) => (await c.ping()) === 'PONG').catch(() => false));
+/**
+ * Waits until the redis-server `pid` answers on `port`: another process's server that bound the
+ * port between the probe and our bind (ours then exits) does not count.
+ */
+async function ping(port: number, timeoutMs: number, pid: number | undefined): Promise<void> {
+  await waitFor(timeoutMs, () =>
+    withClient(
+      port,
+      async (c) => (await c.ping()) === 'PONG' && /^process_id:(\d+)/m.exec(await c.info('server'))?.[1] === String(pid),
+    ).catch(() => false),
+  );
 }
 
 async function clusterInfo(port: number): Promise<Record<string, string>> {

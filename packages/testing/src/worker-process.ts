@@ -1,5 +1,5 @@
 import type { ChildProcess } from 'node:child_process';
-import { getFreePort } from '@stowage/platform';
+import { listeningPort } from './listening-ports.js';
 import { REPO_ROOT, spawnService } from './service-process.js';
 
 const WORKER_MAIN = 'services/worker/src/main.ts';
@@ -14,24 +14,28 @@ export interface WorkerProcess {
 
 /**
  * Spawns a real worker process (a test of any package can run the worker service as it runs in production, from source: spawnService)
- * with the given env and waits until /readyz answers 200.
+ * with the given env and waits until /readyz answers 200. It runs with PORT=0, and its port is the one it then listens on: a port
+ * probed free before the spawn can be bound by another process before the worker binds it (listening-ports.ts).
  */
 export async function spawnWorker(env: Record<string, string>, readyTimeoutMs = 30_000): Promise<WorkerProcess> {
-  const port = await getFreePort();
   const output: string[] = [];
   const child = spawnService(WORKER_MAIN, {
     cwd: REPO_ROOT,
-    env: { ...process.env, LOG_LEVEL: 'warn', ...env, PORT: String(port) },
+    env: { ...process.env, LOG_LEVEL: 'warn', ...env, PORT: '0' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   child.stdout?.on('data', (d: Buffer) => output.push(d.toString()));
   child.stderr?.on('data', (d: Buffer) => output.push(d.toString()));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const until = Date.now() + readyTimeoutMs;
+  let port: number | undefined;
   for (;;) {
-    const ok = await fetch(`http://127.0.0.1:${port}/readyz`)
-      .then((r) => r.status === 200)
-      .catch(() => false);
+    if (child.pid !== undefined) port ??= await listeningPort(child.pid);
+    const ok =
+      port !== undefined &&
+      (await fetch(`http://127.0.0.1:${port}/readyz`)
+        .then((r) => r.status === 200)
+        .catch(() => false));
     if (ok) break;
     if (child.exitCode !== null) throw new Error(`worker exited with ${child.exitCode} before it was ready:\n${output.join('')}`);
     if (Date.now() > until) {
@@ -42,7 +46,7 @@ export async function spawnWorker(env: Record<string, string>, readyTimeoutMs = 
   }
   return {
     child,
-    port,
+    port: port as number,
     output,
     async stop() {
       if (child.exitCode !== null) return child.exitCode;
