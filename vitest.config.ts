@@ -17,8 +17,11 @@ export default defineConfig({
       'scripts/**/*.test.ts',
     ],
     exclude: ['**/node_modules/**', '**/dist/**'],
-    testTimeout: 30_000,
-    hookTimeout: 60_000,
+    // How long a test may run before it is called hung. Integration tests start real processes
+    // (redis-server, the simulator, the services); on a loaded 2-core machine one that takes 10 s
+    // quietly can take 40 s, so the bound is generous. Speed is measured in benchmarks, never here (CONTRIBUTING.md).
+    testTimeout: 120_000,
+    hookTimeout: 180_000,
     pool: 'forks',
     reporters: ['default', './scripts/summary-reporter.ts'],
   },
