@@ -62,6 +62,12 @@ async function signIn(token: string): Promise<Page> {
   return page;
 }
 
+/**
+ * How long the page may take to show the API's answer to what it just sent (a form's POST): the
+ * bound of expect.poll, whose own default (1 s) a loaded machine's round trip can exceed.
+ */
+const SHOWN = { timeout: 30_000 };
+
 /** The backups list's rows as [name, namespace], once they are `expected` (polled: the list refreshes). */
 async function listedBackups(page: Page, expected: string[][]): Promise<void> {
   await page.goto(`${stack.apiUrl}/ui#/`);
@@ -128,12 +134,12 @@ describe('the console for two teams, each with its own Kubernetes token', () => 
     await form.getByLabel('In namespace', { exact: true }).fill('media');
     await form.getByRole('button', { name: 'Start backup' }).click();
     await expect
-      .poll(() => formError.textContent())
+      .poll(() => formError.textContent(), SHOWN)
       .toBe('Refused: User "alice" cannot create resource "backups" in API group "stowage.dev" in the namespace "media"');
     await form.getByLabel('In namespace', { exact: true }).fill('');
     await form.getByRole('button', { name: 'Start backup' }).click();
     await expect
-      .poll(() => formError.textContent())
+      .poll(() => formError.textContent(), SHOWN)
       .toBe('Refused: User "alice" cannot create resource "clusterbackups" in API group "stowage.dev" at the cluster scope');
     expect((await call(`/v1/backups/${runKey('media', 'shop-cm')}`)).status).toBe(404);
     expect((await call('/v1/backups/shop-cm')).status).toBe(404);
@@ -155,7 +161,7 @@ describe('the console for two teams, each with its own Kubernetes token', () => 
     await restore.getByLabel('Namespace mapping').fill('shop:media');
     await restore.getByRole('button', { name: 'Restore' }).click();
     await expect
-      .poll(() => restore.locator('.form-error').textContent())
+      .poll(() => restore.locator('.form-error').textContent(), SHOWN)
       .toBe('Refused: User "alice" cannot create resource "configmaps" in API group "" in the namespace "media"');
     expect((await call('/v1/restores')).body.items).toEqual([]);
 
