@@ -15,7 +15,7 @@ import {
 } from '@stowage/pipeline';
 import { createWorkerConnection, QueueName, type RedisClient } from '@stowage/queue';
 import { FileSystemStorage } from '@stowage/storage';
-import { deployIdentities, getFreePort, spawnService, uniquePrefix, useTestRedis } from '@stowage/testing';
+import { deployIdentities, listeningPort, spawnService, uniquePrefix, useTestRedis } from '@stowage/testing';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CONTROLLER_LEASE } from '../src/resources/controller.js';
@@ -78,7 +78,8 @@ describe('the controller fails over: a SIGKILLed leader, another replica, one ru
   const replicas: Replica[] = [];
 
   const startReplica = async (env: Record<string, string>): Promise<Replica> => {
-    const port = await getFreePort();
+    // PORT=0: it binds a port of the kernel's choosing, read back from /proc (a port probed free
+    // before the spawn may be another process's by the time the replica binds it).
     const child = spawnService('src/main.ts', {
       cwd: API_DIR,
       env: {
@@ -86,7 +87,7 @@ describe('the controller fails over: a SIGKILLed leader, another replica, one ru
         HOME: process.env.HOME ?? '/tmp',
         LOG_LEVEL: 'warn',
         ...env,
-        PORT: String(port),
+        PORT: '0',
         HOST: '127.0.0.1',
       },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -98,10 +99,13 @@ describe('the controller fails over: a SIGKILLed leader, another replica, one ru
     child.stderr?.on('data', (d) => {
       out += String(d);
     });
-    const replica = { child, url: `http://127.0.0.1:${port}`, out: () => out, exited: new Promise((r) => child.once('exit', r)) };
+    const replica = { child, url: '', out: () => out, exited: new Promise((r) => child.once('exit', r)) };
     replicas.push(replica);
     await waitFor('an api replica to be ready', async () => {
       if (child.exitCode !== null) throw new Error(`api exited: ${out}`);
+      const port = await listeningPort(child.pid as number);
+      if (port === undefined) return undefined;
+      replica.url = `http://127.0.0.1:${port}`;
       return (await fetch(`${replica.url}/readyz`)).ok ? true : undefined;
     }).catch((err: Error) => {
       throw new Error(`${err.message}\n${out}`);

@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { createKubeClients, createPvbClient, type PvbClient, pvbLabels } from '@stowage/kube';
 import { type Simulator, startSimulator } from '@stowage/kube-sim';
 import { NodeAgentRegistry, statePrefixFor } from '@stowage/pipeline';
-import { getFreePort, type RedisServer, spawnService, startRedisServer, uniquePrefix } from '@stowage/testing';
+import { listeningPort, type RedisServer, spawnService, startRedisServer, uniquePrefix } from '@stowage/testing';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LOST_IN_FLIGHT_REASON } from '../src/backup-sync.js';
@@ -146,9 +146,9 @@ describe('disaster recovery: a fresh api on the same storage, with Redis’s dat
   const prefix = uniquePrefix();
   const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
 
+  // Services bind PORT=0, a port of the kernel's choosing (the api's read back from /proc): a port
+  // probed free before the spawn may be another process's by the time the service binds it.
   const startApi = async () => {
-    const port = await getFreePort();
-    apiUrl = `http://127.0.0.1:${port}`;
     api = startService(API_DIR, {
       REDIS_URL: redis.url,
       KUBECONFIG: sim.kubeconfigPath,
@@ -156,7 +156,7 @@ describe('disaster recovery: a fresh api on the same storage, with Redis’s dat
       STOWAGE_API_TOKENS: TOKEN,
       STOWAGE_QUEUE_PREFIX: prefix,
       STOWAGE_BACKUP_SYNC_INTERVAL_MS: '500',
-      PORT: String(port),
+      PORT: '0',
       HOST: '127.0.0.1',
     });
     const started = api;
@@ -164,6 +164,9 @@ describe('disaster recovery: a fresh api on the same storage, with Redis’s dat
       'the api to be ready',
       async () => {
         if (started.child.exitCode !== null) throw new Error(`api exited: ${started.out()}`);
+        const port = await listeningPort(started.child.pid as number);
+        if (port === undefined) return undefined;
+        apiUrl = `http://127.0.0.1:${port}`;
         return (await fetch(`${apiUrl}/readyz`)).ok ? true : undefined;
       },
       90_000,
@@ -224,13 +227,12 @@ describe('disaster recovery: a fresh api on the same storage, with Redis’s dat
   it('lists, describes, replays and restores from a finished backup known to storage alone, and lists, describes and replays a restore of the first install; a backup cut off mid-way is Failed, never finished; a backup deleted from storage leaves the catalogue', async () => {
     // ---- the first install: a backup runs to Completed, another is cut off mid-way ----
     await startApi();
-    const workerPort = await getFreePort();
     worker = startService(WORKER_DIR, {
       REDIS_URL: redis.url,
       KUBECONFIG: sim.kubeconfigPath,
       STOWAGE_STORAGE: storageDir,
       STOWAGE_QUEUE_PREFIX: prefix,
-      PORT: String(workerPort),
+      PORT: '0',
       HOST: '127.0.0.1',
     });
     const control = new Redis(redis.url);
@@ -347,13 +349,12 @@ describe('disaster recovery: a fresh api on the same storage, with Redis’s dat
       // from the cluster, comes back from the backup that only storage remembered.
       const kube = createKubeClients({ kubeconfigPath: sim.kubeconfigPath });
       await kube.core.deleteNamespacedConfigMap({ name: 'settings', namespace: 'shop' });
-      const freshWorkerPort = await getFreePort();
       worker = startService(WORKER_DIR, {
         REDIS_URL: redis.url,
         KUBECONFIG: sim.kubeconfigPath,
         STOWAGE_STORAGE: storageDir,
         STOWAGE_QUEUE_PREFIX: prefix,
-        PORT: String(freshWorkerPort),
+        PORT: '0',
         HOST: '127.0.0.1',
       });
       const restore = await call('/v1/restores', {

@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import type { DryRunPlan } from '@stowage/core';
 import { demoFixturePath, type Simulator, startSimulator } from '@stowage/kube-sim';
 import { NodeAgentRegistry, statePrefixFor } from '@stowage/pipeline';
-import { getFreePort, spawnService, uniquePrefix, useTestRedis } from '@stowage/testing';
+import { listeningPort, spawnService, uniquePrefix, useTestRedis } from '@stowage/testing';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHooksQueueWorkers } from './hooks-queue-workers.js';
@@ -111,8 +111,8 @@ beforeAll(async () => {
   // The backup-level hooks of the real backup below run in a backup worker's job, as deployed.
   hookWorkers = startHooksQueueWorkers({ redisUrl: redis.url, prefix, kubeconfigPath: sim.kubeconfigPath, storageDir });
 
-  const port = await getFreePort();
-  base = `http://127.0.0.1:${port}`;
+  // PORT=0: the api binds a port of the kernel's choosing, read back from /proc (listeningPort): a
+  // port probed free before the spawn may be another process's by the time the api binds it.
   api = spawnService('src/main.ts', {
     cwd: SERVICE_DIR,
     env: {
@@ -123,7 +123,7 @@ beforeAll(async () => {
       STOWAGE_STORAGE: storageDir,
       STOWAGE_API_TOKENS: TOKEN,
       STOWAGE_QUEUE_PREFIX: prefix,
-      PORT: String(port),
+      PORT: '0',
       LOG_LEVEL: 'warn',
     },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -140,6 +140,9 @@ beforeAll(async () => {
     'the api process to be ready',
     async () => {
       if (api?.exitCode !== null) throw new Error(`api exited: ${apiOut}`);
+      const port = await listeningPort(api.pid as number);
+      if (port === undefined) return undefined;
+      base = `http://127.0.0.1:${port}`;
       const ok = await fetch(`${base}/readyz`).then(
         (r) => r.status === 200,
         () => false,

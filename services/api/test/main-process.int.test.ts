@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type Simulator, startSimulator } from '@stowage/kube-sim';
-import { getFreePort, spawnService, uniquePrefix, useTestRedis } from '@stowage/testing';
+import { listeningPort, spawnService, uniquePrefix, useTestRedis } from '@stowage/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const SERVICE_DIR = fileURLToPath(new URL('..', import.meta.url));
@@ -69,25 +69,30 @@ describe('src/main.ts as a process', () => {
   }, 60_000);
 
   it('serves, keeps tokens out of its logs, and shuts down cleanly on SIGTERM', async () => {
-    const port = await getFreePort();
+    // PORT=0: it binds a port of the kernel's choosing, read back from /proc (a port probed free
+    // before the spawn may be another process's by the time main binds it).
     const run = runMain({
       REDIS_URL: redis.url,
       KUBECONFIG: sim.kubeconfigPath,
       STOWAGE_STORAGE: storage,
       STOWAGE_API_TOKENS: `${TOKEN},another-token-abcdef0123`,
       STOWAGE_QUEUE_PREFIX: uniquePrefix(),
-      PORT: String(port),
+      PORT: '0',
       LOG_LEVEL: 'debug',
     });
     try {
-      const base = `http://127.0.0.1:${port}`;
+      let base = '';
       await within(
         (async () => {
           for (;;) {
-            const ok = await fetch(`${base}/readyz`).then(
-              (r) => r.status === 200,
-              () => false,
-            );
+            const port = await listeningPort(run.child.pid as number);
+            if (port !== undefined) base = `http://127.0.0.1:${port}`;
+            const ok =
+              base !== '' &&
+              (await fetch(`${base}/readyz`).then(
+                (r) => r.status === 200,
+                () => false,
+              ));
             if (ok) return;
             if (run.child.exitCode !== null) throw new Error(`main exited: ${run.out()}`);
             await new Promise((r) => setTimeout(r, 200));
