@@ -4,7 +4,7 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { type EmbeddedRedis, getFreePort, PlatformError, PlatformErrorCode, startEmbeddedRedis } from '@stowage/platform';
+import { type EmbeddedRedis, PlatformError, PlatformErrorCode, startEmbeddedRedis } from '@stowage/platform';
 import { ObjectStoreBackend, Repository } from '@stowage/repository';
 import { S3Storage } from '@stowage/storage';
 import { type S3Server, startS3Server } from '@stowage/testing';
@@ -154,30 +154,38 @@ export async function runDemo(
       STOWAGE_STORAGE: storageDir,
       STOWAGE_QUEUE_PREFIX: `{stowage-demo-${runId}}`,
       STOWAGE_NAMESPACE: 'stowage',
-      LOG_LEVEL: env.LOG_LEVEL ?? 'info',
+      // At least info: each service's "listening" line is how the demo learns its port.
+      LOG_LEVEL: env.LOG_LEVEL === 'debug' || env.LOG_LEVEL === 'trace' ? env.LOG_LEVEL : 'info',
       STOWAGE_SHUTDOWN_TIMEOUT_MS: '10000',
       // With S3: STOWAGE_STORAGE=s3://stowage-demo, the endpoint and its credentials (AWS_*).
       ...(s3 ? s3.env : {}),
     });
-    const onLine = opts.verbose ? (name: string, line: string) => io.stderr.write(`[${name}] ${line}\n`) : undefined;
+    const verboseLine = opts.verbose ? (name: string, line: string) => io.stderr.write(`[${name}] ${line}\n`) : undefined;
     /** The bearer token each process's kubeconfig sends, by process name. */
     const tokenOf = new Map<string, string | undefined>();
     const startService = async (name: string, main: string, extra: Record<string, string>, kubeToken: string | undefined) => {
       tokenOf.set(name, kubeToken);
-      const port = await getFreePort();
+      // PORT=0: each service binds a port of its own and names it in its "listening" line. A port
+      // picked free here and handed over would be free only until the service (tens of seconds
+      // of startup on a loaded machine later) binds it: another process could take it meanwhile,
+      // answer the readiness check in its place, and the service would stop on EADDRINUSE.
+      const listening = new ListeningPort();
       const p = new ManagedProcess({
         name,
         command: process.execPath,
         args: ['--conditions=@stowage/source', '--import', TSX_LOADER, join(REPO_ROOT, main)],
         // The demo's services answer on this machine only (its token is printed on screen).
-        env: { ...base, ...extra, PORT: String(port), HOST: '127.0.0.1' },
+        env: { ...base, ...extra, PORT: '0', HOST: '127.0.0.1' },
         cwd: REPO_ROOT,
         logFile: join(logDir, `${name}.log`),
-        ...(onLine ? { onLine } : {}),
+        onLine: (from, line) => {
+          listening.look(line);
+          verboseLine?.(from, line);
+        },
       });
       processes.push(p);
       registerProcess(p);
-      return { p, port };
+      return { p, listening };
     };
     cleanup.add('services', async () => {
       // Stop them all at once (each shuts down gracefully), API and workers first in spirit.
@@ -213,7 +221,7 @@ export async function runDemo(
       `• identities: k8s/overlays/dev's ServiceAccounts and RBAC applied (${ids.applied.length} objects); each service runs as its own account`,
     );
     say(`• starting ${cluster.nodes.length} node agents, ${opts.workers} workers, a restore worker and the API (logs in ${logDir})`);
-    const started: Array<{ p: ManagedProcess; port: number }> = [];
+    const started: Array<{ p: ManagedProcess; listening: ListeningPort }> = [];
     for (const node of cluster.nodes) {
       started.push(
         await startService(
@@ -260,8 +268,8 @@ export async function runDemo(
     );
     started.push(api);
     const readyFrom = Date.now();
-    await Promise.all(started.map(({ p, port }) => waitReady(p, port, 120_000, signal)));
-    const apiUrl = `http://127.0.0.1:${api.port}`;
+    const ports = await Promise.all(started.map(({ p, listening }) => waitReady(p, listening, 120_000, signal)));
+    const apiUrl = `http://127.0.0.1:${ports[started.indexOf(api)]}`;
     say(`• ${started.length} processes ready in ${formatDuration(Date.now() - readyFrom)}; API at ${apiUrl}`);
     const identityOf = new Map<string, string>();
     for (const p of processes) identityOf.set(p.name, await whoIs(cluster, tokenOf.get(p.name)));
@@ -406,22 +414,47 @@ async function exists(path: string): Promise<boolean> {
   }
 }
 
-async function waitReady(p: ManagedProcess, port: number, timeoutMs: number, signal: AbortSignal): Promise<void> {
+/** The log lines in which a service names the port it listens on (pino JSON with `port`). */
+const LISTENING_MESSAGES: ReadonlySet<string> = new Set(['api started', 'worker started', 'node agent listening']);
+
+/** The port a service started with PORT=0 says it listens on, from its own log line. */
+export class ListeningPort {
+  port: number | undefined;
+
+  look(line: string): void {
+    if (this.port !== undefined || !line.startsWith('{') || !line.includes('"port"')) return;
+    try {
+      const entry = JSON.parse(line) as { msg?: unknown; port?: unknown };
+      if (typeof entry.msg === 'string' && LISTENING_MESSAGES.has(entry.msg) && typeof entry.port === 'number' && entry.port > 0)
+        this.port = entry.port;
+    } catch {
+      // not a log line of the service's own
+    }
+  }
+}
+
+/** Waits until the service named its port and answers GET /readyz there with 200; returns the port. */
+async function waitReady(p: ManagedProcess, listening: ListeningPort, timeoutMs: number, signal: AbortSignal): Promise<number> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (signal.aborted) throw new CliError(CliErrorCode.demoFailed, 'interrupted while the services were starting');
-    if (p.hasExited) throw new CliError(CliErrorCode.demoFailed, `${p.name} stopped while starting`);
-    const ok = await fetch(`http://127.0.0.1:${port}/readyz`, { signal: AbortSignal.timeout(2_000) })
-      .then(async (r) => {
-        await r.body?.cancel();
-        return r.status === 200;
-      })
-      .catch(() => false);
-    if (ok) return;
+    if (p.hasExited) throw new CliError(CliErrorCode.demoFailed, `${p.name} stopped while starting; see ${p.logFile}`);
+    const port = listening.port;
+    const ok =
+      port !== undefined &&
+      (await fetch(`http://127.0.0.1:${port}/readyz`, { signal: AbortSignal.timeout(2_000) })
+        .then(async (r) => {
+          await r.body?.cancel();
+          return r.status === 200;
+        })
+        .catch(() => false));
+    if (ok) return port;
     if (Date.now() > deadline)
       throw new CliError(
         CliErrorCode.demoFailed,
-        `${p.name} was not ready within ${timeoutMs / 1000} s (GET /readyz on port ${port}); see ${p.logFile}`,
+        port === undefined
+          ? `${p.name} did not say which port it listens on within ${timeoutMs / 1000} s; see ${p.logFile}`
+          : `${p.name} was not ready within ${timeoutMs / 1000} s (GET /readyz on port ${port}); see ${p.logFile}`,
       );
     await new Promise((r) => setTimeout(r, 200));
   }
