@@ -42,8 +42,9 @@ const fixture = {
       metadata: { name: 'sim-snap', annotations: { 'snapshot.storage.kubernetes.io/is-default-class': 'true' } },
       driver: 'sim.csi.stowage.dev',
       deletionPolicy: 'Delete',
-      // Cut at once, ready to use seconds later (a provider's upload): the window between cut and upload.
-      parameters: { [SIM_SNAPSHOT_PARAMETERS.readyDelayMs]: '4000' },
+      // Cut at once, ready to use only when the test says (a provider's upload): the window between
+      // cut and upload is the test's to choose, whatever the machine's load.
+      parameters: { [SIM_SNAPSHOT_PARAMETERS.holdReady]: 'true' },
     },
     // 6 MiB: at ~1 MiB/s its upload lasts seconds, long enough to be cut off.
     claim('data', [{ path: 'chunk-{i}.bin', size: 256 * 1024, count: 24, seed: 'data-{i}' }]),
@@ -112,6 +113,21 @@ describe('the snapshot data mover survives SIGKILLs', () => {
     expect(res.status, await res.clone().text()).toBe(201);
   };
 
+  /** Both volumes' snapshots of the backup cut, and not ready to use (held by the simulator). */
+  const waitForCuts = (backup: string) =>
+    waitFor(
+      'the snapshots cut',
+      async () => {
+        const snaps = await stack.kube.requestJson<{ items: VolumeSnapshot[] }>({ path: `${SNAPSHOTS}/namespaces/shop/volumesnapshots` });
+        const ours = snaps.items.filter((s) => s.metadata.labels?.['stowage.dev/backup-name'] === backup);
+        return ours.length === MOVED_VOLUMES && ours.every((s) => s.status?.creationTime && s.status.readyToUse !== true)
+          ? true
+          : undefined;
+      },
+      120_000,
+      50,
+    );
+
   /** What every run must leave: the backup whole, each volume once in the repository, nothing temporary. */
   async function expectMovedOnce(name: string, since: number) {
     const rec = await waitForBackupEnd(stack.state, name, 180_000);
@@ -153,6 +169,8 @@ describe('the snapshot data mover survives SIGKILLs', () => {
   it('a node agent SIGKILLed mid-upload: a new one finishes the upload, once', async () => {
     const since = Date.now();
     await submit('agent-killed');
+    await waitForCuts('agent-killed');
+    expect(stack.sim.releaseSnapshots()).toBe(MOVED_VOLUMES);
     const copying = await waitFor(
       'a DataUpload copying',
       async () =>
@@ -173,14 +191,14 @@ describe('the snapshot data mover survives SIGKILLs', () => {
     const since = Date.now();
     await submit('worker-killed');
     // Cut (creationTime set) and not yet ready to use: no DataUpload can exist yet.
+    await waitForCuts('worker-killed');
+    // The post hooks ran at the cut and their run is recorded: a hook cut off mid-run would run again
+    // (at least once, by design), so the kill comes after the record, while the data still waits.
     await waitFor(
-      'the snapshots cut',
+      'the post hooks recorded as run at the cut',
       async () => {
-        const snaps = await stack.kube.requestJson<{ items: VolumeSnapshot[] }>({ path: `${SNAPSHOTS}/namespaces/shop/volumesnapshots` });
-        const ours = snaps.items.filter((s) => s.metadata.labels?.['stowage.dev/backup-name'] === 'worker-killed');
-        return ours.length === MOVED_VOLUMES && ours.every((s) => s.status?.creationTime && s.status.readyToUse !== true)
-          ? true
-          : undefined;
+        const blocks = await stack.state.getBlocks('worker-killed', await stack.state.blockIds('worker-killed'));
+        return blocks.some((b) => b?.postHooksDone !== undefined) ? true : undefined;
       },
       120_000,
       50,
@@ -188,6 +206,7 @@ describe('the snapshot data mover survives SIGKILLs', () => {
     await worker.killHard();
     expect(await uploadsOf('worker-killed')).toHaveLength(0);
     worker = await stack.spawn('worker', 'worker-2');
+    expect(stack.sim.releaseSnapshots()).toBe(MOVED_VOLUMES);
     await expectMovedOnce('worker-killed', since);
   }, 300_000);
 });

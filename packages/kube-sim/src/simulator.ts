@@ -124,6 +124,8 @@ export interface Simulator {
   releaseExecs(namespace: string, pod: string): number;
   /** Volume directories of a pod (emptyDir and PVC-backed), as laid out on disk. */
   podVolumes(namespace: string, pod: string): PodVolumeDir[];
+  /** Marks ready every snapshot cut under a class with `sim.stowage.dev/hold-ready`; returns how many. */
+  releaseSnapshots(): number;
   /** Where a snapshot's point-in-time copy is (`status.snapshotHandle` of its VolumeSnapshotContent). */
   snapshotDataPath(handle: string): string;
   /** Whether a snapshot's cut clones files (reflinks on this filesystem) or copies every byte. */
@@ -401,6 +403,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     setExecBehaviour: (namespace, pod, behaviour) => control.setExecBehaviour(namespace, pod, behaviour),
     releaseExecs: (namespace, pod) => control.releaseExecs(namespace, pod),
     podVolumes: (namespace, pod) => control.volumes(namespace, pod),
+    releaseSnapshots: () => controllers.snapshots.releaseHeld(),
     snapshotDataPath: (handle) => controllers.disks.snapshotPath(handle),
     cutMode,
     setNodeAgents: (nodes) => control.setNodeAgents(nodes),

@@ -40,6 +40,8 @@ export const DEFAULT_SNAPSHOT_CLASS_ANNOTATION = 'snapshot.storage.kubernetes.io
 export const SIM_SNAPSHOT_PARAMETERS = Object.freeze({
   /** Milliseconds from the cut to `readyToUse: true`. */
   readyDelayMs: 'sim.stowage.dev/ready-delay-ms',
+  /** "true": cut, then not ready until the test calls `releaseSnapshots()` (a window it controls). */
+  holdReady: 'sim.stowage.dev/hold-ready',
   /** Every cut of the class fails with this message. */
   failCut: 'sim.stowage.dev/fail-cut',
 });
@@ -98,6 +100,8 @@ export interface ReadySnapshot {
 export class SnapshotController {
   private readonly state: ClusterState;
   private readonly timers = new Set<NodeJS.Timeout>();
+  /** Snapshots cut under a `holdReady` class, each waiting for `releaseHeld()`. */
+  private readonly held: Array<() => void> = [];
   /** When each snapshot handle was cut (nanoseconds), for pre-provisioned contents naming it. */
   private readonly cutAt = new Map<string, bigint>();
   private closed = false;
@@ -311,7 +315,8 @@ export class SnapshotController {
     const restoreSize = Math.max(capacity ?? 0, bytes);
     const delayParameter = Number(parameters[SIM_SNAPSHOT_PARAMETERS.readyDelayMs]);
     const delayMs = Number.isFinite(delayParameter) && delayParameter >= 0 ? delayParameter : (this.options.readyDelayMs ?? 0);
-    const ready = delayMs <= 0;
+    const held = str(parameters[SIM_SNAPSHOT_PARAMETERS.holdReady]) === 'true';
+    const ready = delayMs <= 0 && !held;
     this.writeContentStatus(contentName, { snapshotHandle: handle, creationTime: Number(cutAtNs), readyToUse: ready, restoreSize });
     this.writeSnapshotStatus(namespace, name, {
       boundVolumeSnapshotContentName: contentName,
@@ -320,8 +325,7 @@ export class SnapshotController {
       restoreSize: String(restoreSize),
     });
     if (ready) return;
-    const timer = setTimeout(() => {
-      this.timers.delete(timer);
+    const markReady = () => {
       if (this.closed) return;
       try {
         this.writeContentStatus(contentName, { readyToUse: true });
@@ -332,9 +336,24 @@ export class SnapshotController {
       } catch (error) {
         this.options.warn(`the simulated snapshot controller could not mark ${namespace}/${name} ready: ${String(error)}`);
       }
+    };
+    if (held) {
+      this.held.push(markReady);
+      return;
+    }
+    const timer = setTimeout(() => {
+      this.timers.delete(timer);
+      markReady();
     }, delayMs);
     timer.unref();
     this.timers.add(timer);
+  }
+
+  /** Marks every snapshot cut under a `holdReady` class ready to use; returns how many. */
+  releaseHeld(): number {
+    const held = this.held.splice(0);
+    for (const markReady of held) markReady();
+    return held.length;
   }
 
   // ---- pre-provisioned ------------------------------------------------------------------------
