@@ -15,7 +15,7 @@ import { access, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { type Simulator, startSimulator } from '../packages/kube-sim/src/index.js';
 import {
   type DescribedEntry,
@@ -49,6 +49,8 @@ let redis: RedisServer;
 let s3: S3Server;
 let work: string;
 const processes: ServiceProcess[] = [];
+/** Every process started, kept past its stop: a failure prints what each of them wrote. */
+const startedAll: ServiceProcess[] = [];
 
 interface CliRun {
   code: number;
@@ -91,8 +93,9 @@ async function startInstalled(): Promise<{ process: ServiceProcess; env: Record<
   ]);
   const started: Array<{ process: ServiceProcess; env: Record<string, string> }> = [];
   for (const workload of workloads) {
-    const one = await runWorkload(sim, workload, NODE, { LOG_LEVEL: 'warn' });
+    const one = await runWorkload(sim, workload, NODE, { LOG_LEVEL: 'info' });
     processes.push(one.process);
+    startedAll.push(one.process);
     started.push(one);
   }
   return started[0] as { process: ServiceProcess; env: Record<string, string> };
@@ -127,6 +130,18 @@ afterAll(async () => {
 
 describe('stowage install, a backup and a restore through it, stowage uninstall', { timeout: 600_000 }, () => {
   it('installs with S3 storage and an external Redis; backs up and restores under the installed identities; uninstalls and keeps the bucket; a reinstall restores from it', async () => {
+    // A failure says what the volume operations, the restored pods and every installed process
+    // (the ones uninstall stopped too) did: their info logs are kept in memory, printed only here.
+    onTestFailed(async () => {
+      const ops = await kubectl(sim.kubeconfigPath, 'get', 'podvolumerestores,podvolumebackups', '-A', '-o', 'yaml');
+      console.error(`---- PodVolumeRestores and PodVolumeBackups ----\n${ops.stdout}${ops.stderr}`);
+      const pods = await kubectl(sim.kubeconfigPath, 'get', 'pods', '-A', '-o', 'yaml');
+      console.error(`---- pods ----\n${pods.stdout}${pods.stderr}`);
+      for (const p of startedAll) {
+        const exit = p.child.exitCode ?? p.child.signalCode ?? 'running';
+        console.error(`---- ${p.name} (pid ${p.pid}, ${exit}) ----\n${p.output.join('').slice(-40_000)}`);
+      }
+    });
     const admin = { KUBECONFIG: sim.kubeconfigPath };
     const credentials = join(work, 'credentials');
     await writeFile(
