@@ -11,7 +11,7 @@ export type DeleteBackupResult = { outcome: 'deleted' } | { outcome: 'gone' };
 
 /** A backup whose TTL ran out while it still runs is looked at again this much later. */
 export const EXPIRED_RECHECK_MS = 5 * 60_000;
-/** A backup a user deleted while it ran was asked to cancel; it is looked at again this often. */
+/** A backup a user deleted while it ran was asked to cancel (or its finalize still runs); it is looked at again this often. */
 export const CANCELED_RECHECK_MS = 1_000;
 
 /**
@@ -34,13 +34,18 @@ export async function processDeleteBackup(rt: PipelineRuntime, job: Job, token: 
     throw new DelayedError();
   }
   // Its finished job tree goes first (the record goes last), so a new backup of the same name is
-  // never taken for a re-add of this one.
+  // never taken for a re-add of this one. The phase ends before finalize writes the archive: while
+  // finalize (or a job under it) still runs, its lock holds and nothing is removed (0) — deleting
+  // now would let it write the archive back after the data went. It is looked at again shortly.
+  if ((await rt.backupsQueue.remove(finalizeJobId(record.name), { removeChildren: true })) === 0) {
+    await job.moveToDelayed(clock.now() + CANCELED_RECHECK_MS, token);
+    throw new DelayedError();
+  }
   const metrics = rt.deps.metrics ?? NO_PIPELINE_METRICS;
   const schedule = scheduleOf(record);
   metrics.backupDeletion({ schedule, outcome: 'attempt' });
   let snapshots: Awaited<ReturnType<typeof deleteBackup>>['snapshots'] = [];
   try {
-    await rt.backupsQueue.remove(finalizeJobId(record.name), { removeChildren: true });
     ({ snapshots } = await deleteBackup({ state, storage, pvbs, repository, kube }, record.name));
   } catch (err) {
     metrics.backupDeletion({ schedule, outcome: 'failure' });
