@@ -197,10 +197,14 @@ export async function writeBackupArchive(
     events,
     logLines: logs.length,
   };
-  const own = await countersWithOwnPuts(counters, (c) => [
-    gzipSync(Buffer.from(JSON.stringify({ ...manifest, counters: c }))),
-    ...(metadata ? [Buffer.from(JSON.stringify(metadata(c)))] : []),
-  ]);
+  const own = await countersWithOwnPuts(
+    counters,
+    (c) => [
+      gzipSync(Buffer.from(JSON.stringify({ ...manifest, counters: c }))),
+      ...(metadata ? [Buffer.from(JSON.stringify(metadata(c)))] : []),
+    ],
+    { lastIsJson: metadata !== undefined },
+  );
   await storage.putObject(keys.manifest, own.bodies[0]!);
   if (metadata) await storage.putObject(backupLayout(name).metadata, own.bodies[1]!);
   return { ...manifest, counters: own.counters };

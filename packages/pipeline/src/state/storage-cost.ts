@@ -63,7 +63,8 @@ export function takeCurrentStorageCost(): Array<{ onceKey: string; field: string
  * The run's counters as they stand once finalize has put its archive's last objects, the bodies
  * `encode(counters)` returns, in order: `counters` (what Redis holds), what the current job's meter
  * counted and has not added yet (the archive's other writes), and those puts themselves — one PUT
- * each, of bodies that state their own size (encoded again until the size they state is theirs).
+ * each, of bodies that state their own size (encoded again until the size they state is theirs;
+ * with `lastIsJson`, the last body may end in spaces to get there).
  * Archived with these, a run's storage figures are those its live counters reach once finalize
  * counts its own requests (RunState.archiveAndDrop). Outside a meter nothing is counted, so
  * nothing is added.
@@ -71,6 +72,7 @@ export function takeCurrentStorageCost(): Array<{ onceKey: string; field: string
 export async function countersWithOwnPuts(
   counters: Readonly<Record<string, number>>,
   encode: (counters: Record<string, number>) => Buffer[] | Promise<Buffer[]>,
+  options: { lastIsJson?: boolean } = {},
 ): Promise<{ counters: Record<string, number>; bodies: Buffer[] }> {
   const meter = currentStorageMeter();
   if (!meter) {
@@ -87,7 +89,9 @@ export async function countersWithOwnPuts(
   let puts = 0;
   let own = 0;
   let last: { counters: Record<string, number>; bodies: Buffer[] } | undefined;
-  // Settles in a step or two: the sizes change only when a number gains a digit.
+  // Plain JSON settles in a step or two: its size changes only when a number gains a digit. A
+  // compressed body's size can move either way as a number changes, so the sizes may swing between
+  // two values forever: then a last body that is JSON takes trailing spaces up to the size stated.
   for (let attempt = 0; attempt < 16; attempt++) {
     const candidate = { ...base };
     add(candidate, STORAGE_COUNTER.put, puts);
@@ -96,6 +100,11 @@ export async function countersWithOwnPuts(
     last = { counters: candidate, bodies };
     const size = bodies.reduce((sum, b) => sum + b.length, 0);
     if (size === own && bodies.length === puts) break;
+    if (options.lastIsJson && bodies.length === puts && size < own) {
+      const padded = Buffer.concat([bodies.at(-1)!, Buffer.alloc(own - size, ' ')]);
+      last = { counters: candidate, bodies: [...bodies.slice(0, -1), padded] };
+      break;
+    }
     own = size;
     puts = bodies.length;
   }
