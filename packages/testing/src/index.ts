@@ -32,4 +32,10 @@ export {
 } from './s3-server.js';
 export { REPO_ROOT, spawnService } from './service-process.js';
 export { type DescribedEntry, describeTree, writeVolumeTree } from './volume-tree.js';
-export { spawnWorker, type WorkerProcess } from './worker-process.js';
+export {
+  type ReadyServiceOptions,
+  type ServiceProcess,
+  spawnReadyService,
+  spawnWorker,
+  type WorkerProcess,
+} from './worker-process.js';

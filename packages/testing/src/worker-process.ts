@@ -4,7 +4,7 @@ import { REPO_ROOT, spawnService } from './service-process.js';
 
 const WORKER_MAIN = 'services/worker/src/main.ts';
 
-export interface WorkerProcess {
+export interface ServiceProcess {
   child: ChildProcess;
   port: number;
   output: string[];
@@ -12,16 +12,29 @@ export interface WorkerProcess {
   stop(): Promise<number | null>;
 }
 
+export type WorkerProcess = ServiceProcess;
+
+export interface ReadyServiceOptions {
+  /** The child's whole environment (nothing is inherited); PORT is set to 0. */
+  env: NodeJS.ProcessEnv;
+  /** `main` is relative to it. */
+  cwd: string;
+  readyTimeoutMs: number;
+  /** Names the service in the errors. */
+  name: string;
+}
+
 /**
- * Spawns a real worker process (a test of any package can run the worker service as it runs in production, from source: spawnService)
- * with the given env and waits until /readyz answers 200. It runs with PORT=0, and its port is the one it then listens on: a port
- * probed free before the spawn can be bound by another process before the worker binds it (listening-ports.ts).
+ * Spawns a real service process from source (spawnService) and waits until /readyz answers 200. It runs with PORT=0, and its port
+ * is the one it then listens on: a port probed free before the spawn can be bound by another process before the service binds it
+ * (listening-ports.ts).
  */
-export async function spawnWorker(env: Record<string, string>, readyTimeoutMs = 30_000): Promise<WorkerProcess> {
+export async function spawnReadyService(main: string, options: ReadyServiceOptions): Promise<ServiceProcess> {
+  const { name, readyTimeoutMs } = options;
   const output: string[] = [];
-  const child = spawnService(WORKER_MAIN, {
-    cwd: REPO_ROOT,
-    env: { ...process.env, LOG_LEVEL: 'warn', ...env, PORT: '0' },
+  const child = spawnService(main, {
+    cwd: options.cwd,
+    env: { ...options.env, PORT: '0' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   child.stdout?.on('data', (d: Buffer) => output.push(d.toString()));
@@ -37,10 +50,10 @@ export async function spawnWorker(env: Record<string, string>, readyTimeoutMs = 
         .then((r) => r.status === 200)
         .catch(() => false));
     if (ok) break;
-    if (child.exitCode !== null) throw new Error(`worker exited with ${child.exitCode} before it was ready:\n${output.join('')}`);
+    if (child.exitCode !== null) throw new Error(`${name} exited with ${child.exitCode} before it was ready:\n${output.join('')}`);
     if (Date.now() > until) {
       child.kill('SIGKILL');
-      throw new Error(`worker not ready after ${readyTimeoutMs} ms:\n${output.join('')}`);
+      throw new Error(`${name} not ready after ${readyTimeoutMs} ms:\n${output.join('')}`);
     }
     await new Promise((r) => setTimeout(r, 200));
   }
@@ -57,4 +70,17 @@ export async function spawnWorker(env: Record<string, string>, readyTimeoutMs = 
       return code;
     },
   };
+}
+
+/**
+ * Spawns a real worker process (a test of any package can run the worker service as it runs in production, from source) with the
+ * given env on top of this process's, and waits until it is ready (spawnReadyService).
+ */
+export async function spawnWorker(env: Record<string, string>, readyTimeoutMs = 30_000): Promise<WorkerProcess> {
+  return spawnReadyService(WORKER_MAIN, {
+    cwd: REPO_ROOT,
+    env: { ...process.env, LOG_LEVEL: 'warn', ...env },
+    readyTimeoutMs,
+    name: 'worker',
+  });
 }

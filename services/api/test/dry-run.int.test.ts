@@ -5,20 +5,18 @@
  * key, every storage file), that bad specs get the same 400, and that the plan it shows is the plan
  * a real backup of the same spec stores, read with the same list calls.
  */
-import type { ChildProcess } from 'node:child_process';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { DryRunPlan } from '@stowage/core';
 import { demoFixturePath, type Simulator, startSimulator } from '@stowage/kube-sim';
 import { NodeAgentRegistry, statePrefixFor } from '@stowage/pipeline';
-import { listeningPort, spawnService, uniquePrefix, useTestRedis } from '@stowage/testing';
+import { type ServiceProcess, uniquePrefix, useTestRedis } from '@stowage/testing';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawnApi } from './api-process.js';
 import { startHooksQueueWorkers } from './hooks-queue-workers.js';
 
-const SERVICE_DIR = fileURLToPath(new URL('..', import.meta.url));
 const TOKEN = 'dry-run-token-0123456789abcdef';
 const WRITE_VERBS = ['create', 'update', 'patch', 'delete', 'deletecollection'];
 
@@ -46,9 +44,8 @@ const SPEC = {
 let redis: { url: string; stop: () => Promise<void> };
 let sim: Simulator;
 let storageDir: string;
-let api: ChildProcess | undefined;
+let api: ServiceProcess | undefined;
 let hookWorkers: { close: () => Promise<void> } | undefined;
-let apiOut = '';
 let base: string;
 let probe: Redis;
 
@@ -58,12 +55,14 @@ const call = (path: string, init: RequestInit = {}) =>
     headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json', ...(init.headers ?? {}) },
   });
 
+const apiOutput = () => api?.output.join('') ?? '';
+
 async function waitFor<T>(what: string, probeFn: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
   const until = Date.now() + timeoutMs;
   for (;;) {
     const value = await probeFn();
     if (value !== undefined) return value;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}; api output:\n${apiOut.slice(-4000)}`);
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}; api output:\n${apiOutput().slice(-4000)}`);
     await new Promise((r) => setTimeout(r, 200));
   }
 }
@@ -111,55 +110,18 @@ beforeAll(async () => {
   // The backup-level hooks of the real backup below run in a backup worker's job, as deployed.
   hookWorkers = startHooksQueueWorkers({ redisUrl: redis.url, prefix, kubeconfigPath: sim.kubeconfigPath, storageDir });
 
-  // PORT=0: the api binds a port of the kernel's choosing, read back from /proc (listeningPort): a
-  // port probed free before the spawn may be another process's by the time the api binds it.
-  api = spawnService('src/main.ts', {
-    cwd: SERVICE_DIR,
-    env: {
-      PATH: process.env.PATH ?? '',
-      HOME: process.env.HOME ?? '/tmp',
-      REDIS_URL: redis.url,
-      KUBECONFIG: sim.kubeconfigPath,
-      STOWAGE_STORAGE: storageDir,
-      STOWAGE_API_TOKENS: TOKEN,
-      STOWAGE_QUEUE_PREFIX: prefix,
-      PORT: '0',
-      LOG_LEVEL: 'warn',
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
+  api = await spawnApi({
+    redisUrl: redis.url,
+    kubeconfigPath: sim.kubeconfigPath,
+    storageDir,
+    token: TOKEN,
+    queuePrefix: prefix,
   });
-  api.stdout?.on('data', (d) => {
-    apiOut += String(d);
-  });
-  api.stderr?.on('data', (d) => {
-    apiOut += String(d);
-  });
-  // Bounded generously (as disaster-recovery's api start is): tsx compiles main.ts's import graph
-  // cold, which took over a minute on the loaded 2-core machine while other suites ran.
-  await waitFor(
-    'the api process to be ready',
-    async () => {
-      if (api?.exitCode !== null) throw new Error(`api exited: ${apiOut}`);
-      const port = await listeningPort(api.pid as number);
-      if (port === undefined) return undefined;
-      base = `http://127.0.0.1:${port}`;
-      const ok = await fetch(`${base}/readyz`).then(
-        (r) => r.status === 200,
-        () => false,
-      );
-      return ok ? true : undefined;
-    },
-    120_000,
-  );
+  base = `http://127.0.0.1:${api.port}`;
 }, 150_000);
 
 afterAll(async () => {
-  if (api && api.exitCode === null) {
-    const exited = new Promise((resolve) => api?.once('exit', resolve));
-    api.kill('SIGTERM');
-    await Promise.race([exited, new Promise((r) => setTimeout(r, 15_000))]);
-    if (api.exitCode === null) api.kill('SIGKILL');
-  }
+  await api?.stop();
   await hookWorkers?.close();
   await probe?.quit().catch(() => undefined);
   await sim?.close();
