@@ -145,6 +145,14 @@ describe('the freeze scenario set-up', () => {
       '--bandwidth needs a byte rate like 64MiB/s, got fast',
       'unknown option --blocks (for --scenario freeze)',
     ]);
+    const files = parseFreezeBenchArgs(['--', '--json', 'f.json', '--markdown', 'f.md', '--keep-logs', '--scenario', 'freeze']);
+    expect(files.ok === true && files.options).toMatchObject({ json: 'f.json', markdown: 'f.md', keepLogs: true });
+    expect(parseFreezeBenchArgs(['--markdown', '--keep-logs'])).toEqual({ ok: false, problems: ['--markdown needs a file name'] });
+    expect(parseFreezeBenchArgs(['--no-markdown'])).toEqual({
+      ok: false,
+      problems: ['unknown option --no-markdown (for --scenario freeze)'],
+    });
+    expect(parseFreezeBenchArgs(['--pods', 'x', '--help'])).toEqual({ ok: 'help' });
   });
 
   it('gives the cluster a default VolumeSnapshotClass and the snapshot and DataUpload CRDs; the snapshot mode moves the data', () => {

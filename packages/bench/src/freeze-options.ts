@@ -1,13 +1,8 @@
 import { parseByteRate } from '@stowage/node-agent';
 import { FREEZE_MODES, FREEZE_SCENARIO, type FreezeMode, type FreezeScenario } from './freeze-run.js';
+import { parseScenarioArgs, type ScenarioBenchOptions, type ScenarioParseResult } from './scenario-options.js';
 
-export interface FreezeBenchOptions {
-  scenario: FreezeScenario;
-  json: string | undefined;
-  /** Where to write the Markdown report too (it is always printed); undefined = nowhere. */
-  markdown: string | undefined;
-  keepLogs: boolean;
-}
+export type FreezeBenchOptions = ScenarioBenchOptions<FreezeScenario>;
 
 export const FREEZE_USAGE = `pnpm bench --scenario freeze [options]
 
@@ -48,61 +43,38 @@ const INT_FLAGS: Record<string, { key: keyof FreezeScenario; min: number }> = {
   '--rounds': { key: 'rounds', min: 1 },
 };
 
-export type FreezeParseResult = { ok: true; options: FreezeBenchOptions } | { ok: false; problems: string[] } | { ok: 'help' };
+export type FreezeParseResult = ScenarioParseResult<FreezeBenchOptions>;
 
 /** Parses argv (after the script name, with `--scenario freeze` anywhere); every problem is reported at once. */
 export function parseFreezeBenchArgs(argv: readonly string[]): FreezeParseResult {
-  const problems: string[] = [];
-  const args = argv.filter((a) => a !== '--');
-  const at = args.indexOf('--scenario');
-  if (at >= 0) args.splice(at, 2);
   const scenario: FreezeScenario = { ...FREEZE_SCENARIO, modes: [...FREEZE_SCENARIO.modes] };
-  const opts: FreezeBenchOptions = { scenario, json: undefined, markdown: undefined, keepLogs: false };
-  for (let i = 0; i < args.length; i++) {
-    const flag = args[i] ?? '';
-    if (flag === '-h' || flag === '--help') return { ok: 'help' };
-    const int = INT_FLAGS[flag];
-    if (int) {
-      const v = args[++i];
-      const n = Number(v);
-      if (v === undefined || !Number.isInteger(n) || n < int.min)
-        problems.push(`${flag} needs an integer >= ${int.min}, got ${v ?? 'nothing'}`);
-      else scenario[int.key] = n as never;
-      continue;
-    }
-    switch (flag) {
-      case '--bytes':
-      case '--bandwidth': {
-        const v = args[++i];
-        const parsed = v === undefined ? undefined : parseByteRate(v);
-        if (!parsed?.ok || parsed.bytesPerSec < 1)
-          problems.push(`${flag} needs a byte ${flag === '--bytes' ? 'size like 256MiB' : 'rate like 64MiB/s'}, got ${v ?? 'nothing'}`);
-        else if (flag === '--bytes') scenario.bytesPerVolume = Math.round(parsed.bytesPerSec);
-        else scenario.bandwidthBytesPerSec = Math.round(parsed.bytesPerSec);
-        break;
+  return parseScenarioArgs(argv, {
+    name: 'freeze',
+    options: { scenario, json: undefined, markdown: undefined, keepLogs: false },
+    intFlags: INT_FLAGS,
+    parseFlag(flag, next, problems) {
+      switch (flag) {
+        case '--bytes':
+        case '--bandwidth': {
+          const v = next();
+          const parsed = v === undefined ? undefined : parseByteRate(v);
+          if (!parsed?.ok || parsed.bytesPerSec < 1)
+            problems.push(`${flag} needs a byte ${flag === '--bytes' ? 'size like 256MiB' : 'rate like 64MiB/s'}, got ${v ?? 'nothing'}`);
+          else if (flag === '--bytes') scenario.bytesPerVolume = Math.round(parsed.bytesPerSec);
+          else scenario.bandwidthBytesPerSec = Math.round(parsed.bytesPerSec);
+          return true;
+        }
+        case '--modes': {
+          const v = next() ?? '';
+          const modes = v.split(',').filter(Boolean);
+          const bad = modes.filter((m) => !FREEZE_MODES.includes(m as FreezeMode));
+          if (modes.length === 0 || bad.length > 0) problems.push(`--modes takes fs-backup and/or snapshot, got ${v || 'nothing'}`);
+          else scenario.modes = [...new Set(modes as FreezeMode[])];
+          return true;
+        }
+        default:
+          return false;
       }
-      case '--modes': {
-        const v = args[++i] ?? '';
-        const modes = v.split(',').filter(Boolean);
-        const bad = modes.filter((m) => !FREEZE_MODES.includes(m as FreezeMode));
-        if (modes.length === 0 || bad.length > 0) problems.push(`--modes takes fs-backup and/or snapshot, got ${v || 'nothing'}`);
-        else scenario.modes = [...new Set(modes as FreezeMode[])];
-        break;
-      }
-      case '--json':
-      case '--markdown': {
-        const v = args[++i];
-        if (!v || v.startsWith('--')) problems.push(`${flag} needs a file name`);
-        else if (flag === '--json') opts.json = v;
-        else opts.markdown = v;
-        break;
-      }
-      case '--keep-logs':
-        opts.keepLogs = true;
-        break;
-      default:
-        problems.push(`unknown option ${flag} (for --scenario freeze)`);
-    }
-  }
-  return problems.length > 0 ? { ok: false, problems } : { ok: true, options: opts };
+    },
+  });
 }

@@ -1,12 +1,8 @@
 import { parseByteRate } from '@stowage/node-agent';
 import { RESTORE_SCENARIO, type RestoreScenario } from './restore-run.js';
+import { parseScenarioArgs, type ScenarioBenchOptions, type ScenarioParseResult } from './scenario-options.js';
 
-export interface RestoreBenchOptions {
-  scenario: RestoreScenario;
-  json: string | undefined;
-  /** Where to write the Markdown report too (it is always printed); undefined = nowhere. */
-  markdown: string | undefined;
-  keepLogs: boolean;
+export interface RestoreBenchOptions extends ScenarioBenchOptions<RestoreScenario> {
   /** `all` (the issue's benchmark) or `pods`: only the parallel pods restore (hook lag), on a backup of the pod namespaces. */
   part: RestorePart;
 }
@@ -54,63 +50,43 @@ const INT_FLAGS: Record<string, { key: keyof RestoreScenario; min: number }> = {
   '--pods-repeat': { key: 'podsRepeat', min: 1 },
 };
 
-export type RestoreParseResult = { ok: true; options: RestoreBenchOptions } | { ok: false; problems: string[] } | { ok: 'help' };
+export type RestoreParseResult = ScenarioParseResult<RestoreBenchOptions>;
 
 /** Parses argv (after the script name, with `--scenario restore` anywhere); every problem is reported at once. */
 export function parseRestoreBenchArgs(argv: readonly string[]): RestoreParseResult {
-  const problems: string[] = [];
-  const args = argv.filter((a) => a !== '--');
-  const at = args.indexOf('--scenario');
-  if (at >= 0) args.splice(at, 2);
   const scenario: RestoreScenario = { ...RESTORE_SCENARIO };
   const opts: RestoreBenchOptions = { scenario, json: undefined, markdown: undefined, keepLogs: false, part: 'all' };
-  for (let i = 0; i < args.length; i++) {
-    const flag = args[i] ?? '';
-    if (flag === '-h' || flag === '--help') return { ok: 'help' };
-    const int = INT_FLAGS[flag];
-    if (int) {
-      const v = args[++i];
-      const n = Number(v);
-      if (v === undefined || !Number.isInteger(n) || n < int.min)
-        problems.push(`${flag} needs an integer >= ${int.min}, got ${v ?? 'nothing'}`);
-      else scenario[int.key] = n as never;
-      continue;
-    }
-    switch (flag) {
-      case '--bytes': {
-        const v = args[++i];
-        const parsed = v === undefined ? undefined : parseByteRate(v);
-        if (!parsed?.ok || parsed.bytesPerSec < 1) problems.push(`--bytes needs a byte size like 64KiB, got ${v ?? 'nothing'}`);
-        else scenario.bytesPerVolume = Math.round(parsed.bytesPerSec);
-        break;
+  return parseScenarioArgs(argv, {
+    name: 'restore',
+    options: opts,
+    intFlags: INT_FLAGS,
+    parseFlag(flag, next, problems) {
+      switch (flag) {
+        case '--bytes': {
+          const v = next();
+          const parsed = v === undefined ? undefined : parseByteRate(v);
+          if (!parsed?.ok || parsed.bytesPerSec < 1) problems.push(`--bytes needs a byte size like 64KiB, got ${v ?? 'nothing'}`);
+          else scenario.bytesPerVolume = Math.round(parsed.bytesPerSec);
+          return true;
+        }
+        case '--restore-part': {
+          const v = next();
+          if (v !== 'all' && v !== 'pods') problems.push(`--restore-part needs all or pods, got ${v ?? 'nothing'}`);
+          else opts.part = v;
+          return true;
+        }
+        case '--no-markdown':
+          opts.markdown = undefined;
+          return true;
+        default:
+          return false;
       }
-      case '--json':
-      case '--markdown': {
-        const v = args[++i];
-        if (!v || v.startsWith('--')) problems.push(`${flag} needs a file name`);
-        else if (flag === '--json') opts.json = v;
-        else opts.markdown = v;
-        break;
-      }
-      case '--restore-part': {
-        const v = args[++i];
-        if (v !== 'all' && v !== 'pods') problems.push(`--restore-part needs all or pods, got ${v ?? 'nothing'}`);
-        else opts.part = v;
-        break;
-      }
-      case '--no-markdown':
-        opts.markdown = undefined;
-        break;
-      case '--keep-logs':
-        opts.keepLogs = true;
-        break;
-      default:
-        problems.push(`unknown option ${flag} (for --scenario restore)`);
-    }
-  }
-  if (scenario.serialPlainNamespaces > scenario.plainNamespaces)
-    problems.push(
-      `--serial-namespaces (${scenario.serialPlainNamespaces}) must not exceed --plain-namespaces (${scenario.plainNamespaces})`,
-    );
-  return problems.length > 0 ? { ok: false, problems } : { ok: true, options: opts };
+    },
+    check(problems) {
+      if (scenario.serialPlainNamespaces > scenario.plainNamespaces)
+        problems.push(
+          `--serial-namespaces (${scenario.serialPlainNamespaces}) must not exceed --plain-namespaces (${scenario.plainNamespaces})`,
+        );
+    },
+  });
 }
