@@ -1,13 +1,18 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BackupState, writeBackupArchive } from '@stowage/pipeline';
+import { fileURLToPath } from 'node:url';
+import { createKubeClients, createPvbClient, pvbLabels } from '@stowage/kube';
+import { startSimulator } from '@stowage/kube-sim';
+import { BackupState, deleteBackup, writeBackupArchive } from '@stowage/pipeline';
+import { Repository } from '@stowage/repository';
 import { type BackupStorage, backupLayout, FileSystemStorage, writeBackupMetadata } from '@stowage/storage';
 import { uniquePrefix, useTestRedis } from '@stowage/testing';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LOST_IN_FLIGHT_REASON, syncBackupCatalogue } from '../src/backup-sync.js';
 
+const CRD_PATH = fileURLToPath(new URL('../../../k8s/base/crd-podvolumebackups.yaml', import.meta.url));
 const silent = { info: () => undefined, warn: () => undefined };
 
 describe('backup sync: the catalogue follows storage', () => {
@@ -99,5 +104,77 @@ describe('backup sync: the catalogue follows storage', () => {
     expect((await syncBackupCatalogue({ state, storage, logger: silent })).removed.sort()).toEqual(['done-1', 'half-1']);
     expect(await state.getBackup('done-1')).toBeUndefined();
     expect(await state.getBackup('running-1')).toMatchObject({ phase: 'InProgress' });
+  });
+
+  it('a pass while a backup is being deleted drops its record only once its PVBs and repository snapshots are gone', async () => {
+    const state = new BackupState({ redis, prefix: uniquePrefix() });
+    await finishedElsewhere('expiring', 'Completed');
+    expect((await syncBackupCatalogue({ state, storage, logger: silent })).added).toContain('expiring');
+
+    const sim = await startSimulator({
+      fixture: { objects: [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'stowage' } }] },
+      port: 0,
+      extraManifests: [CRD_PATH],
+      materializeVolumes: 'none',
+    });
+    try {
+      const pvbs = createPvbClient(createKubeClients({ kubeconfigPath: sim.kubeconfigPath }), { namespace: 'stowage' });
+      const labels = { [pvbLabels.backupName]: 'expiring' };
+      const spec = { node: 'node-a', pod: { namespace: 'shop', name: 'db-0', uid: 'u' }, volume: 'data', backupStorageLocation: 'default' };
+      await pvbs.createPvb({ metadata: { name: 'expiring-pvb', labels }, spec });
+      // What the node agent wrote for it: a snapshot tagged with the backup's name.
+      const repo = await Repository.init({ dir: join(dir, 'repository'), key: 'sync key', durable: false });
+      const volume = join(dir, 'volume');
+      await mkdir(volume, { recursive: true });
+      await writeFile(join(volume, 'data.bin'), 'bytes');
+      await repo.backup(volume, { tags: { backup: 'expiring' } });
+
+      // A sync pass (another api replica's) between every two steps of the deletion: whenever it
+      // has dropped the record (the user sees 404), the backup's PVBs and snapshots must be gone.
+      const seenGone: Array<{ after: string; pvbs: number; snapshots: number }> = [];
+      const syncPass = async (after: string) => {
+        await syncBackupCatalogue({ state, storage, logger: silent });
+        if (await state.getBackup('expiring')) return;
+        seenGone.push({
+          after,
+          pvbs: (await pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=expiring` })).length,
+          snapshots: (await repo.listSnapshots()).filter((s) => s.tags.backup === 'expiring').length,
+        });
+      };
+      await deleteBackup(
+        {
+          state,
+          storage: {
+            getObject: (k) => fs.getObject(k),
+            deletePrefix: async (p) => {
+              const deleted = await fs.deletePrefix(p);
+              await syncPass('storage');
+              return deleted;
+            },
+          },
+          pvbs: {
+            listPvbs: (o) => pvbs.listPvbs(o),
+            deletePvb: async (n) => {
+              const deleted = await pvbs.deletePvb(n);
+              await syncPass('pvb');
+              return deleted;
+            },
+          },
+          repository: {
+            forget: async (tags) => {
+              const forgotten = await repo.forget(tags);
+              await syncPass('forget');
+              return forgotten;
+            },
+          },
+        },
+        'expiring',
+      );
+      expect(await state.getBackup('expiring')).toBeUndefined();
+      expect(seenGone.length).toBeGreaterThan(0);
+      for (const gone of seenGone) expect(gone).toEqual({ after: gone.after, pvbs: 0, snapshots: 0 });
+    } finally {
+      await sim.close();
+    }
   });
 });

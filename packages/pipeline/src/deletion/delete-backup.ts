@@ -17,16 +17,19 @@ export interface DeleteBackupDeps {
 }
 
 /**
- * Deletes one backup: its kept CSI snapshots (delete-snapshots.ts), its objects in backup storage,
- * its PodVolumeBackups, then its state and catalogue entry. Data first, record last, so a crash half-way leaves the record and running it
- * again finishes the job; every step is idempotent. Only keys and objects named after this
+ * Deletes one backup: its kept CSI snapshots (delete-snapshots.ts), its PodVolumeBackups, its
+ * repository snapshots, its objects in backup storage, then its state and catalogue entry. Data
+ * first, record last, so a crash half-way leaves the record and running it again finishes the job;
+ * every step is idempotent. Storage goes after everything else (Velero's order): backup sync
+ * removes an archived record whose storage is gone, so once it is gone nothing but the record may
+ * be left — else a sync pass in between drops the record (404) while its PVBs and snapshots stay,
+ * and a retry then finds nothing to delete. Only keys and objects named after this
  * backup are touched, so no other backup loses anything: its repository snapshots are those
  * the node agents tagged `backup=<name>`, and prune frees only chunks no remaining snapshot uses.
  */
 export async function deleteBackup(deps: DeleteBackupDeps, name: string): Promise<{ snapshots: DeletedSnapshot[] }> {
   // Before the storage objects: the snapshot records are read from there.
   const snapshots = deps.kube ? await deleteKeptSnapshots(deps.kube, deps.storage, name) : [];
-  await deps.storage.deletePrefix(backupLayout(name).dir);
   if (deps.pvbs) {
     const selector = `${pvbLabels.backupName}=${name}`;
     for (const pvb of await deps.pvbs.listPvbs({ labelSelector: selector })) {
@@ -34,6 +37,7 @@ export async function deleteBackup(deps: DeleteBackupDeps, name: string): Promis
     }
   }
   await deps.repository?.forget({ backup: name });
+  await deps.storage.deletePrefix(backupLayout(name).dir);
   await deps.state.deleteBackup(name);
   return { snapshots };
 }
