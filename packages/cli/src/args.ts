@@ -1,6 +1,6 @@
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { stringify as toYaml } from 'yaml';
-import { CliError, CliErrorCode } from './errors.js';
+import { CliError, CliErrorCode, ExitCode } from './errors.js';
 
 /*
  * The command line of every verb: one parser (node:util parseArgs, strict), one way to say a flag
@@ -71,6 +71,44 @@ export function parseCommand<O extends Options>(
   return parsed as ParsedCommand<O>;
 }
 
+/** A command group's verb table: each verb and the flags it takes. */
+export interface VerbGroup<O extends Options> {
+  /** `backup`, `restore`, … */
+  group: string;
+  usage: string;
+  options: O;
+  allowed: Readonly<Record<string, readonly string[]>>;
+}
+
+/**
+ * `stowage <group> <verb> …`: the verb and its flags, or the exit code once only the usage was
+ * asked for (printed). No verb prints the usage and is a usage error; an unknown verb is refused.
+ */
+export function parseVerb<O extends Options>(
+  argv: readonly string[],
+  verbs: VerbGroup<O>,
+  stdout: { write(text: string): unknown },
+): { exitCode: number } | (ParsedCommand<O> & { command: string; what: string }) {
+  const [command, ...rest] = argv;
+  if (command === undefined || command === 'help' || command === '--help' || command === '-h') {
+    stdout.write(`${verbs.usage}\n`);
+    return { exitCode: command === undefined ? ExitCode.usage : ExitCode.ok };
+  }
+  const allowed = verbs.allowed[command];
+  if (!allowed)
+    throw new CliError(
+      CliErrorCode.usage,
+      `unknown ${verbs.group} command ${JSON.stringify(command)}; see "stowage ${verbs.group} --help"`,
+    );
+  const what = `${verbs.group} ${command}`;
+  const parsed = parseCommand(what, rest, verbs.options, allowed);
+  if (parsed.values.help) {
+    stdout.write(`${verbs.usage}\n`);
+    return { exitCode: ExitCode.ok };
+  }
+  return { ...parsed, command, what };
+}
+
 export type OutputFormat = 'table' | 'json' | 'yaml';
 
 /** `-o json|yaml|table` (default table); `--json` is `-o json`. */
@@ -113,6 +151,14 @@ export function keyValues(flag: string, value: string): Record<string, string> {
     out[pair.slice(0, eq).trim()] = pair.slice(eq + 1).trim();
   }
   return out;
+}
+
+/** `--limit N` of a list verb: the API's page size bounds (1 to 1000). */
+export function pageLimitOf(value: string | undefined, what: string): number | undefined {
+  const limit = value === undefined ? undefined : Number(value);
+  if (limit !== undefined && (!Number.isInteger(limit) || limit < 1 || limit > 1000))
+    throw new CliError(CliErrorCode.usage, `${what}: flag --limit must be a whole number from 1 to 1000, got ${JSON.stringify(value)}`);
+  return limit;
 }
 
 /** The one name a verb takes as its argument. */

@@ -5,9 +5,9 @@ import { type LabelSelector, matchesLabelSelector } from '@stowage/core/label-se
 import { stringify as toYaml } from 'yaml';
 import type { StowageApiClient } from './api-client.js';
 import type { Backup, BackupSummary, Block } from './api-types.js';
-import { keyValues, oneName, outputFormatOf, parseCommand, printAs, serialise } from './args.js';
+import { keyValues, oneName, outputFormatOf, pageLimitOf, parseVerb, printAs, serialise } from './args.js';
 import { buildBackupReport } from './backup-report.js';
-import { type BackupSpecFlags, mergeRequest, parseSelector, readSpecFile } from './backup-spec.js';
+import { type BackupSpecFlags, mergeRequest, parseSelector, readSpecFile, SELECTION_FLAGS, SELECTION_OPTIONS } from './backup-spec.js';
 import type { CliIo } from './cli-io.js';
 import { confirm } from './cli-io.js';
 import { formatDryRunPlan } from './dry-run-plan.js';
@@ -48,12 +48,7 @@ export const BACKUP_USAGE = `Backups (the API at STOWAGE_API_URL, token in STOWA
 const OPTIONS = {
   file: { type: 'string', short: 'f' },
   name: { type: 'string' },
-  'include-namespaces': { type: 'string' },
-  'exclude-namespaces': { type: 'string' },
-  'include-resources': { type: 'string' },
-  'exclude-resources': { type: 'string' },
-  selector: { type: 'string', short: 'l' },
-  'include-cluster-resources': { type: 'boolean' },
+  ...SELECTION_OPTIONS,
   'default-volumes-to-fs-backup': { type: 'boolean' },
   'fs-backup-timeout': { type: 'string' },
   ttl: { type: 'string' },
@@ -72,17 +67,7 @@ const OPTIONS = {
 } as const;
 
 /** The spec-shaping flags shared with `schedule create`. */
-export const SPEC_FLAGS = [
-  'include-namespaces',
-  'exclude-namespaces',
-  'include-resources',
-  'exclude-resources',
-  'selector',
-  'include-cluster-resources',
-  'default-volumes-to-fs-backup',
-  'fs-backup-timeout',
-  'ttl',
-] as const;
+export const SPEC_FLAGS = [...SELECTION_FLAGS, 'default-volumes-to-fs-backup', 'fs-backup-timeout', 'ttl'] as const;
 
 const ALLOWED: Record<string, readonly string[]> = {
   create: ['file', 'name', ...SPEC_FLAGS, 'labels', 'annotations', 'from-schedule', 'wait', 'dry-run'],
@@ -113,19 +98,9 @@ export function specFlagsOf(values: Record<string, string | boolean | undefined>
 }
 
 export async function runBackupCommand(argv: readonly string[], client: () => StowageApiClient, io: CliIo): Promise<number> {
-  const [command, ...rest] = argv;
-  if (command === undefined || command === 'help' || command === '--help' || command === '-h') {
-    io.stdout.write(`${BACKUP_USAGE}\n`);
-    return command === undefined ? ExitCode.usage : ExitCode.ok;
-  }
-  const allowed = ALLOWED[command];
-  if (!allowed) throw new CliError(CliErrorCode.usage, `unknown backup command ${JSON.stringify(command)}; see "stowage backup --help"`);
-  const what = `backup ${command}`;
-  const { values, positionals } = parseCommand(what, rest, OPTIONS, allowed);
-  if (values.help) {
-    io.stdout.write(`${BACKUP_USAGE}\n`);
-    return ExitCode.ok;
-  }
+  const verb = parseVerb(argv, { group: 'backup', usage: BACKUP_USAGE, options: OPTIONS, allowed: ALLOWED }, io.stdout);
+  if ('exitCode' in verb) return verb.exitCode;
+  const { command, what, values, positionals } = verb;
   const out = (text: string) => io.stdout.write(`${text}\n`);
   // `backup download -o FILE` (Velero's flag): a path there, an output format everywhere else.
   const format = command === 'download' || command === 'logs' ? 'table' : outputFormatOf(values, what);
@@ -176,12 +151,7 @@ export async function runBackupCommand(argv: readonly string[], client: () => St
     }
     case 'list': {
       if (positionals.length > 0) throw new CliError(CliErrorCode.usage, `${what} takes no name; use --phase or --selector to filter`);
-      const limit = values.limit === undefined ? undefined : Number(values.limit);
-      if (limit !== undefined && (!Number.isInteger(limit) || limit < 1 || limit > 1000))
-        throw new CliError(
-          CliErrorCode.usage,
-          `${what}: flag --limit must be a whole number from 1 to 1000, got ${JSON.stringify(values.limit)}`,
-        );
+      const limit = pageLimitOf(values.limit, what);
       const page = await client().listBackups({
         ...(values.phase ? { phase: values.phase } : {}),
         ...(limit ? { limit } : {}),

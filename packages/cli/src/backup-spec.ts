@@ -1,7 +1,23 @@
 import { readFile } from 'node:fs/promises';
 import { parse as parseYaml } from 'yaml';
 import type { CreateBackupRequest } from './api-types.js';
+import { csv } from './args.js';
 import { CliError, CliErrorCode } from './errors.js';
+
+/**
+ * The flags that select what a backup takes and a restore restores, as Velero names them: the same
+ * flags and spec fields in `backup create`, `schedule create` and `restore create`.
+ */
+export const SELECTION_OPTIONS = {
+  'include-namespaces': { type: 'string' },
+  'exclude-namespaces': { type: 'string' },
+  'include-resources': { type: 'string' },
+  'exclude-resources': { type: 'string' },
+  selector: { type: 'string', short: 'l' },
+  'include-cluster-resources': { type: 'boolean' },
+} as const;
+
+export const SELECTION_FLAGS = Object.keys(SELECTION_OPTIONS) as ReadonlyArray<keyof typeof SELECTION_OPTIONS>;
 
 /** The `backup create` flags that shape the spec (all optional; the API validates values). */
 export interface BackupSpecFlags {
@@ -16,12 +32,6 @@ export interface BackupSpecFlags {
   fsBackupTimeout?: string | undefined;
   ttl?: string | undefined;
 }
-
-const csv = (value: string): string[] =>
-  value
-    .split(',')
-    .map((s) => s.trim())
-    .filter((s) => s.length > 0);
 
 export interface LabelSelector {
   matchLabels?: Record<string, string>;
@@ -87,8 +97,8 @@ export function parseSelector(text: string): LabelSelector {
   };
 }
 
-/** The spec fields the flags set (flags not given set nothing). */
-export function specFromFlags(flags: BackupSpecFlags): Record<string, unknown> {
+/** The spec fields the selection flags set (flags not given set nothing). */
+export function selectionSpec(flags: BackupSpecFlags): Record<string, unknown> {
   const spec: Record<string, unknown> = {};
   if (flags.includeNamespaces !== undefined) spec.includedNamespaces = csv(flags.includeNamespaces);
   if (flags.excludeNamespaces !== undefined) spec.excludedNamespaces = csv(flags.excludeNamespaces);
@@ -96,6 +106,12 @@ export function specFromFlags(flags: BackupSpecFlags): Record<string, unknown> {
   if (flags.excludeResources !== undefined) spec.excludedResources = csv(flags.excludeResources);
   if (flags.selector !== undefined) spec.labelSelector = parseSelector(flags.selector);
   if (flags.includeClusterResources !== undefined) spec.includeClusterResources = flags.includeClusterResources;
+  return spec;
+}
+
+/** The spec fields the flags set (flags not given set nothing). */
+export function specFromFlags(flags: BackupSpecFlags): Record<string, unknown> {
+  const spec = selectionSpec(flags);
   if (flags.defaultVolumesToFsBackup !== undefined) spec.defaultVolumesToFsBackup = flags.defaultVolumesToFsBackup;
   if (flags.fsBackupTimeout !== undefined) spec.fsBackupTimeout = flags.fsBackupTimeout;
   if (flags.ttl !== undefined) spec.ttl = flags.ttl;

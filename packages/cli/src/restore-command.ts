@@ -1,9 +1,9 @@
 import { stringify as toYaml } from 'yaml';
 import type { StowageApiClient } from './api-client.js';
 import type { BackupEvent, Restore, RestoreSummary } from './api-types.js';
-import { csv, type OutputFormat, oneName, outputFormatOf, parseCommand, printAs, serialise } from './args.js';
-import { ageOf, formatLogLine } from './backup-commands.js';
-import { parseSelector, readSpecFile } from './backup-spec.js';
+import { csv, type OutputFormat, oneName, outputFormatOf, pageLimitOf, parseVerb, printAs, serialise } from './args.js';
+import { ageOf, formatLogLine, specFlagsOf } from './backup-commands.js';
+import { readSpecFile, SELECTION_FLAGS, SELECTION_OPTIONS, selectionSpec } from './backup-spec.js';
 import { type CliIo, confirm } from './cli-io.js';
 import { CliError, CliErrorCode, ExitCode } from './errors.js';
 import { formatDuration, formatLocalTime, formatStorageCost, formatTable, formatTime, msBetween } from './format.js';
@@ -27,12 +27,7 @@ const OPTIONS = {
   file: { type: 'string', short: 'f' },
   'from-backup': { type: 'string' },
   'from-schedule': { type: 'string' },
-  'include-namespaces': { type: 'string' },
-  'exclude-namespaces': { type: 'string' },
-  'include-resources': { type: 'string' },
-  'exclude-resources': { type: 'string' },
-  selector: { type: 'string', short: 'l' },
-  'include-cluster-resources': { type: 'boolean' },
+  ...SELECTION_OPTIONS,
   'namespace-mappings': { type: 'string' },
   'restore-volumes': { type: 'boolean' },
   'existing-resource-policy': { type: 'string' },
@@ -50,12 +45,7 @@ const ALLOWED: Record<string, readonly string[]> = {
     'file',
     'from-backup',
     'from-schedule',
-    'include-namespaces',
-    'exclude-namespaces',
-    'include-resources',
-    'exclude-resources',
-    'selector',
-    'include-cluster-resources',
+    ...SELECTION_FLAGS,
     'namespace-mappings',
     'restore-volumes',
     'existing-resource-policy',
@@ -71,8 +61,6 @@ const ALLOWED: Record<string, readonly string[]> = {
   delete: ['all', 'confirm'],
 };
 
-const list = (v: string | undefined) => (v === undefined ? undefined : csv(v));
-
 /** `src:dst,…` → namespaceMapping (Velero's --namespace-mappings). */
 function mappingOf(v: string | undefined): Record<string, string> | undefined {
   if (v === undefined) return undefined;
@@ -87,19 +75,9 @@ function mappingOf(v: string | undefined): Record<string, string> | undefined {
 }
 
 export async function runRestoreCommand(argv: readonly string[], client: () => StowageApiClient, io: CliIo): Promise<number> {
-  const [command, ...rest] = argv;
-  if (command === undefined || command === 'help' || command === '--help' || command === '-h') {
-    io.stdout.write(`${RESTORE_USAGE}\n`);
-    return command === undefined ? ExitCode.usage : ExitCode.ok;
-  }
-  const allowed = ALLOWED[command];
-  if (!allowed) throw new CliError(CliErrorCode.usage, `unknown restore command ${JSON.stringify(command)}; see "stowage restore --help"`);
-  const what = `restore ${command}`;
-  const { values, positionals } = parseCommand(what, rest, OPTIONS, allowed);
-  if (values.help) {
-    io.stdout.write(`${RESTORE_USAGE}\n`);
-    return ExitCode.ok;
-  }
+  const verb = parseVerb(argv, { group: 'restore', usage: RESTORE_USAGE, options: OPTIONS, allowed: ALLOWED }, io.stdout);
+  if ('exitCode' in verb) return verb.exitCode;
+  const { command, what, values, positionals } = verb;
   const format = command === 'logs' ? 'table' : outputFormatOf(values, what);
   const out = (text: string) => io.stdout.write(`${text}\n`);
   const name = () => oneName(positionals, what, 'shop-back');
@@ -117,12 +95,7 @@ export async function runRestoreCommand(argv: readonly string[], client: () => S
         throw new CliError(CliErrorCode.usage, `${what}: give --from-backup or --from-schedule, not both`);
       set('backupName', values['from-backup']);
       if (values['from-schedule'] !== undefined) set('backupName', await newestBackupOf(client(), values['from-schedule']));
-      set('includedNamespaces', list(values['include-namespaces']));
-      set('excludedNamespaces', list(values['exclude-namespaces']));
-      set('includedResources', list(values['include-resources']));
-      set('excludedResources', list(values['exclude-resources']));
-      set('labelSelector', values.selector === undefined ? undefined : parseSelector(values.selector));
-      set('includeClusterResources', values['include-cluster-resources']);
+      Object.assign(spec, selectionSpec(specFlagsOf(values)));
       set('namespaceMapping', mappingOf(values['namespace-mappings']));
       set('restorePVs', values['restore-volumes']);
       set('existingResourcePolicy', values['existing-resource-policy']);
@@ -165,12 +138,7 @@ export async function runRestoreCommand(argv: readonly string[], client: () => S
     }
     case 'list': {
       if (positionals.length > 0) throw new CliError(CliErrorCode.usage, `${what} takes no name; use --phase to filter`);
-      const limit = values.limit === undefined ? undefined : Number(values.limit);
-      if (limit !== undefined && (!Number.isInteger(limit) || limit < 1 || limit > 1000))
-        throw new CliError(
-          CliErrorCode.usage,
-          `${what}: flag --limit must be a whole number from 1 to 1000, got ${JSON.stringify(values.limit)}`,
-        );
+      const limit = pageLimitOf(values.limit, what);
       const page = await client().listRestores({
         ...(values.phase ? { phase: values.phase } : {}),
         ...(limit ? { limit } : {}),

@@ -1,9 +1,9 @@
 import { stringify as toYaml } from 'yaml';
 import type { StowageApiClient } from './api-client.js';
 import type { Schedule } from './api-types.js';
-import { oneName, outputFormatOf, parseCommand, printAs } from './args.js';
+import { oneName, outputFormatOf, parseVerb, printAs } from './args.js';
 import { ageOf, SPEC_FLAGS, specFlagsOf } from './backup-commands.js';
-import { readSpecFile, specFromFlags } from './backup-spec.js';
+import { readSpecFile, SELECTION_OPTIONS, specFromFlags } from './backup-spec.js';
 import { type CliIo, confirm } from './cli-io.js';
 import { CliError, CliErrorCode, ExitCode } from './errors.js';
 import { formatLocalTime, formatTable, formatTime } from './format.js';
@@ -23,12 +23,7 @@ export const SCHEDULE_USAGE = `Schedules (Velero's Schedule shape; one backup pe
 const OPTIONS = {
   schedule: { type: 'string' },
   file: { type: 'string', short: 'f' },
-  'include-namespaces': { type: 'string' },
-  'exclude-namespaces': { type: 'string' },
-  'include-resources': { type: 'string' },
-  'exclude-resources': { type: 'string' },
-  selector: { type: 'string', short: 'l' },
-  'include-cluster-resources': { type: 'boolean' },
+  ...SELECTION_OPTIONS,
   'default-volumes-to-fs-backup': { type: 'boolean' },
   'fs-backup-timeout': { type: 'string' },
   ttl: { type: 'string' },
@@ -48,20 +43,9 @@ const ALLOWED: Record<string, readonly string[]> = {
 };
 
 export async function runScheduleCommand(argv: readonly string[], client: () => StowageApiClient, io: CliIo): Promise<number> {
-  const [command, ...rest] = argv;
-  if (command === undefined || command === 'help' || command === '--help' || command === '-h') {
-    io.stdout.write(`${SCHEDULE_USAGE}\n`);
-    return command === undefined ? ExitCode.usage : ExitCode.ok;
-  }
-  const allowed = ALLOWED[command];
-  if (!allowed)
-    throw new CliError(CliErrorCode.usage, `unknown schedule command ${JSON.stringify(command)}; see "stowage schedule --help"`);
-  const what = `schedule ${command}`;
-  const { values, positionals } = parseCommand(what, rest, OPTIONS, allowed);
-  if (values.help) {
-    io.stdout.write(`${SCHEDULE_USAGE}\n`);
-    return ExitCode.ok;
-  }
+  const verb = parseVerb(argv, { group: 'schedule', usage: SCHEDULE_USAGE, options: OPTIONS, allowed: ALLOWED }, io.stdout);
+  if ('exitCode' in verb) return verb.exitCode;
+  const { command, what, values, positionals } = verb;
   const format = outputFormatOf(values, what);
   const out = (text: string) => io.stdout.write(`${text}\n`);
   const show = (schedule: Schedule) => printAs(format, schedule, () => formatSchedule(schedule), out);
