@@ -1,10 +1,11 @@
+import { scheduledBackupName } from '@stowage/core';
 import { createLogger } from '@stowage/platform';
-import { createFlowProducer } from '@stowage/queue';
+import { createFlowProducer, createQueue, JobName, QueueName } from '@stowage/queue';
 import { uniquePrefix, useTestRedis } from '@stowage/testing';
-import type { FlowProducer, Job } from 'bullmq';
+import { type FlowProducer, type Job, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { processRunSchedule } from '../src/processors/run-schedule.processor.js';
+import { processRunSchedule, type RunScheduleResult } from '../src/processors/run-schedule.processor.js';
 import type { PipelineRuntime } from '../src/runtime.js';
 import { ScheduleStore } from '../src/schedules/schedule-store.js';
 import { BackupState } from '../src/state/backup-state.js';
@@ -57,5 +58,79 @@ describe('run-schedule', () => {
     expect(await store.backups('nightly', 10)).toEqual(['nightly-20260102010000']);
     // A later run of the tick finds it at once.
     expect(await processRunSchedule(rt, job())).toEqual({ outcome: 'exists', backup: 'nightly-20260102010000' });
+  });
+
+  it("a tick's job picked up after later ticks' times: each tick BullMQ dropped is counted skipped, with why, once", async () => {
+    const state = new BackupState({ redis, prefix: uniquePrefix() });
+    const store = new ScheduleStore(redis, state.prefix);
+    await store.create({
+      name: 'every1s',
+      spec: { schedule: '* * * * * *', template: { includedNamespaces: ['app'] } },
+      createdAt: 1,
+      updatedAt: 1,
+      skipped: 0,
+    });
+    const backupsQueue = createQueue(QueueName.backups, { connection: redis, prefix: queuePrefix });
+    const rt = {
+      deps: {
+        state,
+        logger: createLogger({ level: 'silent', name: 'run-schedule' }),
+        clock: { now: Date.now },
+        connection: redis,
+        queuePrefix,
+      },
+      flowProducer,
+      backupsQueue,
+    } as unknown as PipelineRuntime;
+    const workerConnection = redis.duplicate();
+    let worker: Worker | undefined;
+    try {
+      await backupsQueue.upsertJobScheduler(
+        'schedule-every1s',
+        { pattern: '* * * * * *' },
+        { name: JobName.runSchedule, data: { schedule: 'every1s' } },
+      );
+      const first = (await backupsQueue.getJobScheduler('schedule-every1s'))?.next as number;
+      // No worker until three later ticks have passed: the first tick's job is picked up late, and
+      // BullMQ schedules the next one after that moment.
+      while (Date.now() < first + 3_500) await new Promise((r) => setTimeout(r, 100));
+      const ran: Array<{ job: Job; result: RunScheduleResult }> = [];
+      const twoRan = new Promise<void>((resolve) => {
+        worker = new Worker(
+          QueueName.backups,
+          async (job) => {
+            const result = await processRunSchedule(rt, job);
+            ran.push({ job, result });
+            if (ran.length === 2) resolve();
+            return result;
+          },
+          { connection: workerConnection, prefix: queuePrefix },
+        );
+      });
+      await twoRan;
+      await worker?.close();
+
+      const [late, next] = ran;
+      expect(late?.result).toEqual({ outcome: 'started', backup: scheduledBackupName('every1s', first) });
+      const nextTick = next?.job.opts.prevMillis as number;
+      // That tick's backup is still New (nothing runs it here): its tick is skipped for that.
+      expect(next?.result).toMatchObject({ outcome: 'skipped', backup: scheduledBackupName('every1s', nextTick) });
+      const dropped = (nextTick - first) / 1000 - 1;
+      expect(dropped).toBeGreaterThanOrEqual(3);
+      // Every tick from the first to the next accounted: one started, the rest skipped.
+      const record = await store.get('every1s');
+      expect(record?.skipped).toBe(dropped + 1);
+
+      // A re-run of the late tick's job counts nothing again.
+      await processRunSchedule(rt, late!.job);
+      const again = await store.get('every1s');
+      expect(again?.skipped).toBe(dropped + 1);
+      expect(again?.lastSkip?.reason).toMatch(/still New/);
+    } finally {
+      await worker?.close();
+      await backupsQueue.removeJobScheduler('schedule-every1s');
+      await backupsQueue.close();
+      workerConnection.disconnect();
+    }
   });
 });

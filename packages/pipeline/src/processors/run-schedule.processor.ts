@@ -1,7 +1,9 @@
 import {
   confineBackupSpec,
   namespacedBackupProblems,
+  nextScheduleTick,
   SCHEDULE_NAME_LABEL,
+  type ScheduleTiming,
   scheduledBackupName,
   validateScheduleRequest,
 } from '@stowage/core';
@@ -9,7 +11,7 @@ import { parseRunScheduleJobData } from '@stowage/queue';
 import type { Job } from 'bullmq';
 import type { PipelineRuntime } from '../runtime.js';
 import { isRunning } from '../schedules/schedule-control.js';
-import { ScheduleStore } from '../schedules/schedule-store.js';
+import { type ScheduleRecord, ScheduleStore } from '../schedules/schedule-store.js';
 import { submitBackup } from '../submit.js';
 
 export type RunScheduleResult =
@@ -42,11 +44,12 @@ export async function processRunSchedule(rt: PipelineRuntime, job: Job): Promise
     return { outcome: 'skipped', backup, reason };
   };
 
+  const validated = validateScheduleRequest({ name: record.name, spec: record.spec });
+  if (validated.ok && !validated.value.paused) await recordMissedTicks(rt, job, store, record, validated.value.timing, tickMs);
   if (await state.getBackup(backup)) {
     await store.recordBackup(record.name, backup, tickMs, clock.now());
     return { outcome: 'exists', backup };
   }
-  const validated = validateScheduleRequest({ name: record.name, spec: record.spec });
   if (!validated.ok) {
     return skip(`the schedule's spec is not valid: ${validated.problems.map((p) => `${p.path}: ${p.message}`).join('; ')}`);
   }
@@ -76,4 +79,51 @@ export async function processRunSchedule(rt: PipelineRuntime, job: Job): Promise
   if (!submitted.created) return { outcome: 'exists', backup };
   log.info({ tickMs }, 'scheduled backup started');
   return { outcome: 'started', backup };
+}
+
+/** Missed ticks looked at one by one at most; more are reported as "at least". */
+export const MISSED_TICKS_COUNTED = 1_000;
+
+/**
+ * BullMQ's job scheduler adds the next tick's job when a worker picks this one up, as the first
+ * tick after *then*: a job picked up late (the queue busy, no api process running) drops every
+ * tick in between, with no job to record it. They are counted here, once per tick (its re-runs
+ * and retries count nothing again), as skipped and why: a missed tick is never silent, and this
+ * late tick's own run goes on (a backup started late, as Velero runs a missed schedule).
+ * A tick was dropped when the scheduler holds no job for it; the first one it holds is the next.
+ */
+async function recordMissedTicks(
+  rt: PipelineRuntime,
+  job: Job,
+  store: ScheduleStore,
+  record: ScheduleRecord,
+  timing: ScheduleTiming,
+  tickMs: number,
+): Promise<void> {
+  // Only a scheduler's job (not the run of a create or unpause, which has its tick in its data).
+  const schedulerId = job.repeatJobKey;
+  if (!schedulerId || job.data?.tickMs !== undefined) return;
+  const now = rt.deps.clock.now();
+  const candidates: number[] = [];
+  for (let t = nextScheduleTick(timing, tickMs); t <= now && candidates.length < MISSED_TICKS_COUNTED; t = nextScheduleTick(timing, t)) {
+    candidates.push(t);
+  }
+  if (candidates.length === 0) return;
+  const queue = rt.backupsQueue;
+  const pipeline = rt.deps.connection.pipeline();
+  for (const t of candidates) pipeline.exists(queue.toKey(`repeat:${schedulerId}:${t}`));
+  const held = (await pipeline.exec()) ?? [];
+  const next = held.findIndex(([err, exists]) => err !== null || exists === 1);
+  const missed = next === -1 ? candidates : candidates.slice(0, next);
+  if (missed.length === 0) return;
+  const iso = (ms: number) => new Date(ms).toISOString();
+  const count = next === -1 && candidates.length === MISSED_TICKS_COUNTED ? `at least ${missed.length}` : String(missed.length);
+  const last = missed[missed.length - 1]!;
+  const reason =
+    `missed: the run of the tick at ${iso(tickMs)} was picked up only at ${iso(job.processedOn ?? now)}; ` +
+    `${count} tick(s) from ${iso(missed[0]!)} to ${iso(last)} started no backup`;
+  const skip = { at: now, backup: scheduledBackupName(record.name, last), reason };
+  if (await store.recordMissed(record.name, tickMs, missed.length, skip)) {
+    rt.deps.logger.warn({ schedule: record.name, missed: missed.length, reason }, 'scheduled ticks missed');
+  }
 }

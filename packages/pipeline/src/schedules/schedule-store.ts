@@ -105,6 +105,16 @@ export class ScheduleStore {
     await this.redis.multi().hset(this.key(name), 'lastSkip', JSON.stringify(skip)).hincrby(this.key(name), 'skipped', 1).exec();
   }
 
+  /**
+   * Ticks BullMQ never produced a job for, counted once by the run of the tick `afterTickMs` before
+   * them (`skip` names the last of them): its re-runs and retries count nothing again. False when
+   * they were counted already or the schedule is gone.
+   */
+  async recordMissed(name: string, afterTickMs: number, count: number, skip: ScheduleSkip): Promise<boolean> {
+    const recorded = await this.redis.eval(RECORD_MISSED_LUA, 1, this.key(name), String(afterTickMs), String(count), JSON.stringify(skip));
+    return recorded === 1;
+  }
+
   /** The schedule's backups, newest tick first. */
   async backups(name: string, limit: number): Promise<string[]> {
     return this.redis.zrevrange(this.key(name, 'backups'), 0, limit - 1);
@@ -126,6 +136,15 @@ if redis.call('HEXISTS', KEYS[1], 'spec') == 0 then return 0 end
 redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
 local last = tonumber(redis.call('HGET', KEYS[1], 'lastBackupAt') or '-1')
 if tonumber(ARGV[2]) > last then redis.call('HSET', KEYS[1], 'lastBackup', ARGV[1], 'lastBackupAt', ARGV[2]) end
+return 1
+`;
+
+/** KEYS: the schedule's hash. ARGV: the tick whose run counts them, how many, the skip (JSON). Once per tick, moving only forward. */
+const RECORD_MISSED_LUA = `
+if redis.call('HEXISTS', KEYS[1], 'spec') == 0 then return 0 end
+if tonumber(redis.call('HGET', KEYS[1], 'missedAfter') or '-1') >= tonumber(ARGV[1]) then return 0 end
+redis.call('HSET', KEYS[1], 'missedAfter', ARGV[1], 'lastSkip', ARGV[3])
+redis.call('HINCRBY', KEYS[1], 'skipped', ARGV[2])
 return 1
 `;
 
