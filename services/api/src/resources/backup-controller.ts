@@ -44,7 +44,7 @@ import {
   resourceKind,
   STOWAGE_API_VERSION,
 } from './kinds.js';
-import { listResources, ResourceWriter, type StowageResource, TERMINAL_PHASES, uidSuffixOf } from './resource-writer.js';
+import { ResourceWriter, reconcileEach, type StowageResource, TERMINAL_PHASES, uidSuffixOf } from './resource-writer.js';
 
 type BackupResource = StowageResource<BackupResourceStatus>;
 
@@ -83,16 +83,10 @@ export class BackupController {
   /** One pass over every Backup and ClusterBackup, then a resource for every backup without one; a resource's failure is logged and the pass goes on. */
   async reconcileAll(): Promise<void> {
     const claimed = new Set<string>();
-    for (const kind of this.kinds) {
-      for (const item of await listResources<BackupResourceStatus>(this.deps.kube, kind)) {
-        claimed.add(runNameOf(item));
-        try {
-          await this.reconcile(kind, item);
-        } catch (err) {
-          this.deps.logger.warn({ err, kind: kind.kind, name: item.metadata.name, namespace: item.metadata.namespace }, 'reconcile failed');
-        }
-      }
-    }
+    await reconcileEach<BackupResourceStatus>(this.deps, this.kinds, async (kind, item) => {
+      claimed.add(runNameOf(item));
+      await this.reconcile(kind, item);
+    });
     await this.mirrorRuns(claimed);
   }
 

@@ -174,3 +174,23 @@ export async function listResources<S extends ResourceStatusBase>(
   });
   return list.items ?? [];
 }
+
+/**
+ * One level-triggered pass: every resource of the kinds, each reconciled on its own. A resource's
+ * failure is logged and the pass goes on; the next pass tries it again.
+ */
+export async function reconcileEach<S extends ResourceStatusBase>(
+  deps: { kube: Pick<KubeClients, 'requestJson'>; logger: { warn(obj: object, msg?: string): void } },
+  kinds: readonly ResourceKind[],
+  reconcile: (kind: ResourceKind, item: StowageResource<S>) => Promise<void>,
+): Promise<void> {
+  for (const kind of kinds) {
+    for (const item of await listResources<S>(deps.kube, kind)) {
+      try {
+        await reconcile(kind, item);
+      } catch (err) {
+        deps.logger.warn({ err, kind: kind.kind, name: item.metadata.name, namespace: item.metadata.namespace }, 'reconcile failed');
+      }
+    }
+  }
+}

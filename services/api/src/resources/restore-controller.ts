@@ -31,7 +31,14 @@ import { ApiError, ApiErrorCode } from '../errors.js';
 import { deleteEndedRestore, type RestoreRequestDeps, submitRestoreRequest } from '../restore-requests.js';
 import type { RestoreReads } from '../restore-view.js';
 import { DELETE_FINALIZER, objectPathOf, type ResourceKind, type RestoreResourceStatus, resourceKind } from './kinds.js';
-import { listResources, type ResourceWriter, type StowageResource, TERMINAL_PHASES, uidSuffixOf } from './resource-writer.js';
+import {
+  type listResources,
+  type ResourceWriter,
+  reconcileEach,
+  type StowageResource,
+  TERMINAL_PHASES,
+  uidSuffixOf,
+} from './resource-writer.js';
 
 type RestoreResource = StowageResource<RestoreResourceStatus>;
 
@@ -63,15 +70,7 @@ export class RestoreController {
   ) {}
 
   async reconcileAll(): Promise<void> {
-    for (const kind of this.kinds) {
-      for (const item of await listResources<RestoreResourceStatus>(this.deps.kube, kind)) {
-        try {
-          await this.reconcile(kind, item);
-        } catch (err) {
-          this.deps.logger.warn({ err, kind: kind.kind, name: item.metadata.name, namespace: item.metadata.namespace }, 'reconcile failed');
-        }
-      }
-    }
+    await reconcileEach<RestoreResourceStatus>(this.deps, this.kinds, (kind, item) => this.reconcile(kind, item));
   }
 
   async reconcile(kind: ResourceKind, res: RestoreResource): Promise<void> {

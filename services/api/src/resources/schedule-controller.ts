@@ -27,7 +27,7 @@ import type { ScheduleControl, ScheduleRecord, ScheduleStore } from '@stowage/pi
 import { ApiError, ApiErrorCode } from '../errors.js';
 import { admitSchedule, type ScheduleRequestDeps, validateScheduleBody } from '../schedule-requests.js';
 import { DELETE_FINALIZER, type ResourceKind, resourceKind, type ScheduleResourceStatus } from './kinds.js';
-import { listResources, ResourceWriter, type StowageResource, uidSuffixOf } from './resource-writer.js';
+import { type listResources, ResourceWriter, reconcileEach, type StowageResource, uidSuffixOf } from './resource-writer.js';
 
 type ScheduleResource = StowageResource<ScheduleResourceStatus>;
 
@@ -68,15 +68,7 @@ export class ScheduleController {
   ) {}
 
   async reconcileAll(): Promise<void> {
-    for (const kind of this.kinds) {
-      for (const item of await listResources<ScheduleResourceStatus>(this.deps.kube, kind)) {
-        try {
-          await this.reconcile(kind, item);
-        } catch (err) {
-          this.deps.logger.warn({ err, kind: kind.kind, name: item.metadata.name, namespace: item.metadata.namespace }, 'reconcile failed');
-        }
-      }
-    }
+    await reconcileEach<ScheduleResourceStatus>(this.deps, this.kinds, (kind, item) => this.reconcile(kind, item));
   }
 
   async reconcile(kind: ResourceKind, res: ScheduleResource): Promise<void> {
