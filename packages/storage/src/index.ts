@@ -55,5 +55,6 @@ export {
   writeResourceListSidecar,
   writeResultsSidecar,
 } from './sidecars.js';
+export { readTar, type TarFile } from './tar-reader.js';
 export { paxRecord, TAR_END_OF_ARCHIVE, type TarEntry, type TarOptions, tarEntryBlocks, writeTar } from './tar-writer.js';
 export { type ReadTarballOptions, readBackupTarball, type TarballItem, type TarballItemRef } from './tarball-reader.js';

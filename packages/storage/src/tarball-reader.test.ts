@@ -86,6 +86,22 @@ describe('readBackupTarball', () => {
     expect(items.map((i) => i.name)).toEqual(['settings', 'pv-1']);
   });
 
+  it('a tarball cut short, in its gzip or in its tar, fails the read: never a restore of fewer items', async () => {
+    const entries = Array.from({ length: 200 }, (_, i) => ({
+      path: `resources/configmaps/namespaces/shop/c-${i}.json`,
+      data: Buffer.from(JSON.stringify({ kind: 'ConfigMap', metadata: { name: `c-${i}` }, data: { x: 'y'.repeat(i * 7) } })),
+    }));
+    const tar = Buffer.concat(await collect(writeTar(entries, { mtime: new Date(0) })));
+    const storage = await emptyStorage();
+    const gz = gzipSync(tar);
+    await storage.putObject(backupLayout('cut-gzip').tarball, gz.subarray(0, gz.length - 100));
+    await storage.putObject(backupLayout('cut-tar').tarball, gzipSync(tar.subarray(0, tar.length - 1024 - 512)));
+    await expect(collect(readBackupTarball(storage, 'cut-gzip'))).rejects.toThrow(/unexpected end of file/);
+    await expect(collect(readBackupTarball(storage, 'cut-tar'))).rejects.toThrow(
+      /STORAGE_CORRUPT_OBJECT: backup cut-tar's tarball .* ends before its end-of-archive blocks/,
+    );
+  });
+
   it('a backup without a tarball is an error, not an empty restore', async () => {
     await expect(collect(readBackupTarball(await emptyStorage(), 'b1'))).rejects.toThrow(/has no tarball/);
   });

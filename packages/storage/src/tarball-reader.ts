@@ -1,9 +1,12 @@
 import { Readable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
-import { extract } from 'tar-stream';
 import type { BackupStorage, ObjectStore } from './backup-storage.js';
 import { StorageError, StorageErrorCode } from './errors.js';
 import { backupLayout } from './layout.js';
+import { readTar } from './tar-reader.js';
+
+/** Inflated bytes per chunk: small, so a chunk's passed-over entries are garbage while still young. */
+const GUNZIP_CHUNK_BYTES = 64 * 1024;
 
 /** One item read back from a backup's tarball, with where its path says it belongs. */
 export interface TarballItem {
@@ -32,8 +35,8 @@ export interface ReadTarballOptions {
 
 /**
  * Every item of a backup's tarball (`<name>.tar.gz`), streamed: the object is read as a stream
- * when the store offers one (ObjectStore.getStream), then gunzip → tar-stream, one entry in
- * memory at a time — never the whole archive (issue #45). Velero's `<version>-preferredversion/`
+ * when the store offers one (ObjectStore.getStream), then gunzip → readTar (tar-reader.ts), one
+ * chunk in memory at a time — never the whole archive (issue #45). Velero's `<version>-preferredversion/`
  * copies and `metadata/` entries are not items and are passed over, as are items `select`
  * declines; an item entry that does not parse as a JSON object throws STORAGE_CORRUPT_ITEM (a
  * restore must never skip an item silently). Throws STORAGE_IO when the backup has no tarball.
@@ -48,39 +51,39 @@ export async function* readBackupTarball(
   const key = backupLayout(backupName).tarball;
   const body = 'getStream' in storage ? await storage.getStream(key) : await storage.getObject(key).then((b) => b && [b]);
   if (!body) throw new StorageError(StorageErrorCode.io, `backup ${backupName} has no tarball at ${key}`);
-  const entries = extract();
   const source = Readable.from(body);
-  source.on('error', (err) => entries.destroy(err));
-  source
-    .pipe(createGunzip())
-    .on('error', (err) => entries.destroy(err))
-    .pipe(entries);
+  const gunzip = createGunzip({ chunkSize: GUNZIP_CHUNK_BYTES });
+  source.on('error', (err) => gunzip.destroy(err));
+  source.pipe(gunzip);
+  // The path is matched (and `select` asked) at the header: a passed-over item's body is skipped.
+  const want = (path: string): boolean => {
+    const match = ITEM_PATH.exec(path);
+    if (!match) return false;
+    return !opts.select || opts.select({ path, groupResource: match[1] as string, namespace: match[2] ?? null, name: match[3] as string });
+  };
   try {
-    for await (const entry of entries) {
-      const path = entry.header.name;
-      const match = entry.header.type === 'file' ? ITEM_PATH.exec(path) : null;
-      const ref: TarballItemRef | undefined = match
-        ? { path, groupResource: match[1] as string, namespace: match[2] ?? null, name: match[3] as string }
-        : undefined;
-      if (!ref || (opts.select && !opts.select(ref))) {
-        entry.resume();
-        continue;
-      }
-      const chunks: Buffer[] = [];
-      for await (const chunk of entry) chunks.push(chunk as Buffer);
+    for await (const file of readTar(gunzip, want, `backup ${backupName}'s tarball ${key}`)) {
+      const match = ITEM_PATH.exec(file.path) as RegExpExecArray;
       let object: unknown;
       try {
-        object = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+        object = JSON.parse(file.body.toString('utf8'));
       } catch (err) {
-        throw new StorageError(StorageErrorCode.corruptItem, `backup ${backupName}: ${path} is not JSON: ${(err as Error).message}`);
+        throw new StorageError(StorageErrorCode.corruptItem, `backup ${backupName}: ${file.path} is not JSON: ${(err as Error).message}`);
       }
       if (typeof object !== 'object' || object === null || Array.isArray(object)) {
-        throw new StorageError(StorageErrorCode.corruptItem, `backup ${backupName}: ${path} is not a JSON object`);
+        throw new StorageError(StorageErrorCode.corruptItem, `backup ${backupName}: ${file.path} is not a JSON object`);
       }
-      yield { ...ref, object: object as Record<string, unknown> };
+      yield {
+        path: file.path,
+        groupResource: match[1] as string,
+        namespace: match[2] ?? null,
+        name: match[3] as string,
+        object: object as Record<string, unknown>,
+      };
     }
   } finally {
     // A consumer that stops early (or a throw) must not leave the store's stream open.
     source.destroy();
+    gunzip.destroy();
   }
 }
