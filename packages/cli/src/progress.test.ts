@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { BackupEvent } from './api-types.js';
-import { BackupProgress, ProgressRenderer, renderBars } from './progress.js';
+import { BackupProgress, describeEvent, ProgressRenderer, renderBars } from './progress.js';
 
 let seq = 0;
 const ev = (type: string, data: Record<string, unknown>): BackupEvent => ({ id: `${++seq}-0`, type, at: '2026-01-01T00:00:00Z', data });
@@ -81,5 +81,18 @@ describe('ProgressRenderer', () => {
     expect(text).toContain('post hook shop/postgres-0/postgres ok (exit 0)');
     expect(text).toContain('hooks 1/0');
     expect(text).not.toContain('\x1b[');
+  });
+});
+
+describe('describeEvent: a PVB that ended', () => {
+  it('Failed: says why, from the message on the event', () => {
+    expect(
+      describeEvent(ev('pvb.phase', { pvb: 'p1', pod: 'shop/db-0', volume: 'data', node: 'node-a', to: 'Failed', message: 'disk full' })),
+    ).toBe('PVB shop/db-0 volume data on node-a Failed: disk full');
+  });
+  it('Completed: no message', () => {
+    expect(describeEvent(ev('pvb.phase', { pvb: 'p1', pod: 'shop/db-0', volume: 'data', to: 'Completed' }))).toBe(
+      'PVB shop/db-0 volume data Completed',
+    );
   });
 });

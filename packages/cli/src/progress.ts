@@ -183,7 +183,7 @@ export function describeEvent(ev: BackupEvent): string | undefined {
     case 'plan.done':
       return `planned ${String(d.blocks)} blocks, ${String(d.items)} items`;
     case 'pvb.phase':
-      return `PVB ${String(d.pod ?? d.pvb)} ${d.volume ? `volume ${String(d.volume)} ` : ''}${d.node ? `on ${String(d.node)} ` : ''}${String(d.to)}${d.timedOut ? ' (timed out)' : ''}`;
+      return `PVB ${String(d.pod ?? d.pvb)} ${d.volume ? `volume ${String(d.volume)} ` : ''}${d.node ? `on ${String(d.node)} ` : ''}${String(d.to)}${d.timedOut ? ' (timed out)' : ''}${typeof d.message === 'string' && d.message ? `: ${d.message}` : ''}`;
     case 'hook.done':
       return `${String(d.phase)} hook ${String(d.pod)}/${String(d.container)} ${d.ok === false ? 'FAILED' : 'ok'}${d.exitCode !== null && d.exitCode !== undefined ? ` (exit ${String(d.exitCode)})` : ''}`;
     default:

@@ -24,7 +24,8 @@ export interface PvbWatchResult {
 
 /**
  * Applies what we saw of a PVB to backup state: phase, bytes, timestamps, message, a
- * `pvb.phase` event on a phase change and `pvb.progress` on byte progress. The first terminal
+ * `pvb.phase` event on a phase change (to Failed or Canceled with the PVB's `message`) and
+ * `pvb.progress` on byte progress. The first terminal
  * transition is counted once (`pvb:<name>` → `pvbs<Phase>`); Failed and Canceled are errors.
  */
 export async function recordPvbObservation(
@@ -63,7 +64,9 @@ export async function recordPvbObservation(
   if (changedPhase || changedBytes || previous?.message !== status.message)
     writes.push(deps.state.updatePvb(backupName, name, patch, { registered: previous !== undefined }));
   if (changedPhase) {
-    writes.push(deps.state.appendEvent(backupName, 'pvb.phase', { ...where, from: previous?.phase ?? null, to: phase }));
+    // A PVB that failed or was canceled says why (its status message), so a live event alone explains it.
+    const why = (phase === 'Failed' || phase === 'Canceled') && status.message ? { message: status.message } : {};
+    writes.push(deps.state.appendEvent(backupName, 'pvb.phase', { ...where, from: previous?.phase ?? null, to: phase, ...why }));
   } else if (changedBytes) {
     writes.push(
       deps.state.appendEvent(backupName, 'pvb.progress', {
@@ -146,6 +149,7 @@ export async function recordPvbGaveUp(
       from: previous?.phase ?? null,
       to: previous?.phase ?? 'Unknown',
       timedOut: true,
+      message: msg,
     });
   }
 }
@@ -175,6 +179,7 @@ export async function recordPvbMissing(
       blockId: previous?.blockId,
       from: previous?.phase ?? null,
       to: 'Failed',
+      message: why,
     });
   }
 }
