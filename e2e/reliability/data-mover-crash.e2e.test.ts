@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDataUploadClient, dataMoverLabels, type VolumeSnapshot } from '../../packages/kube/src/index.js';
 import { SIM_SNAPSHOT_PARAMETERS, snapshotCrdsPath } from '../../packages/kube-sim/src/index.js';
+import { csiStorageClass, simClaim, simSnapshotClass } from '../../packages/testing/src/index.js';
 import { openOrInitRepository } from '../../services/node-agent/src/index.js';
 import { execsOf, FREEZE, namespace, node, UNFREEZE } from './support/fixtures.js';
 import { DATA_UPLOAD_CRD_PATH, type ServiceProcess, type Stack, startStack, waitFor, waitForBackupEnd } from './support/stack.js';
@@ -17,38 +18,18 @@ import { DATA_UPLOAD_CRD_PATH, type ServiceProcess, type Stack, startStack, wait
 const MiB = 1024 * 1024;
 const SNAPSHOTS = '/apis/snapshot.storage.k8s.io/v1';
 
-const claim = (name: string, files: unknown[], extra: Record<string, unknown> = {}) => ({
-  apiVersion: 'v1',
-  kind: 'PersistentVolumeClaim',
-  metadata: { name, namespace: 'shop', annotations: { 'sim.stowage.dev/files': JSON.stringify(files) } },
-  spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } }, storageClassName: 'standard', ...extra },
-});
-
 const fixture = {
   objects: [
     namespace('shop'),
     namespace('stowage'),
     node('node-a'),
-    {
-      apiVersion: 'storage.k8s.io/v1',
-      kind: 'StorageClass',
-      metadata: { name: 'standard' },
-      provisioner: 'sim.csi.stowage.dev',
-      reclaimPolicy: 'Delete',
-    },
-    {
-      apiVersion: 'snapshot.storage.k8s.io/v1',
-      kind: 'VolumeSnapshotClass',
-      metadata: { name: 'sim-snap', annotations: { 'snapshot.storage.kubernetes.io/is-default-class': 'true' } },
-      driver: 'sim.csi.stowage.dev',
-      deletionPolicy: 'Delete',
-      // Cut at once, ready to use only when the test says (a provider's upload): the window between
-      // cut and upload is the test's to choose, whatever the machine's load.
-      parameters: { [SIM_SNAPSHOT_PARAMETERS.holdReady]: 'true' },
-    },
+    csiStorageClass(),
+    // Cut at once, ready to use only when the test says (a provider's upload): the window between
+    // cut and upload is the test's to choose, whatever the machine's load.
+    simSnapshotClass({ [SIM_SNAPSHOT_PARAMETERS.holdReady]: 'true' }),
     // 6 MiB: at ~1 MiB/s its upload lasts seconds, long enough to be cut off.
-    claim('data', [{ path: 'chunk-{i}.bin', size: 256 * 1024, count: 24, seed: 'data-{i}' }]),
-    claim('raw', [{ path: 'disk', size: 2 * MiB, seed: 'raw-disk' }], { volumeMode: 'Block' }),
+    simClaim('data', [{ path: 'chunk-{i}.bin', size: 256 * 1024, count: 24, seed: 'data-{i}' }]),
+    simClaim('raw', [{ path: 'disk', size: 2 * MiB, seed: 'raw-disk' }], { spec: { volumeMode: 'Block' } }),
     {
       apiVersion: 'v1',
       kind: 'Pod',

@@ -10,7 +10,7 @@ import { SIM_SNAPSHOT_PARAMETERS, snapshotCrdsPath } from '@stowage/kube-sim';
 import type { BlockPlan, RunningWorkers } from '@stowage/pipeline';
 import { startWorkers, submitBackup, volumeOutcomes } from '@stowage/pipeline';
 import { QueueName } from '@stowage/queue';
-import { useTestRedis } from '@stowage/testing';
+import { csiStorageClass, simClaim, simSnapshotClass, useTestRedis } from '@stowage/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readFinishedBackup } from './support/finished-backup.js';
 import { backupSpec, namespace, node, pod } from './support/fixtures.js';
@@ -21,42 +21,16 @@ const FREEZE = ['/bin/freeze'];
 const THAW = ['/bin/thaw'];
 const MiB = 1024 * 1024;
 
-const claim = (name: string, storageClassName: string, files: unknown[]) => ({
-  apiVersion: 'v1',
-  kind: 'PersistentVolumeClaim',
-  metadata: { name, namespace: 'shop', annotations: { 'sim.stowage.dev/files': JSON.stringify(files) } },
-  spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } }, storageClassName },
-});
-
 const objects: unknown[] = [
   namespace('shop'),
   namespace('stowage'),
   node('node-a'),
-  {
-    apiVersion: 'storage.k8s.io/v1',
-    kind: 'StorageClass',
-    metadata: { name: 'standard' },
-    provisioner: 'sim.csi.stowage.dev',
-    reclaimPolicy: 'Delete',
-  },
-  {
-    apiVersion: 'storage.k8s.io/v1',
-    kind: 'StorageClass',
-    metadata: { name: 'nfs' },
-    provisioner: 'nfs.csi.example',
-    reclaimPolicy: 'Delete',
-  },
-  {
-    apiVersion: 'snapshot.storage.k8s.io/v1',
-    kind: 'VolumeSnapshotClass',
-    metadata: { name: 'sim-snap', labels: { 'velero.io/csi-volumesnapshot-class': 'true' } },
-    driver: 'sim.csi.stowage.dev',
-    deletionPolicy: 'Delete',
-    // Ready to use only when the test says (it plays the provider's upload): the hooks must not wait for it.
-    parameters: { [SIM_SNAPSHOT_PARAMETERS.readyDelayMs]: '3600000' },
-  },
-  claim('data', 'standard', [{ path: 'db/table.bin', size: 2 * MiB, seed: 'table' }]),
-  claim('shared', 'nfs', [{ path: 'x', content: 'nfs\n' }]),
+  csiStorageClass(),
+  csiStorageClass('nfs', 'nfs.csi.example'),
+  // Ready to use only when the test says (it plays the provider's upload): the hooks must not wait for it.
+  simSnapshotClass({ [SIM_SNAPSHOT_PARAMETERS.readyDelayMs]: '3600000' }, 'velero-label'),
+  simClaim('data', [{ path: 'db/table.bin', size: 2 * MiB, seed: 'table' }]),
+  simClaim('shared', [{ path: 'x', content: 'nfs\n' }], { storageClassName: 'nfs' }),
   pod({
     name: 'db-0',
     volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'data' } }],

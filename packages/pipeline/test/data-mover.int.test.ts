@@ -20,7 +20,7 @@ import type { BlockPlan, RunningWorkers } from '@stowage/pipeline';
 import { completedSnapshotsOf, requestBackupDeletion, startWorkers, submitBackup, submitRestore, volumeOutcomes } from '@stowage/pipeline';
 import { createLogger } from '@stowage/platform';
 import { createFlowProducer, QueueName } from '@stowage/queue';
-import { describeTree, useTestRedis } from '@stowage/testing';
+import { csiStorageClass, describeTree, simClaim, simSnapshotClass, useTestRedis } from '@stowage/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readFinishedBackup } from './support/finished-backup.js';
 import { backupSpec, namespace, node } from './support/fixtures.js';
@@ -34,39 +34,19 @@ const FREEZE = ['/bin/freeze'];
 const THAW = ['/bin/thaw'];
 const RESTORED = ['/bin/restored'];
 
-const claim = (name: string, files: unknown[], extra: Record<string, unknown> = {}, annotations: Record<string, string> = {}) => ({
-  apiVersion: 'v1',
-  kind: 'PersistentVolumeClaim',
-  metadata: { name, namespace: 'shop', annotations: { 'sim.stowage.dev/files': JSON.stringify(files), ...annotations } },
-  spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } }, storageClassName: 'standard', ...extra },
-});
-
 const objects: unknown[] = [
   namespace('shop'),
   namespace('stowage'),
   node('node-a'),
-  {
-    apiVersion: 'storage.k8s.io/v1',
-    kind: 'StorageClass',
-    metadata: { name: 'standard' },
-    provisioner: 'sim.csi.stowage.dev',
-    reclaimPolicy: 'Delete',
-  },
-  {
-    apiVersion: 'snapshot.storage.k8s.io/v1',
-    kind: 'VolumeSnapshotClass',
-    metadata: { name: 'sim-snap', annotations: { 'snapshot.storage.kubernetes.io/is-default-class': 'true' } },
-    driver: 'sim.csi.stowage.dev',
-    deletionPolicy: 'Delete',
-    parameters: { [SIM_SNAPSHOT_PARAMETERS.readyDelayMs]: '200' },
-  },
-  claim('data', [
+  csiStorageClass(),
+  simSnapshotClass({ [SIM_SNAPSHOT_PARAMETERS.readyDelayMs]: '200' }),
+  simClaim('data', [
     { path: 'db/table.bin', size: 3 * MiB, seed: 'table' },
     { path: 'db/wal.log', content: 'wal 1\n' },
   ]),
-  claim('raw', [{ path: 'disk', size: 2 * MiB, seed: 'raw-disk' }], { volumeMode: 'Block' }),
+  simClaim('raw', [{ path: 'disk', size: 2 * MiB, seed: 'raw-disk' }], { spec: { volumeMode: 'Block' } }),
   // Its snapshot is kept, whatever the backup's snapshotMoveData says.
-  claim('keep', [{ path: 'k/state.bin', size: MiB, seed: 'keep' }], {}, { 'stowage.dev/snapshot-move-data': 'false' }),
+  simClaim('keep', [{ path: 'k/state.bin', size: MiB, seed: 'keep' }], { annotations: { 'stowage.dev/snapshot-move-data': 'false' } }),
   // One block: an fs-backup volume (cache), a kept snapshot (keep), a moved filesystem snapshot
   // (data) and a moved block volume (raw); a post-restore hook.
   {

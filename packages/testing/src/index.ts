@@ -31,6 +31,7 @@ export {
   useTestS3,
 } from './s3-server.js';
 export { REPO_ROOT, spawnService } from './service-process.js';
+export { csiStorageClass, SIM_CSI_DRIVER, type SimClaimOptions, simClaim, simSnapshotClass } from './snapshot-cluster.js';
 export { type DescribedEntry, describeTree, writeVolumeTree } from './volume-tree.js';
 export {
   type ReadyServiceOptions,
