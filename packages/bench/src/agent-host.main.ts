@@ -11,7 +11,7 @@
  */
 import { join } from 'node:path';
 import { loadNodeAgentConfig, type NodeAgentService, startNodeAgentService } from '@stowage/node-agent';
-import { createLogger, getFreePort } from '@stowage/platform';
+import { createLogger } from '@stowage/platform';
 
 const nodes = (process.env.BENCH_AGENT_NODES ?? '').split(',').filter(Boolean);
 const dataRoot = process.env.BENCH_DATA_ROOT;
@@ -35,12 +35,12 @@ process.on('SIGTERM', () => void stopAll(0));
 process.on('SIGINT', () => void stopAll(0));
 
 for (const node of nodes) {
-  const port = await getFreePort();
   const loaded = loadNodeAgentConfig({
     ...process.env,
     STOWAGE_NODE_NAME: node,
     STOWAGE_KUBELET_ROOT: join(dataRoot, node),
-    PORT: String(port),
+    // Each agent's HTTP server binds a port the kernel picks: nothing here calls it (ready is the line below).
+    PORT: '0',
   });
   if (!loaded.ok) {
     process.stderr.write(`agent host: node ${node}: ${loaded.problems.join('; ')}\n`);

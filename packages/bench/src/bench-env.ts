@@ -18,9 +18,10 @@ import {
   statePrefixFor,
   submitBackup,
 } from '@stowage/pipeline';
-import { type EmbeddedRedis, getFreePort, startEmbeddedRedis } from '@stowage/platform';
+import { type EmbeddedRedis, startEmbeddedRedis } from '@stowage/platform';
 import { QueueName } from '@stowage/queue';
 import { FileSystemStorage } from '@stowage/storage';
+import { listeningPort } from '@stowage/testing';
 import { Redis } from 'ioredis';
 import { BenchChild } from './child-process.js';
 import type { ProcessParts } from './run-queue.js';
@@ -157,9 +158,8 @@ export class BenchEnv {
     const [account, kubeconfig, prefix] =
       opts.identity === 'restorer' ? ['stowage-restorer', ids.restorer, 'worker-r'] : ['stowage-worker', ids.worker, 'worker-'];
     const queues = ids.workerQueues[account];
-    const started: Array<{ child: BenchChild; port: number }> = [];
+    const started: BenchChild[] = [];
     for (let i = 1; i <= opts.count; i++) {
-      const port = await getFreePort();
       const child = new BenchChild({
         name: `${prefix}${i}`,
         script: opts.waitMode === 'inline' ? INLINE_WORKER_MAIN : WORKER_MAIN,
@@ -171,17 +171,18 @@ export class BenchEnv {
           ...this.baseEnv(),
           KUBECONFIG: kubeconfig,
           ...(queues ? { STOWAGE_WORKER_QUEUES: queues } : {}),
-          PORT: String(port),
+          // The kernel picks the port at the bind; it is read back (a port probed free first may be taken before the child binds it).
+          PORT: '0',
           STOWAGE_BLOCK_CONCURRENCY: String(opts.blockConcurrency),
           STOWAGE_HOOK_CONCURRENCY: String(opts.hookConcurrency),
           ...opts.env,
         },
       });
       this.children.push(child);
-      started.push({ child, port });
+      started.push(child);
     }
-    await Promise.all(started.map(({ child, port }) => waitReady(child, port, 120_000)));
-    return started.map((s) => s.child);
+    await Promise.all(started.map((child) => waitReady(child, 120_000)));
+    return started;
   }
 
   /** The node agents for `nodes`, `perProcess` to an agent-host process; resolves when every node has registered. */
@@ -395,17 +396,22 @@ export class BenchEnv {
   }
 }
 
-async function waitReady(child: BenchChild, port: number, timeoutMs: number): Promise<void> {
+/** Waits for a child started with PORT=0: the port it listens on (read from /proc), then its /readyz; returns the port. */
+export async function waitReady(child: BenchChild, timeoutMs: number): Promise<number> {
   const deadline = Date.now() + timeoutMs;
+  let port: number | undefined;
   for (;;) {
     if (child.hasExited) throw new Error(`${child.name} stopped while starting; last lines:\n${child.lastLines().join('\n')}`);
-    const ok = await fetch(`http://127.0.0.1:${port}/readyz`, { signal: AbortSignal.timeout(2_000) })
-      .then(async (r) => {
-        await r.body?.cancel();
-        return r.status === 200;
-      })
-      .catch(() => false);
-    if (ok) return;
+    port ??= await listeningPort(child.pid);
+    const ok = await (port === undefined
+      ? Promise.resolve(false)
+      : fetch(`http://127.0.0.1:${port}/readyz`, { signal: AbortSignal.timeout(2_000) })
+          .then(async (r) => {
+            await r.body?.cancel();
+            return r.status === 200;
+          })
+          .catch(() => false));
+    if (ok) return port as number;
     if (Date.now() > deadline) throw new Error(`${child.name} not ready within ${timeoutMs / 1000} s; see ${child.logFile}`);
     await new Promise((r) => setTimeout(r, 200));
   }
