@@ -3,9 +3,11 @@
  * a condition keeps its transition time while its status holds), an Event on each phase change
  * (correlated as kube's recorder does: event-recorder.ts),
  * finalizers, and the resource's own deletion. Shared by the Backup, Restore and Schedule
- * controllers so the three report the same way (docs/tenancy.md#the-controller).
+ * controllers so the three report the same way (docs/tenancy.md#the-controller); with them, the
+ * pass they share (reconcileEach) and whom a Restore or Schedule acts as (resourceRequester).
  */
-import { isKubeError, type KubeClients } from '@stowage/kube';
+import { type AccessAttributes, DEFAULT_SERVICE_ACCOUNT, type Requester, serviceAccountRequester } from '@stowage/core';
+import { type AccessDecision, isKubeError, type KubeClients } from '@stowage/kube';
 import { EventRecorder } from './event-recorder.js';
 import { type Condition, DELETE_FINALIZER, objectPathOf, type ResourceKind } from './kinds.js';
 
@@ -193,4 +195,28 @@ export async function reconcileEach<S extends ResourceStatusBase>(
       }
     }
   }
+}
+
+/** What the Restore and Schedule controllers are given besides their own deps. */
+export interface ControllerContext {
+  kube: Pick<KubeClients, 'requestJson'>;
+  writer: ResourceWriter;
+  decide: (requester: Requester, attrs: AccessAttributes) => Promise<AccessDecision>;
+  logger: { warn(obj: object, msg?: string): void };
+}
+
+/**
+ * Whom a resource acts as: a namespaced one as `spec.serviceAccountName` of its namespace (default
+ * `default`), a cluster-scoped one as Stowage. The spec comes back without serviceAccountName.
+ */
+export function resourceRequester(
+  kind: ResourceKind,
+  res: StowageResource<ResourceStatusBase>,
+): { spec: Record<string, unknown>; namespace: string | undefined; requester: Requester } {
+  const { serviceAccountName, ...spec } = (res.spec ?? {}) as Record<string, unknown>;
+  const namespace = kind.namespaced ? res.metadata.namespace : undefined;
+  const requester: Requester = namespace
+    ? serviceAccountRequester(namespace, typeof serviceAccountName === 'string' ? serviceAccountName : DEFAULT_SERVICE_ACCOUNT)
+    : { kind: 'stowage', via: 'cluster-resource' };
+  return { spec, namespace, requester };
 }

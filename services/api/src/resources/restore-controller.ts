@@ -14,16 +14,8 @@
  * - The finalizer: deleting the resource cancels a running restore, then deletes its record and
  *   results as `DELETE /v1/restores/:name` does (restored objects stay).
  */
-import {
-  type AccessAttributes,
-  DEFAULT_SERVICE_ACCOUNT,
-  describeRequester,
-  generateBackupName,
-  type Requester,
-  runKey,
-  serviceAccountRequester,
-} from '@stowage/core';
-import { type AccessDecision, isKubeError } from '@stowage/kube';
+import { describeRequester, generateBackupName, runKey } from '@stowage/core';
+import { isKubeError } from '@stowage/kube';
 import type { RestoreRecord, RestoreState } from '@stowage/pipeline';
 import type { Queue } from 'bullmq';
 import type { RestoreControl } from '../api-deps.js';
@@ -32,9 +24,9 @@ import { deleteEndedRestore, type RestoreRequestDeps, submitRestoreRequest } fro
 import type { RestoreReads } from '../restore-view.js';
 import { DELETE_FINALIZER, objectPathOf, type ResourceKind, type RestoreResourceStatus, resourceKind } from './kinds.js';
 import {
-  type listResources,
-  type ResourceWriter,
+  type ControllerContext,
   reconcileEach,
+  resourceRequester,
   type StowageResource,
   TERMINAL_PHASES,
   uidSuffixOf,
@@ -60,14 +52,7 @@ export function restoreRunNameOf(res: RestoreResource): string {
 export class RestoreController {
   private readonly kinds: ResourceKind[] = [resourceKind('restore', true), resourceKind('restore', false)];
 
-  constructor(
-    private readonly deps: RestoreResourcesDeps & {
-      kube: Parameters<typeof listResources>[0];
-      writer: ResourceWriter;
-      decide: (requester: Requester, attrs: AccessAttributes) => Promise<AccessDecision>;
-      logger: { warn(obj: object, msg?: string): void };
-    },
-  ) {}
+  constructor(private readonly deps: RestoreResourcesDeps & ControllerContext) {}
 
   async reconcileAll(): Promise<void> {
     await reconcileEach<RestoreResourceStatus>(this.deps, this.kinds, (kind, item) => this.reconcile(kind, item));
@@ -143,11 +128,7 @@ export class RestoreController {
     res: RestoreResource,
     runName: string,
   ): Promise<{ restore: RestoreRecord } | { problems: string[]; reason: string }> {
-    const { serviceAccountName, ...spec } = (res.spec ?? {}) as Record<string, unknown>;
-    const namespace = kind.namespaced ? res.metadata.namespace : undefined;
-    const requester: Requester = namespace
-      ? serviceAccountRequester(namespace, typeof serviceAccountName === 'string' ? serviceAccountName : DEFAULT_SERVICE_ACCOUNT)
-      : { kind: 'stowage', via: 'cluster-resource' };
+    const { spec, namespace, requester } = resourceRequester(kind, res);
     const backupName = typeof spec.backupName === 'string' ? await this.backupRunName(kind, namespace, spec.backupName) : spec.backupName;
     try {
       const result = await submitRestoreRequest(

@@ -12,22 +12,19 @@
  *   its spec hooks need that account's `create pods/exec`, its backups are that namespace's.
  * - Deleting the resource deletes the schedule (its backups stay, as in Velero).
  */
-import {
-  type AccessAttributes,
-  DEFAULT_SERVICE_ACCOUNT,
-  describeRequester,
-  generateBackupName,
-  type Requester,
-  runKey,
-  SCHEDULE_NAME_MAX_LENGTH,
-  serviceAccountRequester,
-} from '@stowage/core';
-import type { AccessDecision } from '@stowage/kube';
+import { describeRequester, generateBackupName, type Requester, runKey, SCHEDULE_NAME_MAX_LENGTH } from '@stowage/core';
 import type { ScheduleControl, ScheduleRecord, ScheduleStore } from '@stowage/pipeline';
 import { ApiError, ApiErrorCode } from '../errors.js';
 import { admitSchedule, type ScheduleRequestDeps, validateScheduleBody } from '../schedule-requests.js';
 import { DELETE_FINALIZER, type ResourceKind, resourceKind, type ScheduleResourceStatus } from './kinds.js';
-import { type listResources, ResourceWriter, reconcileEach, type StowageResource, uidSuffixOf } from './resource-writer.js';
+import {
+  type ControllerContext,
+  ResourceWriter,
+  reconcileEach,
+  resourceRequester,
+  type StowageResource,
+  uidSuffixOf,
+} from './resource-writer.js';
 
 type ScheduleResource = StowageResource<ScheduleResourceStatus>;
 
@@ -58,14 +55,7 @@ export function scheduleRunNameOf(res: ScheduleResource): string {
 export class ScheduleController {
   private readonly kinds: ResourceKind[] = [resourceKind('schedule', true), resourceKind('schedule', false)];
 
-  constructor(
-    private readonly deps: ScheduleResourcesDeps & {
-      kube: Parameters<typeof listResources>[0];
-      writer: ResourceWriter;
-      decide: (requester: Requester, attrs: AccessAttributes) => Promise<AccessDecision>;
-      logger: { warn(obj: object, msg?: string): void };
-    },
-  ) {}
+  constructor(private readonly deps: ScheduleResourcesDeps & ControllerContext) {}
 
   async reconcileAll(): Promise<void> {
     await reconcileEach<ScheduleResourceStatus>(this.deps, this.kinds, (kind, item) => this.reconcile(kind, item));
@@ -85,11 +75,7 @@ export class ScheduleController {
     }
     await writer.ensureFinalizer(kind, res);
 
-    const { serviceAccountName, ...spec } = (res.spec ?? {}) as Record<string, unknown>;
-    const namespace = kind.namespaced ? res.metadata.namespace : undefined;
-    const requester: Requester = namespace
-      ? serviceAccountRequester(namespace, typeof serviceAccountName === 'string' ? serviceAccountName : DEFAULT_SERVICE_ACCOUNT)
-      : { kind: 'stowage', via: 'cluster-resource' };
+    const { spec, namespace, requester } = resourceRequester(kind, res);
     let record = await store.get(runName);
     if (record && !this.belongs(kind, res, record)) {
       const problem = `metadata.name: schedule ${runName} exists and is not this resource's`;
