@@ -93,7 +93,9 @@ export class BenchChild {
     return (utime + stime) / 100; // USER_HZ is 100 on Linux
   }
 
+  /** Only while the child is known alive: once reaped, its pid (the group's id) may be another process's. */
   private signalGroup(signal: NodeJS.Signals): boolean {
+    if (this.hasExited) return false;
     try {
       process.kill(-this.pid, signal);
       return true;
@@ -112,7 +114,7 @@ export class BenchChild {
     if (!this.hasExited) this.signalGroup('SIGTERM');
     const deadline = Date.now() + graceMs;
     while (!this.hasExited && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-    this.signalGroup('SIGKILL'); // anything left in the group
+    this.signalGroup('SIGKILL'); // still running after the grace
     await Promise.race([this.exited, new Promise((r) => setTimeout(r, 2_000))]);
     await new Promise<void>((resolve) => this.log.end(() => resolve()));
   }

@@ -30,7 +30,7 @@ export interface AgentProcess {
   stderr: string[];
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   port(): Promise<number>;
-  /** SIGKILL to the whole process group (tsx and the node process running the agent). */
+  /** SIGKILL to the whole process group (tsx and the node process running the agent); nothing once it has exited. */
   killHard(): void;
 }
 
@@ -57,7 +57,8 @@ export function spawnAgent(env: Record<string, string>, script = mainTs): AgentP
     stderr,
     exited,
     killHard: () => {
-      if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+      // Only while it is alive: once reaped, its pid (the group's id) may be another process's.
+      if (child.pid !== undefined && child.exitCode === null && child.signalCode === null) process.kill(-child.pid, 'SIGKILL');
     },
     port: () =>
       waitFor(

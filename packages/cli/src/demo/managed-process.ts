@@ -93,7 +93,13 @@ export class ManagedProcess {
     }
   }
 
+  /**
+   * Signals the group only while the process is known alive (not yet reaped): its pid is then
+   * still taken, and so is the group's id. Once it has exited, that pid may be another process's
+   * (pids wrap), and a detached one leads a group of that id: it would get our signal.
+   */
   private signalGroup(signal: NodeJS.Signals): void {
+    if (this.hasExited) return;
     try {
       process.kill(-this.pid, signal);
     } catch {
@@ -101,14 +107,15 @@ export class ManagedProcess {
     }
   }
 
-  /** Synchronous last resort (process 'exit' handler): SIGKILL the whole group. */
+  /** Synchronous last resort (process 'exit' handler): SIGKILL the whole group while the process lives. */
   killNow(): void {
     this.signalGroup('SIGKILL');
   }
 
   /**
-   * SIGTERM to the group (the service shuts down gracefully), SIGKILL after `graceMs`; resolves
-   * once the process has exited and no member of its group is left. Safe to call twice.
+   * SIGTERM to the group (the service shuts down gracefully), SIGKILL after `graceMs` if it still
+   * runs; resolves once the process has exited and no member of its group is left (or 5 s after
+   * the SIGKILL was due: what is left the caller reports). Safe to call twice, and after it exited.
    */
   async stop(graceMs = 15_000): Promise<ExitInfo> {
     this.signalGroup('SIGTERM');
@@ -117,6 +124,7 @@ export class ManagedProcess {
     for (;;) {
       if (this.hasExited && !this.groupAlive()) break;
       if (!killed && Date.now() > deadline) {
+        // A no-op once it has exited: members it left behind are reported, never signaled blind.
         this.signalGroup('SIGKILL');
         killed = true;
       }
