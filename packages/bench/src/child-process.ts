@@ -10,6 +10,8 @@ export interface ChildOptions {
   name: string;
   /** A TypeScript entry file, run with node + the tsx loader and the source condition. */
   script: string;
+  /** A compiled JavaScript entry file, run with plain node: no loader, no source condition. */
+  compiled?: boolean;
   /** Extra node flags (e.g. --cpu-prof). */
   nodeArgs?: readonly string[];
   env: Readonly<Record<string, string | undefined>>;
@@ -37,7 +39,8 @@ export class BenchChild {
     this.name = opts.name;
     this.logFile = opts.logFile;
     this.log = createWriteStream(opts.logFile, { flags: 'a' });
-    this.child = spawn(process.execPath, [...(opts.nodeArgs ?? []), '--conditions=@stowage/source', '--import', TSX_LOADER, opts.script], {
+    const loader = opts.compiled ? [] : ['--conditions=@stowage/source', '--import', TSX_LOADER];
+    this.child = spawn(process.execPath, [...(opts.nodeArgs ?? []), ...loader, opts.script], {
       cwd: opts.cwd,
       env: opts.env as NodeJS.ProcessEnv,
       stdio: ['ignore', 'pipe', 'pipe'],

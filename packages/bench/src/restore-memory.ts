@@ -7,10 +7,10 @@
  * The backup is written as the product writes one (Velero's layout: `backups/<name>/<name>.tar.gz`
  * of `resources/<gr>/namespaces/<ns>/<name>.json` entries, made with storage's tar writer). The
  * baseline is `git archive <ref>` into a temporary directory with its own `pnpm install --offline`.
- * Each of the four plans gets a fresh redis-server and a process of its own
- * (restore-memory-plan.main.ts, copied into the baseline's tree) that runs the restores queue's
- * processor on the restore-plan job; the driver submits the restore first and samples Redis'
- * `INFO memory` while the plan runs. Not a timed test: a script whose figures go to BENCHMARKS.md.
+ * Each plan gets a fresh redis-server and a process of its own (restore-memory-plan.main.ts,
+ * copied into the baseline's tree, compiled per tree and run with plain node) that runs the
+ * restores queue's processor on the restore-plan job; the driver submits the restore first and
+ * samples Redis' `INFO memory` while the plan runs. Not a timed test: a script whose figures go to BENCHMARKS.md.
  */
 import { execFileSync } from 'node:child_process';
 import { copyFile, mkdir, mkdtemp, rm } from 'node:fs/promises';
@@ -22,6 +22,7 @@ import { validateRestoreRequest } from '@stowage/core';
 import { RestoreState, statePrefixFor, submitRestore } from '@stowage/pipeline';
 import { startEmbeddedRedis } from '@stowage/platform';
 import { backupLayout, FileSystemStorage, type TarEntry, writeTar } from '@stowage/storage';
+import { build, type Plugin } from 'esbuild';
 import { Redis } from 'ioredis';
 import { REPO_ROOT } from './bench-env.js';
 import { BenchChild } from './child-process.js';
@@ -42,8 +43,8 @@ export interface RestoreMemoryOptions {
   keepLogs: boolean;
 }
 
-/** The commit before the restore plan streamed the tarball (issue #45): the code it replaced. */
-export const DEFAULT_BASELINE = '4e95548';
+/** The commit before the restore plan streamed the tarball (issue #45): the code it replaced (77345f0's parent). */
+export const DEFAULT_BASELINE = 'ae3d5ce';
 
 export const RESTORE_MEMORY_USAGE = `pnpm bench --scenario restore-memory [options]
 
@@ -288,8 +289,41 @@ function prepareBaseline(ref: string, dir: string, say: (line: string) => void):
   return commit;
 }
 
+/**
+ * The planning script compiled as production runs code: one ESM bundle of the tree's workspace
+ * packages (their TypeScript sources, as `tsc` would emit them), third-party packages left to
+ * Node, resolved from the tree's own node_modules. Run with plain `node`: no tsx in the process.
+ */
+export async function compilePlanMain(tree: string, outfile: string): Promise<void> {
+  const thirdPartyExternal: Plugin = {
+    name: 'third-party-external',
+    setup(b) {
+      b.onResolve({ filter: /^[^./]/ }, async (args) => {
+        if (args.path.startsWith('@stowage/') || args.pluginData === 'resolving') return undefined;
+        if (args.path.startsWith('node:')) return { path: args.path, external: true };
+        const resolved = await b.resolve(args.path, { kind: args.kind, resolveDir: args.resolveDir, pluginData: 'resolving' });
+        if (resolved.errors.length > 0) return { errors: resolved.errors };
+        return { path: resolved.path, external: true };
+      });
+    },
+  };
+  await build({
+    entryPoints: [join(tree, PLAN_MAIN)],
+    outfile,
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    conditions: ['@stowage/source'],
+    plugins: [thirdPartyExternal],
+    logLevel: 'error',
+  });
+}
+
 async function planOnce(opts: {
   tree: string;
+  /** The compiled planning script (compilePlanMain). */
+  script: string;
   storageDir: string;
   restore: PlanRun['restore'];
   code: PlanRun['code'];
@@ -313,7 +347,8 @@ async function planOnce(opts: {
     let line: string | undefined;
     child = new BenchChild({
       name,
-      script: join(opts.tree, PLAN_MAIN),
+      script: opts.script,
+      compiled: true,
       nodeArgs: opts.heapCapMb ? [`--max-old-space-size=${opts.heapCapMb}`] : [],
       env: {
         ...process.env,
@@ -380,6 +415,9 @@ export async function runRestoreMemory(opts: RestoreMemoryOptions, say: (line: s
     const baseline = prepareBaseline(opts.baseline, baselineDir, say);
     // The same planning script in both trees: only the code it runs differs.
     await copyFile(fileURLToPath(new URL('./restore-memory-plan.main.ts', import.meta.url)), join(baselineDir, PLAN_MAIN));
+    const scripts = { baseline: join(work, 'plan-baseline.mjs'), 'this tree': join(work, 'plan-this-tree.mjs') };
+    await compilePlanMain(baselineDir, scripts.baseline);
+    await compilePlanMain(REPO_ROOT, scripts['this tree']);
     const thisTree = execFileSync('git', ['-C', REPO_ROOT, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
     say(`  writing a backup of ${opts.objects} objects in ${opts.namespaces} namespaces`);
     const tarballBytes = await writeBackup(storageDir, opts.objects, opts.namespaces);
@@ -395,7 +433,7 @@ export async function runRestoreMemory(opts: RestoreMemoryOptions, say: (line: s
         ['this tree', REPO_ROOT],
       ] as const) {
         say(`  planning: ${restore} restore, ${code}${heapCapMb ? `, heap capped at ${heapCapMb} MiB` : ''}`);
-        const run = await planOnce({ tree, storageDir, restore, code, logDir, heapCapMb });
+        const run = await planOnce({ tree, script: scripts[code], storageDir, restore, code, logDir, heapCapMb });
         runs.push(run);
         say(
           `    ${run.error ?? `${run.items} items planned, ${run.skipped} not selected in ${run.planMs} ms`}; peak RSS ${mib(run.peakRssBytes)}; Redis stored ${mib(run.redisStoredBytes)}, transient ${mib(run.redisTransientBytes)}`,
