@@ -1,12 +1,18 @@
-import { scheduledBackupName } from '@stowage/core';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { scheduledBackupName, validateScheduleRequest } from '@stowage/core';
 import { createLogger } from '@stowage/platform';
 import { createFlowProducer, createQueue, JobName, QueueName } from '@stowage/queue';
+import { FileSystemStorage } from '@stowage/storage';
 import { uniquePrefix, useTestRedis } from '@stowage/testing';
 import { type FlowProducer, type Job, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { processRunSchedule, type RunScheduleResult } from '../src/processors/run-schedule.processor.js';
 import type { PipelineRuntime } from '../src/runtime.js';
+import { ScheduleArchive } from '../src/schedules/schedule-archive.js';
+import { ScheduleControl } from '../src/schedules/schedule-control.js';
 import { ScheduleStore } from '../src/schedules/schedule-store.js';
 import { BackupState } from '../src/state/backup-state.js';
 
@@ -131,6 +137,62 @@ describe('run-schedule', () => {
       await backupsQueue.removeJobScheduler('schedule-every1s');
       await backupsQueue.close();
       workerConnection.disconnect();
+    }
+  });
+
+  it('an api start (reconcile) keeps an overdue tick: it runs late and counts the ticks missed meanwhile', async () => {
+    const state = new BackupState({ redis, prefix: uniquePrefix() });
+    const store = new ScheduleStore(redis, state.prefix);
+    const backupsQueue = createQueue(QueueName.backups, { connection: redis, prefix: queuePrefix });
+    const dir = await mkdtemp(join(tmpdir(), 'stowage-reconcile-'));
+    const control = new ScheduleControl({ store, archive: new ScheduleArchive(new FileSystemStorage(dir)), backupsQueue, state });
+    const rt = {
+      deps: {
+        state,
+        logger: createLogger({ level: 'silent', name: 'run-schedule' }),
+        clock: { now: Date.now },
+        connection: redis,
+        queuePrefix,
+      },
+      flowProducer,
+      backupsQueue,
+    } as unknown as PipelineRuntime;
+    const workerConnection = redis.duplicate();
+    let worker: Worker | undefined;
+    try {
+      const spec = { schedule: '* * * * * *', template: { includedNamespaces: ['app'] }, skipImmediately: true };
+      const validated = validateScheduleRequest({ name: 'down', spec });
+      if (!validated.ok) throw new Error(JSON.stringify(validated.problems));
+      await control.create('down', spec, validated.value);
+      const first = (await backupsQueue.getJobScheduler('schedule-down'))?.next as number;
+      // No api ran its ticks for a while; then one starts and reconciles, as every api does at start.
+      while (Date.now() < first + 3_500) await new Promise((r) => setTimeout(r, 100));
+      await control.reconcile();
+      expect((await backupsQueue.getJobScheduler('schedule-down'))?.next).toBe(first);
+
+      const ran = await new Promise<RunScheduleResult>((resolve) => {
+        worker = new Worker(
+          QueueName.backups,
+          async (job) => {
+            const result = await processRunSchedule(rt, job);
+            resolve(result);
+            return result;
+          },
+          { connection: workerConnection, prefix: queuePrefix },
+        );
+      });
+      await worker?.close();
+      // The overdue tick ran (late), and the ticks after it until it was picked up are accounted for.
+      expect(ran).toEqual({ outcome: 'started', backup: scheduledBackupName('down', first) });
+      const record = await store.get('down');
+      expect(record?.skipped).toBeGreaterThanOrEqual(3);
+      expect(record?.lastSkip?.reason).toMatch(/^missed: /);
+    } finally {
+      await worker?.close();
+      await control.remove('down');
+      await backupsQueue.close();
+      workerConnection.disconnect();
+      await rm(dir, { recursive: true, force: true });
     }
   });
 });

@@ -1,3 +1,4 @@
+import { isDeepStrictEqual } from 'node:util';
 import {
   ENDED_BACKUP_PHASES,
   nextScheduleTick,
@@ -118,7 +119,7 @@ export class ScheduleControl {
   async reconcile(): Promise<void> {
     for (const record of await this.deps.store.list()) {
       const validated = validateScheduleRequest({ name: record.name, spec: record.spec });
-      if (validated.ok) await this.apply(record.name, validated.value, { runNow: false });
+      if (validated.ok) await this.apply(record.name, validated.value, { runNow: false, keepIfSame: true });
       else await this.deps.backupsQueue.removeJobScheduler(jobSchedulerId(record.name));
       if (!(await this.deps.archive.exists(record.name))) {
         await this.deps.archive.write(record);
@@ -174,7 +175,8 @@ export class ScheduleControl {
     return undefined;
   }
 
-  private async apply(name: string, spec: ScheduleSpec, opts: { runNow: boolean }): Promise<void> {
+  /** `keepIfSame` (reconcile): a job scheduler that already ticks as the spec says is left alone. */
+  private async apply(name: string, spec: ScheduleSpec, opts: { runNow: boolean; keepIfSame?: boolean }): Promise<void> {
     const queue = this.deps.backupsQueue;
     if (spec.paused) {
       await queue.removeJobScheduler(jobSchedulerId(name));
@@ -183,6 +185,19 @@ export class ScheduleControl {
     const repeat =
       spec.timing.kind === 'cron' ? { pattern: spec.timing.pattern, tz: spec.timing.timeZone } : { every: spec.timing.everyMs };
     const { removeOnComplete, removeOnFail, attempts, backoff } = DEFAULT_JOB_OPTIONS[QueueName.backups];
+    if (opts.keepIfSame) {
+      // An upsert replaces the scheduler's pending job with one for the first tick after now: at an
+      // api start after a pause in service, the overdue tick would go without a trace. Left alone,
+      // it runs late and counts the ticks missed meanwhile (run-schedule).
+      const current = await queue.getJobScheduler(jobSchedulerId(name));
+      const same =
+        current !== undefined &&
+        current.pattern === (repeat as { pattern?: string }).pattern &&
+        current.tz === (repeat as { tz?: string }).tz &&
+        current.every === (repeat as { every?: number }).every &&
+        isDeepStrictEqual(pick(current.template?.opts), { removeOnComplete, removeOnFail, attempts, backoff });
+      if (same) return;
+    }
     await queue.upsertJobScheduler(jobSchedulerId(name), repeat, {
       name: JobName.runSchedule,
       data: { schedule: name },
@@ -194,6 +209,12 @@ export class ScheduleControl {
       await queue.add(JobName.runSchedule, { schedule: name, tickMs }, { jobId: `run-${scheduledBackupName(name, tickMs)}` });
     }
   }
+}
+
+/** The job options apply sets on a scheduler's template, as stored (to tell whether they changed). */
+function pick(opts: Record<string, unknown> | undefined): Record<string, unknown> {
+  const { removeOnComplete, removeOnFail, attempts, backoff } = opts ?? {};
+  return { removeOnComplete, removeOnFail, attempts, backoff };
 }
 
 /** The time between the next two ticks after `now` (a cron's interval, which may vary: this one's). */
