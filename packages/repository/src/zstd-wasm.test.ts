@@ -1,4 +1,9 @@
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { closeSync, mkdtempSync, openSync, rmSync } from 'node:fs';
+import { open } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Encoder } from '@toondepauw/node-zstd';
 import { describe, expect, it } from 'vitest';
 import { decodePayload, Encoding } from './blob.js';
@@ -16,6 +21,24 @@ const logText = (bytes: number) => {
 };
 
 describe('zstd in WebAssembly (restore threads)', () => {
+  // First in the file: this process has not loaded the module yet (vitest runs each file in a fork of its own).
+  it('loads while every thread of libuv’s pool is busy (a restore’s pack reads fill it)', async () => {
+    // Each open of a FIFO without a writer holds one pool thread until a writer opens it.
+    const dir = mkdtempSync(join(tmpdir(), 'zstd-pool-'));
+    const fifos = Array.from({ length: Number(process.env.UV_THREADPOOL_SIZE ?? 4) }, (_, i) => join(dir, `fifo-${i}`));
+    execFileSync('mkfifo', fifos);
+    const held = fifos.map((fifo) => open(fifo, 'r'));
+    try {
+      const decoder = await ZstdWasmDecoder.create();
+      const plaintext = logText(100_000);
+      expect(decoder.decode(encoder.encodeSync(plaintext), (view) => Buffer.from(view))?.equals(plaintext)).toBe(true);
+    } finally {
+      for (const fifo of fifos) closeSync(openSync(fifo, 'w'));
+      for (const handle of await Promise.all(held)) await handle.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('decodes what the native encoder wrote, small, large and past its first output room, into the caller’s memory', async () => {
     const decoder = await ZstdWasmDecoder.create();
     // 9 MiB is past the first 8 MiB of output room: the region grows once and the frame decodes.

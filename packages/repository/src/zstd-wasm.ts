@@ -1,4 +1,6 @@
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 
 /** The zstd functions of @bokuweb/zstd-wasm's module (zstd compiled to WebAssembly) this file calls. */
 interface ZstdModule {
@@ -46,15 +48,10 @@ export class ZstdWasmDecoder {
     if (this.dctx === 0) throw new Error('zstd-wasm: cannot create a decompression context');
   }
 
-  /** Loads and instantiates the WebAssembly module (once per thread). */
+  /** A decoder on this thread's instance of the WebAssembly module, which the first call loads. */
   static async create(): Promise<ZstdWasmDecoder> {
-    const require = createRequire(import.meta.url);
-    const main = require.resolve('@bokuweb/zstd-wasm');
-    const { init } = require(main) as { init(): Promise<void> };
-    await init();
-    // The package exports only its entry; the module beside it holds the wasm functions.
-    const { Module } = createRequire(main)('./module.js') as { Module: ZstdModule };
-    return new ZstdWasmDecoder(Module);
+    loading ??= loadModule();
+    return new ZstdWasmDecoder(await loading);
   }
 
   /**
@@ -96,4 +93,24 @@ export class ZstdWasmDecoder {
     this.src = this.dst = this.srcCapacity = this.dstCapacity = 0;
     return undefined;
   }
+}
+
+let loading: Promise<ZstdModule> | undefined;
+
+/**
+ * Instantiates the module once per thread (a second init would swap the functions under a live
+ * decoder). The bytes are read here synchronously, not by the package's init(), whose async
+ * readFile waits in libuv's pool behind a restore's pack reads: the module was ready ~1 s into a
+ * 1 GiB restore, after each thread had decoded ~170 chunks with the native binding instead.
+ */
+async function loadModule(): Promise<ZstdModule> {
+  const main = createRequire(import.meta.url).resolve('@bokuweb/zstd-wasm');
+  // The package exports only its entry; the module beside it holds the wasm functions.
+  const { Module, waitInitialized } = createRequire(main)('./module.js') as {
+    Module: ZstdModule & { init(wasm: Uint8Array): void };
+    waitInitialized(): Promise<void>;
+  };
+  Module.init(readFileSync(join(dirname(main), 'zstd.wasm')));
+  await waitInitialized();
+  return Module;
 }
