@@ -101,6 +101,8 @@ export const deleteBackupJobSchema = z.object({
   backupUid: name,
   /** `ttl`: its TTL ran out (a running backup is left to finish); `requested`: a user deleted it (a running one is canceled first). */
   reason: z.enum(['ttl', 'requested']),
+  /** When this deletion first found a PVB of the backup still running (it waits for it, bounded). */
+  pvbsOpenSince: z.number().int().nonnegative().optional(),
 });
 export type DeleteBackupJobData = z.infer<typeof deleteBackupJobSchema>;
 /** Parses `delete-backup` job data; throws `JobPayloadError`. */

@@ -1,4 +1,5 @@
 import { finalizeJobId } from '@stowage/core';
+import { isPvbTerminal, pvbLabels } from '@stowage/kube';
 import { parseDeleteBackupJobData } from '@stowage/queue';
 import { DelayedError, type Job } from 'bullmq';
 import { deleteBackup } from '../deletion/delete-backup.js';
@@ -32,6 +33,25 @@ export async function processDeleteBackup(rt: PipelineRuntime, job: Job, token: 
     if (data.reason === 'requested') await state.requestCancel(record.name);
     await job.moveToDelayed(clock.now() + (data.reason === 'requested' ? CANCELED_RECHECK_MS : EXPIRED_RECHECK_MS), token);
     throw new DelayedError();
+  }
+  // A PVB the backup gave up on (its agent did not stop within pvbCancelWaitMs) may still be
+  // copying: the snapshot it writes after the forget below would never be forgotten. It is asked
+  // to cancel and waited for, as post-hooks waits: at most pvbCancelWaitMs more.
+  if (pvbs) {
+    const open = (await pvbs.listPvbs({ labelSelector: `${pvbLabels.backupName}=${record.name}` })).filter((p) => !isPvbTerminal(p));
+    if (open.length > 0) {
+      const since = data.pvbsOpenSince ?? clock.now();
+      if (clock.now() - since < rt.deps.config.pvbCancelWaitMs) {
+        for (const pvb of open) if (pvb.spec.cancel !== true) await pvbs.requestCancel(pvb.metadata.name);
+        if (data.pvbsOpenSince === undefined) await job.updateData({ ...data, pvbsOpenSince: since });
+        await job.moveToDelayed(clock.now() + CANCELED_RECHECK_MS, token);
+        throw new DelayedError();
+      }
+      logger.warn(
+        { backup: record.name, pvbs: open.map((p) => p.metadata.name) },
+        'deleting a backup whose PVBs did not stop when asked to cancel: a snapshot they still write is not forgotten',
+      );
+    }
   }
   // Its finished job tree goes first (the record goes last), so a new backup of the same name is
   // never taken for a re-add of this one. The phase ends before finalize writes the archive: while
