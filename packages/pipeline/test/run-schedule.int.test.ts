@@ -187,6 +187,20 @@ describe('run-schedule', () => {
       const record = await store.get('down');
       expect(record?.skipped).toBeGreaterThanOrEqual(3);
       expect(record?.lastSkip?.reason).toMatch(/^missed: /);
+
+      // A scheduler whose next job was lost (not added) is upserted at the next start: it ticks again.
+      const next = (await backupsQueue.getJobScheduler('schedule-down'))?.next as number;
+      const lost = `repeat:schedule-down:${next}`;
+      await redis
+        .multi()
+        .del(backupsQueue.toKey(lost))
+        .zrem(backupsQueue.toKey('delayed'), lost)
+        .lrem(backupsQueue.toKey('wait'), 0, lost)
+        .exec();
+      expect(await backupsQueue.getJobState(lost)).toBe('unknown');
+      await control.reconcile();
+      const healed = (await backupsQueue.getJobScheduler('schedule-down'))?.next as number;
+      expect(await backupsQueue.getJobState(`repeat:schedule-down:${healed}`)).toMatch(/^(delayed|waiting)$/);
     } finally {
       await worker?.close();
       await control.remove('down');

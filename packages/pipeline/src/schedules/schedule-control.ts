@@ -196,7 +196,14 @@ export class ScheduleControl {
         current.tz === (repeat as { tz?: string }).tz &&
         current.every === (repeat as { every?: number }).every &&
         isDeepStrictEqual(pick(current.template?.opts), { removeOnComplete, removeOnFail, attempts, backoff });
-      if (same) return;
+      // Only while its next tick's job still waits to be picked up: a scheduler whose next job was
+      // lost (BullMQ failed to add it) is upserted, which adds one again.
+      if (
+        same &&
+        typeof current.next === 'number' &&
+        PENDING.has(await queue.getJobState(`repeat:${jobSchedulerId(name)}:${current.next}`))
+      )
+        return;
     }
     await queue.upsertJobScheduler(jobSchedulerId(name), repeat, {
       name: JobName.runSchedule,
@@ -210,6 +217,9 @@ export class ScheduleControl {
     }
   }
 }
+
+/** States of a job not picked up yet. */
+const PENDING: ReadonlySet<string> = new Set(['delayed', 'waiting', 'prioritized', 'paused']);
 
 /** The job options apply sets on a scheduler's template, as stored (to tell whether they changed). */
 function pick(opts: Record<string, unknown> | undefined): Record<string, unknown> {
