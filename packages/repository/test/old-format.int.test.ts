@@ -45,10 +45,13 @@ describe('a repository written before zstd and packs for every size (deflate, lo
     expect(again.stats.newChunks).toBe(0);
     await writeOldFormatTree(join(work, 'changed'));
     await cp(join(expected, 'log-large.txt'), join(work, 'changed', 'log-copy.txt'));
-    await writeFile(join(work, 'changed', 'new.bin'), randomBytes(100_000)); // new chunks: a new (multi-pack) index
+    // The fixture packs chunks of ≤ 32 KiB only: new.bin's chunks (16–256 KiB, cut where its random bytes say) may
+    // all be stored loose; new-small.bin is one chunk under the chunker's minimum, packed, so a new multi-pack index.
+    await writeFile(join(work, 'changed', 'new.bin'), randomBytes(100_000));
+    await writeFile(join(work, 'changed', 'new-small.bin'), randomBytes(10_000));
     const changed = await repo.backup(join(work, 'changed'));
     await repo.restore(changed.snapshotId, join(work, 'restored-new'));
-    await expectSameFiles(join(work, 'changed'), join(work, 'restored-new'), [...FILES, 'log-copy.txt', 'new.bin']);
+    await expectSameFiles(join(work, 'changed'), join(work, 'restored-new'), [...FILES, 'log-copy.txt', 'new.bin', 'new-small.bin']);
     expect(await repo.verify()).toMatchObject({ ok: true, snapshotsChecked: 3 });
 
     // The old one-per-pack indexes and the new backups' multi-pack ones merged by prune into one.
