@@ -6,7 +6,7 @@ import { createLogger } from '@stowage/platform';
 import { createFlowProducer, createQueue, JobName, QueueName } from '@stowage/queue';
 import { FileSystemStorage } from '@stowage/storage';
 import { uniquePrefix, useTestRedis } from '@stowage/testing';
-import { type FlowProducer, type Job, Worker } from 'bullmq';
+import { type FlowProducer, type Job, type Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { processRunSchedule, type RunScheduleResult } from '../src/processors/run-schedule.processor.js';
@@ -33,6 +33,18 @@ describe('run-schedule', () => {
     await redisHandle.stop();
   });
 
+  /** What processRunSchedule reads of the pipeline's runtime: state, the queues' connection, the backups queue. */
+  function runtimeFor(state: BackupState, backupsQueue?: Queue): PipelineRuntime {
+    const deps = {
+      state,
+      logger: createLogger({ level: 'silent', name: 'run-schedule' }),
+      clock: { now: Date.now },
+      connection: redis,
+      queuePrefix,
+    };
+    return { deps, flowProducer, ...(backupsQueue ? { backupsQueue } : {}) } as unknown as PipelineRuntime;
+  }
+
   it('starts one backup per tick: of two runs of one tick at once, one says it started it, the other that it exists', async () => {
     const state = new BackupState({ redis, prefix: uniquePrefix() });
     const store = new ScheduleStore(redis, state.prefix);
@@ -43,16 +55,7 @@ describe('run-schedule', () => {
       updatedAt: 1,
       skipped: 0,
     });
-    const rt = {
-      deps: {
-        state,
-        logger: createLogger({ level: 'silent', name: 'run-schedule' }),
-        clock: { now: Date.now },
-        connection: redis,
-        queuePrefix,
-      },
-      flowProducer,
-    } as unknown as PipelineRuntime;
+    const rt = runtimeFor(state);
     const tickMs = Date.UTC(2026, 0, 2, 1);
     const job = () => ({ data: { schedule: 'nightly', tickMs }, opts: {}, timestamp: tickMs }) as unknown as Job;
 
@@ -77,17 +80,7 @@ describe('run-schedule', () => {
       skipped: 0,
     });
     const backupsQueue = createQueue(QueueName.backups, { connection: redis, prefix: queuePrefix });
-    const rt = {
-      deps: {
-        state,
-        logger: createLogger({ level: 'silent', name: 'run-schedule' }),
-        clock: { now: Date.now },
-        connection: redis,
-        queuePrefix,
-      },
-      flowProducer,
-      backupsQueue,
-    } as unknown as PipelineRuntime;
+    const rt = runtimeFor(state, backupsQueue);
     const workerConnection = redis.duplicate();
     let worker: Worker | undefined;
     try {
@@ -146,17 +139,7 @@ describe('run-schedule', () => {
     const backupsQueue = createQueue(QueueName.backups, { connection: redis, prefix: queuePrefix });
     const dir = await mkdtemp(join(tmpdir(), 'stowage-reconcile-'));
     const control = new ScheduleControl({ store, archive: new ScheduleArchive(new FileSystemStorage(dir)), backupsQueue, state });
-    const rt = {
-      deps: {
-        state,
-        logger: createLogger({ level: 'silent', name: 'run-schedule' }),
-        clock: { now: Date.now },
-        connection: redis,
-        queuePrefix,
-      },
-      flowProducer,
-      backupsQueue,
-    } as unknown as PipelineRuntime;
+    const rt = runtimeFor(state, backupsQueue);
     const workerConnection = redis.duplicate();
     let worker: Worker | undefined;
     try {
