@@ -182,7 +182,7 @@ export class ScheduleControl {
       await queue.removeJobScheduler(jobSchedulerId(name));
       return;
     }
-    const repeat =
+    const repeat: { pattern?: string; tz?: string; every?: number } =
       spec.timing.kind === 'cron' ? { pattern: spec.timing.pattern, tz: spec.timing.timeZone } : { every: spec.timing.everyMs };
     const { removeOnComplete, removeOnFail, attempts, backoff } = DEFAULT_JOB_OPTIONS[QueueName.backups];
     if (opts.keepIfSame) {
@@ -192,9 +192,9 @@ export class ScheduleControl {
       const current = await queue.getJobScheduler(jobSchedulerId(name));
       const same =
         current !== undefined &&
-        current.pattern === (repeat as { pattern?: string }).pattern &&
-        current.tz === (repeat as { tz?: string }).tz &&
-        current.every === (repeat as { every?: number }).every &&
+        current.pattern === repeat.pattern &&
+        current.tz === repeat.tz &&
+        current.every === repeat.every &&
         isDeepStrictEqual(pick(current.template?.opts), { removeOnComplete, removeOnFail, attempts, backoff });
       // Only while its next tick's job still waits to be picked up: a scheduler whose next job was
       // lost (BullMQ failed to add it) is upserted, which adds one again.
