@@ -1,3 +1,4 @@
+import { snapshotGroup } from './api-groups.js';
 import type { KubeClients } from './kube-clients.js';
 import { isKubeError, KubeErrorCodes } from './kube-errors.js';
 
@@ -6,7 +7,7 @@ import { isKubeError, KubeErrorCodes } from './kube-errors.js';
  * snapshotter's API): VolumeSnapshotClasses to choose from, VolumeSnapshots it creates per volume,
  * and their bound VolumeSnapshotContents. Plain JSON over `requestJson` (the API is a CRD).
  */
-export const snapshotGroup = 'snapshot.storage.k8s.io';
+export { snapshotGroup };
 export const snapshotApiVersion = `${snapshotGroup}/v1`;
 
 export interface VolumeSnapshotClass {

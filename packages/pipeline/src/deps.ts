@@ -1,6 +1,6 @@
 import { DEFAULT_MAX_HOOK_TIMEOUT_MS } from '@stowage/core';
 import { type AccessReviewer, type KubeClients, type PvbClient, type PvrClient, restoreWaitContainer } from '@stowage/kube';
-import { DEFAULT_RESTORE_WAIT_IMAGE } from '@stowage/platform';
+import { DEFAULT_RESTORE_PLAN_HEAP_MB, DEFAULT_RESTORE_WAIT_IMAGE } from '@stowage/platform';
 import type { NodeAgentRegistry, RedisClient } from '@stowage/queue';
 import type { BackupStorage } from '@stowage/storage';
 import type { RepositoryGc } from './deletion/repository-gc.js';
@@ -58,6 +58,8 @@ export interface PipelineConfig {
   /** The `stowage-restore-wait` init container: the node agent's image as deployed (STOWAGE_RESTORE_WAIT_IMAGE) and the program's command. */
   restoreWaitImage: string;
   restoreWaitCommand: string[];
+  /** The V8 heap cap (MiB) of a restore plan's own process (STOWAGE_RESTORE_PLAN_HEAP_MB; restore-plan-process.ts). */
+  restorePlanHeapMb: number;
 }
 
 export const DEFAULT_PIPELINE_CONFIG: PipelineConfig = Object.freeze({
@@ -79,6 +81,7 @@ export const DEFAULT_PIPELINE_CONFIG: PipelineConfig = Object.freeze({
   restoreTierWaitMs: 60_000,
   restoreWaitImage: DEFAULT_RESTORE_WAIT_IMAGE,
   restoreWaitCommand: [...restoreWaitContainer.command],
+  restorePlanHeapMb: DEFAULT_RESTORE_PLAN_HEAP_MB,
 });
 
 export interface Clock {

@@ -23,6 +23,8 @@ export const PipelineErrorCode = {
    * duplicate of a finished job, still running. Refused, so the run's counters stay as archived.
    */
   runArchived: 'PIPELINE_RUN_ARCHIVED',
+  /** A restore's plan ran out of its process's heap (STOWAGE_RESTORE_PLAN_HEAP_MB): a re-run would too. */
+  restorePlanOutOfMemory: 'PIPELINE_RESTORE_PLAN_OUT_OF_MEMORY',
 } as const;
 export type PipelineErrorCode = (typeof PipelineErrorCode)[keyof typeof PipelineErrorCode];
 

@@ -116,6 +116,13 @@ const workerQueues = z.preprocess(
  */
 export const DEFAULT_RESTORE_WAIT_IMAGE = 'stowage/node-agent:0.1.0';
 
+/**
+ * The V8 heap cap of a restore plan's own process when STOWAGE_RESTORE_PLAN_HEAP_MB is unset: with
+ * the api's ~160 MiB, under the 512Mi its pod may use (k8s/base/api.yaml). A full restore of ~50k
+ * objects fits; a larger one fails, naming the setting, instead of the api being OOM-killed.
+ */
+export const DEFAULT_RESTORE_PLAN_HEAP_MB = 256;
+
 /** `name[:tag][@digest]`, with a tag other than `latest` or a digest: what a pod pulls is fixed. */
 const pinnedImage = z.preprocess(
   blankToUndefined,
@@ -295,6 +302,12 @@ export const stowageEnvSchema = z.object({
   STOWAGE_RESTORE_ITEMS_CONCURRENCY: wholeNumber(1, 1_000, 8, 'restore-items jobs (item batches) per worker process'),
   STOWAGE_WORKER_QUEUES: workerQueues,
   STOWAGE_RESTORE_WAIT_IMAGE: pinnedImage,
+  STOWAGE_RESTORE_PLAN_HEAP_MB: wholeNumber(
+    64,
+    65_536,
+    DEFAULT_RESTORE_PLAN_HEAP_MB,
+    "MiB of V8 heap a restore's plan may use, in a process of its own; give the api's pod this much more memory",
+  ),
   STOWAGE_RESTORE_MAX_INFLIGHT: wholeNumber(
     1,
     10_000,
@@ -443,7 +456,12 @@ export interface StowageConfig {
     readonly namespaceListsMax: number;
   };
   /** `waitImage`: the image of the restore-wait init container of restored pods (the node agent's, as deployed). */
-  readonly restore: { readonly itemsConcurrency: number; readonly maxInFlight: number; readonly waitImage: string };
+  readonly restore: {
+    readonly itemsConcurrency: number;
+    readonly maxInFlight: number;
+    readonly waitImage: string;
+    readonly planHeapMb: number;
+  };
   /**
    * `queues`: what this worker process hosts (STOWAGE_WORKER_QUEUES). The backup workers (read-only
    * identity) take item-blocks, pvb-watch and hooks; the restore workers, under the identity that may
@@ -592,6 +610,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, op
       itemsConcurrency: e.STOWAGE_RESTORE_ITEMS_CONCURRENCY,
       maxInFlight: e.STOWAGE_RESTORE_MAX_INFLIGHT,
       waitImage: e.STOWAGE_RESTORE_WAIT_IMAGE,
+      planHeapMb: e.STOWAGE_RESTORE_PLAN_HEAP_MB,
     },
     worker: { queues: e.STOWAGE_WORKER_QUEUES },
     node: { name: e.STOWAGE_NODE_NAME },

@@ -1,6 +1,7 @@
 export {
   type ConfigProblem,
   type ConfigResult,
+  DEFAULT_RESTORE_PLAN_HEAP_MB,
   DEFAULT_RESTORE_WAIT_IMAGE,
   formatConfigProblems,
   LOG_LEVELS,

@@ -57,4 +57,11 @@ export {
 } from './sidecars.js';
 export { readTar, type TarFile } from './tar-reader.js';
 export { paxRecord, TAR_END_OF_ARCHIVE, type TarEntry, type TarOptions, tarEntryBlocks, writeTar } from './tar-writer.js';
-export { type ReadTarballOptions, readBackupTarball, type TarballItem, type TarballItemRef } from './tarball-reader.js';
+export {
+  openBackupTarball,
+  type ReadTarballOptions,
+  readBackupTarball,
+  readTarballItems,
+  type TarballItem,
+  type TarballItemRef,
+} from './tarball-reader.js';

@@ -48,9 +48,32 @@ export async function* readBackupTarball(
   backupName: string,
   opts: ReadTarballOptions = {},
 ): AsyncGenerator<TarballItem> {
+  const body = await openBackupTarball(storage, backupName);
+  yield* readTarballItems(body, `backup ${backupName}`, `backup ${backupName}'s tarball ${backupLayout(backupName).tarball}`, opts);
+}
+
+/** A backup's tarball's bytes, as a stream when the store offers one; STORAGE_IO when the backup has none. */
+export async function openBackupTarball(
+  storage: BackupStorage | ObjectStore,
+  backupName: string,
+): Promise<AsyncIterable<Uint8Array> | Iterable<Uint8Array>> {
   const key = backupLayout(backupName).tarball;
   const body = 'getStream' in storage ? await storage.getStream(key) : await storage.getObject(key).then((b) => b && [b]);
   if (!body) throw new StorageError(StorageErrorCode.io, `backup ${backupName} has no tarball at ${key}`);
+  return body;
+}
+
+/**
+ * The items of a tarball's bytes (`body`: the store's stream, or a pipe from the process that read
+ * it), as readBackupTarball yields them; `label` starts each error message (`backup <name>`),
+ * `archive` names the archive in a tar error.
+ */
+export async function* readTarballItems(
+  body: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
+  label: string,
+  archive: string,
+  opts: ReadTarballOptions = {},
+): AsyncGenerator<TarballItem> {
   const source = Readable.from(body);
   const gunzip = createGunzip({ chunkSize: GUNZIP_CHUNK_BYTES });
   source.on('error', (err) => gunzip.destroy(err));
@@ -62,16 +85,16 @@ export async function* readBackupTarball(
     return !opts.select || opts.select({ path, groupResource: match[1] as string, namespace: match[2] ?? null, name: match[3] as string });
   };
   try {
-    for await (const file of readTar(gunzip, want, `backup ${backupName}'s tarball ${key}`)) {
+    for await (const file of readTar(gunzip, want, archive)) {
       const match = ITEM_PATH.exec(file.path) as RegExpExecArray;
       let object: unknown;
       try {
         object = JSON.parse(file.body.toString('utf8'));
       } catch (err) {
-        throw new StorageError(StorageErrorCode.corruptItem, `backup ${backupName}: ${file.path} is not JSON: ${(err as Error).message}`);
+        throw new StorageError(StorageErrorCode.corruptItem, `${label}: ${file.path} is not JSON: ${(err as Error).message}`);
       }
       if (typeof object !== 'object' || object === null || Array.isArray(object)) {
-        throw new StorageError(StorageErrorCode.corruptItem, `backup ${backupName}: ${file.path} is not a JSON object`);
+        throw new StorageError(StorageErrorCode.corruptItem, `${label}: ${file.path} is not a JSON object`);
       }
       yield {
         path: file.path,

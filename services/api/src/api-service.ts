@@ -156,6 +156,7 @@ export async function startApiService(opts: ApiServiceOptions): Promise<ApiServi
           maxHookTimeoutMs: config.specLimits.maxHookTimeoutMs,
           restoreMaxInFlight: config.restore.maxInFlight,
           restoreWaitImage: config.restore.waitImage,
+          restorePlanHeapMb: config.restore.planHeapMb,
           ...opts.pipeline,
         },
       },

@@ -21,7 +21,6 @@
  * idempotent (deterministic names, 409 = made already, 404 = gone already) and the state is in
  * the job's data, so a worker that dies between two steps is followed by one that does the rest.
  */
-import { hashParts } from '@stowage/core';
 import {
   createDataDownloadClient,
   dataDownloadLabels,
@@ -33,24 +32,7 @@ import {
 } from '@stowage/kube';
 import type { PipelineDeps } from '../deps.js';
 import { MOVER_VOLUME, moverPod } from '../snapshots/data-mover.js';
-
-/** The label a restored claim's selector matches, put on the volume filled for it. */
-export const RESTORE_VOLUME_LABEL = 'stowage.dev/restore-volume';
-
-/** One moved block volume of a restored pod (in its RestorePodPlan). */
-export interface PlannedBlockDownload {
-  /** The DataDownload, temporary claim and pod in Stowage's namespace. */
-  name: string;
-  /** The pod volume and the restored claim (in the pod's target namespace). */
-  volume: string;
-  claim: string;
-  snapshotID: string;
-  storageClassName?: string;
-  /** The restored claim's request (the temporary claim asks for the same). */
-  storage: string;
-  /** The value of RESTORE_VOLUME_LABEL the restored claim's selector matches. */
-  selectorValue: string;
-}
+import { type PlannedBlockDownload, RESTORE_VOLUME_LABEL } from './block-download-plan.js';
 
 export interface DownloadState {
   stage: 'exposing' | 'downloading' | 'handover' | 'binding' | 'done' | 'failed';
@@ -62,27 +44,6 @@ export interface DownloadState {
   bytes?: number;
   message?: string;
   polls?: number;
-}
-
-/** Names of a restore's download of one claim: DataDownload, temporary claim and pod, and the selector's value. */
-export function blockDownloadNames(restoreName: string, targetNamespace: string, claim: string): { name: string; selectorValue: string } {
-  const hash = hashParts('datadownload', restoreName, targetNamespace, claim);
-  return { name: `stowage-dd-${hash.slice(0, 20)}`, selectorValue: hash.slice(0, 32) };
-}
-
-/** A restored claim of a moved block volume: no volumeName or dataSource, a selector naming the volume to be filled. */
-export function claimForDownload(object: Record<string, unknown>, selectorValue: string): void {
-  const spec = (object.spec ?? {}) as Record<string, unknown>;
-  delete spec.volumeName;
-  delete spec.dataSource;
-  delete spec.dataSourceRef;
-  spec.selector = { matchLabels: { [RESTORE_VOLUME_LABEL]: selectorValue } };
-  object.spec = spec;
-  const annotations = (object.metadata as { annotations?: Record<string, string> } | undefined)?.annotations;
-  if (annotations) {
-    for (const key of ['pv.kubernetes.io/bind-completed', 'pv.kubernetes.io/bound-by-controller', 'volume.kubernetes.io/selected-node'])
-      delete annotations[key];
-  }
 }
 
 const enc = encodeURIComponent;

@@ -1,5 +1,5 @@
 import type { PlannedHook } from '../plan/block-plan.js';
-import type { PlannedBlockDownload } from './block-downloads.js';
+import type { PlannedBlockDownload } from './block-download-plan.js';
 
 /*
  * What restore-plan stores (RestoreState.putPlan) and the restore jobs read back. It outlives

@@ -9,18 +9,12 @@
  *   and the claim is restored with `dataSource` naming that snapshot (the driver fills the new
  *   volume from it); its old PersistentVolume is not restored.
  */
-import { type BackedUpPodVolume, hashParts, objectKey, type RestoreItem } from '@stowage/core';
-import {
-  createVolumeSnapshot,
-  createVolumeSnapshotContent,
-  isKubeError,
-  type KubeClients,
-  KubeErrorCodes,
-  snapshotGroup,
-} from '@stowage/kube';
+import { hashParts } from '@stowage/core';
+import { createVolumeSnapshot, createVolumeSnapshotContent, isKubeError, type KubeClients, KubeErrorCodes } from '@stowage/kube';
 import type { BackupStorage } from '@stowage/storage';
 import { blockSnapshots, type SnapshotStateRecord } from '../snapshots/block-snapshots.js';
 import { BackupArchiveReader } from '../state/backup-archive.js';
+import { restoredSnapshotName } from './snapshot-claims.js';
 
 /** The snapshots of a finished backup that completed (read from its archived blocks). */
 export async function completedSnapshotsOf(storage: Pick<BackupStorage, 'getObject'>, backupName: string): Promise<SnapshotStateRecord[]> {
@@ -35,69 +29,6 @@ export async function completedSnapshotsOf(storage: Pick<BackupStorage, 'getObje
     }
   }
   return out;
-}
-
-/** Moved snapshots as the pod volumes they restore into (the fs-backup restore path). */
-export function movedAsPodVolumes(snapshots: readonly SnapshotStateRecord[]): BackedUpPodVolume[] {
-  return snapshots.flatMap((r) =>
-    r.moveData && r.repositorySnapshotId && r.volumeMode !== 'Block'
-      ? [{ podNamespace: r.namespace, podName: r.pod, volume: r.volume, phase: 'Completed', snapshotID: r.repositorySnapshotId }]
-      : [],
-  );
-}
-
-/** Moved block-mode snapshots by the claim they were taken of (`<ns>/<pvc>` as backed up): written back through DataDownloads. */
-export function movedBlockByClaim(snapshots: readonly SnapshotStateRecord[]): Map<string, SnapshotStateRecord> {
-  return new Map(
-    snapshots
-      .filter((r) => r.moveData && r.repositorySnapshotId && r.volumeMode === 'Block')
-      .map((r) => [objectKey(r.namespace, r.pvc), r]),
-  );
-}
-
-/** Kept snapshots by the claim they were taken of (`<ns>/<pvc>` as backed up). */
-export function keptByClaim(snapshots: readonly SnapshotStateRecord[]): Map<string, SnapshotStateRecord> {
-  return new Map(snapshots.filter((r) => !r.moveData && r.snapshotHandle).map((r) => [objectKey(r.namespace, r.pvc), r]));
-}
-
-/** The name of the VolumeSnapshot a restore makes for a kept snapshot. */
-export function restoredSnapshotName(restoreName: string, record: SnapshotStateRecord): string {
-  return `${record.name.slice(0, 40).replace(/-+$/, '')}-${hashParts('restore-vs', restoreName, record.name).slice(0, 12)}`;
-}
-
-/**
- * The selected items without the PersistentVolumes of claims restored from a kept snapshot (the
- * driver provisions new ones) or from a moved block volume's data (a DataDownload fills a new
- * one); what was left out, for the log.
- */
-export function dropSnapshottedVolumes(
-  items: readonly RestoreItem[],
-  kept: ReadonlyMap<string, SnapshotStateRecord>,
-): { items: RestoreItem[]; dropped: string[] } {
-  const pvNames = new Set([...kept.values()].map((r) => r.pvName));
-  const dropped: string[] = [];
-  const rest = items.filter((item) => {
-    if (item.group === '' && item.resource === 'persistentvolumes' && pvNames.has(item.name)) {
-      dropped.push(item.name);
-      return false;
-    }
-    return true;
-  });
-  return { items: rest, dropped };
-}
-
-/** A restored claim of a kept snapshot: no volumeName, `dataSource` the restore's VolumeSnapshot. */
-export function claimFromSnapshot(object: Record<string, unknown>, snapshotName: string): void {
-  const spec = (object.spec ?? {}) as Record<string, unknown>;
-  delete spec.volumeName;
-  delete spec.dataSourceRef;
-  spec.dataSource = { apiGroup: snapshotGroup, kind: 'VolumeSnapshot', name: snapshotName };
-  object.spec = spec;
-  const annotations = (object.metadata as { annotations?: Record<string, string> } | undefined)?.annotations;
-  if (annotations) {
-    for (const key of ['pv.kubernetes.io/bind-completed', 'pv.kubernetes.io/bound-by-controller', 'volume.kubernetes.io/selected-node'])
-      delete annotations[key];
-  }
 }
 
 /** The content (pre-provisioned, Retain) and snapshot a restored claim is filled from. */

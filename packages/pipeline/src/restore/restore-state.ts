@@ -125,7 +125,6 @@ export class RestoreState extends RunState<RestoreRecord> {
 
   // ---- plan ----------------------------------------------------------------------------
 
-  /** Stores the tiers, their batches and the pod plans (idempotent: the same plan writes the same values). */
   /**
    * Stores a restore's plan in transactions of at most PLAN_WRITE_BYTES of values each, tiers last
    * (nothing reads the plan before planCompletedAt; a re-run of the plan writes the same fields).
@@ -140,26 +139,21 @@ export class RestoreState extends RunState<RestoreRecord> {
       pods: readonly RestorePodPlan[];
     },
   ): Promise<{ transactions: number }> {
-    let multi = this.redis.multi();
-    let bytes = 0;
-    let transactions = 0;
-    const flush = async (): Promise<void> => {
-      if (bytes === 0) return;
-      await multi.exec();
-      transactions++;
-      multi = this.redis.multi();
-      bytes = 0;
-    };
-    const put = async (key: string, field: string, value: string): Promise<void> => {
-      if (bytes > 0 && bytes + value.length > PLAN_WRITE_BYTES) await flush();
-      multi.hset(key, field, value);
-      bytes += value.length + field.length;
-    };
-    for (const [id, items] of plan.batches) await put(this.key(name, 'batches'), id, JSON.stringify(items));
-    for (const pod of plan.pods) await put(this.key(name, 'pods'), `${pod.namespace}/${pod.name}`, JSON.stringify(pod));
-    for (const tier of plan.tiers) await put(this.key(name, 'tiers'), String(tier.index), JSON.stringify(tier));
-    await flush();
-    return { transactions };
+    const writer = this.planWriter(name);
+    for (const [id, items] of plan.batches) await writer.batch(id, items);
+    for (const pod of plan.pods) await writer.pod(pod);
+    for (const tier of plan.tiers) await writer.tier(tier);
+    await writer.flush();
+    return { transactions: writer.transactions };
+  }
+
+  /** A writer of the restore's plan, part by part as the plan is made (the restore plan's process streams it). */
+  planWriter(name: string): RestorePlanWriter {
+    return new RestorePlanWriter(this.redis, {
+      batches: this.key(name, 'batches'),
+      pods: this.key(name, 'pods'),
+      tiers: this.key(name, 'tiers'),
+    });
   }
 
   async getTier(name: string, tier: number): Promise<RestoreTierPlan | undefined> {
@@ -261,3 +255,44 @@ export class RestoreState extends RunState<RestoreRecord> {
 }
 
 export type { RedisClient, RunEvent as RestoreEvent };
+
+/** Writes a plan's fields into Redis in transactions of at most PLAN_WRITE_BYTES of values each; `flush` sends the last one. */
+export class RestorePlanWriter {
+  private multi: ReturnType<RedisClient['multi']>;
+  private bytes = 0;
+  transactions = 0;
+
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly keys: { batches: string; pods: string; tiers: string },
+  ) {
+    this.multi = redis.multi();
+  }
+
+  batch(id: string, items: readonly PlannedRestoreItem[]): Promise<void> {
+    return this.put(this.keys.batches, id, JSON.stringify(items));
+  }
+
+  pod(pod: RestorePodPlan): Promise<void> {
+    return this.put(this.keys.pods, `${pod.namespace}/${pod.name}`, JSON.stringify(pod));
+  }
+
+  tier(tier: RestoreTierPlan): Promise<void> {
+    return this.put(this.keys.tiers, String(tier.index), JSON.stringify(tier));
+  }
+
+  async flush(): Promise<void> {
+    if (this.bytes === 0) return;
+    const multi = this.multi;
+    this.multi = this.redis.multi();
+    this.bytes = 0;
+    await multi.exec();
+    this.transactions++;
+  }
+
+  private async put(key: string, field: string, value: string): Promise<void> {
+    if (this.bytes > 0 && this.bytes + value.length > PLAN_WRITE_BYTES) await this.flush();
+    this.multi.hset(key, field, value);
+    this.bytes += value.length + field.length;
+  }
+}
