@@ -2,9 +2,12 @@
  * One restore's plan in a process of its own, for `pnpm bench --scenario restore-memory`
  * (restore-memory.ts): the restores queue's processor (as the api hosts it) runs the restore-plan
  * job of the restore named by BENCH_RESTORE, already submitted by the driver; then the process
- * prints `RESULT <json>` — the plan's outcome, its time, the RSS before the plan and the peak
- * (VmHWM) — and exits. The driver copies this file into the baseline's tree as well, so it uses
- * only what both trees export.
+ * prints `RESULT <json>` — the plan's outcome, its time, the RSS before the plan and this process's
+ * peak (VmHWM); where the plan runs in a process of its own (restore-plan-process.ts), that
+ * process's V8 heap cap (BENCH_PLAN_HEAP_MB when set, else the config's default) and its peak
+ * (the result's planPeakRssBytes) — and exits. The driver copies this file into the baseline's
+ * tree as well and compiles it there with esbuild, which does not typecheck: the fields the
+ * baseline lacks (restorePlanHeapMb, planPeakRssBytes) are simply absent there.
  */
 import { readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -62,6 +65,9 @@ await writeFile(
     '',
   ].join('\n'),
 );
+// The plan process's V8 heap cap (MiB), when the driver sets one.
+const planHeapMb = process.env.BENCH_PLAN_HEAP_MB ? Number(process.env.BENCH_PLAN_HEAP_MB) : undefined;
+const config = planHeapMb ? { ...DEFAULT_PIPELINE_CONFIG, restorePlanHeapMb: planHeapMb } : DEFAULT_PIPELINE_CONFIG;
 const kube = createKubeClients({ kubeconfigPath: kubeconfig });
 const restores = new RestoreState({ redis, prefix: statePrefix });
 const pipeline = createPipeline({
@@ -74,7 +80,7 @@ const pipeline = createPipeline({
   storage: new FileSystemStorage(required('BENCH_STORAGE')),
   logger,
   clock: { now: Date.now },
-  config: DEFAULT_PIPELINE_CONFIG,
+  config,
   restores,
   pvrs: createPvrClient(kube, { namespace: 'stowage' }),
 });
@@ -82,14 +88,23 @@ const record = await restores.getRestore(name);
 if (!record) throw new Error(`restore ${name} has no record`);
 const rssBeforeBytes = await procStatusBytes('VmRSS');
 const started = performance.now();
-const result = await pipeline.processorFor(QueueName.restores)({
+const result: { items?: number; skipped?: number; planPeakRssBytes?: number } = await pipeline.processorFor(QueueName.restores)({
   name: 'restore-plan',
   id: `bench-${name}`,
   data: { restoreName: name, restoreUid: record.uid },
 } as unknown as Job);
 const planMs = performance.now() - started;
 const peakRssBytes = await procStatusBytes('VmHWM');
-process.stdout.write(`RESULT ${JSON.stringify({ result, planMs, rssBeforeBytes, peakRssBytes })}\n`);
+process.stdout.write(
+  `RESULT ${JSON.stringify({
+    result,
+    planMs,
+    rssBeforeBytes,
+    peakRssBytes,
+    planHeapMb: config.restorePlanHeapMb,
+    planPeakRssBytes: result.planPeakRssBytes,
+  })}\n`,
+);
 await pipeline.close();
 redis.disconnect();
 await rm(kubeconfig, { force: true });

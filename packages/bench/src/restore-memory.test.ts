@@ -1,5 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import { backupEntries, DEFAULT_BASELINE, parseRestoreMemoryArgs, restoreMemoryTargets } from './restore-memory.js';
+import {
+  backupEntries,
+  DEFAULT_BASELINE,
+  type PlanRun,
+  parseRestoreMemoryArgs,
+  type RestoreMemoryResult,
+  renderRestoreMemoryMarkdown,
+  restoreMemoryTargets,
+} from './restore-memory.js';
+
+const MiB = 1024 * 1024;
 
 describe('restore-memory scenario: options', () => {
   it('defaults to a 300k-object backup in 300 namespaces against the baseline commit', () => {
@@ -47,25 +57,61 @@ describe('restore-memory scenario: the generated backup', () => {
   });
 });
 
-describe('restore-memory scenario: targets', () => {
-  it('judges the one-namespace RSS ratio and the Redis transient', () => {
-    const run = (restore: 'one namespace' | 'full', code: 'baseline' | 'this tree', peakRssBytes: number, transient: number) => ({
-      restore,
-      code,
-      peakRssBytes,
-      redisBeforeBytes: 0,
-      redisStoredBytes: 0,
-      redisTransientBytes: transient,
+describe('restore-memory scenario: targets and report', () => {
+  const run = (
+    restore: 'one namespace' | 'full',
+    code: 'baseline' | 'this tree',
+    peakRssBytes: number,
+    transient: number,
+    planProcess?: { heapMb: number; peakRssBytes: number },
+  ): PlanRun => ({
+    restore,
+    code,
+    items: 10,
+    skipped: 0,
+    peakRssBytes,
+    ...(planProcess ? { planHeapMb: planProcess.heapMb, planProcessPeakRssBytes: planProcess.peakRssBytes } : {}),
+    redisBeforeBytes: 0,
+    redisStoredBytes: 0,
+    redisTransientBytes: transient,
+  });
+  const result: RestoreMemoryResult = {
+    objects: 1,
+    namespaces: 1,
+    baseline: 'a',
+    thisTree: 'b',
+    tarballBytes: 1,
+    runs: [
+      run('one namespace', 'baseline', 1000 * MiB, 5e6),
+      run('one namespace', 'this tree', 800 * MiB, 1e6, { heapMb: 256, peakRssBytes: 150 * MiB }),
+      run('full', 'this tree', 900 * MiB, 3e6, { heapMb: 4096, peakRssBytes: 2000 * MiB }),
+    ],
+  };
+
+  it("judges the one-namespace ratio where each plan ran (this tree's plan process against the baseline's process) and the Redis transient", () => {
+    const targets = restoreMemoryTargets(result);
+    expect(targets.oneNamespaceRssRatio).toEqual({
+      value: 0.15,
+      met: true,
+      baselineBytes: 1000 * MiB,
+      thisTreeBytes: 150 * MiB,
+      thisTreeHostingBytes: 800 * MiB,
     });
-    const targets = restoreMemoryTargets({
-      objects: 1,
-      namespaces: 1,
-      baseline: 'a',
-      thisTree: 'b',
-      tarballBytes: 1,
-      runs: [run('one namespace', 'baseline', 1000, 5e6), run('one namespace', 'this tree', 150, 1e6), run('full', 'this tree', 900, 3e6)],
-    });
-    expect(targets.oneNamespaceRssRatio).toEqual({ value: 0.15, met: true });
     expect(targets.transientBytes).toEqual({ value: 3e6, met: false });
+  });
+
+  it("shows this tree's process hosting the restores queue beside its plan process, and each plan's heap cap", () => {
+    const markdown = renderRestoreMemoryMarkdown(result, 'pnpm bench', 'now');
+    const row = (prefix: string) => markdown.split('\n').find((l) => l.startsWith(prefix));
+    expect(row('| one namespace | baseline (a) |')).toBe(
+      "| one namespace | baseline (a) | Node's default | 10 / 0 | – | – | **1000.0 MiB** | – (planned in the hosting process) | 0.0 MiB | 4.8 MiB |",
+    );
+    expect(row('| one namespace | this tree (b) |')).toBe(
+      '| one namespace | this tree (b) | 256 MiB, plan process | 10 / 0 | – | – | 800.0 MiB | **150.0 MiB** | 0.0 MiB | 1.0 MiB |',
+    );
+    expect(row('| full | this tree (b) |')).toContain('| 4096 MiB, plan process |');
+    expect(markdown).toContain(
+      "this tree ÷ baseline: 150.0 MiB ÷ 1000.0 MiB = 0.150 (target ≤ 0.2: met); beside it, this tree's process hosting the restores queue peaked at 800.0 MiB.",
+    );
   });
 });
