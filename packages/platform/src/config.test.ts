@@ -251,6 +251,19 @@ describe('loadConfigOrExit', () => {
     expect(bad.problems[0]?.message).toMatch(/^STOWAGE_BLOCKS_IN_FLIGHT_PER_BACKUP: .*whole number from 0/);
   });
 
+  it("reads the restore plan's heap cap (default 256 MiB, 64 at least) and names it when invalid", () => {
+    const base = { STOWAGE_STORAGE: '/tmp/stowage' };
+    const byDefault = loadConfig(base);
+    expect(byDefault.ok && byDefault.config.restore.planHeapMb).toBe(256);
+    const more = loadConfig({ ...base, STOWAGE_RESTORE_PLAN_HEAP_MB: '2048' });
+    expect(more.ok && more.config.restore.planHeapMb).toBe(2048);
+    const small = loadConfig({ ...base, STOWAGE_RESTORE_PLAN_HEAP_MB: '32' });
+    expect(small.ok).toBe(false);
+    if (small.ok) return;
+    expect(small.problems.map((p) => p.variable)).toEqual(['STOWAGE_RESTORE_PLAN_HEAP_MB']);
+    expect(small.problems[0]?.message).toMatch(/^STOWAGE_RESTORE_PLAN_HEAP_MB: must be at least 64/);
+  });
+
   it('reads how many named namespaces a plan lists one by one (default 10, 0 = never) and names it when invalid', () => {
     const base = { STOWAGE_STORAGE: '/tmp/stowage' };
     const byDefault = loadConfig(base);

@@ -2,7 +2,7 @@ import type { PlannedHook } from '../plan/block-plan.js';
 import type { PlannedBlockDownload } from './block-download-plan.js';
 
 /*
- * What restore-plan stores (RestoreState.putPlan) and the restore jobs read back. It outlives
+ * What restore-plan stores (RestoreState.planWriter) and the restore jobs read back. It outlives
  * deploys like a payload does: only add optional fields.
  */
 
