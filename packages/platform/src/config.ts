@@ -118,7 +118,7 @@ export const DEFAULT_RESTORE_WAIT_IMAGE = 'stowage/node-agent:0.1.0';
 
 /**
  * The V8 heap cap of a restore plan's own process when STOWAGE_RESTORE_PLAN_HEAP_MB is unset: with
- * the api's ~160 MiB, under the 512Mi its pod may use (k8s/base/api.yaml). A full restore of ~50k
+ * the api's ~160 MiB, under the 512Mi its pod may use (k8s/base/api.yaml). A full restore of ~80k
  * objects fits; a larger one fails, naming the setting, instead of the api being OOM-killed.
  */
 export const DEFAULT_RESTORE_PLAN_HEAP_MB = 256;
