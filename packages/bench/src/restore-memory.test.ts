@@ -1,7 +1,13 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { REPO_ROOT } from './bench-env.js';
 import {
   backupEntries,
+  bundleForNode,
   DEFAULT_BASELINE,
+  PLAN_CHILD,
   type PlanRun,
   parseRestoreMemoryArgs,
   type RestoreMemoryResult,
@@ -113,5 +119,29 @@ describe('restore-memory scenario: targets and report', () => {
     expect(markdown).toContain(
       "this tree ÷ baseline: 150.0 MiB ÷ 1000.0 MiB = 0.150 (target ≤ 0.2: met); beside it, this tree's process hosting the restores queue peaked at 800.0 MiB.",
     );
+  });
+});
+
+describe("the restore plan's own process", () => {
+  it('loads no Redis client, Kubernetes client, S3 SDK or BullMQ: only core and the tarball reader (its memory floor)', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'stowage-plan-imports-'));
+    try {
+      const meta = await bundleForNode(REPO_ROOT, PLAN_CHILD, join(dir, 'restore-plan-child.js'));
+      const thirdParty = new Set<string>();
+      for (const output of Object.values(meta.outputs)) {
+        for (const { path, external } of output.imports) {
+          if (!external || path.startsWith('node:')) continue;
+          // `/…/node_modules/.pnpm/<store entry>/node_modules/<package>/…` → the package's name.
+          const match = /.*\/node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(path);
+          thirdParty.add(match?.[1] ?? path);
+        }
+      }
+      expect([...thirdParty].sort()).toEqual(['cron-parser', 'zod']);
+      const workspace = Object.keys(meta.inputs).filter((input) => input.includes('packages/') && !input.includes('node_modules'));
+      expect(workspace.some((input) => input.includes('packages/kube/src/') && !input.endsWith('api-groups.ts'))).toBe(false);
+      expect(workspace.some((input) => input.includes('packages/queue/'))).toBe(false);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

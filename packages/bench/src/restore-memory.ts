@@ -27,14 +27,14 @@ import { validateRestoreRequest } from '@stowage/core';
 import { DEFAULT_PIPELINE_CONFIG, RestoreState, statePrefixFor, submitRestore } from '@stowage/pipeline';
 import { startEmbeddedRedis } from '@stowage/platform';
 import { backupLayout, FileSystemStorage, type TarEntry, writeTar } from '@stowage/storage';
-import { build, type Plugin } from 'esbuild';
+import { build, type Metafile, type Plugin } from 'esbuild';
 import { Redis } from 'ioredis';
 import { REPO_ROOT } from './bench-env.js';
 import { BenchChild } from './child-process.js';
 
 const PLAN_MAIN = 'packages/bench/src/restore-memory-plan.main.ts';
 /** The restore plan's own process (a tree without it plans in the process that hosts the restores queue). */
-const PLAN_CHILD = 'packages/pipeline/src/restore/restore-plan-child.ts';
+export const PLAN_CHILD = 'packages/pipeline/src/restore/restore-plan-child.ts';
 /** The plan process's V8 heap cap for the full restore: large enough that it finishes, so its peak is measured. */
 export const FULL_RESTORE_PLAN_HEAP_MB = 4096;
 const QUEUE_PREFIX = '{bench}';
@@ -331,6 +331,21 @@ export interface CompiledPlanMain {
  * a package.json of `"type": "module"` so the `.js` files run as ESM.
  */
 export async function compilePlanMain(tree: string, outDir: string): Promise<CompiledPlanMain> {
+  await mkdir(outDir, { recursive: true });
+  await writeFile(join(outDir, 'package.json'), `${JSON.stringify({ type: 'module' })}\n`);
+  const script = join(outDir, 'restore-memory-plan.js');
+  await bundleForNode(tree, PLAN_MAIN, script);
+  const planProcess = existsSync(join(tree, PLAN_CHILD));
+  if (planProcess) await bundleForNode(tree, PLAN_CHILD, join(outDir, 'restore-plan-child.js'));
+  return { script, planProcess };
+}
+
+/**
+ * One ESM bundle of `entry` (relative to `tree`) as production runs it: the tree's workspace
+ * packages compiled in, third-party packages left to Node, resolved from the tree's own
+ * node_modules. Returns esbuild's metafile: what the bundle imports.
+ */
+export async function bundleForNode(tree: string, entry: string, outfile: string): Promise<Metafile> {
   const thirdPartyExternal: Plugin = {
     name: 'third-party-external',
     setup(b) {
@@ -343,25 +358,19 @@ export async function compilePlanMain(tree: string, outDir: string): Promise<Com
       });
     },
   };
-  const bundle = (entry: string, outfile: string) =>
-    build({
-      entryPoints: [join(tree, entry)],
-      outfile,
-      bundle: true,
-      platform: 'node',
-      format: 'esm',
-      target: 'node20',
-      conditions: ['@stowage/source'],
-      plugins: [thirdPartyExternal],
-      logLevel: 'error',
-    });
-  await mkdir(outDir, { recursive: true });
-  await writeFile(join(outDir, 'package.json'), `${JSON.stringify({ type: 'module' })}\n`);
-  const script = join(outDir, 'restore-memory-plan.js');
-  await bundle(PLAN_MAIN, script);
-  const planProcess = existsSync(join(tree, PLAN_CHILD));
-  if (planProcess) await bundle(PLAN_CHILD, join(outDir, 'restore-plan-child.js'));
-  return { script, planProcess };
+  const result = await build({
+    entryPoints: [join(tree, entry)],
+    outfile,
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    conditions: ['@stowage/source'],
+    plugins: [thirdPartyExternal],
+    logLevel: 'error',
+    metafile: true,
+  });
+  return result.metafile;
 }
 
 async function planOnce(opts: {
