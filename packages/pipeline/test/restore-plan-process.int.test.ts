@@ -31,7 +31,8 @@ function* entries(namespaces: readonly string[], perNamespace: number, extra: Ta
   const json = (o: unknown) => Buffer.from(JSON.stringify(o));
   for (const ns of namespaces) {
     yield { path: `resources/namespaces/cluster/${ns}.json`, data: json(namespace(ns)) };
-    for (let i = 0; i < perNamespace; i++) yield { path: `resources/configmaps/namespaces/${ns}/cm-${i}.json`, data: json(configMap(ns, i)) };
+    for (let i = 0; i < perNamespace; i++)
+      yield { path: `resources/configmaps/namespaces/${ns}/cm-${i}.json`, data: json(configMap(ns, i)) };
   }
   yield* extra;
 }
@@ -60,7 +61,12 @@ function inputOf(spec: RestoreSpec): RestorePlanInput {
     spec,
     volumeBackups: [],
     snapshots: [],
-    config: { restoreBatchSize: 50, restoreWaitImage: 'stowage/node-agent:0.1.0', restoreWaitCommand: ['/restore-wait'], maxHookTimeoutMs: 60_000 },
+    config: {
+      restoreBatchSize: 50,
+      restoreWaitImage: 'stowage/node-agent:0.1.0',
+      restoreWaitCommand: ['/restore-wait'],
+      maxHookTimeoutMs: 60_000,
+    },
   };
 }
 
@@ -163,17 +169,26 @@ describe('a restore whose plan outgrows its heap', () => {
     const submit = async (name: string, spec: Record<string, unknown>) => {
       const validation = validateRestoreRequest({ name, spec: { backupName: 'bk1', ...spec } });
       if (!validation.ok) throw new Error(JSON.stringify(validation.problems));
-      await submitRestore({ restores: h.deps.restores!, connection: h.redis, queuePrefix: h.queuePrefix }, { name, spec: validation.value });
+      await submitRestore(
+        { restores: h.deps.restores!, connection: h.redis, queuePrefix: h.queuePrefix },
+        { name, spec: validation.value },
+      );
       return waitForRestoreEnd(h.deps.restores!, h.deps.storage, name, 60_000);
     };
     const full = await submit('too-big', {});
     expect(full.phase).toBe('Failed');
     expect(full.record.failureReason).toMatch(/STOWAGE_RESTORE_PLAN_HEAP_MB/);
     expect(full.record.failureReason).toMatch(/16 MiB/);
+    expect(full.record.failureReason).toContain(PipelineErrorCode.restorePlanOutOfMemory);
     expect(full.items).toEqual({});
     // The same heap holds a plan that selects little: only the selected items are ever parsed.
     const one = await submit('small-one', { includedNamespaces: ['small'] });
     expect(one.phase).toBe('Completed');
-    expect(Object.keys(one.items).sort()).toEqual(['configmaps/small/cm-0', 'configmaps/small/cm-1', 'configmaps/small/cm-2', 'namespaces/-cluster-/small']);
+    expect(Object.keys(one.items).sort()).toEqual([
+      'configmaps/small/cm-0',
+      'configmaps/small/cm-1',
+      'configmaps/small/cm-2',
+      'namespaces/-cluster-/small',
+    ]);
   }, 120_000);
 });
