@@ -142,10 +142,11 @@ describe('the restore plan in its own process', () => {
 });
 
 describe('a restore whose plan outgrows its heap', () => {
-  const redis = useTestRedis();
+  let redis: { url: string; stop: () => Promise<void> } | undefined;
   let h: Harness;
   let workers: RunningWorkers;
   beforeAll(async () => {
+    redis = await useTestRedis();
     h = await startHarness({
       redisUrl: redis.url,
       fixture: { objects: [node('node-a')] },
@@ -157,6 +158,7 @@ describe('a restore whose plan outgrows its heap', () => {
   afterAll(async () => {
     await workers?.close();
     await h?.close();
+    await redis?.stop();
   });
 
   it('fails naming STOWAGE_RESTORE_PLAN_HEAP_MB, and the process hosting the queue plans the next restore', async () => {
