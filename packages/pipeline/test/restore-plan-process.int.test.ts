@@ -6,8 +6,8 @@ import { backupLayout, type TarEntry, writeTar } from '@stowage/storage';
 import { useTestRedis } from '@stowage/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PipelineErrorCode } from '../src/errors.js';
-import type { RestorePlanInput, RestorePlanLogLine, RestorePlanSink } from '../src/restore/restore-plan-compute.js';
-import { runRestorePlanProcess } from '../src/restore/restore-plan-process.js';
+import type { RestorePlanInput, RestorePlanLogLine } from '../src/restore/restore-plan-compute.js';
+import { type RestorePlanStore, runRestorePlanProcess } from '../src/restore/restore-plan-process.js';
 import type { PlannedRestoreItem } from '../src/restore/restore-plan-types.js';
 import { namespace, node } from './support/fixtures.js';
 import { BACKUP_AND_RESTORE_QUEUES, type Harness, startHarness, waitForRestoreEnd } from './support/harness.js';
@@ -78,16 +78,16 @@ function collectingSink(onFirstCall?: () => void) {
     if (first) onFirstCall?.();
     first = false;
   };
-  const sink: RestorePlanSink = {
+  const sink: RestorePlanStore = {
     log: async (lines) => {
       called();
       logs.push(...lines);
     },
     problem: async () => called(),
     provideSnapshot: async () => called(),
-    batch: async (id, items) => {
+    batch: async (id, itemsJson) => {
       called();
-      batches.set(id, items);
+      batches.set(id, JSON.parse(itemsJson) as PlannedRestoreItem[]);
     },
     pod: async () => called(),
   };

@@ -4,8 +4,8 @@ import { backupLayout, openBackupTarball, readGzipJson } from '@stowage/storage'
 import type { Job } from 'bullmq';
 import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
 import { NO_PIPELINE_METRICS } from '../metrics.js';
-import type { RestorePlanInput, RestorePlanSink } from '../restore/restore-plan-compute.js';
-import { runRestorePlanProcess } from '../restore/restore-plan-process.js';
+import type { RestorePlanInput } from '../restore/restore-plan-compute.js';
+import { type RestorePlanStore, runRestorePlanProcess } from '../restore/restore-plan-process.js';
 import { restoreDepsOf } from '../restore/restore-runtime.js';
 import { completedSnapshotsOf, provideRestoreSnapshot } from '../restore/restore-snapshots.js';
 import type { PipelineRuntime } from '../runtime.js';
@@ -87,7 +87,7 @@ export async function processRestorePlan(rt: PipelineRuntime, job: Job): Promise
   };
   const tarball = await openBackupTarball(deps.storage, spec.backupName);
   const writer = restores.planWriter(name);
-  const sink: RestorePlanSink = {
+  const store: RestorePlanStore = {
     log: (lines) => restores.logMany(name, lines),
     problem: async (problem) => {
       await restores.recordProblem(name, problem);
@@ -95,10 +95,10 @@ export async function processRestorePlan(rt: PipelineRuntime, job: Job): Promise
     provideSnapshot: async ({ targetNamespace, record: snapshot }) => {
       await provideRestoreSnapshot(deps.kube, { restoreName: name, targetNamespace, record: snapshot });
     },
-    batch: (id, items) => writer.batch(id, items),
+    batch: (id, itemsJson) => writer.batchJson(id, itemsJson),
     pod: (pod) => writer.pod(pod),
   };
-  const plan = await runRestorePlanProcess(input, tarball, sink, { heapMb: deps.config.restorePlanHeapMb });
+  const plan = await runRestorePlanProcess(input, tarball, store, { heapMb: deps.config.restorePlanHeapMb });
   for (const tier of plan.tiers) await writer.tier(tier);
   await writer.flush();
   const { tiers, totalItems, summary: planSummary } = plan;

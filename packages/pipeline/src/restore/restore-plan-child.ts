@@ -9,9 +9,10 @@ import { readFileSync } from 'node:fs';
 import { computeRestorePlan, type RestorePlanInput, type RestorePlanSink } from './restore-plan-compute.js';
 import type { RestorePlanMessage } from './restore-plan-process.js';
 
-function send(message: RestorePlanMessage): Promise<void> {
+function send(message: RestorePlanMessage, payload?: string): Promise<void> {
   return new Promise((resolve, reject) => {
-    process.stdout.write(`${JSON.stringify(message)}\n`, (err) => (err ? reject(err) : resolve()));
+    const lines = payload === undefined ? `${JSON.stringify(message)}\n` : `${JSON.stringify(message)}\n${payload}\n`;
+    process.stdout.write(lines, (err) => (err ? reject(err) : resolve()));
   });
 }
 
@@ -19,7 +20,8 @@ const sink: RestorePlanSink = {
   log: (lines) => (lines.length > 0 ? send({ t: 'log', lines }) : Promise.resolve()),
   problem: (problem) => send({ t: 'problem', problem }),
   provideSnapshot: (request) => send({ t: 'snapshot', request }),
-  batch: (id, items) => send({ t: 'batch', id, items }),
+  // The items as Redis stores them: the parent passes the line on unparsed.
+  batch: (id, items) => send({ t: 'batch', id }, JSON.stringify(items)),
   pod: (pod) => send({ t: 'pod', pod }),
 };
 

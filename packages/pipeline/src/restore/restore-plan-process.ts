@@ -4,8 +4,8 @@
  * (STOWAGE_RESTORE_PLAN_HEAP_MB), with no credentials, apart from the process that serves the API
  * and hosts the restores queue: a plan that runs out of memory fails its restore with a message
  * naming the setting, never that process (issue #45). The parent streams the tarball in and
- * applies the plan's messages to the sink in order, one at a time: the plan is never held whole
- * on either side of the pipe.
+ * applies the plan's messages to the store in order, one at a time: the parent never holds the
+ * plan, only the line in hand.
  */
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
@@ -16,17 +16,25 @@ import { StorageError, type StorageErrorCode } from '@stowage/storage';
 import { PipelineErrorCode, UnrecoverablePipelineError } from '../errors.js';
 import type { RunProblem } from '../state/run-state.js';
 import type { RestorePlanInput, RestorePlanLogLine, RestorePlanOutcome, RestorePlanSink } from './restore-plan-compute.js';
-import type { PlannedRestoreItem, RestorePodPlan } from './restore-plan-types.js';
+import type { RestorePodPlan } from './restore-plan-types.js';
 
-/** One line of the plan's process on stdout: a sink call, then `done` or `error`. */
+/**
+ * One line of the plan's process on stdout: a sink call, then `done` or `error`. A `batch` line is
+ * followed by one line of its items' JSON array, which the parent stores as it is, never parsed.
+ */
 export type RestorePlanMessage =
   | { t: 'log'; lines: RestorePlanLogLine[] }
   | { t: 'problem'; problem: RunProblem }
   | { t: 'snapshot'; request: Parameters<RestorePlanSink['provideSnapshot']>[0] }
-  | { t: 'batch'; id: string; items: PlannedRestoreItem[] }
+  | { t: 'batch'; id: string }
   | { t: 'pod'; pod: RestorePodPlan }
   | { t: 'done'; outcome: RestorePlanOutcome; peakRssBytes: number }
   | { t: 'error'; message: string; code?: string };
+
+/** Where the parent puts the plan: the sink's calls, a batch as the JSON text of its items (PlannedRestoreItem[]). */
+export interface RestorePlanStore extends Omit<RestorePlanSink, 'batch'> {
+  batch(id: string, itemsJson: string): Promise<void>;
+}
 
 export interface RestorePlanRun extends RestorePlanOutcome {
   /** The plan process's peak resident memory (VmHWM). */
@@ -46,14 +54,14 @@ const STDERR_TAIL_BYTES = 4096;
 
 /**
  * Plans a restore in its own process, `heapMb` its V8 heap's cap: the tarball piped in, each
- * message of the plan applied to `sink` before the next is read. Throws the plan's own error (a
+ * message of the plan applied to `store` before the next is read. Throws the plan's own error (a
  * corrupt archive is a StorageError, as when read in-process), the tarball's read error, or —
  * out of memory — an unrecoverable error naming STOWAGE_RESTORE_PLAN_HEAP_MB.
  */
 export async function runRestorePlanProcess(
   input: RestorePlanInput,
   tarball: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
-  sink: RestorePlanSink,
+  store: RestorePlanStore,
   opts: { heapMb: number },
 ): Promise<RestorePlanRun> {
   const child = spawn(process.execPath, [`--max-old-space-size=${opts.heapMb}`, ...childEntry()], {
@@ -88,21 +96,29 @@ export async function runRestorePlanProcess(
   let failed: Extract<RestorePlanMessage, { t: 'error' }> | undefined;
   try {
     let pending = '';
+    let batchId: string | undefined;
     stdout.setEncoding('utf8');
     for await (const text of stdout as AsyncIterable<string>) {
       pending += text;
       let end = pending.indexOf('\n');
       while (end >= 0) {
-        const message = JSON.parse(pending.slice(0, end)) as RestorePlanMessage;
+        const line = pending.slice(0, end);
         pending = pending.slice(end + 1);
-        if (message.t === 'done') done = message;
-        else if (message.t === 'error') failed = message;
-        else await apply(sink, message);
+        if (batchId !== undefined) {
+          await store.batch(batchId, line);
+          batchId = undefined;
+        } else {
+          const message = JSON.parse(line) as RestorePlanMessage;
+          if (message.t === 'done') done = message;
+          else if (message.t === 'error') failed = message;
+          else if (message.t === 'batch') batchId = message.id;
+          else await apply(store, message);
+        }
         end = pending.indexOf('\n');
       }
     }
   } catch (err) {
-    // The sink failed (Redis, the API server): the plan stops with it.
+    // The store failed (Redis, the API server): the plan stops with it.
     child.kill('SIGKILL');
     await closed;
     throw err;
@@ -130,18 +146,16 @@ export async function runRestorePlanProcess(
   );
 }
 
-function apply(sink: RestorePlanSink, message: Exclude<RestorePlanMessage, { t: 'done' | 'error' }>): Promise<void> {
+function apply(store: RestorePlanStore, message: Exclude<RestorePlanMessage, { t: 'done' | 'error' | 'batch' }>): Promise<void> {
   switch (message.t) {
     case 'log':
-      return sink.log(message.lines);
+      return store.log(message.lines);
     case 'problem':
-      return sink.problem(message.problem);
+      return store.problem(message.problem);
     case 'snapshot':
-      return sink.provideSnapshot(message.request);
-    case 'batch':
-      return sink.batch(message.id, message.items);
+      return store.provideSnapshot(message.request);
     case 'pod':
-      return sink.pod(message.pod);
+      return store.pod(message.pod);
   }
 }
 

@@ -270,7 +270,12 @@ export class RestorePlanWriter {
   }
 
   batch(id: string, items: readonly PlannedRestoreItem[]): Promise<void> {
-    return this.put(this.keys.batches, id, JSON.stringify(items));
+    return this.batchJson(id, JSON.stringify(items));
+  }
+
+  /** A batch already serialized (the plan's process sends it so). */
+  batchJson(id: string, itemsJson: string): Promise<void> {
+    return this.put(this.keys.batches, id, itemsJson);
   }
 
   pod(pod: RestorePodPlan): Promise<void> {
