@@ -131,7 +131,9 @@ function walk(root, dir, recursive) {
           st = lstatSync(abs, { throwIfNoEntry: false });
           if (st && st.isSymbolicLink()) target = readlinkSync(abs);
         } catch (error) {
-          if (error.code !== 'ENOENT') return { entries, vanished, replaced, error: { code: error.code, message: error.message, absPath: join(opened.absDir, name), rel } };
+          // ENOENT: removed since the listing. EINVAL: the link lstat saw was replaced since (readlink of a
+          // non-link) — a pod swapping entries; either way the entry the walk saw is gone, not an error.
+          if (error.code !== 'ENOENT' && error.code !== 'EINVAL') return { entries, vanished, replaced, error: { code: error.code, message: error.message, absPath: join(opened.absDir, name), rel } };
           st = undefined;
         }
         if (!st) { entries.push({ rel, kind: 'gone' }); continue; }
